@@ -1,0 +1,285 @@
+package encoding
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Sentinel decode errors. Errors returned by Decoder.Err and DecodeRecord wrap
+// one of these (test with errors.Is); the wrapping text says which field and
+// how many bytes were left.
+var (
+	// ErrShortBuffer means the input ended before a field, or before the
+	// bytes a length or count promised.
+	ErrShortBuffer = errors.New("zk encoding: short buffer")
+	// ErrBadLength means a length or count was negative and not -1 (null).
+	ErrBadLength = errors.New("zk encoding: bad length")
+	// ErrBadMultiOp means a multi request or response contained an op type
+	// that may not appear there. A server answers MarshallingError.
+	ErrBadMultiOp = errors.New("zk encoding: bad op type in multi")
+)
+
+// Decoder reads jute-encoded values from a byte slice.
+//
+// The error is sticky: after the first failure every read returns the zero
+// value and Err reports that first failure, so a record's Decode can read all
+// its fields and check once. Every length read from the input is checked
+// against the bytes that remain before anything is allocated, so hostile
+// input costs at most a copy of itself and never panics.
+//
+// A Decoder is not safe for concurrent use.
+type Decoder struct {
+	buf []byte
+	off int
+	err error
+}
+
+// NewDecoder returns a Decoder reading b. The Decoder does not modify b, and
+// nothing it returns aliases b, so b may be reused once decoding is done.
+func NewDecoder(b []byte) *Decoder { return &Decoder{buf: b} }
+
+// Err returns the first error encountered, or nil.
+func (d *Decoder) Err() error { return d.err }
+
+// Remaining returns the number of unread bytes, or 0 after an error.
+func (d *Decoder) Remaining() int {
+	if d.err != nil {
+		return 0
+	}
+	return len(d.buf) - d.off
+}
+
+// Fail records err as the decoder's error unless one is already recorded.
+// Records use it to reject values that are well-formed jute but invalid
+// for the record (for example an unknown op type inside a multi).
+func (d *Decoder) Fail(err error) {
+	if d.err == nil && err != nil {
+		d.err = err
+	}
+}
+
+// take returns the next n bytes (aliasing d.buf) or nil after recording a
+// short-buffer error naming what was being read.
+func (d *Decoder) take(n int, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > len(d.buf)-d.off {
+		d.err = fmt.Errorf("%w: %s needs %d bytes, %d remain", ErrShortBuffer, what, n, len(d.buf)-d.off)
+		return nil
+	}
+	b := d.buf[d.off : d.off+n : d.off+n]
+	d.off += n
+	return b
+}
+
+// Int32 reads a jute int.
+func (d *Decoder) Int32() int32 {
+	b := d.take(4, "int")
+	if b == nil {
+		return 0
+	}
+	return int32(binary.BigEndian.Uint32(b))
+}
+
+// Int64 reads a jute long.
+func (d *Decoder) Int64() int64 {
+	b := d.take(8, "long")
+	if b == nil {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(b))
+}
+
+// Bool reads a jute boolean. Any non-zero byte is true, as in ZooKeeper's
+// BinaryInputArchive.
+func (d *Decoder) Bool() bool {
+	b := d.take(1, "boolean")
+	return b != nil && b[0] != 0
+}
+
+// length reads a length prefix for a byte run. It returns -1 for null and
+// otherwise a length no larger than the bytes remaining after the prefix.
+func (d *Decoder) length(what string) int {
+	n := d.Int32()
+	if d.err != nil {
+		return -1
+	}
+	switch {
+	case n == -1:
+		return -1
+	case n < 0:
+		d.err = fmt.Errorf("%w: %s length %d", ErrBadLength, what, n)
+		return -1
+	case int64(n) > int64(len(d.buf)-d.off):
+		d.err = fmt.Errorf("%w: %s length %d, %d bytes remain", ErrShortBuffer, what, n, len(d.buf)-d.off)
+		return -1
+	}
+	return int(n)
+}
+
+// Buffer reads a jute buffer. Null (length -1) is returned as nil and empty
+// (length 0) as a non-nil empty slice, because ZooKeeper keeps the two
+// apart (a znode can hold null data). The result is a copy.
+func (d *Decoder) Buffer() []byte {
+	n := d.length("buffer")
+	if n < 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	copy(b, d.take(n, "buffer"))
+	return b
+}
+
+// String reads a jute ustring. Null decodes as "", since no ZooKeeper record
+// gives a null string a meaning of its own. Invalid UTF-8 is kept as is.
+//
+// The name makes *Decoder a fmt.Stringer: formatting a Decoder with %v or
+// %s consumes input. Log d.Remaining() or d.Err() instead.
+func (d *Decoder) String() string {
+	n := d.length("ustring")
+	if n < 0 {
+		return ""
+	}
+	return string(d.take(n, "ustring"))
+}
+
+// VectorLen reads a vector count and returns it, or -1 for a null vector or
+// after an error. minElemSize is the fewest bytes one element can occupy
+// (at least 1 is assumed); a count whose elements could not possibly fit in
+// the remaining input is rejected before the caller allocates for it.
+func (d *Decoder) VectorLen(minElemSize int) int {
+	n := d.Int32()
+	if d.err != nil {
+		return -1
+	}
+	if minElemSize < 1 {
+		minElemSize = 1
+	}
+	switch {
+	case n == -1:
+		return -1
+	case n < 0:
+		d.err = fmt.Errorf("%w: vector count %d", ErrBadLength, n)
+		return -1
+	case int64(n)*int64(minElemSize) > int64(len(d.buf)-d.off):
+		d.err = fmt.Errorf("%w: vector of %d elements of at least %d bytes, %d bytes remain",
+			ErrShortBuffer, n, minElemSize, len(d.buf)-d.off)
+		return -1
+	}
+	return int(n)
+}
+
+// Strings reads a jute vector<ustring>. Null decodes as nil, empty as a
+// non-nil empty slice.
+func (d *Decoder) Strings() []string {
+	n := d.VectorLen(4)
+	if n < 0 {
+		return nil
+	}
+	s := make([]string, n)
+	for i := range s {
+		s[i] = d.String()
+	}
+	if d.err != nil {
+		return nil
+	}
+	return s
+}
+
+// Encoder appends jute-encoded values to a byte slice. Encoding cannot fail.
+// The zero Encoder is ready to use and starts from an empty slice.
+type Encoder struct {
+	buf []byte
+}
+
+// NewEncoder returns an Encoder that appends to b.
+func NewEncoder(b []byte) *Encoder { return &Encoder{buf: b} }
+
+// Bytes returns the slice with everything encoded so far appended.
+func (e *Encoder) Bytes() []byte { return e.buf }
+
+// Int32 appends a jute int.
+func (e *Encoder) Int32(v int32) { e.buf = binary.BigEndian.AppendUint32(e.buf, uint32(v)) }
+
+// Int64 appends a jute long.
+func (e *Encoder) Int64(v int64) { e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(v)) }
+
+// Bool appends a jute boolean as 0 or 1.
+func (e *Encoder) Bool(v bool) {
+	var b byte
+	if v {
+		b = 1
+	}
+	e.buf = append(e.buf, b)
+}
+
+// Buffer appends a jute buffer: nil as null (length -1), a non-nil empty
+// slice as length 0.
+func (e *Encoder) Buffer(b []byte) {
+	if b == nil {
+		e.Int32(-1)
+		return
+	}
+	e.Int32(int32(len(b)))
+	e.buf = append(e.buf, b...)
+}
+
+// String appends a jute ustring. "" is written as empty (length 0), never
+// null.
+func (e *Encoder) String(s string) {
+	e.Int32(int32(len(s)))
+	e.buf = append(e.buf, s...)
+}
+
+// Strings appends a jute vector<ustring>: nil as null (count -1), a non-nil
+// empty slice as count 0.
+func (e *Encoder) Strings(s []string) {
+	if s == nil {
+		e.Int32(-1)
+		return
+	}
+	e.Int32(int32(len(s)))
+	for _, v := range s {
+		e.String(v)
+	}
+}
+
+// Record is a jute record. Implementations must not retain the Encoder or
+// Decoder passed to them: the package reuses them between calls.
+type Record interface {
+	// Encode appends the record's fields in jute order.
+	Encode(e *Encoder)
+	// Decode reads the record's fields in jute order; failures are
+	// reported through d.Err.
+	Decode(d *Decoder)
+}
+
+// encoderPool recycles Encoders for AppendRecord and AppendFrame. Passing an
+// *Encoder to a Record's Encode is an interface call, so escape analysis
+// must assume it escapes; without the pool every frame would allocate one.
+var encoderPool = sync.Pool{New: func() any { return new(Encoder) }}
+
+// AppendRecord appends the encoding of r to b and returns the extended slice.
+func AppendRecord(b []byte, r Record) []byte {
+	e := encoderPool.Get().(*Encoder)
+	e.buf = b
+	r.Encode(e)
+	b = e.buf
+	e.buf = nil
+	encoderPool.Put(e)
+	return b
+}
+
+// DecodeRecord decodes r from b. Bytes after the record are ignored, as
+// ZooKeeper's BinaryInputArchive ignores them; old clients rely on this (for
+// example a 36-byte ConnectResponse read by a client expecting 37). The
+// error wraps ErrShortBuffer, ErrBadLength or ErrBadMultiOp. On error r may
+// be partially filled.
+func DecodeRecord(b []byte, r Record) error {
+	d := Decoder{buf: b}
+	r.Decode(&d)
+	return d.err
+}

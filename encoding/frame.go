@@ -1,0 +1,102 @@
+package encoding
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// DefaultMaxFrameBytes is ZooKeeper's default jute.maxbuffer: the largest
+// frame payload a server accepts and a 3.6+ Java client will read.
+const DefaultMaxFrameBytes = 0xfffff
+
+// Frame errors. A peer that sends either has broken the protocol; ZooKeeper
+// closes the connection without replying.
+var (
+	ErrFrameTooLarge  = errors.New("zk encoding: frame too large")
+	ErrNegativeLength = errors.New("zk encoding: negative frame length")
+)
+
+// ReadFrame reads one frame from r and returns its payload.
+//
+// The payload is read into buf when cap(buf) is large enough (so a caller
+// can reuse one buffer for every frame on a connection; the result is then
+// overwritten by the next call) and into a newly allocated slice otherwise.
+// max bounds the payload length; max <= 0 means DefaultMaxFrameBytes. A
+// length that is negative or larger than max is rejected before any of the
+// payload is read, so a hostile length costs no memory; the stream is then
+// out of sync and must be closed.
+//
+// ReadFrame returns io.EOF only if the stream ended cleanly before the first
+// byte of the length; a stream that ends anywhere later yields
+// io.ErrUnexpectedEOF. Other read errors are returned as is.
+func ReadFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
+	if max <= 0 {
+		max = DefaultMaxFrameBytes
+	}
+	// The length prefix is read into buf itself: a local array would escape
+	// through the io.Reader interface call and cost an allocation per frame.
+	if cap(buf) < 4 {
+		buf = make([]byte, 4, 512)
+	}
+	if _, err := io.ReadFull(r, buf[:4]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(buf[:4]))
+	if n < 0 {
+		return nil, fmt.Errorf("%w: %d", ErrNegativeLength, n)
+	}
+	if int64(n) > int64(max) {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, max)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf, nil
+}
+
+// AppendFrame appends one frame holding records encoded back to back (for a
+// reply, a ReplyHeader then the body) and returns the extended slice. With
+// enough capacity in b it does not allocate.
+//
+// AppendFrame panics if the payload exceeds math.MaxInt32 bytes, which no
+// valid record comes near; the frame limit a peer enforces is far lower and
+// is the caller's concern.
+func AppendFrame(b []byte, records ...Record) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	e := encoderPool.Get().(*Encoder)
+	e.buf = b
+	for _, r := range records {
+		if r != nil {
+			r.Encode(e)
+		}
+	}
+	b = e.buf
+	e.buf = nil
+	encoderPool.Put(e)
+	n := len(b) - start - 4
+	if n > math.MaxInt32 {
+		panic("zk encoding: frame payload exceeds MaxInt32")
+	}
+	binary.BigEndian.PutUint32(b[start:], uint32(n))
+	return b
+}
+
+// WriteFrame writes one frame holding records to w in a single Write, using
+// buf as scratch space. It returns the (possibly grown) scratch buffer for
+// reuse.
+func WriteFrame(w io.Writer, buf []byte, records ...Record) ([]byte, error) {
+	buf = AppendFrame(buf[:0], records...)
+	_, err := w.Write(buf)
+	return buf, err
+}
