@@ -1,0 +1,203 @@
+package zetcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// dispatchFunc calls the Handler method for one opcode. req is the decoded body, of the type
+// encoding.NewRequest returns for the opcode. A nil response means a header-only reply.
+type dispatchFunc func(ctx context.Context, h Handler, req encoding.Record) (encoding.Record, encoding.Zxid, error)
+
+// dispatchTable maps every opcode the server serves to its Handler method. An opcode without a
+// row (and other than ping and closeSession, which the connection handles itself) is answered
+// with Unimplemented and the connection is closed, as ZooKeeper does for requests it does not
+// know. Adding a Handler method means adding its row here.
+var dispatchTable = map[encoding.Op]dispatchFunc{
+	encoding.OpCreate:       withBody(Handler.Create),
+	encoding.OpDelete:       headerOnly(Handler.Delete),
+	encoding.OpExists:       withBody(Handler.Exists),
+	encoding.OpGetData:      withBody(Handler.GetData),
+	encoding.OpSetData:      withBody(Handler.SetData),
+	encoding.OpGetACL:       withBody(Handler.GetACL),
+	encoding.OpSetACL:       withBody(Handler.SetACL),
+	encoding.OpGetChildren:  withBody(Handler.GetChildren),
+	encoding.OpSync:         withBody(Handler.Sync),
+	encoding.OpGetChildren2: withBody(Handler.GetChildren2),
+	encoding.OpCreate2:      withBody(Handler.Create2),
+}
+
+// withBody adapts a Handler method whose success reply has a body.
+func withBody[Req, Resp any, PResp interface {
+	*Resp
+	encoding.Record
+}](m func(Handler, context.Context, *Req) (PResp, encoding.Zxid, error)) dispatchFunc {
+	return func(ctx context.Context, h Handler, req encoding.Record) (encoding.Record, encoding.Zxid, error) {
+		r, ok := any(req).(*Req)
+		if !ok {
+			return nil, 0, fmt.Errorf("dispatch: request body is %T, want %T", req, r)
+		}
+		resp, zxid, err := m(h, ctx, r)
+		if err != nil {
+			return nil, zxid, err
+		}
+		if (*Resp)(resp) == nil {
+			return nil, zxid, errors.New("handler returned neither a response nor an error")
+		}
+		return resp, zxid, nil
+	}
+}
+
+// headerOnly adapts a Handler method whose success reply is the header alone.
+func headerOnly[Req any](m func(Handler, context.Context, *Req) (encoding.Zxid, error)) dispatchFunc {
+	return func(ctx context.Context, h Handler, req encoding.Record) (encoding.Record, encoding.Zxid, error) {
+		r, ok := any(req).(*Req)
+		if !ok {
+			return nil, 0, fmt.Errorf("dispatch: request body is %T, want %T", req, r)
+		}
+		zxid, err := m(h, ctx, r)
+		return nil, zxid, err
+	}
+}
+
+// requestKind says how the executor handles a request; the reader decides it.
+type requestKind uint8
+
+const (
+	requestDispatch      requestKind = iota // body decoded; call the dispatchTable row
+	requestCloseSession                     // closeSession: Session.Close, reply, close
+	requestUnimplemented                    // no dispatchTable row: Unimplemented, close
+	requestBadBody                          // body did not decode: MarshallingError
+)
+
+// pendingRequest is a request read from the socket and waiting for the executor.
+type pendingRequest struct {
+	hdr      encoding.RequestHeader
+	kind     requestKind
+	body     encoding.Record // requestDispatch: the decoded body
+	err      error           // requestBadBody: the decode error
+	received time.Time       // when the frame was read, for latency
+}
+
+// parseRequestBody classifies r by opcode and decodes its body. Bodies of opcodes the server
+// does not serve are not decoded: they are answered with Unimplemented whatever they hold.
+func parseRequestBody(r *pendingRequest, body []byte) {
+	op := r.hdr.Op
+	if op == encoding.OpCloseSession {
+		r.kind = requestCloseSession
+		return
+	}
+	if _, ok := dispatchTable[op]; !ok {
+		r.kind = requestUnimplemented
+		return
+	}
+	rec, ok := encoding.NewRequest(op)
+	if !ok { // every dispatched opcode has a request record (TestServerDispatchTable)
+		r.kind = requestUnimplemented
+		return
+	}
+	if err := encoding.DecodeRecord(body, rec); err != nil {
+		r.kind, r.err = requestBadBody, err
+		return
+	}
+	r.kind, r.body = requestDispatch, rec
+}
+
+// runExecutor is the session's executor: it runs queued requests one at a time, in the order
+// the reader read them, and queues each reply to the writer before taking the next request,
+// so replies leave in request order. It stops at the first request after which the
+// connection closes, and skips whatever is still queued once the connection is shutting down.
+func (c *clientConn) runExecutor() {
+	defer close(c.execDone)
+	defer c.recoverPanic("executor")
+	for r := range c.reqCh {
+		c.s.stats.outstanding.Add(-1)
+		if c.ctx.Err() != nil {
+			continue
+		}
+		if !c.execute(r) {
+			return
+		}
+	}
+}
+
+// execute runs one request and queues its reply. It reports false when the connection is to be
+// closed after that reply (a closing frame has then been queued).
+func (c *clientConn) execute(r *pendingRequest) bool {
+	op, xid := r.hdr.Op, r.hdr.Xid
+	switch r.kind {
+	case requestCloseSession:
+		return c.closeSession(r)
+	case requestUnimplemented:
+		c.log.Warn("unimplemented request; answering Unimplemented and closing the connection",
+			zap.Stringer("op", op), zap.Stringer("xid", xid))
+		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Err: encoding.ErrUnimplemented}, lastZxid: true, closeAfter: true})
+		return false
+	case requestBadBody:
+		c.log.Warn("undecodable request; answering MarshallingError", zap.Stringer("op", op),
+			zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
+		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Err: encoding.ErrMarshallingError}, lastZxid: true})
+		return true
+	}
+
+	resp, zxid, err := dispatchTable[op](c.ctx, c.sess, r.body)
+	c.s.stats.observeLatency(time.Since(r.received))
+	if err != nil {
+		if code, ok := errCode(err); ok {
+			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}})
+			return true
+		}
+		// The request could not be served at all: close without a reply (after the replies
+		// already queued); the session survives for the client to resume.
+		if !errors.Is(err, context.Canceled) {
+			c.log.Error("request failed; closing the connection", zap.Stringer("op", op),
+				zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
+		}
+		c.send(outFrame{noFrame: true, closeAfter: true})
+		return false
+	}
+	c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid}, body: resp})
+	return true
+}
+
+// closeSession ends the session at the client's request, replies, and closes the connection.
+// Session.Close gets the server's context, not the connection's: a client that sends
+// closeSession and hangs up at once still has its session closed.
+func (c *clientConn) closeSession(r *pendingRequest) bool {
+	ctx, cancel := context.WithTimeout(c.s.ctx, lifecycleTimeout)
+	zxid, err := c.sess.Close(ctx)
+	cancel()
+	c.s.stats.observeLatency(time.Since(r.received))
+	if err != nil {
+		if code, ok := errCode(err); ok {
+			c.log.Warn("closeSession refused", zap.Stringer("code", code))
+			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid, Err: code}, closeAfter: true})
+			return false
+		}
+		if !errors.Is(err, context.Canceled) {
+			c.log.Error("closeSession failed; closing the connection",
+				zap.Error(fmt.Errorf("session %v: closeSession: %w", c.id, err)))
+		}
+		c.send(outFrame{noFrame: true, closeAfter: true})
+		return false
+	}
+	c.setEnd(endClosed)
+	c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid}, closeAfter: true})
+	return false
+}
+
+// errCode reports whether err is a ZooKeeper error code to send to the client. ErrOK is not
+// one: a handler returning it as an error has broken the Handler contract.
+func errCode(err error) (encoding.ErrCode, bool) {
+	var code encoding.ErrCode
+	if errors.As(err, &code) && code != encoding.ErrOK {
+		return code, true
+	}
+	return 0, false
+}

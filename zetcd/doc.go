@@ -1,0 +1,71 @@
+// Package zetcd is a server for the Apache ZooKeeper client protocol that keeps its state in
+// etcd: the connection layer (Server), the seams it serves through (Handler, Session, Backend),
+// and the etcd implementation of those seams (EtcdBackend).
+//
+// # Request flow
+//
+//	accept → sniff a four-letter word, or read the ConnectRequest (44 or 45 bytes)
+//	       → Backend.Connect opens or resumes the Session
+//	       → ConnectResponse in the request's shape (36 or 37 bytes)
+//	       → reader decodes each request frame
+//	       → the session's executor calls the Handler method, one request at a time, in order
+//	       → etcd round trip(s)
+//	       → reply queued to the writer → frame written
+//
+// Only the etcd_* files know etcd types. The server knows ZooKeeper framing and sessions, and
+// nothing of how znodes are stored.
+//
+// # Usage
+//
+//	srv := zetcd.NewServer(backend, zetcd.Config{Logger: log, Version: "3.9.0-zetcd"})
+//	ln, _ := net.Listen("tcp", "127.0.0.1:2181")
+//	go srv.Serve(ln)
+//	...
+//	srv.Close() // detaches sessions; clients resume them on another zetcd
+//
+// # Goroutines and ownership
+//
+// Server.Serve runs one accept loop per listener. Each accepted connection gets:
+//
+//   - The serve goroutine (Server.serveConn). It owns the socket: it alone closes it. It
+//     reads the first four bytes; a four-letter word ("ruok", "srvr", ...) is answered and the
+//     connection closed. Otherwise it reads the ConnectRequest, calls Backend.Connect (the
+//     negotiated timeout is the request's clamped to [MinSessionTimeout, MaxSessionTimeout]),
+//     records the session in the server's session table, starts the two goroutines below and
+//     becomes the reader: it reads frames (bounded by MaxFrameBytes), touches the session on
+//     every packet, answers pings directly through the writer, and queues every other request
+//     to the executor. When it stops, it tears the connection down and settles the session.
+//   - The executor (runExecutor). It takes requests from a bounded queue (1000; a full queue
+//     stops the reader, which stops reading the socket) and calls the Session's Handler
+//     methods strictly one at a time in arrival order, through one table from opcode to
+//     Handler method (dispatchTable). It queues each reply to the writer before taking the
+//     next request, so replies leave in request order.
+//   - The writer (runWriter). It is the only goroutine writing to the socket once the session
+//     is open. It encodes frames into a buffered writer and flushes whenever its queue is
+//     empty, and it tracks the highest zxid written on the connection, which ping replies
+//     carry.
+//
+// An error on a connection closes that connection only. Each goroutine recovers from panics
+// as a last line of defence, logging the stack and closing the connection.
+//
+// # Sessions
+//
+// A session lives in etcd, not in a connection, and may move between connections and zetcd
+// processes. The server keeps a table of the sessions it serves or has detached:
+//
+//   - No packet within the session timeout (a read deadline on the socket): the connection is
+//     closed, then Session.Expire is called.
+//   - closeSession: Session.Close in order with the other requests, the reply, then the
+//     connection is closed.
+//   - The connection drops otherwise (client gone, protocol error, backend error): Session.Detach,
+//     and an expiry timer for the last packet's time plus the timeout. If the client resumes
+//     the session here before it fires, the timer is cancelled; when it fires, Session.Expire
+//     is called (a no-op for a session resumed elsewhere).
+//   - A session resumed here while another connection still serves it: that connection is
+//     closed (its Session only detached) before the new one is answered.
+//   - Server.Close: every Session is detached, none expired.
+//
+// Life-cycle calls (Close, Expire, Detach) of a Session never run concurrently with its Handler
+// methods: Close is made by the executor itself, Expire and Detach only once the executor has
+// stopped.
+package zetcd

@@ -1,0 +1,100 @@
+package zetcd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// Handler serves the requests of one session, one method per opcode, so that adding an opcode
+// breaks the build until every implementation (etcd backend, decorators, test fakes) handles it.
+//
+// Contract for every method:
+//   - It is called from the session's executor goroutine, one request at a time, in the order the
+//     client sent them; an implementation needs no locking for per-session state.
+//   - It returns the zxid for the reply header: for a write, the write's own zxid (also when the
+//     write failed, since a failed write consumes a zxid); for a read, the newest zxid the read saw.
+//   - A nil error means success and the response record is sent.
+//   - An error that is an encoding.ErrCode (errors.As) is a ZooKeeper error: the reply is the header
+//     with that code and no body; the zxid is still used.
+//   - Any other error means the request could not be served at all (etcd unreachable, context
+//     cancelled): the server closes the connection without a reply, and the session survives for
+//     the client to resume.
+//
+// Requests arrive decoded but unvalidated: paths, flags and ACLs are checked by the implementation,
+// in ZooKeeper's order (PROTOCOL.md §3.2).
+type Handler interface {
+	Create(ctx context.Context, req *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error)
+	Create2(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error)
+	Delete(ctx context.Context, req *encoding.DeleteRequest) (encoding.Zxid, error)
+	Exists(ctx context.Context, req *encoding.ExistsRequest) (*encoding.ExistsResponse, encoding.Zxid, error)
+	GetData(ctx context.Context, req *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error)
+	SetData(ctx context.Context, req *encoding.SetDataRequest) (*encoding.SetDataResponse, encoding.Zxid, error)
+	GetACL(ctx context.Context, req *encoding.GetACLRequest) (*encoding.GetACLResponse, encoding.Zxid, error)
+	SetACL(ctx context.Context, req *encoding.SetACLRequest) (*encoding.SetACLResponse, encoding.Zxid, error)
+	GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error)
+	GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error)
+	Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error)
+}
+
+// Session is one ZooKeeper session as a Backend keeps it: the handler for its requests plus its
+// life cycle. The Server owns the Session it got from Backend.Connect and calls the life-cycle
+// methods below only while no Handler method of that Session is running.
+//
+// A Session value stands for one connection's hold on the session. When a client resumes the
+// session, Connect returns a new value for the same ID; Detach and Expire on the old value may
+// then run concurrently with the new value's Handler calls, and must affect only the old value
+// (Expire is a no-op for a session resumed since).
+type Session interface {
+	Handler
+
+	ID() encoding.SessionID
+	// Password is the 16-byte secret a client presents to resume the session.
+	Password() []byte
+	// Timeout is the negotiated session timeout.
+	Timeout() time.Duration
+
+	// Close ends the session at the client's request (closeSession): its ephemeral nodes are
+	// deleted in one transaction. Returns the zxid of that transaction.
+	Close(ctx context.Context) (encoding.Zxid, error)
+	// Expire ends the session because its client was silent past the timeout, exactly as Close
+	// does, except that it does nothing when the session has been resumed by another connection
+	// (on this or another zetcd process) since this Session was returned by Connect.
+	Expire(ctx context.Context) error
+	// Detach tells the backend the client's connection is gone without ending the session: the
+	// backend stops keeping it alive, and the client may resume it (here or on another zetcd)
+	// until it expires. Detach is idempotent and does not block on the network.
+	Detach()
+}
+
+// ConnectParams is a client's ConnectRequest after timeout negotiation.
+type ConnectParams struct {
+	// SessionID is 0 for a new session, else the session to resume with Passwd.
+	SessionID encoding.SessionID
+	Passwd    []byte
+	// Timeout is already clamped to the server's [min, max] session timeout.
+	Timeout time.Duration
+	// LastZxidSeen is the newest zxid the client has seen.
+	LastZxidSeen encoding.Zxid
+}
+
+// Backend opens and resumes sessions. It is safe for concurrent use.
+type Backend interface {
+	// Connect opens a new session or resumes an existing one. Errors:
+	//   - ErrSessionExpired: unknown or expired session, or wrong password; the server answers
+	//     with a ConnectResponse of timeout 0 and closes the connection.
+	//   - ErrZxidAhead: the client has seen a newer zxid than this backend has; the server closes
+	//     the connection without a reply so the client tries another server.
+	//   - anything else: the backend failed; the server closes the connection.
+	Connect(ctx context.Context, p ConnectParams) (Session, error)
+}
+
+var (
+	// ErrSessionExpired is returned by Backend.Connect for a session that cannot be resumed.
+	ErrSessionExpired = errors.New("zetcd: session expired or unknown")
+	// ErrZxidAhead is returned by Backend.Connect when the client's lastZxidSeen is ahead of
+	// the backend's newest zxid.
+	ErrZxidAhead = errors.New("zetcd: client has seen a newer zxid than the server")
+)

@@ -1,0 +1,319 @@
+package zetcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// Config configures a Server. Every zero field takes the default documented next to it.
+type Config struct {
+	MinSessionTimeout time.Duration // default 4s (ZooKeeper's 2×tickTime with tickTime 2000)
+	MaxSessionTimeout time.Duration // default 40s (20×tickTime); raised to MinSessionTimeout if below it
+	MaxFrameBytes     int           // largest request frame accepted; default encoding.DefaultMaxFrameBytes
+	Logger            *zap.Logger   // default zap.NewNop()
+	Version           string        // shown by the srvr four-letter word; default defaultVersion
+}
+
+const (
+	defaultMinSessionTimeout = 4 * time.Second
+	defaultMaxSessionTimeout = 40 * time.Second
+	defaultVersion           = "3.9.0-zetcd-dev"
+
+	// handshakeTimeout bounds reading the first frame of a connection and writing the answer
+	// to it (ConnectResponse or four-letter-word output).
+	handshakeTimeout = 10 * time.Second
+	// connectTimeout bounds Backend.Connect.
+	connectTimeout = 10 * time.Second
+	// lifecycleTimeout bounds Session.Close and Session.Expire.
+	lifecycleTimeout = 10 * time.Second
+	// lingerTimeout and lingerMaxBytes bound how long, and how much, the server keeps reading
+	// (and discarding) after it half-closed a connection it answered before closing (4lw,
+	// closeSession, Unimplemented, expired handshake). Closing a socket with unread input makes
+	// the kernel send RST, which can destroy the answer before the client has read it.
+	lingerTimeout  = 500 * time.Millisecond
+	lingerMaxBytes = 1 << 20
+	// maxOutstanding is the reader→executor queue length per connection: the reader stops
+	// reading the socket when this many requests wait (ZooKeeper's globalOutstandingLimit).
+	maxOutstanding = 1000
+	// writeQueueLen is the length of the queue in front of each connection's writer.
+	writeQueueLen = 128
+	// readBufferSize is the size of each connection's buffered reader and writer.
+	readBufferSize  = 8 << 10
+	writeBufferSize = 16 << 10
+)
+
+func (cfg Config) withDefaults() Config {
+	if cfg.MinSessionTimeout <= 0 {
+		cfg.MinSessionTimeout = defaultMinSessionTimeout
+	}
+	if cfg.MaxSessionTimeout <= 0 {
+		cfg.MaxSessionTimeout = defaultMaxSessionTimeout
+	}
+	if cfg.MaxSessionTimeout < cfg.MinSessionTimeout {
+		cfg.MaxSessionTimeout = cfg.MinSessionTimeout
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = encoding.DefaultMaxFrameBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Version == "" {
+		cfg.Version = defaultVersion
+	}
+	return cfg
+}
+
+// Server serves the ZooKeeper client protocol on any number of listeners, opening and resuming
+// sessions through a Backend. See the package documentation for the goroutines it runs.
+type Server struct {
+	backend Backend
+	cfg     Config // defaults applied; read-only
+	log     *zap.Logger
+
+	// ctx is the parent of every context the server creates (connections, Connect, Close,
+	// Expire); Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	stats    serverStats
+	sessions *sessionTable
+
+	// mu protects closed, listeners and conns. connWG and serveWG are only Added under mu
+	// while !closed, so that Close can Wait on them once it has set closed.
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[*clientConn]struct{}
+	connWG    sync.WaitGroup // one per serveConn goroutine
+	serveWG   sync.WaitGroup // one per running Serve call
+	closeDone chan struct{}  // closed when the first Close has finished
+}
+
+// NewServer returns a Server that opens sessions through b. Call Serve to accept connections.
+func NewServer(b Backend, cfg Config) *Server {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		backend:   b,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		ctx:       ctx,
+		cancel:    cancel,
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*clientConn]struct{}),
+		closeDone: make(chan struct{}),
+	}
+	s.stats.latMin.Store(math.MaxInt64)
+	s.sessions = newSessionTable(ctx, cfg.Logger)
+	return s
+}
+
+// Serve accepts connections on ln until ln is closed or Close is called. It returns nil after
+// Close (also when called after Close; ln is then closed), and otherwise the error that stopped
+// accepting. Serve may be called for several listeners at once.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.listeners[ln] = struct{}{}
+	s.serveWG.Add(1)
+	s.mu.Unlock()
+	defer s.serveWG.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+	}()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return nil
+			}
+			if !isTemporaryAcceptError(err) {
+				return fmt.Errorf("zetcd: accept on %v: %w", ln.Addr(), err)
+			}
+			// Out of file descriptors and the like: wait and retry, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; retrying", zap.Stringer("listener", ln.Addr()),
+				zap.Duration("backoff", backoff), zap.Error(err))
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func isTemporaryAcceptError(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS,
+		syscall.ENOMEM, syscall.ECONNABORTED, syscall.ECONNRESET, syscall.EINTR} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// startConn registers nc and starts the goroutine that owns it. After Close it just closes nc.
+func (s *Server) startConn(nc net.Conn) {
+	c := newClientConn(s, nc)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	go s.serveConn(c)
+}
+
+// serveConn runs in the goroutine that accepted c, and owns c: whatever happens, it closes the
+// socket, ends or detaches the session, and unregisters c before it returns.
+func (s *Server) serveConn(c *clientConn) {
+	defer s.connWG.Done()
+	defer close(c.done)
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	defer c.closeSocket()
+	defer c.recoverPanic("connection")
+	c.serve()
+}
+
+// Close stops every listener, closes every connection and waits for all connection goroutines
+// and Serve calls to return. Sessions are detached, not ended: their clients resume them on
+// another zetcd (or on this one, if it is restarted before they expire). Pending expiry timers
+// are stopped. Close is idempotent; later calls wait for the first to finish.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.closeDone
+		return nil
+	}
+	s.closed = true
+	lns := make([]net.Listener, 0, len(s.listeners))
+	for ln := range s.listeners {
+		lns = append(lns, ln)
+	}
+	conns := make([]*clientConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+
+	s.cancel()
+	var errs []error
+	for _, ln := range lns {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, fmt.Errorf("zetcd: close listener %v: %w", ln.Addr(), err))
+		}
+	}
+	for _, c := range conns {
+		c.setEnd(endServerClose)
+		c.shutdown()
+	}
+	s.connWG.Wait()
+	s.serveWG.Wait()
+	s.sessions.close()
+	close(s.closeDone)
+	return errors.Join(errs...)
+}
+
+// negotiateTimeout clamps a client's requested session timeout (ms) to [Min, Max].
+func (s *Server) negotiateTimeout(ms int32) time.Duration {
+	d := time.Duration(ms) * time.Millisecond
+	return min(max(d, s.cfg.MinSessionTimeout), s.cfg.MaxSessionTimeout)
+}
+
+// serverStats are the counters the srvr four-letter word reports. All fields are atomics
+// updated by connection goroutines.
+type serverStats struct {
+	received    atomic.Int64 // frames read from clients, including ConnectRequests and pings
+	sent        atomic.Int64 // frames written to clients, including ConnectResponses
+	outstanding atomic.Int64 // requests read but not yet executed, over all connections
+	maxZxid     atomic.Int64 // highest zxid any reply header carried
+
+	latCount atomic.Int64 // requests executed
+	latTotal atomic.Int64 // their summed latency, ns (read to reply queued)
+	latMin   atomic.Int64 // ns; math.MaxInt64 until the first request
+	latMax   atomic.Int64 // ns
+}
+
+func (st *serverStats) observeLatency(d time.Duration) {
+	ns := int64(d)
+	st.latCount.Add(1)
+	st.latTotal.Add(ns)
+	for {
+		cur := st.latMin.Load()
+		if ns >= cur || st.latMin.CompareAndSwap(cur, ns) {
+			break
+		}
+	}
+	for {
+		cur := st.latMax.Load()
+		if ns <= cur || st.latMax.CompareAndSwap(cur, ns) {
+			break
+		}
+	}
+}
+
+func (st *serverStats) observeZxid(z encoding.Zxid) {
+	for {
+		cur := st.maxZxid.Load()
+		if int64(z) <= cur || st.maxZxid.CompareAndSwap(cur, int64(z)) {
+			return
+		}
+	}
+}
+
+// latency returns min/avg/max latency in milliseconds, all zero before the first request.
+func (st *serverStats) latency() (minMs int64, avgMs float64, maxMs int64) {
+	n := st.latCount.Load()
+	if n == 0 {
+		return 0, 0, 0
+	}
+	return st.latMin.Load() / 1e6, float64(st.latTotal.Load()) / float64(n) / 1e6, st.latMax.Load() / 1e6
+}
+
+func (s *Server) numConnections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}

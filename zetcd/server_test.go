@@ -1,0 +1,1050 @@
+package zetcd
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// ---- harness ------------------------------------------------------------------------------
+
+// testServer is a Server on 127.0.0.1:0 in front of a fakeBackend. It is closed in t.Cleanup,
+// which also fails the test if the server recovered from more panics than allowedPanics.
+type testServer struct {
+	t    *testing.T
+	srv  *Server
+	b    *fakeBackend
+	addr string
+
+	serveDone chan struct{}
+	serveErr  error
+
+	panics        atomic.Int32 // log entries about recovered panics
+	allowedPanics int32
+}
+
+// testConfig is the configuration most tests use: short minimum timeout so expiry tests are
+// fast, long maximum so other tests never expire.
+func testConfig() Config {
+	return Config{MinSessionTimeout: 200 * time.Millisecond, MaxSessionTimeout: 30 * time.Second, Version: "3.9.0-zetcd-test"}
+}
+
+func startTestServer(t *testing.T, cfg Config) *testServer {
+	t.Helper()
+	ts := &testServer{t: t, b: newFakeBackend(t), serveDone: make(chan struct{})}
+	if cfg.Logger == nil {
+		cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zapcore.DebugLevel), zaptest.WrapOptions(zap.Hooks(func(e zapcore.Entry) error {
+			if strings.HasPrefix(e.Message, "panic") {
+				ts.panics.Add(1)
+			}
+			return nil
+		})))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.addr = ln.Addr().String()
+	ts.srv = NewServer(ts.b, cfg)
+	go func() {
+		ts.serveErr = ts.srv.Serve(ln)
+		close(ts.serveDone)
+	}()
+	t.Cleanup(func() {
+		if err := ts.srv.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		select {
+		case <-ts.serveDone:
+			if ts.serveErr != nil {
+				t.Errorf("Serve returned %v after Close, want nil", ts.serveErr)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("Serve did not return after Close")
+		}
+		if n := ts.panics.Load(); n > ts.allowedPanics {
+			t.Errorf("server recovered from %d panics, want at most %d", n, ts.allowedPanics)
+		}
+	})
+	return ts
+}
+
+// testClient speaks the protocol with raw frames over a real TCP connection.
+type testClient struct {
+	t      *testing.T
+	nc     net.Conn
+	br     *bufio.Reader
+	xid    encoding.Xid
+	sid    encoding.SessionID
+	passwd []byte
+}
+
+const ioTimeout = 5 * time.Second
+
+func (ts *testServer) dial() *testClient {
+	ts.t.Helper()
+	nc, err := net.DialTimeout("tcp", ts.addr, ioTimeout)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	ts.t.Cleanup(func() { nc.Close() })
+	return &testClient{t: ts.t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// connect opens a new session with a 45-byte ConnectRequest asking for timeoutMs.
+func (ts *testServer) connect(timeoutMs int32) *testClient {
+	ts.t.Helper()
+	c := ts.dial()
+	resp, _ := c.handshake(&encoding.ConnectRequest{TimeOut: timeoutMs, Passwd: make([]byte, 16), HasReadOnly: true})
+	if resp.TimeOut <= 0 || resp.SessionID == 0 {
+		ts.t.Fatalf("connect: got %+v, want a session", resp)
+	}
+	return c
+}
+
+// resume resumes c's session on a new connection.
+func (ts *testServer) resume(old *testClient, timeoutMs int32) *testClient {
+	ts.t.Helper()
+	c := ts.dial()
+	resp, _ := c.handshake(&encoding.ConnectRequest{TimeOut: timeoutMs, SessionID: old.sid, Passwd: old.passwd})
+	if resp.SessionID != old.sid {
+		ts.t.Fatalf("resume: got %+v, want session %v", resp, old.sid)
+	}
+	return c
+}
+
+func (c *testClient) write(b []byte) {
+	c.t.Helper()
+	c.nc.SetWriteDeadline(time.Now().Add(ioTimeout))
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *testClient) writeFrame(recs ...encoding.Record) {
+	c.t.Helper()
+	c.write(encoding.AppendFrame(nil, recs...))
+}
+
+// rawFrame frames payload.
+func rawFrame(payload []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...)
+}
+
+func (c *testClient) readFrame() []byte {
+	c.t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(ioTimeout))
+	b, err := encoding.ReadFrame(c.br, nil, 16<<20)
+	if err != nil {
+		c.t.Fatalf("read frame: %v", err)
+	}
+	return b
+}
+
+// handshake sends req and returns the response and its payload size.
+func (c *testClient) handshake(req *encoding.ConnectRequest) (encoding.ConnectResponse, int) {
+	c.t.Helper()
+	c.writeFrame(req)
+	b := c.readFrame()
+	var resp encoding.ConnectResponse
+	if err := encoding.DecodeRecord(b, &resp); err != nil {
+		c.t.Fatalf("decode connect response: %v", err)
+	}
+	c.sid, c.passwd = resp.SessionID, resp.Passwd
+	return resp, len(b)
+}
+
+// send writes one request and returns its xid.
+func (c *testClient) send(op encoding.Op, body encoding.Record) encoding.Xid {
+	c.t.Helper()
+	c.xid++
+	c.writeFrame(&encoding.RequestHeader{Xid: c.xid, Op: op}, body)
+	return c.xid
+}
+
+// readReply reads one reply, decoding the body into body when the reply is a success.
+func (c *testClient) readReply(body encoding.Record) encoding.ReplyHeader {
+	c.t.Helper()
+	b := c.readFrame()
+	var h encoding.ReplyHeader
+	if err := encoding.DecodeRecord(b, &h); err != nil {
+		c.t.Fatalf("decode reply header: %v", err)
+	}
+	if h.Err == encoding.ErrOK && body != nil {
+		if err := encoding.DecodeRecord(b[encoding.ReplyHeaderSize:], body); err != nil {
+			c.t.Fatalf("decode reply body (xid %v): %v", h.Xid, err)
+		}
+	}
+	return h
+}
+
+// call sends a request and reads its reply, checking the xid.
+func (c *testClient) call(op encoding.Op, req, resp encoding.Record) encoding.ReplyHeader {
+	c.t.Helper()
+	xid := c.send(op, req)
+	h := c.readReply(resp)
+	if h.Xid != xid {
+		c.t.Fatalf("%v: reply xid %v, want %v", op, h.Xid, xid)
+	}
+	return h
+}
+
+func (c *testClient) ping() encoding.ReplyHeader {
+	c.t.Helper()
+	c.writeFrame(&encoding.RequestHeader{Xid: encoding.XidPing, Op: encoding.OpPing})
+	h := c.readReply(nil)
+	if h.Xid != encoding.XidPing || h.Err != encoding.ErrOK {
+		c.t.Fatalf("ping reply %+v", h)
+	}
+	return h
+}
+
+// expectEOF checks that the server closes the connection with nothing more to read.
+func (c *testClient) expectEOF() {
+	c.t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(ioTimeout))
+	b, err := io.ReadAll(c.br)
+	if len(b) > 0 {
+		c.t.Fatalf("expected EOF, read %d more bytes: %x", len(b), b)
+	}
+	if err != nil {
+		c.t.Fatalf("expected EOF, got %v", err)
+	}
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+}
+
+// ---- handshake ----------------------------------------------------------------------------
+
+func TestServerHandshakeShapes(t *testing.T) {
+	for _, tc := range []struct {
+		readOnlyByte       bool
+		reqSize, respSize  int
+		readOnlyFlagOnWire bool
+	}{
+		{false, 44, 36, false},
+		{true, 45, 37, true},
+	} {
+		t.Run(fmt.Sprintf("request%d", tc.reqSize), func(t *testing.T) {
+			ts := startTestServer(t, testConfig())
+			c := ts.dial()
+			req := &encoding.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16), HasReadOnly: tc.readOnlyByte}
+			if n := len(encoding.AppendRecord(nil, req)); n != tc.reqSize {
+				t.Fatalf("request encodes to %d bytes, want %d", n, tc.reqSize)
+			}
+			resp, size := c.handshake(req)
+			if size != tc.respSize {
+				t.Errorf("response is %d bytes, want %d", size, tc.respSize)
+			}
+			if resp.ProtocolVersion != 0 || resp.TimeOut != 10000 || resp.SessionID == 0 || len(resp.Passwd) != 16 || resp.ReadOnly {
+				t.Errorf("response %+v", resp)
+			}
+			if string(resp.Passwd) != string(ts.b.obj(resp.SessionID).passwd) {
+				t.Errorf("password %x, want the backend's", resp.Passwd)
+			}
+			c.ping()
+		})
+	}
+}
+
+func TestServerTimeoutClamp(t *testing.T) {
+	cfg := testConfig()
+	cfg.MinSessionTimeout, cfg.MaxSessionTimeout = 500*time.Millisecond, 5*time.Second
+	ts := startTestServer(t, cfg)
+	for _, tc := range []struct{ asked, want int32 }{{1, 500}, {-5, 500}, {499, 500}, {2000, 2000}, {5000, 5000}, {60000, 5000}} {
+		c := ts.dial()
+		resp, _ := c.handshake(&encoding.ConnectRequest{TimeOut: tc.asked, Passwd: make([]byte, 16)})
+		if resp.TimeOut != tc.want {
+			t.Errorf("asked %d ms: negotiated %d ms, want %d", tc.asked, resp.TimeOut, tc.want)
+		}
+		if got := ts.b.lastConnect().Timeout; got != time.Duration(tc.want)*time.Millisecond {
+			t.Errorf("asked %d ms: backend got %v", tc.asked, got)
+		}
+	}
+}
+
+func TestServerDefaults(t *testing.T) {
+	cfg := Config{}.withDefaults()
+	if cfg.MinSessionTimeout != 4*time.Second || cfg.MaxSessionTimeout != 40*time.Second ||
+		cfg.MaxFrameBytes != encoding.DefaultMaxFrameBytes || cfg.Logger == nil || cfg.Version == "" {
+		t.Errorf("defaults %+v", cfg)
+	}
+	if cfg := (Config{MinSessionTimeout: time.Minute}).withDefaults(); cfg.MaxSessionTimeout != time.Minute {
+		t.Errorf("max below min: got max %v", cfg.MaxSessionTimeout)
+	}
+}
+
+func TestSessionExpiredHandshake(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	live := ts.connect(10000)
+	for _, tc := range []struct {
+		name     string
+		req      encoding.ConnectRequest
+		respSize int
+	}{
+		{"unknown44", encoding.ConnectRequest{TimeOut: 10000, SessionID: 0x7777, Passwd: make([]byte, 16)}, 36},
+		{"unknown45", encoding.ConnectRequest{TimeOut: 10000, SessionID: 0x7777, Passwd: make([]byte, 16), HasReadOnly: true}, 37},
+		{"wrongPassword", encoding.ConnectRequest{TimeOut: 10000, SessionID: live.sid, Passwd: make([]byte, 16)}, 36},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ts.dial()
+			resp, size := c.handshake(&tc.req)
+			want := encoding.ConnectResponse{Passwd: make([]byte, 16), HasReadOnly: tc.req.HasReadOnly}
+			if resp.TimeOut != 0 || resp.SessionID != 0 || string(resp.Passwd) != string(want.Passwd) || resp.ReadOnly || size != tc.respSize {
+				t.Errorf("response %+v (%d bytes), want %+v (%d bytes)", resp, size, want, tc.respSize)
+			}
+			c.expectEOF()
+		})
+	}
+	live.ping() // the live session is unaffected by a wrong password
+}
+
+func TestServerConnectRefused(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	t.Run("zxidAhead", func(t *testing.T) {
+		c := ts.dial()
+		c.writeFrame(&encoding.ConnectRequest{TimeOut: 10000, LastZxidSeen: 1000, Passwd: make([]byte, 16)})
+		c.expectEOF()
+	})
+	t.Run("backendError", func(t *testing.T) {
+		ts.b.mu.Lock()
+		ts.b.connectHook = func(ConnectParams) error { return errors.New("etcd down") }
+		ts.b.mu.Unlock()
+		c := ts.dial()
+		c.writeFrame(&encoding.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16)})
+		c.expectEOF()
+	})
+}
+
+func TestServerBadConnectFrames(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	for name, in := range map[string][]byte{
+		"negative": binary.BigEndian.AppendUint32(nil, 0xfffffff0),
+		"oversize": binary.BigEndian.AppendUint32(nil, encoding.DefaultMaxFrameBytes+1),
+		"short":    rawFrame(make([]byte, 20)),
+		"empty":    rawFrame(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := ts.dial()
+			c.write(in)
+			c.expectEOF()
+		})
+	}
+	ts.connect(10000).ping()
+}
+
+// ---- requests -----------------------------------------------------------------------------
+
+func TestConnPing(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	if h := c.ping(); h.Zxid != 0 {
+		t.Errorf("first ping zxid %v, want 0", h.Zxid)
+	}
+	var cr encoding.CreateResponse
+	h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/a", Data: []byte("x")}, &cr)
+	if h.Err != encoding.ErrOK || cr.Path != "/a" || h.Zxid <= 0 {
+		t.Fatalf("create: %+v %+v", h, cr)
+	}
+	if p := c.ping(); p.Zxid != h.Zxid {
+		t.Errorf("ping zxid %v, want the last reply's %v", p.Zxid, h.Zxid)
+	}
+}
+
+func TestConnRequests(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	if h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/n", Data: []byte("v1")}, &encoding.CreateResponse{}); h.Err != 0 {
+		t.Fatalf("create: %v", h.Err)
+	}
+	var gd encoding.GetDataResponse
+	if h := c.call(encoding.OpGetData, &encoding.GetDataRequest{Path: "/n"}, &gd); h.Err != 0 || string(gd.Data) != "v1" {
+		t.Fatalf("getData: %+v %q", h, gd.Data)
+	}
+	// An ErrCode is a header-only reply carrying the handler's zxid; the connection stays.
+	h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/n"}, nil)
+	if h.Err != encoding.ErrNodeExists || h.Zxid == 0 {
+		t.Fatalf("second create: %+v, want NodeExists with a zxid", h)
+	}
+	if h := c.call(encoding.OpExists, &encoding.ExistsRequest{Path: "/missing"}, nil); h.Err != encoding.ErrNoNode {
+		t.Fatalf("exists: %+v", h)
+	}
+	if h := c.call(encoding.OpDelete, &encoding.DeleteRequest{Path: "/n", Version: -1}, nil); h.Err != 0 {
+		t.Fatalf("delete: %+v", h)
+	}
+	var cr2 encoding.Create2Response
+	if h := c.call(encoding.OpCreate2, &encoding.CreateRequest{Path: "/c2", Data: []byte("abc")}, &cr2); h.Err != 0 || cr2.Path != "/c2" || cr2.Stat.DataLength != 3 {
+		t.Fatalf("create2: %+v %+v", h, cr2)
+	}
+	var sr encoding.SyncResponse
+	if h := c.call(encoding.OpSync, &encoding.SyncRequest{Path: "/c2"}, &sr); h.Err != 0 || sr.Path != "/c2" {
+		t.Fatalf("sync: %+v %+v", h, sr)
+	}
+}
+
+func TestConnPipelined(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	const n = 100
+	var out []byte
+	for i := 1; i <= n; i++ {
+		out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: encoding.Xid(i), Op: encoding.OpCreate},
+			&encoding.CreateRequest{Path: fmt.Sprintf("/p%d", i)})
+	}
+	c.write(out)
+	var last encoding.Zxid
+	for i := 1; i <= n; i++ {
+		var cr encoding.CreateResponse
+		h := c.readReply(&cr)
+		if h.Xid != encoding.Xid(i) || h.Err != 0 || cr.Path != fmt.Sprintf("/p%d", i) {
+			t.Fatalf("reply %d: %+v %q", i, h, cr.Path)
+		}
+		if h.Zxid <= last {
+			t.Fatalf("reply %d: zxid %v not above %v", i, h.Zxid, last)
+		}
+		last = h.Zxid
+	}
+}
+
+// Requests sent right behind the ConnectRequest, before its answer, are buffered and served.
+func TestConnEarlyPipelined(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	ts.b.mu.Lock()
+	ts.b.connectDelay = 200 * time.Millisecond
+	ts.b.mu.Unlock()
+	c := ts.dial()
+	out := encoding.AppendFrame(nil, &encoding.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16), HasReadOnly: true})
+	out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: -4, Op: encoding.OpCreate}, &encoding.CreateRequest{Path: "/early"})
+	out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: -8, Op: encoding.OpExists}, &encoding.ExistsRequest{Path: "/early"})
+	out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: 1, Op: encoding.OpSync}, &encoding.SyncRequest{Path: "/"})
+	c.write(out)
+	var resp encoding.ConnectResponse
+	if err := encoding.DecodeRecord(c.readFrame(), &resp); err != nil || resp.SessionID == 0 {
+		t.Fatalf("connect response %+v, %v", resp, err)
+	}
+	for _, want := range []encoding.Xid{-4, -8, 1} {
+		if h := c.readReply(nil); h.Xid != want || h.Err != 0 {
+			t.Fatalf("reply %+v, want xid %v OK", h, want)
+		}
+	}
+}
+
+func TestConnSessionsIndependent(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	a := ts.connect(10000)
+	b := ts.connect(10000)
+	blockedXid := a.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/block/a"})
+	time.Sleep(50 * time.Millisecond) // let A's executor enter the blocking handler
+
+	// Pings of the blocked session are not queued behind its slow request.
+	start := time.Now()
+	a.ping()
+	// Session B is served while A's handler is blocked.
+	if h := b.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/b"}, &encoding.CreateResponse{}); h.Err != 0 {
+		t.Fatalf("B create: %+v", h)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("B (and A's ping) took %v while A was blocked", d)
+	}
+	close(ts.b.unblock)
+	if h := a.readReply(nil); h.Xid != blockedXid || h.Err != 0 {
+		t.Fatalf("A's blocked create: %+v", h)
+	}
+}
+
+func TestConnUnimplemented(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   encoding.Op
+		body encoding.Record
+	}{
+		{"unknown999", 999, nil},
+		{"notification0", encoding.OpNotification, nil},
+		{"checkOutsideMulti13", encoding.OpCheck, &encoding.CheckVersionRequest{Path: "/", Version: 0}},
+		{"multi14", encoding.OpMulti, &encoding.MultiRequest{}},
+		{"createContainer19", encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/c", Flags: encoding.ModeContainer}},
+		{"auth100", encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("u:p")}},
+		{"whoAmI107", encoding.OpWhoAmI, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startTestServer(t, testConfig())
+			c := ts.connect(10000)
+			// Pipelined: the earlier reply arrives first, then Unimplemented, then the close;
+			// the request after it is not served.
+			out := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: 1, Op: encoding.OpSync}, &encoding.SyncRequest{Path: "/"})
+			out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: 2, Op: tc.op}, tc.body)
+			out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: 3, Op: encoding.OpSync}, &encoding.SyncRequest{Path: "/"})
+			c.write(out)
+			if h := c.readReply(nil); h.Xid != 1 || h.Err != 0 {
+				t.Fatalf("first reply %+v", h)
+			}
+			if h := c.readReply(nil); h.Xid != 2 || h.Err != encoding.ErrUnimplemented {
+				t.Fatalf("second reply %+v, want xid 2 Unimplemented", h)
+			}
+			c.expectEOF()
+			s := ts.b.obj(c.sid)
+			waitClosed(t, s.detached, ioTimeout, "Detach")
+			if s.closeCalls.Load() != 0 || s.expireCalls.Load() != 0 {
+				t.Errorf("session ended: close %d expire %d", s.closeCalls.Load(), s.expireCalls.Load())
+			}
+		})
+	}
+}
+
+func TestConnBadFrames(t *testing.T) {
+	for name, in := range map[string][]byte{
+		"oversize":    binary.BigEndian.AppendUint32(nil, encoding.DefaultMaxFrameBytes+1),
+		"negative":    binary.BigEndian.AppendUint32(nil, 0x80000000),
+		"shortHeader": rawFrame([]byte{0, 0, 0}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ts := startTestServer(t, testConfig())
+			c := ts.connect(10000)
+			c.write(in)
+			c.expectEOF()
+			waitClosed(t, ts.b.obj(c.sid).detached, ioTimeout, "Detach")
+		})
+	}
+}
+
+func TestConnMaxFrameBytes(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxFrameBytes = 1024
+	ts := startTestServer(t, cfg)
+	c := ts.connect(10000)
+	if h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/fits", Data: make([]byte, 900)}, nil); h.Err != 0 {
+		t.Fatalf("create within the limit: %+v", h)
+	}
+	c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/big", Data: make([]byte, 1100)})
+	c.expectEOF()
+}
+
+func TestConnGarbageBody(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	for i, body := range [][]byte{
+		{0, 0, 0, 5, '/'},             // path longer than the frame
+		{0xff, 0xff, 0xff, 0xf0},      // negative path length
+		{},                            // nothing at all
+		{0, 0, 0, 1, '/', 0xff, 0xff}, // data length cut short
+	} {
+		xid := encoding.Xid(100 + i)
+		payload := encoding.AppendRecord(nil, &encoding.RequestHeader{Xid: xid, Op: encoding.OpCreate})
+		c.write(rawFrame(append(payload, body...)))
+		if h := c.readReply(nil); h.Xid != xid || h.Err != encoding.ErrMarshallingError {
+			t.Fatalf("body %x: reply %+v, want MarshallingError", body, h)
+		}
+	}
+	// The connection still works.
+	if h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/ok"}, &encoding.CreateResponse{}); h.Err != 0 {
+		t.Fatalf("create after garbage: %+v", h)
+	}
+}
+
+func TestConnCloseSession(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(200)
+	s := ts.b.obj(c.sid)
+	c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/x"}, nil)
+	xid := c.send(encoding.OpCloseSession, nil)
+	if h := c.readReply(nil); h.Xid != xid || h.Err != 0 || h.Zxid == 0 {
+		t.Fatalf("closeSession reply %+v", h)
+	}
+	c.expectEOF()
+	if n := s.closeCalls.Load(); n != 1 {
+		t.Fatalf("Close called %d times", n)
+	}
+	time.Sleep(500 * time.Millisecond) // past the session timeout
+	if d, e := s.detachCalls.Load(), s.expireCalls.Load(); d != 0 || e != 0 {
+		t.Errorf("after closeSession: Detach %d, Expire %d calls, want none", d, e)
+	}
+	// The session is gone: resuming it is refused.
+	r := ts.dial()
+	if resp, _ := r.handshake(&encoding.ConnectRequest{TimeOut: 10000, SessionID: c.sid, Passwd: c.passwd}); resp.TimeOut != 0 {
+		t.Errorf("resume after close: %+v", resp)
+	}
+}
+
+// A client that sends closeSession and hangs up at once still has its session closed.
+func TestConnCloseSessionThenHangUp(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	c.send(encoding.OpCloseSession, nil)
+	c.nc.Close()
+	s := ts.b.obj(c.sid)
+	waitClosed(t, s.closed, ioTimeout, "Close")
+}
+
+func TestConnHandlerError(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/before"}, nil)
+	c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/fail"})
+	c.expectEOF()
+	s := ts.b.obj(c.sid)
+	waitClosed(t, s.detached, ioTimeout, "Detach")
+	if s.closeCalls.Load() != 0 || s.expireCalls.Load() != 0 {
+		t.Errorf("session ended after a backend error")
+	}
+	// The session survives: the client resumes it.
+	r := ts.resume(c, 10000)
+	r.ping()
+}
+
+func TestConnHandlerBugs(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	ts.allowedPanics = 1
+	t.Run("panic", func(t *testing.T) {
+		c := ts.connect(10000)
+		c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/panic"})
+		c.expectEOF()
+		waitClosed(t, ts.b.obj(c.sid).detached, ioTimeout, "Detach")
+	})
+	t.Run("nilResponse", func(t *testing.T) {
+		c := ts.connect(10000)
+		c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/nilresp"})
+		c.expectEOF()
+	})
+	ts.connect(10000).ping()
+	if n := ts.panics.Load(); n != 1 {
+		t.Errorf("recovered %d panics, want 1", n)
+	}
+}
+
+// ---- sessions -----------------------------------------------------------------------------
+
+func TestSessionExpiresWhenSilent(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(200)
+	start := time.Now()
+	s := ts.b.obj(c.sid)
+	waitClosed(t, s.expired, 3*time.Second, "Expire")
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Errorf("expired after %v, want about 200ms", d)
+	}
+	c.expectEOF()
+	if s.expireNoop.Load() || s.closeCalls.Load() != 0 {
+		t.Errorf("expire noop %v, close calls %d", s.expireNoop.Load(), s.closeCalls.Load())
+	}
+}
+
+func TestSessionPingsKeepAlive(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(300)
+	s := ts.b.obj(c.sid)
+	for range 8 {
+		time.Sleep(100 * time.Millisecond)
+		c.ping()
+	}
+	if s.expireCalls.Load() != 0 {
+		t.Fatalf("session expired although it pinged")
+	}
+}
+
+func TestSessionDetachThenExpire(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(200)
+	s := ts.b.obj(c.sid)
+	c.ping()
+	last := time.Now()
+	c.nc.Close()
+	waitClosed(t, s.detached, ioTimeout, "Detach")
+	if s.expireCalls.Load() != 0 {
+		t.Fatalf("expired at once")
+	}
+	waitClosed(t, s.expired, 3*time.Second, "Expire")
+	if d := time.Since(last); d < 150*time.Millisecond {
+		t.Errorf("expired %v after the last packet, want about 200ms", d)
+	}
+}
+
+func TestSessionResumeCancelsExpiry(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	a := ts.connect(300)
+	old := ts.b.obj(a.sid)
+	a.nc.Close()
+	waitClosed(t, old.detached, ioTimeout, "Detach")
+	b := ts.resume(a, 10000)
+	time.Sleep(700 * time.Millisecond) // well past the old connection's expiry time
+	for i, s := range ts.b.objs(a.sid) {
+		if n := s.expireCalls.Load(); n != 0 {
+			t.Errorf("Session object %d: Expire called %d times after resume", i, n)
+		}
+	}
+	b.ping()
+}
+
+func TestSessionResumeClosesOldConnection(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	a := ts.connect(10000)
+	a.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/mine"}, nil)
+	b := ts.resume(a, 10000)
+	a.expectEOF()
+	objs := ts.b.objs(a.sid)
+	if len(objs) != 2 {
+		t.Fatalf("%d Session objects, want 2", len(objs))
+	}
+	waitClosed(t, objs[0].detached, ioTimeout, "Detach of the superseded Session")
+	if h := b.call(encoding.OpGetData, &encoding.GetDataRequest{Path: "/mine"}, &encoding.GetDataResponse{}); h.Err != 0 {
+		t.Fatalf("getData on the resumed session: %+v", h)
+	}
+	time.Sleep(100 * time.Millisecond)
+	for i, s := range objs {
+		if s.expireCalls.Load() != 0 || s.closeCalls.Load() != 0 {
+			t.Errorf("Session object %d ended", i)
+		}
+	}
+	if objs[1].detachCalls.Load() != 0 {
+		t.Errorf("the live Session was detached")
+	}
+}
+
+func TestServerClose(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	a := ts.connect(10000)
+	b := ts.connect(200)
+	b.nc.Close() // detached, with an expiry timer pending
+	bs := ts.b.obj(b.sid)
+	waitClosed(t, bs.detached, ioTimeout, "Detach")
+	blocked := ts.connect(10000)
+	blocked.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/block/x"})
+	time.Sleep(50 * time.Millisecond)
+
+	if err := ts.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, ts.serveDone, ioTimeout, "Serve to return")
+	if ts.serveErr != nil {
+		t.Errorf("Serve: %v", ts.serveErr)
+	}
+	a.expectEOF()
+	blocked.expectEOF()
+	for _, c := range []*testClient{a, blocked} {
+		s := ts.b.obj(c.sid)
+		if s.detachCalls.Load() == 0 {
+			t.Errorf("session %v not detached", c.sid)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // b's expiry time has passed
+	for _, c := range []*testClient{a, b, blocked} {
+		if s := ts.b.obj(c.sid); s.expireCalls.Load() != 0 || s.closeCalls.Load() != 0 {
+			t.Errorf("session %v ended by Close", c.sid)
+		}
+	}
+	if err := ts.srv.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := ts.srv.Serve(mustListen(t)); err != nil {
+		t.Errorf("Serve after Close: %v", err)
+	}
+}
+
+func mustListen(t *testing.T) net.Listener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// ---- four-letter words --------------------------------------------------------------------
+
+func fourLetter(t *testing.T, addr, in string) string {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, ioTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(ioTimeout))
+	if _, err := io.WriteString(nc, in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(nc)
+	if err != nil {
+		t.Fatalf("%q: %v", in, err)
+	}
+	return string(out)
+}
+
+func Test4lw(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	for in, want := range map[string]string{
+		"ruok":   "imok",
+		"ruok\n": "imok",
+		"isro":   "rw",
+		"stat":   "stat is not executed because it is not in the whitelist.\n",
+		"mntr":   "mntr is not executed because it is not in the whitelist.\n",
+	} {
+		if got := fourLetter(t, ts.addr, in); got != want {
+			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
+	}
+}
+
+func Test4lwSrvr(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/z"}, nil)
+	out := fourLetter(t, ts.addr, "srvr")
+	for _, re := range []string{
+		`(?m)^Zookeeper version: 3\.9\.0-zetcd-test$`,
+		`(?m)^Latency min/avg/max: \d+/\d+\.\d+(E-?\d+)?/\d+$`,
+		`(?m)^Received: [1-9]\d*$`,
+		`(?m)^Sent: [1-9]\d*$`,
+		`(?m)^Connections: [1-9]\d*$`,
+		`(?m)^Outstanding: 0$`,
+		fmt.Sprintf(`(?m)^Zxid: 0x%x$`, int64(h.Zxid)),
+		`(?m)^Mode: standalone$`,
+		`(?m)^Node count: \d+$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("srvr output lacks %s:\n%s", re, out)
+		}
+	}
+	if !strings.HasSuffix(out, "\n") || strings.Count(out, "\n") != 9 {
+		t.Errorf("srvr output has %d lines:\n%s", strings.Count(out, "\n"), out)
+	}
+}
+
+// ---- robustness and real clients ---------------------------------------------------------
+
+// Random bytes into fresh connections never crash or wedge the server.
+func TestServerRandomInput(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	rng := rand.New(rand.NewPCG(1, 2))
+	validHello := encoding.AppendFrame(nil, &encoding.ConnectRequest{TimeOut: 200, Passwd: make([]byte, 16)})
+	ops := []encoding.Op{-11, -10, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 21, 22, 100, 101, 105, 106, 107, 999}
+	randBytes := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	for i := range 300 {
+		var in []byte
+		switch i % 5 {
+		case 0: // pure noise
+			in = randBytes(rng.IntN(200))
+		case 1: // a plausible small first length, then noise
+			in = rawFrame(randBytes(rng.IntN(80)))
+		case 2: // a handshake, then noise
+			in = append(append([]byte(nil), validHello...), randBytes(rng.IntN(200))...)
+		case 3: // a handshake, then well-framed requests with random ops and bodies
+			in = append([]byte(nil), validHello...)
+			for range 1 + rng.IntN(5) {
+				payload := encoding.AppendRecord(nil, &encoding.RequestHeader{Xid: encoding.Xid(rng.Int32()), Op: ops[rng.IntN(len(ops))]})
+				in = append(in, rawFrame(append(payload, randBytes(rng.IntN(60))...))...)
+			}
+		case 4: // a random ConnectRequest
+			in = rawFrame(append(binary.BigEndian.AppendUint32(nil, 0), randBytes(40+rng.IntN(8))...))
+		}
+		nc, err := net.DialTimeout("tcp", ts.addr, ioTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetDeadline(time.Now().Add(ioTimeout))
+		nc.Write(in)
+		nc.(*net.TCPConn).CloseWrite()
+		_, err = io.Copy(io.Discard, nc)
+		nc.Close()
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("input %d (%x): %v", i, in, err)
+		}
+	}
+	c := ts.connect(10000)
+	if h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/after-noise"}, &encoding.CreateResponse{}); h.Err != 0 {
+		t.Fatalf("create after noise: %+v", h)
+	}
+	c.ping()
+}
+
+type nopZkLogger struct{}
+
+func (nopZkLogger) Printf(string, ...any) {}
+
+func TestServerGoZookeeperClient(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	conn, events, err := zk.Connect([]string{ts.addr}, 10*time.Second, zk.WithLogger(nopZkLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	timeout := time.After(ioTimeout)
+	for connected := false; !connected; {
+		select {
+		case ev := <-events:
+			connected = ev.State == zk.StateHasSession
+		case <-timeout:
+			t.Fatal("no session")
+		}
+	}
+	if p, err := conn.Create("/gozk", []byte("hello"), 0, zk.WorldACL(zk.PermAll)); err != nil || p != "/gozk" {
+		t.Fatalf("create: %q %v", p, err)
+	}
+	if data, _, err := conn.Get("/gozk"); err != nil || string(data) != "hello" {
+		t.Fatalf("get: %q %v", data, err)
+	}
+	if ok, _, err := conn.Exists("/nope"); err != nil || ok {
+		t.Fatalf("exists: %v %v", ok, err)
+	}
+	if children, _, err := conn.Children("/"); err != nil || !slices.Contains(children, "gozk") {
+		t.Fatalf("children: %v %v", children, err)
+	}
+	if _, err := conn.Create("/gozk", nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	if err := conn.Delete("/gozk", -1); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	sid := encoding.SessionID(conn.SessionID())
+	conn.Close()
+	waitClosed(t, ts.b.obj(sid).closed, ioTimeout, "Close")
+}
+
+// ---- dispatch table -----------------------------------------------------------------------
+
+// recordingHandler records which Handler method was called.
+type recordingHandler struct{ called string }
+
+func (h *recordingHandler) Create(context.Context, *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
+	h.called = "Create"
+	return &encoding.CreateResponse{}, 0, nil
+}
+func (h *recordingHandler) Create2(context.Context, *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	h.called = "Create2"
+	return &encoding.Create2Response{}, 0, nil
+}
+func (h *recordingHandler) Delete(context.Context, *encoding.DeleteRequest) (encoding.Zxid, error) {
+	h.called = "Delete"
+	return 0, nil
+}
+func (h *recordingHandler) Exists(context.Context, *encoding.ExistsRequest) (*encoding.ExistsResponse, encoding.Zxid, error) {
+	h.called = "Exists"
+	return &encoding.ExistsResponse{}, 0, nil
+}
+func (h *recordingHandler) GetData(context.Context, *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
+	h.called = "GetData"
+	return &encoding.GetDataResponse{}, 0, nil
+}
+func (h *recordingHandler) SetData(context.Context, *encoding.SetDataRequest) (*encoding.SetDataResponse, encoding.Zxid, error) {
+	h.called = "SetData"
+	return &encoding.SetDataResponse{}, 0, nil
+}
+func (h *recordingHandler) GetACL(context.Context, *encoding.GetACLRequest) (*encoding.GetACLResponse, encoding.Zxid, error) {
+	h.called = "GetACL"
+	return &encoding.GetACLResponse{}, 0, nil
+}
+func (h *recordingHandler) SetACL(context.Context, *encoding.SetACLRequest) (*encoding.SetACLResponse, encoding.Zxid, error) {
+	h.called = "SetACL"
+	return &encoding.SetACLResponse{}, 0, nil
+}
+func (h *recordingHandler) GetChildren(context.Context, *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
+	h.called = "GetChildren"
+	return &encoding.GetChildrenResponse{}, 0, nil
+}
+func (h *recordingHandler) GetChildren2(context.Context, *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error) {
+	h.called = "GetChildren2"
+	return &encoding.GetChildren2Response{}, 0, nil
+}
+func (h *recordingHandler) Sync(context.Context, *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
+	h.called = "Sync"
+	return &encoding.SyncResponse{}, 0, nil
+}
+
+var _ Handler = (*recordingHandler)(nil)
+
+// TestServerDispatchTable is the opcode-completeness test: it lists the opcodes dispatched to
+// Handler methods and checks every other opcode is answered Unimplemented. Adding a Handler
+// method means adding its opcode here and a row to dispatchTable.
+func TestServerDispatchTable(t *testing.T) {
+	want := map[encoding.Op]string{
+		encoding.OpCreate:       "Create",
+		encoding.OpDelete:       "Delete",
+		encoding.OpExists:       "Exists",
+		encoding.OpGetData:      "GetData",
+		encoding.OpSetData:      "SetData",
+		encoding.OpGetACL:       "GetACL",
+		encoding.OpSetACL:       "SetACL",
+		encoding.OpGetChildren:  "GetChildren",
+		encoding.OpSync:         "Sync",
+		encoding.OpGetChildren2: "GetChildren2",
+		encoding.OpCreate2:      "Create2",
+	}
+	for op := range dispatchTable {
+		if _, ok := want[op]; !ok {
+			t.Errorf("%v is dispatched but not listed here", op)
+		}
+	}
+	var dispatched []string
+	for op, method := range want {
+		fn, ok := dispatchTable[op]
+		if !ok {
+			t.Errorf("%v (%d) is not dispatched", op, op)
+			continue
+		}
+		dispatched = append(dispatched, fmt.Sprintf("%v(%d)", op, op))
+		req, ok := encoding.NewRequest(op)
+		if !ok {
+			t.Errorf("%v: encoding has no request record", op)
+			continue
+		}
+		h := &recordingHandler{}
+		if _, _, err := fn(context.Background(), h, req); err != nil {
+			t.Errorf("%v: dispatch: %v", op, err)
+		}
+		if h.called != method {
+			t.Errorf("%v dispatched to %q, want %q", op, h.called, method)
+		}
+	}
+	slices.Sort(dispatched)
+	t.Logf("dispatched opcodes: %s", strings.Join(dispatched, " "))
+
+	for op := encoding.Op(-20); op <= 200; op++ {
+		if _, ok := want[op]; ok || op == encoding.OpPing || op == encoding.OpCloseSession {
+			continue
+		}
+		r := &pendingRequest{hdr: encoding.RequestHeader{Op: op}}
+		parseRequestBody(r, nil)
+		if r.kind != requestUnimplemented {
+			t.Errorf("%v: kind %d, want unimplemented", op, r.kind)
+		}
+	}
+}
+
+// ---- misc -----------------------------------------------------------------------------------
+
+func TestServerJavaDouble(t *testing.T) {
+	for v, want := range map[float64]string{0: "0.0", 12: "12.0", 0.3123: "0.3123", 2.5: "2.5"} {
+		if got := javaDouble(v); got != want {
+			t.Errorf("javaDouble(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
