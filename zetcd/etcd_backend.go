@@ -1,0 +1,202 @@
+package zetcd
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// EtcdConfig configures an EtcdBackend.
+type EtcdConfig struct {
+	// Client is the etcd client; its Lease API keeps sessions alive.
+	Client *clientv3.Client
+	// KV, if set, is used for every key-value request instead of Client.KV (tests wrap it to
+	// count round trips; decorators wrap it for metrics).
+	KV clientv3.KV
+	// Prefix holds every key zetcd writes (default "/zk/"); nothing outside it is touched.
+	Prefix string
+	// Logger (default: no logging).
+	Logger *zap.Logger
+	// LeaseGrace is added to a session's timeout to form its etcd lease TTL, so that the zetcd
+	// serving a session expires it itself (with exact parent stats) before etcd would. If every
+	// zetcd serving the session has died, etcd expires the lease after timeout+grace.
+	// Default 2s.
+	LeaseGrace time.Duration
+}
+
+// EtcdBackend is the Backend that keeps the ZooKeeper tree and its sessions in etcd, following
+// the schema of schema.go. Many EtcdBackends (in many processes) may share one etcd cluster and
+// prefix: all coordination goes through etcd transactions.
+type EtcdBackend struct {
+	kv     clientv3.KV
+	lease  clientv3.Lease
+	keys   keySchema
+	log    *zap.Logger
+	grace  time.Duration
+	nowFn  func() time.Time
+	bgCtx  context.Context
+	cancel context.CancelFunc
+}
+
+var _ Backend = (*EtcdBackend)(nil)
+
+// NewEtcdBackend connects the schema to etcd and creates the system nodes (/, /zookeeper,
+// /zookeeper/quota, /zookeeper/config) if this prefix has never been used.
+func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("zetcd: EtcdConfig.Client is nil")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = "/zk/"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.LeaseGrace <= 0 {
+		cfg.LeaseGrace = 2 * time.Second
+	}
+	kv := cfg.KV
+	if kv == nil {
+		kv = cfg.Client.KV
+	}
+	bgCtx, cancel := context.WithCancel(context.Background())
+	b := &EtcdBackend{
+		kv:     kv,
+		lease:  cfg.Client.Lease,
+		keys:   keySchema{prefix: cfg.Prefix},
+		log:    cfg.Logger,
+		grace:  cfg.LeaseGrace,
+		nowFn:  time.Now,
+		bgCtx:  bgCtx,
+		cancel: cancel,
+	}
+	if err := b.bootstrap(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close stops the backend's background work (session keepalives). It does not end sessions.
+func (b *EtcdBackend) Close() { b.cancel() }
+
+func (b *EtcdBackend) nowMs() int64 { return b.nowFn().UnixMilli() }
+
+// bootstrap writes the system nodes in one transaction, only if the root does not exist yet.
+func (b *EtcdBackend) bootstrap(ctx context.Context) error {
+	all := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
+	read := []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
+	var puts []clientv3.Op
+	for _, p := range systemPaths {
+		acl := all
+		if p == "/zookeeper/config" {
+			acl = read
+		}
+		puts = append(puts,
+			clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0)),
+			clientv3.OpPut(b.keys.acl(p), encodeACLValue(aclValue{ACL: acl})))
+	}
+	_, err := b.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(b.keys.data("/")), "=", 0)).
+		Then(puts...).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("zetcd: bootstrap system nodes under %q: %w", b.keys.prefix, err)
+	}
+	return nil
+}
+
+// Connect opens or resumes a session (see Backend).
+func (b *EtcdBackend) Connect(ctx context.Context, p ConnectParams) (Session, error) {
+	if p.SessionID == 0 {
+		return b.openSession(ctx, p)
+	}
+	return b.resumeSession(ctx, p)
+}
+
+// leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout.
+func (b *EtcdBackend) leaseTTL(timeout time.Duration) int64 {
+	return int64((timeout + b.grace + time.Second - 1) / time.Second)
+}
+
+// openSession grants the lease (its id is the session id) and writes the session key: one
+// revision, as createSession is one zxid in ZooKeeper.
+func (b *EtcdBackend) openSession(ctx context.Context, p ConnectParams) (Session, error) {
+	grant, err := b.lease.Grant(ctx, b.leaseTTL(p.Timeout))
+	if err != nil {
+		return nil, fmt.Errorf("zetcd: create session: grant lease: %w", err)
+	}
+	id := encoding.SessionID(grant.ID)
+	passwd := make([]byte, 16)
+	if _, err := rand.Read(passwd); err != nil {
+		return nil, fmt.Errorf("zetcd: create session: password: %w", err)
+	}
+	timeoutMs := int32(p.Timeout / time.Millisecond)
+	put, err := b.kv.Put(ctx, b.keys.session(id), encodeSessionValue(passwd, timeoutMs), clientv3.WithLease(grant.ID))
+	if err != nil {
+		b.revokeQuietly(grant.ID)
+		return nil, fmt.Errorf("zetcd: create session %s: %w", id, err)
+	}
+	if int64(p.LastZxidSeen) > put.Header.Revision {
+		b.revokeQuietly(grant.ID)
+		return nil, ErrZxidAhead
+	}
+	return b.startSession(id, passwd, time.Duration(timeoutMs)*time.Millisecond, put.Header.Revision), nil
+}
+
+// resumeSession checks the password against the session key and takes ownership of the session
+// by rewriting the key: the session key's ModRevision names the connection that owns it, so a
+// zetcd that lost the session to another connection will not expire it.
+func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Session, error) {
+	key := b.keys.session(p.SessionID)
+	get, err := b.kv.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
+	}
+	if len(get.Kvs) == 0 {
+		return nil, ErrSessionExpired
+	}
+	kv := get.Kvs[0]
+	passwd, timeoutMs, err := decodeSessionValue(kv.Value)
+	if err != nil {
+		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
+	}
+	if !bytes.Equal(passwd, p.Passwd) {
+		return nil, ErrSessionExpired
+	}
+	if int64(p.LastZxidSeen) > get.Header.Revision {
+		return nil, ErrZxidAhead
+	}
+	txn, err := b.kv.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithIgnoreLease())).
+		Commit()
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, ErrSessionExpired
+		}
+		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
+	}
+	if !txn.Succeeded {
+		// Another connection resumed or ended it at the same moment; the client retries.
+		return nil, fmt.Errorf("zetcd: resume session %s: raced with another connection", p.SessionID)
+	}
+	return b.startSession(p.SessionID, passwd, time.Duration(timeoutMs)*time.Millisecond, txn.Header.Revision), nil
+}
+
+func (b *EtcdBackend) revokeQuietly(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(b.bgCtx, 5*time.Second)
+	defer cancel()
+	if _, err := b.lease.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		b.log.Warn("revoke session lease", zap.String("session", encoding.SessionID(id).String()), zap.Error(err))
+	}
+}

@@ -1,0 +1,384 @@
+package zetcd
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/embedetcd"
+)
+
+// countingKV counts etcd round trips: every KV call and every committed Txn is one.
+type countingKV struct {
+	clientv3.KV
+	n atomic.Int64
+}
+
+func (c *countingKV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {
+	c.n.Add(1)
+	return c.KV.Put(ctx, key, val, opts...)
+}
+
+func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	c.n.Add(1)
+	return c.KV.Get(ctx, key, opts...)
+}
+
+func (c *countingKV) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
+	c.n.Add(1)
+	return c.KV.Delete(ctx, key, opts...)
+}
+
+func (c *countingKV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
+	c.n.Add(1)
+	return c.KV.Do(ctx, op)
+}
+
+func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
+	return &countingTxn{Txn: c.KV.Txn(ctx), n: &c.n}
+}
+
+type countingTxn struct {
+	clientv3.Txn
+	n *atomic.Int64
+}
+
+func (t *countingTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *countingTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *countingTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+func (t *countingTxn) Commit() (*clientv3.TxnResponse, error) {
+	t.n.Add(1)
+	return t.Txn.Commit()
+}
+
+// startEtcd starts an embedded etcd for one test and returns a client of it.
+func startEtcd(t testing.TB) *clientv3.Client {
+	t.Helper()
+	e, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	cli, err := e.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func newTestBackend(t *testing.T) (*EtcdBackend, *countingKV, *clientv3.Client) {
+	t.Helper()
+	cli := startEtcd(t)
+	kv := &countingKV{KV: cli.KV}
+	b, err := NewEtcdBackend(context.Background(), EtcdConfig{Client: cli, KV: kv, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b, kv, cli
+}
+
+func openTestSession(t *testing.T, b *EtcdBackend) Session {
+	t.Helper()
+	s, err := b.Connect(context.Background(), ConnectParams{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var openACL = []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
+
+func wantCode(t *testing.T, err error, want encoding.ErrCode) {
+	t.Helper()
+	var got encoding.ErrCode
+	if !errors.As(err, &got) || got != want {
+		t.Fatalf("got error %v, want %v", err, want)
+	}
+}
+
+// TestEtcdRoundTrips measures the etcd round trips of each operation in its common case: one
+// for create, delete, setData, exists, getData, getChildren(2); two for a sequential create.
+func TestEtcdRoundTrips(t *testing.T) {
+	b, kv, _ := newTestBackend(t)
+	s := openTestSession(t, b)
+	ctx := context.Background()
+	count := func(name string, want int64, f func() error) {
+		t.Helper()
+		before := kv.n.Load()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := kv.n.Load() - before
+		t.Logf("%-22s %d etcd round trip(s)", name, got)
+		if got != want {
+			t.Errorf("%s: %d etcd round trips, want %d", name, got, want)
+		}
+	}
+	count("create", 1, func() error {
+		_, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a", Data: []byte("x"), ACL: openACL})
+		return err
+	})
+	count("create2", 1, func() error {
+		_, _, err := s.Create2(ctx, &encoding.CreateRequest{Path: "/a/b", ACL: openACL})
+		return err
+	})
+	count("create ephemeral", 1, func() error {
+		_, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a/e", ACL: openACL, Flags: encoding.ModeEphemeral})
+		return err
+	})
+	count("create sequential", 2, func() error {
+		_, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a/s-", ACL: openACL, Flags: encoding.ModePersistentSequential})
+		return err
+	})
+	count("create (NodeExists)", 1, func() error {
+		_, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a", ACL: openACL})
+		if errors.Is(err, encoding.ErrNodeExists) {
+			return nil
+		}
+		return err
+	})
+	count("exists", 1, func() error { _, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: "/a"}); return err })
+	count("getData", 1, func() error { _, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: "/a"}); return err })
+	count("setData", 1, func() error {
+		_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/a", Data: []byte("y"), Version: 0})
+		return err
+	})
+	count("setData (BadVersion)", 1, func() error {
+		_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/a", Data: []byte("y"), Version: 7})
+		if errors.Is(err, encoding.ErrBadVersion) {
+			return nil
+		}
+		return err
+	})
+	count("getChildren", 1, func() error {
+		_, _, err := s.GetChildren(ctx, &encoding.GetChildrenRequest{Path: "/a"})
+		return err
+	})
+	count("getChildren2", 1, func() error {
+		_, _, err := s.GetChildren2(ctx, &encoding.GetChildren2Request{Path: "/a"})
+		return err
+	})
+	count("getACL", 1, func() error { _, _, err := s.GetACL(ctx, &encoding.GetACLRequest{Path: "/a"}); return err })
+	count("sync", 1, func() error { _, _, err := s.Sync(ctx, &encoding.SyncRequest{Path: "/a"}); return err })
+	count("delete", 1, func() error { _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/a/b", Version: -1}); return err })
+	count("delete (NotEmpty)", 1, func() error {
+		_, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/a", Version: -1})
+		if errors.Is(err, encoding.ErrNotEmpty) {
+			return nil
+		}
+		return err
+	})
+}
+
+// TestEtcdStats checks the Stat arithmetic of PROTOCOL.md §4.1 directly on the backend.
+func TestEtcdStats(t *testing.T) {
+	b, _, _ := newTestBackend(t)
+	s := openTestSession(t, b)
+	ctx := context.Background()
+
+	root, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (encoding.Stat{Cversion: -1, NumChildren: 1}); root.Stat != want {
+		t.Errorf("fresh / stat = %+v, want %+v", root.Stat, want)
+	}
+	zk, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: "/zookeeper"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (encoding.Stat{Cversion: -2, NumChildren: 2}); zk.Stat != want {
+		t.Errorf("fresh /zookeeper stat = %+v, want %+v", zk.Stat, want)
+	}
+	cfg, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: "/zookeeper/config"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Data == nil || len(cfg.Data) != 0 || cfg.Stat.Aversion != -1 {
+		t.Errorf("/zookeeper/config: data %v stat %+v, want empty data and aversion -1", cfg.Data, cfg.Stat)
+	}
+
+	c2, z1, err := s.Create2(ctx, &encoding.CreateRequest{Path: "/p", Data: nil, ACL: openACL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Stat.Czxid != z1 || c2.Stat.Mzxid != z1 || c2.Stat.Pzxid != z1 || c2.Stat.Version != 0 || c2.Stat.DataLength != 0 {
+		t.Errorf("create2 stat %+v at zxid %v", c2.Stat, z1)
+	}
+	got, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: "/p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Data != nil {
+		t.Errorf("null data came back as %q", got.Data)
+	}
+	if got.Stat != c2.Stat {
+		t.Errorf("getData stat %+v != create2 stat %+v", got.Stat, c2.Stat)
+	}
+
+	// Children: sequence numbers come from the create counter, which deletes do not lower.
+	var names []string
+	for i := 0; i < 3; i++ {
+		r, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/p/c-", ACL: openACL, Flags: encoding.ModePersistentSequential})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, r.Path)
+	}
+	if names[0] != "/p/c-0000000000" || names[2] != "/p/c-0000000002" {
+		t.Fatalf("sequential names %v", names)
+	}
+	zDel, err := s.Delete(ctx, &encoding.DeleteRequest{Path: names[1], Version: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: "/p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Stat.Cversion != 4 || p.Stat.NumChildren != 2 || p.Stat.Pzxid != zDel || p.Stat.Mzxid != z1 {
+		t.Errorf("/p after 3 creates, 1 delete: %+v (delete zxid %v)", p.Stat, zDel)
+	}
+	r, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/p/c-", ACL: openACL, Flags: encoding.ModePersistentSequential})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Path != "/p/c-0000000003" {
+		t.Errorf("sequential after delete = %s, want /p/c-0000000003", r.Path)
+	}
+
+	// setData moves version and mzxid; setACL moves aversion only.
+	sd, zSet, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/p", Data: []byte("hello"), Version: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sd.Stat.Version != 1 || sd.Stat.Mzxid != zSet || sd.Stat.DataLength != 5 || sd.Stat.Czxid != z1 {
+		t.Errorf("setData stat %+v", sd.Stat)
+	}
+	sa, _, err := s.SetACL(ctx, &encoding.SetACLRequest{Path: "/p", ACL: openACL, Version: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sa.Stat.Aversion != 1 || sa.Stat.Mzxid != zSet || sa.Stat.Version != 1 {
+		t.Errorf("setACL stat %+v", sa.Stat)
+	}
+	_, _, err = s.SetACL(ctx, &encoding.SetACLRequest{Path: "/p", ACL: openACL, Version: 0})
+	wantCode(t, err, encoding.ErrBadVersion)
+}
+
+// TestEtcdErrorOrder checks ZooKeeper's check order and that failed writes consume a zxid.
+func TestEtcdErrorOrder(t *testing.T) {
+	b, _, _ := newTestBackend(t)
+	s := openTestSession(t, b)
+	ctx := context.Background()
+	create := func(path string, mode encoding.CreateMode, acl []encoding.ACL) (encoding.Zxid, error) {
+		_, z, err := s.Create(ctx, &encoding.CreateRequest{Path: path, ACL: acl, Flags: mode})
+		return z, err
+	}
+	if _, err := create("/e", encoding.ModeEphemeral, openACL); err != nil {
+		t.Fatal(err)
+	}
+	z0, err := create("/x", encoding.ModePersistent, openACL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		path string
+		mode encoding.CreateMode
+		acl  []encoding.ACL
+		want encoding.ErrCode
+	}{
+		{"/x", 7, openACL, encoding.ErrBadArguments},
+		{"x", 0, openACL, encoding.ErrBadArguments},
+		{"/missing/a", 0, nil, encoding.ErrInvalidACL}, // InvalidACL beats NoNode
+		{"/missing/a", 0, openACL, encoding.ErrNoNode},
+		{"/missing/.", 0, openACL, encoding.ErrNoNode}, // NoNode beats an invalid name
+		{"/x/.", 0, openACL, encoding.ErrBadArguments},
+		{"/x", 0, openACL, encoding.ErrNodeExists},
+		{"/e/child", 0, openACL, encoding.ErrNoChildrenForEphemerals},
+		{"/x", encoding.ModePersistentWithTTL, openACL, encoding.ErrBadArguments}, // TTL mode needs createTTL
+		{"/x/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "world", ID: "someone"}}}, encoding.ErrInvalidACL},
+		{"/x/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "digest", ID: "nocolon"}}}, encoding.ErrInvalidACL},
+		{"/x/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "ip", ID: "10.0.0.0/99"}}}, encoding.ErrInvalidACL},
+		{"/x/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "auth", ID: ""}}}, encoding.ErrInvalidACL},
+	}
+	last := z0
+	for _, c := range cases {
+		z, err := create(c.path, c.mode, c.acl)
+		wantCode(t, err, c.want)
+		if z <= last {
+			t.Errorf("create %q (%v): zxid %v did not advance past %v", c.path, c.want, z, last)
+		}
+		last = z
+	}
+	if _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/zookeeper", Version: -1}); !errors.Is(err, encoding.ErrBadArguments) {
+		t.Errorf("delete /zookeeper: %v, want BadArguments", err)
+	}
+	if _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/x", Version: 3}); !errors.Is(err, encoding.ErrBadVersion) {
+		t.Errorf("delete with wrong version: %v", err)
+	}
+	if _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/nope", Version: 3}); !errors.Is(err, encoding.ErrNoNode) {
+		t.Errorf("delete missing: %v", err)
+	}
+}
+
+// TestEtcdSessionLifecycle checks close deletes ephemerals in one zxid with exact parent stats,
+// that a resumed session needs its password, and that an ended session cannot be resumed.
+func TestEtcdSessionLifecycle(t *testing.T) {
+	b, _, _ := newTestBackend(t)
+	ctx := context.Background()
+	s := openTestSession(t, b)
+	other := openTestSession(t, b)
+	if _, _, err := other.Create(ctx, &encoding.CreateRequest{Path: "/p", ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/p/e1", "/p/e2", "/e3"} {
+		if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: p, ACL: openACL, Flags: encoding.ModeEphemeral}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Connect(ctx, ConnectParams{SessionID: s.ID(), Passwd: make([]byte, 16), Timeout: time.Second}); !errors.Is(err, ErrSessionExpired) {
+		t.Fatalf("resume with a wrong password: %v, want ErrSessionExpired", err)
+	}
+	resumed, err := b.Connect(ctx, ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: time.Second})
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	// The original connection lost the session to the resumed one: expiring it does nothing.
+	if err := s.Expire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.Exists(ctx, &encoding.ExistsRequest{Path: "/p/e1"}); err != nil {
+		t.Fatalf("ephemeral gone after a stale expiry: %v", err)
+	}
+	zClose, err := resumed.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := other.Exists(ctx, &encoding.ExistsRequest{Path: "/p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Stat.NumChildren != 0 || p.Stat.Cversion != 4 || p.Stat.Pzxid != zClose {
+		t.Errorf("/p after close: %+v, want 0 children, cversion 4, pzxid %v", p.Stat, zClose)
+	}
+	for _, path := range []string{"/p/e1", "/p/e2", "/e3"} {
+		if _, _, err := other.Exists(ctx, &encoding.ExistsRequest{Path: path}); !errors.Is(err, encoding.ErrNoNode) {
+			t.Errorf("%s after close: %v", path, err)
+		}
+	}
+	if _, err := b.Connect(ctx, ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: time.Second}); !errors.Is(err, ErrSessionExpired) {
+		t.Errorf("resume a closed session: %v, want ErrSessionExpired", err)
+	}
+	if _, err := b.Connect(ctx, ConnectParams{Timeout: time.Second, LastZxidSeen: zClose + 1000}); !errors.Is(err, ErrZxidAhead) {
+		t.Errorf("connect with lastZxidSeen ahead: %v, want ErrZxidAhead", err)
+	}
+}

@@ -1,0 +1,492 @@
+package zetcd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// The Handler of an etcdSession. Every write is one guarded etcd Txn in the common case: the
+// compares encode ZooKeeper's preconditions, Then applies the change, and Else reads what is
+// needed to pick ZooKeeper's error code and puts the error key so the failed write consumes a
+// revision (zxid). Every read is one Txn of ranges.
+
+// maxTTL is the largest TTL ZooKeeper accepts for TTL nodes: 2^40-1 ms.
+const maxTTL = 1<<40 - 1
+
+// zxid records rev as seen by this session and returns it; replies never go back in zxid.
+func (s *etcdSession) zxid(rev int64) encoding.Zxid {
+	if rev > s.lastRev {
+		s.lastRev = rev
+	}
+	return encoding.Zxid(s.lastRev)
+}
+
+// fail answers a failed write that was refused before reaching a transaction: it consumes a
+// revision through the error key, as ZooKeeper logs an error txn.
+func (s *etcdSession) fail(ctx context.Context, op string, path string, code encoding.ErrCode) (encoding.Zxid, error) {
+	put, err := s.b.kv.Put(ctx, s.b.keys.errorKey(), "")
+	if err != nil {
+		return 0, fmt.Errorf("session %s: %s %q: record failure: %w", s.id, op, path, err)
+	}
+	return s.zxid(put.Header.Revision), code
+}
+
+// etcdFailure wraps a transport error, turning a vanished lease into SessionExpired.
+func (s *etcdSession) etcdFailure(op, path string, err error) (encoding.Zxid, error) {
+	if isLeaseGone(err) {
+		return s.zxid(0), encoding.ErrSessionExpired
+	}
+	return 0, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+}
+
+func rangeKVs(r *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
+	return r.Responses[i].GetResponseRange().Kvs
+}
+
+func firstKV(r *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
+	if kvs := rangeKVs(r, i); len(kvs) > 0 {
+		return kvs[0]
+	}
+	return nil
+}
+
+func rangeCount(r *clientv3.TxnResponse, i int) int64 {
+	return r.Responses[i].GetResponseRange().Count
+}
+
+// nodeReadOps reads a node: data key, meta keys, and the count (or names) of its children.
+func (b *EtcdBackend) nodeReadOps(path string, childNames bool) []clientv3.Op {
+	children := clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if childNames {
+		children = clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	}
+	return []clientv3.Op{
+		clientv3.OpGet(b.keys.data(path)),
+		clientv3.OpGet(b.keys.metaPrefix(path), clientv3.WithPrefix()),
+		children,
+	}
+}
+
+// nodeFromOps decodes the results of nodeReadOps starting at response i; ok is false when the
+// node does not exist.
+func (b *EtcdBackend) nodeFromOps(path string, r *clientv3.TxnResponse, i int, childNames bool) (n node, children []string, ok bool, err error) {
+	data := firstKV(r, i)
+	if data == nil {
+		return node{}, nil, false, nil
+	}
+	kvs := nodeKVs{path: path, data: data, meta: rangeKVs(r, i+1), numChildren: rangeCount(r, i+2)}
+	if childNames {
+		prefix := b.keys.childrenPrefix(path)
+		for _, kv := range rangeKVs(r, i+2) {
+			children = append(children, childName(kv.Key, prefix))
+		}
+		kvs.numChildren = int64(len(children))
+	}
+	n, err = b.keys.decodeNode(kvs)
+	return n, children, err == nil, err
+}
+
+// readNode reads one node in one round trip.
+func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames bool) (node, []string, encoding.Zxid, error) {
+	path = normalizeReadPath(path)
+	r, err := s.b.kv.Txn(ctx).Then(s.b.nodeReadOps(path, childNames)...).Commit()
+	if err != nil {
+		z, err := s.etcdFailure(op, path, err)
+		return node{}, nil, z, err
+	}
+	z := s.zxid(r.Header.Revision)
+	n, children, ok, err := s.b.nodeFromOps(path, r, 0, childNames)
+	if err != nil {
+		return node{}, nil, z, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+	}
+	if !ok {
+		return node{}, nil, z, encoding.ErrNoNode
+	}
+	return n, children, z, nil
+}
+
+func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (*encoding.ExistsResponse, encoding.Zxid, error) {
+	if strings.IndexByte(req.Path, 0) >= 0 {
+		return nil, s.zxid(0), encoding.ErrBadArguments
+	}
+	n, _, z, err := s.readNode(ctx, "exists", req.Path, false)
+	if err != nil {
+		return nil, z, err
+	}
+	return &encoding.ExistsResponse{Stat: n.Stat}, z, nil
+}
+
+func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
+	n, _, z, err := s.readNode(ctx, "getData", req.Path, false)
+	if err != nil {
+		return nil, z, err
+	}
+	return &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}, z, nil
+}
+
+func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (*encoding.GetACLResponse, encoding.Zxid, error) {
+	n, _, z, err := s.readNode(ctx, "getACL", req.Path, false)
+	if err != nil {
+		return nil, z, err
+	}
+	return &encoding.GetACLResponse{ACL: n.Meta.ACL, Stat: n.Stat}, z, nil
+}
+
+func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error) {
+	n, children, z, err := s.readNode(ctx, "getChildren2", req.Path, true)
+	if err != nil {
+		return nil, z, err
+	}
+	if children == nil {
+		children = []string{}
+	}
+	return &encoding.GetChildren2Response{Children: children, Stat: n.Stat}, z, nil
+}
+
+// GetChildren needs no Stat, so it reads only the data key's existence and the child keys.
+func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
+	path := normalizeReadPath(req.Path)
+	prefix := s.b.keys.childrenPrefix(path)
+	r, err := s.b.kv.Txn(ctx).Then(
+		clientv3.OpGet(s.b.keys.data(path), clientv3.WithKeysOnly()),
+		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		z, err := s.etcdFailure("getChildren", path, err)
+		return nil, z, err
+	}
+	z := s.zxid(r.Header.Revision)
+	if firstKV(r, 0) == nil {
+		return nil, z, encoding.ErrNoNode
+	}
+	kvs := rangeKVs(r, 1)
+	children := make([]string, 0, len(kvs))
+	for _, kv := range kvs {
+		children = append(children, childName(kv.Key, prefix))
+	}
+	return &encoding.GetChildrenResponse{Children: children}, z, nil
+}
+
+// Sync makes sure the session's later reads see every write committed before it; etcd reads
+// are linearizable already, so one linearizable read of the error key is the barrier.
+func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
+	r, err := s.b.kv.Get(ctx, s.b.keys.errorKey(), clientv3.WithKeysOnly())
+	if err != nil {
+		z, err := s.etcdFailure("sync", req.Path, err)
+		return nil, z, err
+	}
+	return &encoding.SyncResponse{Path: req.Path}, s.zxid(r.Header.Revision), nil
+}
+
+func (s *etcdSession) Create(ctx context.Context, req *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
+	path, _, z, err := s.create(ctx, "create", req.Path, req.Data, req.ACL, req.Flags, -1)
+	if err != nil {
+		return nil, z, err
+	}
+	return &encoding.CreateResponse{Path: path}, z, nil
+}
+
+func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	path, stat, z, err := s.create(ctx, "create2", req.Path, req.Data, req.ACL, req.Flags, -1)
+	if err != nil {
+		return nil, z, err
+	}
+	return &encoding.Create2Response{Path: path, Stat: stat}, z, nil
+}
+
+// create runs ZooKeeper's create checks in PrepRequestProcessor's order (PROTOCOL.md §3.2).
+// ttl is -1 for every opcode but createTTL.
+func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64) (string, encoding.Stat, encoding.Zxid, error) {
+	fail := func(code encoding.ErrCode) (string, encoding.Stat, encoding.Zxid, error) {
+		z, err := s.fail(ctx, op, path, code)
+		return "", encoding.Stat{}, z, err
+	}
+	if !mode.Valid() {
+		return fail(encoding.ErrBadArguments)
+	}
+	if mode.IsTTL() && (ttl <= 0 || ttl > maxTTL) || !mode.IsTTL() && ttl >= 0 {
+		return fail(encoding.ErrBadArguments)
+	}
+	parent, ok := parentPath(path)
+	if !ok || strings.IndexByte(path, 0) >= 0 {
+		return fail(encoding.ErrBadArguments)
+	}
+	acl, err := fixupACL(acl, nil)
+	if err != nil {
+		return fail(encoding.ErrInvalidACL)
+	}
+	b := s.b
+	parentKey := b.keys.data(parent)
+	createsKey := b.keys.childCreates(parent)
+
+	// counter is the parent's create counter C, read before a sequential create and guarded by
+	// a compare at commit; -1 when the name does not depend on it.
+	counter := int64(-1)
+	name := path
+	if mode.IsSequential() {
+		r, err := b.kv.Txn(ctx).Then(
+			clientv3.OpGet(parentKey, clientv3.WithKeysOnly()),
+			clientv3.OpGet(createsKey, clientv3.WithKeysOnly()),
+		).Commit()
+		if err != nil {
+			z, err := s.etcdFailure(op, path, err)
+			return "", encoding.Stat{}, z, err
+		}
+		if firstKV(r, 0) == nil {
+			return fail(encoding.ErrNoNode)
+		}
+		counter = 0
+		if c := firstKV(r, 1); c != nil {
+			counter = c.Version
+		}
+	}
+	if !validatePath(path) || mode.IsSequential() {
+		// Names that fail validation are refused after the parent lookup (NoNode wins).
+		if mode.IsSequential() {
+			name = sequentialName(path, counter)
+		}
+		if !validatePath(name) {
+			r, err := b.kv.Get(ctx, parentKey, clientv3.WithKeysOnly())
+			if err != nil {
+				z, err := s.etcdFailure(op, path, err)
+				return "", encoding.Stat{}, z, err
+			}
+			if len(r.Kvs) == 0 {
+				return fail(encoding.ErrNoNode)
+			}
+			return fail(encoding.ErrBadArguments)
+		}
+	}
+
+	now := b.nowMs()
+	var lease clientv3.LeaseID
+	if mode.IsEphemeral() {
+		lease = clientv3.LeaseID(s.id)
+	}
+	ttlMs := int64(0)
+	if mode.IsTTL() {
+		ttlMs = ttl
+	}
+	aclVal := encodeACLValue(aclValue{Ctime: now, Mode: mode, TTL: ttlMs, ACL: acl})
+	for attempt := 0; ; attempt++ {
+		if attempt == 100 {
+			return "", encoding.Stat{}, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, op, path)
+		}
+		nodeKey := b.keys.data(name)
+		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(parentKey), ">", 0),
+			clientv3.Compare(clientv3.LeaseValue(parentKey), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(nodeKey), "=", 0),
+		}
+		if counter >= 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.Version(createsKey), "=", counter))
+		}
+		putData := clientv3.OpPut(nodeKey, encodeDataValue(data, now))
+		if lease != 0 {
+			putData = clientv3.OpPut(nodeKey, encodeDataValue(data, now), clientv3.WithLease(lease))
+		}
+		elseOps := []clientv3.Op{
+			// Not keys-only: etcd serves those from its index, which has no Lease field, and
+			// the parent's lease tells NoChildrenForEphemerals.
+			clientv3.OpGet(parentKey),
+			clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
+			clientv3.OpGet(createsKey, clientv3.WithKeysOnly()),
+		}
+		if counter < 0 {
+			// No retry is possible, so the failure is final: consume its revision now.
+			elseOps = append(elseOps, clientv3.OpPut(b.keys.errorKey(), ""))
+		}
+		r, err := b.kv.Txn(ctx).If(cmps...).Then(
+			putData,
+			clientv3.OpPut(b.keys.acl(name), aclVal),
+			clientv3.OpPut(createsKey, ""),
+		).Else(elseOps...).Commit()
+		if err != nil {
+			z, err := s.etcdFailure(op, path, err)
+			return "", encoding.Stat{}, z, err
+		}
+		if r.Succeeded {
+			rev := r.Header.Revision
+			stat := encoding.Stat{
+				Czxid: encoding.Zxid(rev), Mzxid: encoding.Zxid(rev), Pzxid: encoding.Zxid(rev),
+				Ctime: now, Mtime: now,
+				EphemeralOwner: encoding.SessionID(lease),
+				DataLength:     int32(len(data)),
+			}
+			return name, stat, s.zxid(rev), nil
+		}
+		parentKV, nodeKV, createsKV := firstKV(r, 0), firstKV(r, 1), firstKV(r, 2)
+		var code encoding.ErrCode
+		switch {
+		case parentKV == nil:
+			code = encoding.ErrNoNode
+		case counter >= 0 && (createsKV == nil && counter != 0 || createsKV != nil && createsKV.Version != counter):
+			// Another create under the parent took our sequence number: take the next.
+			counter = 0
+			if createsKV != nil {
+				counter = createsKV.Version
+			}
+			name = sequentialName(path, counter)
+			continue
+		case nodeKV != nil:
+			code = encoding.ErrNodeExists
+		case parentKV.Lease != 0:
+			code = encoding.ErrNoChildrenForEphemerals
+		default:
+			return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: transaction failed for no known reason", s.id, op, path)
+		}
+		if counter < 0 {
+			return "", encoding.Stat{}, s.zxid(r.Header.Revision), code
+		}
+		return fail(code)
+	}
+}
+
+// Delete deletes a node in one guarded transaction (PROTOCOL.md §3.2: NoNode, BadVersion,
+// NotEmpty, in that order).
+func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (encoding.Zxid, error) {
+	path := req.Path
+	parent, ok := parentPath(path)
+	if !ok || strings.IndexByte(path, 0) >= 0 || isSystemPath(path) || path == "" {
+		return s.fail(ctx, "delete", path, encoding.ErrBadArguments)
+	}
+	b := s.b
+	nodeKey := b.keys.data(path)
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(nodeKey), ">", 0),
+		// Every child key has CreateRevision > 0; an empty range compares as 0.
+		clientv3.Compare(clientv3.CreateRevision(b.keys.childrenPrefix(path)), "=", 0).WithPrefix(),
+	}
+	if req.Version != -1 {
+		cmps = append(cmps, clientv3.Compare(clientv3.Version(nodeKey), "=", int64(req.Version)+1))
+	}
+	r, err := b.kv.Txn(ctx).If(cmps...).Then(
+		clientv3.OpDelete(nodeKey),
+		clientv3.OpDelete(b.keys.metaPrefix(path), clientv3.WithPrefix()),
+		clientv3.OpPut(b.keys.childDeletes(parent), ""),
+	).Else(
+		clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
+		clientv3.OpPut(b.keys.errorKey(), ""),
+	).Commit()
+	if err != nil {
+		return s.etcdFailure("delete", path, err)
+	}
+	z := s.zxid(r.Header.Revision)
+	if r.Succeeded {
+		return z, nil
+	}
+	n := firstKV(r, 0)
+	switch {
+	case n == nil:
+		return z, encoding.ErrNoNode
+	case req.Version != -1 && n.Version != int64(req.Version)+1:
+		return z, encoding.ErrBadVersion
+	default:
+		return z, encoding.ErrNotEmpty
+	}
+}
+
+// SetData replaces a node's data in one guarded transaction that also reads back what the
+// returned Stat needs.
+func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest) (*encoding.SetDataResponse, encoding.Zxid, error) {
+	path := req.Path
+	if !validatePath(path) {
+		z, err := s.fail(ctx, "setData", path, encoding.ErrBadArguments)
+		return nil, z, err
+	}
+	b := s.b
+	nodeKey := b.keys.data(path)
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(nodeKey), ">", 0)}
+	if req.Version != -1 {
+		cmps = append(cmps, clientv3.Compare(clientv3.Version(nodeKey), "=", int64(req.Version)+1))
+	}
+	value := encodeDataValue(req.Data, b.nowMs())
+	r, err := b.kv.Txn(ctx).If(cmps...).Then(
+		clientv3.OpPut(nodeKey, value, clientv3.WithIgnoreLease(), clientv3.WithPrevKV()),
+		clientv3.OpGet(b.keys.metaPrefix(path), clientv3.WithPrefix()),
+		clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Else(
+		clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
+		clientv3.OpPut(b.keys.errorKey(), ""),
+	).Commit()
+	if err != nil {
+		z, err := s.etcdFailure("setData", path, err)
+		return nil, z, err
+	}
+	z := s.zxid(r.Header.Revision)
+	if !r.Succeeded {
+		if firstKV(r, 0) == nil {
+			return nil, z, encoding.ErrNoNode
+		}
+		return nil, z, encoding.ErrBadVersion
+	}
+	prev := r.Responses[0].GetResponsePut().PrevKv
+	rev := r.Header.Revision
+	now := &mvccpb.KeyValue{
+		Key: []byte(nodeKey), Value: []byte(value),
+		CreateRevision: prev.CreateRevision, ModRevision: rev, Version: prev.Version + 1, Lease: prev.Lease,
+	}
+	n, err := b.keys.decodeNode(nodeKVs{path: path, data: now, meta: rangeKVs(r, 1), numChildren: rangeCount(r, 2)})
+	if err != nil {
+		return nil, z, fmt.Errorf("session %s: setData %q: %w", s.id, path, err)
+	}
+	return &encoding.SetDataResponse{Stat: n.Stat}, z, nil
+}
+
+// SetACL reads the node (aversion and the rest of the ACL value are needed) and commits the new
+// ACL guarded by the ACL key's ModRevision: two round trips; setACL is rare.
+func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (*encoding.SetACLResponse, encoding.Zxid, error) {
+	path := req.Path
+	fail := func(code encoding.ErrCode) (*encoding.SetACLResponse, encoding.Zxid, error) {
+		z, err := s.fail(ctx, "setACL", path, code)
+		return nil, z, err
+	}
+	if !validatePath(path) {
+		return fail(encoding.ErrBadArguments)
+	}
+	acl, err := fixupACL(req.ACL, nil)
+	if err != nil {
+		return fail(encoding.ErrInvalidACL)
+	}
+	b := s.b
+	for attempt := 0; attempt < 100; attempt++ {
+		n, _, z, err := s.readNode(ctx, "setACL", path, false)
+		if err == encoding.ErrNoNode {
+			return fail(encoding.ErrNoNode)
+		}
+		if err != nil {
+			return nil, z, err
+		}
+		if req.Version != -1 && req.Version != n.Stat.Aversion {
+			return fail(encoding.ErrBadVersion)
+		}
+		meta := n.Meta
+		meta.ACL = acl
+		aclKey := b.keys.acl(path)
+		r, err := b.kv.Txn(ctx).If(
+			clientv3.Compare(clientv3.ModRevision(aclKey), "=", n.aclRev),
+		).Then(
+			append([]clientv3.Op{clientv3.OpPut(aclKey, encodeACLValue(meta))}, b.nodeReadOps(path, false)...)...,
+		).Commit()
+		if err != nil {
+			z, err := s.etcdFailure("setACL", path, err)
+			return nil, z, err
+		}
+		if !r.Succeeded {
+			continue
+		}
+		z = s.zxid(r.Header.Revision)
+		n, _, ok, err := b.nodeFromOps(path, r, 1, false)
+		if err != nil || !ok {
+			return nil, z, fmt.Errorf("session %s: setACL %q: read back: %v", s.id, path, err)
+		}
+		return &encoding.SetACLResponse{Stat: n.Stat}, z, nil
+	}
+	return nil, s.zxid(0), fmt.Errorf("session %s: setACL %q: too many conflicting retries", s.id, path)
+}

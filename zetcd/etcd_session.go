@@ -1,0 +1,138 @@
+package zetcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// etcdSession is one session served by this process. Its id is its etcd lease id.
+//
+// Handler methods run on the session's executor goroutine only (Handler contract); mu guards
+// only the keepalive cancel func, which Detach may call from any goroutine.
+type etcdSession struct {
+	b       *EtcdBackend
+	id      encoding.SessionID
+	passwd  []byte
+	timeout time.Duration
+	// ownerRev is the session key's ModRevision when this connection took the session; a
+	// different ModRevision means another connection has resumed it since.
+	ownerRev int64
+	// lastRev is the newest revision this session has been answered with (executor only).
+	lastRev int64
+
+	mu              sync.Mutex
+	cancelKeepAlive context.CancelFunc // nil once detached
+}
+
+var _ Session = (*etcdSession)(nil)
+
+func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64) *etcdSession {
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev}
+	ctx, cancel := context.WithCancel(b.bgCtx)
+	s.cancelKeepAlive = cancel
+	ch, err := b.lease.KeepAlive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		b.log.Warn("session keepalive", zap.String("session", id.String()), zap.Error(err))
+		return s
+	}
+	// The lease client multiplexes all keepalives on one stream; draining the channel is all
+	// that is needed here. It closes when ctx ends or the lease is gone.
+	go func() {
+		for range ch {
+		}
+	}()
+	return s
+}
+
+func (s *etcdSession) ID() encoding.SessionID { return s.id }
+func (s *etcdSession) Password() []byte       { return s.passwd }
+func (s *etcdSession) Timeout() time.Duration { return s.timeout }
+
+func (s *etcdSession) Detach() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cancelKeepAlive != nil {
+		s.cancelKeepAlive()
+		s.cancelKeepAlive = nil
+	}
+}
+
+func (s *etcdSession) Close(ctx context.Context) (encoding.Zxid, error) {
+	zxid, _, err := s.end(ctx)
+	return zxid, err
+}
+
+func (s *etcdSession) Expire(ctx context.Context) error {
+	_, owned, err := s.end(ctx)
+	if err == nil && !owned {
+		s.b.log.Debug("session resumed elsewhere; not expiring it here", zap.String("session", s.id.String()))
+	}
+	return err
+}
+
+// end deletes the session key and every ephemeral node of the session in one transaction (one
+// zxid, parents' pzxid updated, as ZooKeeper's closeSession), then revokes the lease. It does
+// nothing when the session was resumed by another connection (owned=false).
+func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, err error) {
+	s.Detach()
+	b := s.b
+	skey := b.keys.session(s.id)
+	for attempt := 0; attempt < 10; attempt++ {
+		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(s.id), clientv3.WithAttachedKeys())
+		if err != nil {
+			return 0, true, fmt.Errorf("session %s: close: list ephemerals: %w", s.id, err)
+		}
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(skey), "=", s.ownerRev)}
+		ops := []clientv3.Op{clientv3.OpDelete(skey)}
+		parents := map[string]bool{}
+		var paths []string
+		for _, k := range ttl.Keys {
+			p, ok := b.keys.pathOfDataKey(string(k))
+			if !ok {
+				continue
+			}
+			paths = append(paths, p)
+		}
+		sort.Strings(paths)
+		for _, p := range paths {
+			dk := b.keys.data(p)
+			cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(dk), "=", int64(s.id)))
+			ops = append(ops, clientv3.OpDelete(dk), clientv3.OpDelete(b.keys.metaPrefix(p), clientv3.WithPrefix()))
+			if parent, ok := parentPath(p); ok && !parents[parent] {
+				parents[parent] = true
+				ops = append(ops, clientv3.OpPut(b.keys.childDeletes(parent), ""))
+			}
+		}
+		txn, err := b.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(skey, clientv3.WithKeysOnly())).Commit()
+		if err != nil {
+			return 0, true, fmt.Errorf("session %s: close: %w", s.id, err)
+		}
+		if txn.Succeeded {
+			b.revokeQuietly(clientv3.LeaseID(s.id))
+			return encoding.Zxid(txn.Header.Revision), true, nil
+		}
+		sk := txn.Responses[0].GetResponseRange().Kvs
+		if len(sk) == 0 || sk[0].ModRevision != s.ownerRev {
+			// Resumed elsewhere, or already ended (lease expired in etcd): not ours to end.
+			return encoding.Zxid(txn.Header.Revision), false, nil
+		}
+		// An ephemeral was deleted or created concurrently: read the lease's keys again.
+	}
+	return 0, true, fmt.Errorf("session %s: close: too many conflicting retries", s.id)
+}
+
+// isLeaseGone reports whether err says the session's lease no longer exists in etcd.
+func isLeaseGone(err error) bool {
+	return errors.Is(err, rpctypes.ErrLeaseNotFound) || (err != nil && strings.Contains(err.Error(), "requested lease not found"))
+}

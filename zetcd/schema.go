@@ -1,0 +1,329 @@
+package zetcd
+
+// This file is the whole mapping of the ZooKeeper tree onto etcd keys: key building and parsing,
+// value layouts and Stat derivation, as pure functions. Change the schema here and only here.
+//
+// Keys, all under the configured prefix P (default "/zk/"); d is the depth of a path ("/" is 0,
+// "/a" is 1, "/a/b" is 2) in decimal:
+//
+//	P n/<d><path>          data key: one per znode. Value: dataValue. etcd's own metadata gives
+//	                       czxid (CreateRevision), mzxid (ModRevision), version (Version-1) and
+//	                       ephemeralOwner (Lease: an ephemeral node is attached to its session's
+//	                       lease). The children of /a/b are exactly the keys with prefix
+//	                       "P n/3/a/b/", so one range lists (or counts) them and nothing deeper.
+//	P m/<d><path>\x00a     ACL key: ctime, create mode, TTL and ACL list. Version-1 is aversion.
+//	                       Rewritten only by setACL, so mzxid does not move on setACL.
+//	P m/<d><path>\x00c     child-create key: rewritten (blind put, empty value) on every child
+//	                       create. Its Version is ZooKeeper's per-node create counter C, which
+//	                       names sequential children; ZooKeeper reports cversion = 2C - numChildren.
+//	P m/<d><path>\x00d     child-delete key: rewritten on every child delete, so that pzxid (the
+//	                       newest of czxid and the ModRevisions of the c and d keys) moves.
+//	P s/<session id hex>   session key, attached to the session's lease: password and timeout.
+//	P x                    error key: a failed write puts it so that it consumes a zxid (revision)
+//	                       as a failed write does in ZooKeeper.
+//
+// The three meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so
+// one range reads them all. A node's own c and d keys are absent until it has had a child: C=0.
+// Ephemeral nodes never get c or d keys (they cannot have children).
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// keySchema builds the etcd keys of a tree stored under one prefix.
+type keySchema struct {
+	prefix string
+}
+
+// depth is the number of path components: "/" is 0, "/a" is 1. Any string is accepted; an
+// invalid path gets some depth and simply names a key that never exists.
+func depth(path string) int {
+	if path == "/" {
+		return 0
+	}
+	return strings.Count(path, "/")
+}
+
+// normalizeReadPath maps ZooKeeper's alias "" for the root onto "/".
+func normalizeReadPath(path string) string {
+	if path == "" {
+		return "/"
+	}
+	return path
+}
+
+// parentPath returns the parent of a path as ZooKeeper computes it: the text before the last '/',
+// with "" (the root's alias) mapped to "/". ok is false when the path has no '/'.
+func parentPath(path string) (parent string, ok bool) {
+	i := strings.LastIndexByte(path, '/')
+	if i < 0 {
+		return "", false
+	}
+	if i == 0 {
+		return "/", true
+	}
+	return path[:i], true
+}
+
+func (k keySchema) data(path string) string {
+	return k.prefix + "n/" + strconv.Itoa(depth(path)) + path
+}
+
+// childrenPrefix is the prefix of the data keys of path's direct children.
+func (k keySchema) childrenPrefix(path string) string {
+	if path == "/" {
+		return k.prefix + "n/1/"
+	}
+	return k.prefix + "n/" + strconv.Itoa(depth(path)+1) + path + "/"
+}
+
+// childName extracts a child's name from its data key, given childrenPrefix of the parent.
+func childName(key []byte, childrenPrefix string) string {
+	return string(key[len(childrenPrefix):])
+}
+
+// metaPrefix is the common prefix of a node's ACL, child-create and child-delete keys.
+func (k keySchema) metaPrefix(path string) string {
+	return k.prefix + "m/" + strconv.Itoa(depth(path)) + path + "\x00"
+}
+
+func (k keySchema) acl(path string) string          { return k.metaPrefix(path) + "a" }
+func (k keySchema) childCreates(path string) string { return k.metaPrefix(path) + "c" }
+func (k keySchema) childDeletes(path string) string { return k.metaPrefix(path) + "d" }
+
+func (k keySchema) session(id encoding.SessionID) string {
+	return k.prefix + "s/" + fmt.Sprintf("%016x", uint64(id))
+}
+
+func (k keySchema) errorKey() string { return k.prefix + "x" }
+
+// pathOfDataKey inverts data: it returns the znode path of a data key.
+func (k keySchema) pathOfDataKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.prefix+"n/")
+	if !ok {
+		return "", false
+	}
+	i := strings.IndexByte(rest, '/')
+	if i <= 0 {
+		return "", false
+	}
+	return rest[i:], true
+}
+
+// dataValue is the value of a data key: one flags byte (bit 0: data is null, as opposed to
+// empty), the mtime in ms (big-endian int64), then the data.
+const (
+	dataHeaderLen = 9
+	dataFlagNull  = 1
+)
+
+func encodeDataValue(data []byte, mtime int64) string {
+	b := make([]byte, dataHeaderLen+len(data))
+	if data == nil {
+		b[0] = dataFlagNull
+	}
+	binary.BigEndian.PutUint64(b[1:9], uint64(mtime))
+	copy(b[dataHeaderLen:], data)
+	return string(b)
+}
+
+// decodeDataValue returns the node's data (nil for null data, non-nil empty for empty data) and
+// mtime. The returned slice aliases v.
+func decodeDataValue(v []byte) (data []byte, mtime int64, err error) {
+	if len(v) < dataHeaderLen {
+		return nil, 0, errors.New("zetcd: corrupt data value: too short")
+	}
+	mtime = int64(binary.BigEndian.Uint64(v[1:9]))
+	if v[0]&dataFlagNull != 0 {
+		return nil, mtime, nil
+	}
+	return v[dataHeaderLen:len(v):len(v)], mtime, nil
+}
+
+// aclValue is the value of an ACL key: format byte 1, ctime (int64), create mode (int32),
+// TTL in ms (int64, 0 unless a TTL node), then the ACL list as the jute record SetACLRequest
+// with empty path and version 0, which reuses the encoding package's bounded vector<ACL> codec.
+type aclValue struct {
+	Ctime int64
+	Mode  encoding.CreateMode
+	TTL   int64
+	ACL   []encoding.ACL
+}
+
+func encodeACLValue(v aclValue) string {
+	b := make([]byte, 0, 32+16*len(v.ACL))
+	b = append(b, 1)
+	b = binary.BigEndian.AppendUint64(b, uint64(v.Ctime))
+	b = binary.BigEndian.AppendUint32(b, uint32(v.Mode))
+	b = binary.BigEndian.AppendUint64(b, uint64(v.TTL))
+	b = encoding.AppendRecord(b, &encoding.SetACLRequest{ACL: v.ACL})
+	return string(b)
+}
+
+func decodeACLValue(b []byte) (aclValue, error) {
+	var v aclValue
+	if len(b) < 21 || b[0] != 1 {
+		return v, errors.New("zetcd: corrupt ACL value")
+	}
+	v.Ctime = int64(binary.BigEndian.Uint64(b[1:9]))
+	v.Mode = encoding.CreateMode(int32(binary.BigEndian.Uint32(b[9:13])))
+	v.TTL = int64(binary.BigEndian.Uint64(b[13:21]))
+	var rec encoding.SetACLRequest
+	if err := encoding.DecodeRecord(b[21:], &rec); err != nil {
+		return v, fmt.Errorf("zetcd: corrupt ACL value: %w", err)
+	}
+	v.ACL = rec.ACL
+	return v, nil
+}
+
+// sessionValue is the value of a session key: the 16-byte password, then the negotiated timeout
+// in ms (int32).
+const sessionValueLen = 20
+
+func encodeSessionValue(passwd []byte, timeoutMs int32) string {
+	b := make([]byte, sessionValueLen)
+	copy(b, passwd)
+	binary.BigEndian.PutUint32(b[16:], uint32(timeoutMs))
+	return string(b)
+}
+
+func decodeSessionValue(b []byte) (passwd []byte, timeoutMs int32, err error) {
+	if len(b) != sessionValueLen {
+		return nil, 0, errors.New("zetcd: corrupt session value")
+	}
+	return b[:16:16], int32(binary.BigEndian.Uint32(b[16:])), nil
+}
+
+// systemPaths are the nodes every ZooKeeper server has. They report all-zero zxids and times
+// until changed, and cannot be deleted.
+var systemPaths = []string{"/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"}
+
+func isSystemPath(path string) bool {
+	switch path {
+	case "/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config":
+		return true
+	}
+	return false
+}
+
+// aversionOffset: ZooKeeper reports aversion -1 for /zookeeper/config on a fresh server.
+func aversionOffset(path string) int32 {
+	if path == "/zookeeper/config" {
+		return -1
+	}
+	return 0
+}
+
+// nodeKVs is what etcd returns for one znode: its data key, the keys under its meta prefix, and
+// the number of its children.
+type nodeKVs struct {
+	path        string
+	data        *mvccpb.KeyValue
+	meta        []*mvccpb.KeyValue
+	numChildren int64
+}
+
+// metaKeys sorts the keys read from a node's meta prefix into the ACL, child-create and
+// child-delete keys; absent ones are nil.
+func (k keySchema) metaKeys(path string, kvs []*mvccpb.KeyValue) (acl, creates, deletes *mvccpb.KeyValue) {
+	p := k.metaPrefix(path)
+	for _, kv := range kvs {
+		switch string(kv.Key[len(p):]) {
+		case "a":
+			acl = kv
+		case "c":
+			creates = kv
+		case "d":
+			deletes = kv
+		}
+	}
+	return acl, creates, deletes
+}
+
+// node is one znode decoded from etcd.
+type node struct {
+	Stat encoding.Stat
+	Data []byte // nil for null data
+	Meta aclValue
+	// aclRev is the ACL key's ModRevision, the guard for a read-modify-write of the ACL.
+	aclRev int64
+}
+
+// decodeNode derives a znode's Stat, data and ACL from its etcd keys (PROTOCOL.md §4.1):
+//
+//	czxid = data.CreateRevision       mzxid = data.ModRevision      version = data.Version-1
+//	ctime = ACL value                  mtime = data value            aversion = acl.Version-1
+//	C = creates.Version (0 if absent)  cversion = 2C - numChildren   numChildren = counted
+//	pzxid = max(czxid, creates.ModRevision, deletes.ModRevision)
+//	ephemeralOwner = data.Lease (0 for persistent, container and TTL nodes)
+//
+// System nodes were written by the bootstrap transaction; a zxid equal to their own create
+// revision is that bootstrap and is reported as 0, as a fresh ZooKeeper reports it.
+func (k keySchema) decodeNode(n nodeKVs) (node, error) {
+	var out node
+	if n.data == nil {
+		return out, errors.New("zetcd: decodeNode of a missing node")
+	}
+	data, mtime, err := decodeDataValue(n.data.Value)
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", n.path, err)
+	}
+	aclKV, creates, deletes := k.metaKeys(n.path, n.meta)
+	if aclKV == nil {
+		return out, fmt.Errorf("zetcd: %s: ACL key missing", n.path)
+	}
+	meta, err := decodeACLValue(aclKV.Value)
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", n.path, err)
+	}
+	var c int64
+	pzxid := n.data.CreateRevision
+	if creates != nil {
+		c = creates.Version
+		pzxid = max(pzxid, creates.ModRevision)
+	}
+	if deletes != nil {
+		pzxid = max(pzxid, deletes.ModRevision)
+	}
+	zx := func(rev int64) encoding.Zxid { return encoding.Zxid(rev) }
+	if isSystemPath(n.path) {
+		boot := n.data.CreateRevision
+		zx = func(rev int64) encoding.Zxid {
+			if rev == boot {
+				return 0
+			}
+			return encoding.Zxid(rev)
+		}
+	}
+	out.Data = data
+	out.Meta = meta
+	out.aclRev = aclKV.ModRevision
+	out.Stat = encoding.Stat{
+		Czxid:          zx(n.data.CreateRevision),
+		Mzxid:          zx(n.data.ModRevision),
+		Ctime:          meta.Ctime,
+		Mtime:          mtime,
+		Version:        int32(n.data.Version - 1),
+		Cversion:       int32(2*c - n.numChildren),
+		Aversion:       int32(aclKV.Version-1) + aversionOffset(n.path),
+		EphemeralOwner: encoding.SessionID(n.data.Lease),
+		DataLength:     int32(len(data)),
+		NumChildren:    int32(n.numChildren),
+		Pzxid:          zx(pzxid),
+	}
+	return out, nil
+}
+
+// sequentialName appends ZooKeeper's sequence suffix: the parent's create counter formatted
+// "%010d" as a signed int32 (after 2147483647 comes -2147483648).
+func sequentialName(path string, counter int64) string {
+	return fmt.Sprintf("%s%010d", path, int32(counter))
+}
