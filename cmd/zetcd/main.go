@@ -1,0 +1,174 @@
+// Command zetcd serves the Apache ZooKeeper client protocol with its state in etcd.
+//
+// With no --endpoints it starts an embedded single-member etcd with its data in --data-dir, so
+// one command gives a working ZooKeeper on 127.0.0.1:2181. With --endpoints it fronts an existing
+// etcd cluster; any number of zetcd processes may serve the same cluster and prefix.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/zetcd"
+)
+
+// version is zetcd's own version, reported in ZooKeeper's version format by srvr.
+var version = "3.9.0-zetcd-dev"
+
+type options struct {
+	zkAddr            string
+	endpoints         string
+	dataDir           string
+	embeddedClientURL string
+	prefix            string
+	minSessionTimeout time.Duration
+	maxSessionTimeout time.Duration
+	maxFrameBytes     int
+	logLevel          string
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("zetcd", flag.ContinueOnError)
+	fs.StringVar(&o.zkAddr, "zkaddr", "127.0.0.1:2181", "address to serve the ZooKeeper client protocol on")
+	fs.StringVar(&o.endpoints, "endpoints", "", "comma-separated etcd client URLs; empty starts an embedded etcd")
+	fs.StringVar(&o.dataDir, "data-dir", "zetcd.data", "data directory of the embedded etcd (ignored with --endpoints)")
+	fs.StringVar(&o.embeddedClientURL, "embedded-client-url", "http://127.0.0.1:0", "where the embedded etcd serves etcd clients (loopback; port 0 picks a free port)")
+	fs.StringVar(&o.prefix, "prefix", "/zk/", "etcd key prefix holding everything zetcd stores")
+	fs.DurationVar(&o.minSessionTimeout, "min-session-timeout", 4*time.Second, "smallest session timeout granted to clients")
+	fs.DurationVar(&o.maxSessionTimeout, "max-session-timeout", 40*time.Second, "largest session timeout granted to clients")
+	fs.IntVar(&o.maxFrameBytes, "max-frame-bytes", encoding.DefaultMaxFrameBytes, "largest request frame accepted (ZooKeeper's jute.maxbuffer); larger closes the connection")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.minSessionTimeout <= 0 || o.maxSessionTimeout < o.minSessionTimeout {
+		return o, fmt.Errorf("need 0 < --min-session-timeout (%v) <= --max-session-timeout (%v)", o.minSessionTimeout, o.maxSessionTimeout)
+	}
+	if o.maxFrameBytes <= 0 {
+		return o, fmt.Errorf("--max-frame-bytes must be positive")
+	}
+	if !strings.HasSuffix(o.prefix, "/") {
+		return o, fmt.Errorf("--prefix %q must end with '/'", o.prefix)
+	}
+	return o, nil
+}
+
+func newLogger(level string) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.Set(level); err != nil {
+		return nil, err
+	}
+	cfg := zap.NewProductionConfig()
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.Sampling = nil
+	return cfg.Build()
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "zetcd:", err)
+		os.Exit(2)
+	}
+	log, err := newLogger(o.logLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "zetcd:", err)
+		os.Exit(2)
+	}
+	if err := run(o, log); err != nil {
+		log.Error("zetcd stopped", zap.Error(err))
+		log.Sync()
+		os.Exit(1)
+	}
+	log.Sync()
+}
+
+func run(o options, log *zap.Logger) error {
+	var endpoints []string
+	var etcdErr <-chan error
+	if o.endpoints == "" {
+		e, err := embedetcd.Start(embedetcd.Config{Dir: o.dataDir, ClientURL: o.embeddedClientURL, Logger: log.Named("etcd").WithOptions(zap.IncreaseLevel(zap.WarnLevel))})
+		if err != nil {
+			return err
+		}
+		// Closed last: the server stops first, so nothing is in flight when etcd stops.
+		defer e.Close()
+		endpoints = []string{e.Endpoint}
+		etcdErr = e.Err()
+		log.Info("embedded etcd started", zap.String("data-dir", o.dataDir), zap.String("endpoint", e.Endpoint))
+	} else {
+		endpoints = strings.Split(o.endpoints, ",")
+	}
+
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
+	})
+	if err != nil {
+		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+	}
+	defer cli.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	backend, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, Prefix: o.prefix, Logger: log.Named("backend")})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer backend.Close()
+
+	srv := zetcd.NewServer(backend, zetcd.Config{
+		MinSessionTimeout: o.minSessionTimeout,
+		MaxSessionTimeout: o.maxSessionTimeout,
+		MaxFrameBytes:     o.maxFrameBytes,
+		Logger:            log.Named("server"),
+		Version:           version,
+	})
+	ln, err := net.Listen("tcp", o.zkAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.zkAddr, err)
+	}
+	log.Info("serving ZooKeeper clients", zap.String("zkaddr", ln.Addr().String()), zap.Strings("etcd", endpoints), zap.String("prefix", o.prefix))
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		log.Info("shutting down", zap.String("signal", s.String()))
+	case err := <-serveErr:
+		if err != nil {
+			return fmt.Errorf("serve %s: %w", o.zkAddr, err)
+		}
+	case err := <-etcdErr:
+		srv.Close()
+		return fmt.Errorf("embedded etcd failed: %w", err)
+	}
+	// Every acknowledged write is already committed in etcd; closing connections detaches the
+	// sessions so clients resume them (here after a restart, or on another zetcd).
+	return srv.Close()
+}
