@@ -1,0 +1,61 @@
+# zetcd: `make help` lists the targets.
+
+GO       ?= go
+FUZZTIME ?= 30s
+ARGS     ?=
+# The whole suite, as CI runs it (.ci/run calls `make test`).
+TESTFLAGS ?= -race -count=1 -timeout 30m
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+.PHONY: help build run test test-all zookeeper bench fuzz verify clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+build: ## build the commands in cmd/ into bin/
+	$(GO) build -o bin/ ./cmd/...
+
+run: build ## run bin/zetcd: embedded etcd, ZooKeeper protocol on 127.0.0.1:2181 (flags: ARGS='...')
+	bin/zetcd $(ARGS)
+
+test: ## the whole test suite; real-ZooKeeper tests skip unless `make zookeeper` ran
+	$(GO) test $(TESTFLAGS) ./...
+
+test-all: zookeeper ## fetch ZooKeeper, then the whole suite with real-ZooKeeper tests required
+	ZETCD_REQUIRE_ZOOKEEPER=1 $(GO) test $(TESTFLAGS) ./...
+
+zookeeper: ## fetch Apache ZooKeeper's jars from Maven Central into .cache/zookeeper (needs java, mvn)
+	tools/zookeeper/fetch.sh
+
+bench: ## run the Go benchmarks
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+fuzz: ## run each fuzz target in ./encoding for FUZZTIME (default 30s)
+	list=$$($(GO) test -list '^Fuzz' ./encoding); \
+	targets=$$(grep '^Fuzz' <<<"$$list" || true); \
+	if [[ -z "$$targets" ]]; then echo "no fuzz targets in ./encoding" >&2; exit 1; fi; \
+	for f in $$targets; do \
+		echo "== $$f"; \
+		$(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) ./encoding; \
+	done
+
+verify: ## gofmt, go vet, staticcheck, go.mod/go.sum tidy
+	@unformatted=$$(gofmt -l .); \
+	if [[ -n "$$unformatted" ]]; then echo "gofmt -l: not formatted:" >&2; echo "$$unformatted" >&2; exit 1; fi
+	$(GO) vet ./...
+	@staticcheck=$$(command -v staticcheck || true); \
+	if [[ -z "$$staticcheck" ]]; then \
+		bindir=$$($(GO) env GOBIN); [[ -n "$$bindir" ]] || bindir=$$($(GO) env GOPATH)/bin; \
+		staticcheck=$$bindir/staticcheck; \
+	fi; \
+	if [[ ! -x "$$staticcheck" ]]; then \
+		echo "installing staticcheck"; $(GO) install honnef.co/go/tools/cmd/staticcheck@latest; \
+	fi; \
+	echo "$$staticcheck ./..."; "$$staticcheck" ./...
+	$(GO) mod tidy -diff
+
+clean: ## remove bin/ (keeps the fetched ZooKeeper in .cache/)
+	rm -rf bin

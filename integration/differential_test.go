@@ -1,0 +1,203 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// step is one request of a differential script.
+type step struct {
+	op   encoding.Op
+	req  encoding.Record
+	resp func() encoding.Record
+}
+
+func newResp[T any, P interface {
+	*T
+	encoding.Record
+}]() func() encoding.Record {
+	return func() encoding.Record { return P(new(T)) }
+}
+
+// coreScript exercises every foundation opcode, success and failure, on one session.
+func coreScript() []step {
+	acl := rawOpenACL
+	create := func(path string, data []byte, mode encoding.CreateMode) step {
+		return step{encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: acl, Flags: mode}, newResp[encoding.CreateResponse]()}
+	}
+	exists := func(path string) step {
+		return step{encoding.OpExists, &encoding.ExistsRequest{Path: path}, newResp[encoding.ExistsResponse]()}
+	}
+	get := func(path string) step {
+		return step{encoding.OpGetData, &encoding.GetDataRequest{Path: path}, newResp[encoding.GetDataResponse]()}
+	}
+	set := func(path string, data []byte, version int32) step {
+		return step{encoding.OpSetData, &encoding.SetDataRequest{Path: path, Data: data, Version: version}, newResp[encoding.SetDataResponse]()}
+	}
+	del := func(path string, version int32) step {
+		return step{encoding.OpDelete, &encoding.DeleteRequest{Path: path, Version: version}, nil}
+	}
+	children2 := func(path string) step {
+		return step{encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: path}, newResp[encoding.GetChildren2Response]()}
+	}
+	return []step{
+		create("/d", []byte("x"), encoding.ModePersistent),
+		create("/d/a", nil, encoding.ModePersistent),
+		create("/d/s-", []byte("1"), encoding.ModePersistentSequential),
+		create("/d/s-", []byte{}, encoding.ModeEphemeralSequential),
+		create("/d/e", []byte("eph"), encoding.ModeEphemeral),
+		{encoding.OpCreate2, &encoding.CreateRequest{Path: "/d/c2", Data: []byte("c2"), ACL: acl}, newResp[encoding.Create2Response]()},
+		set("/d", []byte("y"), 0),
+		set("/d", []byte("z"), 5),
+		set("/nope", []byte("z"), -1),
+		del("/d/a", 1),
+		del("/d/a", 0),
+		del("/d/a", -1),
+		create("/d/s-", nil, encoding.ModePersistentSequential),
+		children2("/d"),
+		{encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/d"}, newResp[encoding.GetChildrenResponse]()},
+		exists("/d/e"),
+		get("/d"),
+		get("/d/s-0000000000"),
+		get("/d/a"),
+		{encoding.OpGetACL, &encoding.GetACLRequest{Path: "/d"}, newResp[encoding.GetACLResponse]()},
+		{encoding.OpSetACL, &encoding.SetACLRequest{Path: "/d", ACL: []encoding.ACL{{Perms: encoding.PermRead | encoding.PermWrite | encoding.PermCreate | encoding.PermDelete | encoding.PermAdmin, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}, Version: 0}, newResp[encoding.SetACLResponse]()},
+		{encoding.OpSetACL, &encoding.SetACLRequest{Path: "/d", ACL: acl, Version: 0}, newResp[encoding.SetACLResponse]()},
+		create("/d", nil, encoding.ModePersistent),
+		create("/d/e/x", nil, encoding.ModePersistent),
+		create("/d/x//y", nil, encoding.ModePersistent),
+		create("/d/x/", nil, encoding.ModePersistent),
+		create("/d/", nil, encoding.ModePersistentSequential),
+		del("/d", -1),
+		del("/d/e", -1),
+		exists("/d/e"),
+		exists("/nope"),
+		{encoding.OpSync, &encoding.SyncRequest{Path: "/d"}, newResp[encoding.SyncResponse]()},
+		set("/d/s-0000000001", nil, -1),
+		get("/d/s-0000000001"),
+		children2("/"),
+		exists("/"),
+		get("/zookeeper"),
+		children2("/zookeeper"),
+		get("/zookeeper/config"),
+	}
+}
+
+// runScript runs the steps on a fresh session and renders every reply as one comparable line:
+// error code, zxid relative to the first reply, and the response with zxids relative, times
+// dropped, this session's id as "self" and child lists sorted.
+func runScript(t *testing.T, addr string, steps []step) []string {
+	c := connectRaw(t, addr)
+	var out []string
+	var base encoding.Zxid
+	for i, s := range steps {
+		var resp encoding.Record
+		if s.resp != nil {
+			resp = s.resp()
+		}
+		hdr, err := c.call(s.op, s.req, resp)
+		if err != nil {
+			t.Fatalf("step %d (%v): %v", i, s.op, err)
+		}
+		if i == 0 {
+			base = hdr.Zxid - 1
+		}
+		rel := func(z encoding.Zxid) string {
+			if z == 0 {
+				return "0"
+			}
+			return fmt.Sprintf("+%d", z-base)
+		}
+		line := fmt.Sprintf("%d %v %s -> %v zxid %s", i, s.op, describeReq(s.req), hdr.Err, rel(hdr.Zxid))
+		if hdr.Err == 0 && resp != nil {
+			line += " " + describeResp(resp, rel, c.Session.SessionID)
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func describeReq(r encoding.Record) string {
+	switch r := r.(type) {
+	case *encoding.CreateRequest:
+		return fmt.Sprintf("%q mode %d", r.Path, r.Flags)
+	default:
+		return fmt.Sprintf("%+v", r)
+	}
+}
+
+func describeStat(s encoding.Stat, rel func(encoding.Zxid) string, self encoding.SessionID) string {
+	owner := fmt.Sprint(s.EphemeralOwner)
+	if s.EphemeralOwner == self {
+		owner = "self"
+	}
+	return fmt.Sprintf("{czxid %s mzxid %s pzxid %s version %d cversion %d aversion %d owner %s len %d children %d times %v}",
+		rel(s.Czxid), rel(s.Mzxid), rel(s.Pzxid), s.Version, s.Cversion, s.Aversion, owner, s.DataLength, s.NumChildren,
+		s.Ctime == s.Mtime)
+}
+
+func describeData(d []byte) string {
+	if d == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%q", d)
+}
+
+func describeResp(r encoding.Record, rel func(encoding.Zxid) string, self encoding.SessionID) string {
+	sorted := func(s []string) string {
+		s = slices.Clone(s)
+		slices.Sort(s)
+		return strings.Join(s, ",")
+	}
+	switch r := r.(type) {
+	case *encoding.CreateResponse:
+		return r.Path
+	case *encoding.Create2Response:
+		return r.Path + " " + describeStat(r.Stat, rel, self)
+	case *encoding.ExistsResponse:
+		return describeStat(r.Stat, rel, self)
+	case *encoding.GetDataResponse:
+		return describeData(r.Data) + " " + describeStat(r.Stat, rel, self)
+	case *encoding.SetDataResponse:
+		return describeStat(r.Stat, rel, self)
+	case *encoding.GetACLResponse:
+		return fmt.Sprintf("%+v %s", r.ACL, describeStat(r.Stat, rel, self))
+	case *encoding.SetACLResponse:
+		return describeStat(r.Stat, rel, self)
+	case *encoding.GetChildrenResponse:
+		return "[" + sorted(r.Children) + "]"
+	case *encoding.GetChildren2Response:
+		return "[" + sorted(r.Children) + "] " + describeStat(r.Stat, rel, self)
+	case *encoding.SyncResponse:
+		return r.Path
+	}
+	return fmt.Sprintf("%+v", r)
+}
+
+// TestDifferentialCore runs one script against zetcd and ZooKeeper and requires the same answer
+// to every request: error codes, data, children, and every Stat field (zxids relative to the
+// script's start, times only as "ctime == mtime").
+func TestDifferentialCore(t *testing.T) {
+	results := map[string][]string{}
+	forEachServer(t, func(t *testing.T, addr string) {
+		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, coreScript())
+	})
+	z, zk := results["zetcd"], results["zookeeper"]
+	if z == nil || zk == nil {
+		t.Skip("needs both zetcd and ZooKeeper")
+	}
+	for i := range zk {
+		if z[i] != zk[i] {
+			t.Errorf("step %d differs:\n  zetcd:     %s\n  zookeeper: %s", i, z[i], zk[i])
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		for _, l := range zk {
+			t.Log("zookeeper:", l)
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// buildZetcd builds cmd/zetcd once per test binary.
+var buildZetcd = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "zetcd-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "zetcd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/zetcd/zetcd/cmd/zetcd").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build cmd/zetcd: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// zetcdProcess is the real zetcd binary running with an embedded etcd in dataDir.
+type zetcdProcess struct {
+	cmd  *exec.Cmd
+	Addr string
+	logs *strings.Builder
+	done chan struct{}
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startProcess runs zetcd on addr with its embedded etcd in dataDir and waits until ruok works.
+func startProcess(t testing.TB, dataDir, addr string) *zetcdProcess {
+	t.Helper()
+	bin, err := buildZetcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &zetcdProcess{Addr: addr, logs: &strings.Builder{}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, "--zkaddr", addr, "--data-dir", dataDir, "--log-level", "warn")
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	go func() {
+		s := bufio.NewScanner(stderr)
+		for s.Scan() {
+			mu.Lock()
+			p.logs.WriteString(s.Text() + "\n")
+			mu.Unlock()
+		}
+		p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.kill() })
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if out, err := fourLetter(addr, "ruok"); err == nil && out == "imok" {
+			return p
+		}
+		select {
+		case <-p.done:
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("zetcd exited during start:\n%s", p.logs.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatalf("zetcd on %s not answering ruok after 60s", addr)
+	return nil
+}
+
+func (p *zetcdProcess) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func (p *zetcdProcess) stop(t testing.TB) {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("zetcd did not exit 30s after SIGTERM")
+		p.kill()
+	}
+}
+
+func fourLetter(addr, cmd string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	buf := make([]byte, 1024)
+	for {
+		n, err := conn.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			return sb.String(), nil
+		}
+	}
+}
+
+// TestProcessKill9KeepsAcknowledgedWrites: zetcd is killed with SIGKILL in the middle of a write
+// load; after a restart on the same data directory every write that was acknowledged is there.
+func TestProcessKill9KeepsAcknowledgedWrites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the zetcd binary")
+	}
+	dataDir := t.TempDir()
+	addr := freePort(t)
+	p := startProcess(t, dataDir, addr)
+
+	setup := connect(t, addr)
+	if _, err := setup.Create("/load", nil, 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	setup.Close()
+
+	// Writers create sequential nodes and set a counter node; they record what was acknowledged.
+	const writers = 8
+	var acked sync.Map // path -> data
+	var lastSet [writers]atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var total atomic.Int64
+	for w := 0; w < writers; w++ {
+		c := connect(t, addr)
+		counter := fmt.Sprintf("/load/counter-%d", w)
+		if _, err := c.Create(counter, []byte("0"), 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 1; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				data := fmt.Sprintf("w%d-%d", w, i)
+				path, err := c.Create("/load/n-", []byte(data), zk.FlagSequence, openACL)
+				if err != nil {
+					return // the server died: anything not acknowledged may be lost
+				}
+				acked.Store(path, data)
+				if _, err := c.Set(counter, []byte(fmt.Sprint(i)), -1); err != nil {
+					return
+				}
+				lastSet[w].Store(int64(i))
+				total.Add(1)
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	p.kill()
+	close(stop)
+	wg.Wait()
+	if total.Load() == 0 {
+		t.Fatal("no write was acknowledged before the kill")
+	}
+
+	p2 := startProcess(t, dataDir, addr)
+	c := connect(t, addr)
+	n := 0
+	acked.Range(func(k, v any) bool {
+		data, _, err := c.Get(k.(string))
+		if err != nil || string(data) != v.(string) {
+			t.Errorf("acknowledged %s=%q: after restart %q, %v", k, v, data, err)
+		}
+		n++
+		return true
+	})
+	for w := 0; w < writers; w++ {
+		data, _, err := c.Get(fmt.Sprintf("/load/counter-%d", w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		fmt.Sscan(string(data), &got)
+		if got < lastSet[w].Load() {
+			t.Errorf("counter-%d = %d after restart, but %d was acknowledged", w, got, lastSet[w].Load())
+		}
+	}
+	t.Logf("%d acknowledged creates (and %d sets) all present after kill -9 and restart", n, total.Load())
+	p2.stop(t)
+}
+
+// TestProcessResumeOnAnotherZetcd: two zetcd servers on one etcd; a session opened on one is
+// resumed on the other with its ephemeral node, and the first server does not expire it later.
+func TestProcessResumeOnAnotherZetcd(t *testing.T) {
+	cluster := startEtcd(t)
+	cfg := testConfig
+	a := startZetcdOn(t, cluster, cfg, nil)
+	b := startZetcdOn(t, cluster, cfg, nil)
+
+	ca := dialRaw(t, a.Addr)
+	sess, err := ca.handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cr encoding.CreateResponse
+	if code := ca.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/owned", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, &cr); code != 0 {
+		t.Fatal(code)
+	}
+	hdr, err := ca.call(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.close() // the client loses its server
+
+	cb := dialRaw(t, b.Addr)
+	resp, err := cb.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 4000, HasReadOnly: true, LastZxidSeen: hdr.Zxid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.SessionID != sess.SessionID || resp.TimeOut != 4000 {
+		t.Fatalf("resume on the second zetcd: %+v", resp)
+	}
+	// Keep the session alive on b well past the timeout a would have expired it at.
+	for i := 0; i < 7; i++ {
+		var ex encoding.ExistsResponse
+		if code := cb.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/owned"}, &ex); code != 0 {
+			t.Fatalf("after %ds on the second zetcd: exists /owned: %v", i, code)
+		}
+		if ex.Stat.EphemeralOwner != sess.SessionID {
+			t.Fatalf("owner %v, want %v", ex.Stat.EphemeralOwner, sess.SessionID)
+		}
+		time.Sleep(time.Second)
+	}
+	// Ending it on b removes the ephemeral, seen from a.
+	if hdr, err := cb.call(encoding.OpCloseSession, nil, nil); err != nil || hdr.Err != 0 {
+		t.Fatalf("closeSession: %+v %v", hdr, err)
+	}
+	other := connectRaw(t, a.Addr)
+	if code := other.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/owned"}, nil); code != encoding.ErrNoNode {
+		t.Errorf("ephemeral after closeSession on the other zetcd: %v", code)
+	}
+}

@@ -1,0 +1,165 @@
+package integration
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// rawClient speaks the wire protocol with the project's own encoding, for what go-zookeeper
+// cannot send (getChildren 8, create2, the 45-byte handshake, bad paths, garbage).
+type rawClient struct {
+	t    testing.TB
+	conn net.Conn
+	r    *bufio.Reader
+	buf  []byte
+	xid  encoding.Xid
+	// Session is the ConnectResponse of the handshake.
+	Session encoding.ConnectResponse
+}
+
+// dialRaw connects without a handshake.
+func dialRaw(t testing.TB, addr string) *rawClient {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	return &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
+}
+
+// handshake sends req and reads the ConnectResponse in the shape of the request.
+func (c *rawClient) handshake(req encoding.ConnectRequest) (encoding.ConnectResponse, error) {
+	if req.Passwd == nil {
+		req.Passwd = make([]byte, 16)
+	}
+	if _, err := c.conn.Write(encoding.AppendFrame(nil, &req)); err != nil {
+		return encoding.ConnectResponse{}, err
+	}
+	frame, err := encoding.ReadFrame(c.r, nil, encoding.DefaultMaxFrameBytes)
+	if err != nil {
+		return encoding.ConnectResponse{}, err
+	}
+	var resp encoding.ConnectResponse
+	if err := encoding.DecodeRecord(frame, &resp); err != nil {
+		return resp, err
+	}
+	if len(frame) != 36 && len(frame) != 37 {
+		return resp, fmt.Errorf("ConnectResponse of %d bytes", len(frame))
+	}
+	resp.HasReadOnly = len(frame) == 37
+	c.Session = resp
+	return resp, nil
+}
+
+// connectRaw dials and opens a new session with the 45-byte (readOnly flag) handshake.
+func connectRaw(t testing.TB, addr string) *rawClient {
+	t.Helper()
+	c := dialRaw(t, addr)
+	resp, err := c.handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true})
+	if err != nil {
+		t.Fatalf("handshake with %s: %v", addr, err)
+	}
+	if resp.SessionID == 0 {
+		t.Fatalf("handshake with %s: no session", addr)
+	}
+	return c
+}
+
+// send writes one request frame with the next xid and returns that xid.
+func (c *rawClient) send(op encoding.Op, req encoding.Record) encoding.Xid {
+	c.xid++
+	hdr := encoding.RequestHeader{Xid: c.xid, Op: op}
+	var frame []byte
+	if req == nil {
+		frame = encoding.AppendFrame(c.buf[:0], &hdr)
+	} else {
+		frame = encoding.AppendFrame(c.buf[:0], &hdr, req)
+	}
+	if _, err := c.conn.Write(frame); err != nil {
+		c.t.Fatalf("write %v: %v", op, err)
+	}
+	return c.xid
+}
+
+// readReply reads the next frame and decodes its header; the body is returned undecoded.
+func (c *rawClient) readReply() (encoding.ReplyHeader, []byte, error) {
+	frame, err := encoding.ReadFrame(c.r, nil, 16<<20)
+	if err != nil {
+		return encoding.ReplyHeader{}, nil, err
+	}
+	d := encoding.NewDecoder(frame)
+	var hdr encoding.ReplyHeader
+	hdr.Decode(d)
+	if d.Err() != nil {
+		return hdr, nil, d.Err()
+	}
+	return hdr, frame[16:], nil
+}
+
+// call sends one request and reads its reply into resp (when the reply is not an error).
+func (c *rawClient) call(op encoding.Op, req, resp encoding.Record) (encoding.ReplyHeader, error) {
+	xid := c.send(op, req)
+	for {
+		hdr, body, err := c.readReply()
+		if err != nil {
+			return hdr, err
+		}
+		if hdr.Xid == encoding.XidNotification || hdr.Xid == encoding.XidPing {
+			continue
+		}
+		if hdr.Xid != xid {
+			return hdr, fmt.Errorf("reply xid %d, want %d", hdr.Xid, xid)
+		}
+		if hdr.Err == encoding.ErrOK && resp != nil {
+			if err := encoding.DecodeRecord(body, resp); err != nil {
+				return hdr, fmt.Errorf("decode %v reply: %w", op, err)
+			}
+		}
+		return hdr, nil
+	}
+}
+
+// mustCall is call that fails the test on transport errors and returns the reply's error code.
+func (c *rawClient) mustCall(op encoding.Op, req, resp encoding.Record) encoding.ErrCode {
+	c.t.Helper()
+	hdr, err := c.call(op, req, resp)
+	if err != nil {
+		c.t.Fatalf("%v: %v", op, err)
+	}
+	return hdr.Err
+}
+
+// expectClosed reads until the server closes the connection, failing if it sends more than max
+// frames before closing or does not close within the deadline.
+func (c *rawClient) expectClosed(maxFrames int) {
+	c.t.Helper()
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for i := 0; ; i++ {
+		_, _, err := c.readReply()
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isConnReset(err) {
+			return
+		}
+		if err != nil {
+			c.t.Fatalf("waiting for the server to close: %v", err)
+		}
+		if i >= maxFrames {
+			c.t.Fatalf("server sent more than %d frames instead of closing", maxFrames)
+		}
+	}
+}
+
+func isConnReset(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && !op.Timeout()
+}
+
+func (c *rawClient) close() { c.conn.Close() }

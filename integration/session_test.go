@@ -1,0 +1,312 @@
+package integration
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// TestSessionHandshakeShapes: a 44-byte ConnectRequest (no readOnly byte, go-zookeeper) gets a
+// 36-byte response, a 45-byte one (Java, C, kazoo) a 37-byte one; timeouts are clamped to
+// [4s, 40s].
+func TestSessionHandshakeShapes(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		for _, tc := range []struct {
+			hasReadOnly bool
+			timeout     int32
+			wantTimeout int32
+		}{{false, 10000, 10000}, {true, 10000, 10000}, {true, 100, 4000}, {false, 100000, 40000}} {
+			c := dialRaw(t, addr)
+			resp, err := c.handshake(encoding.ConnectRequest{TimeOut: tc.timeout, HasReadOnly: tc.hasReadOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.HasReadOnly != tc.hasReadOnly {
+				t.Errorf("request readOnly byte %v: response has it %v", tc.hasReadOnly, resp.HasReadOnly)
+			}
+			if resp.TimeOut != tc.wantTimeout || resp.SessionID == 0 || len(resp.Passwd) != 16 || resp.ReadOnly {
+				t.Errorf("timeout %d: response %+v, want timeout %d", tc.timeout, resp, tc.wantTimeout)
+			}
+			c.close()
+		}
+	})
+}
+
+// TestSessionResume: a session survives its connection and is resumed with its id and
+// password; a wrong password or a closed session gets the timeout-0 answer and a close; a
+// client claiming a zxid from the future is dropped without an answer.
+func TestSessionResume(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		a := connectRaw(t, addr)
+		var cr encoding.CreateResponse
+		if code := a.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/eph", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, &cr); code != 0 {
+			t.Fatal(code)
+		}
+		sess := a.Session
+		hdr, err := a.call(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastZxid := hdr.Zxid
+		a.close()
+
+		// Wrong password.
+		bad := dialRaw(t, addr)
+		resp, err := bad.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: make([]byte, 16), TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.TimeOut != 0 || resp.SessionID != 0 || !slices.Equal(resp.Passwd, make([]byte, 16)) {
+			t.Errorf("wrong password: response %+v, want timeout 0, id 0, zero password", resp)
+		}
+		bad.expectClosed(0)
+
+		// Right password: same session, ephemeral still there.
+		b := dialRaw(t, addr)
+		resp, err = b.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.SessionID != sess.SessionID || !slices.Equal(resp.Passwd, sess.Passwd) || resp.TimeOut != 10000 {
+			t.Fatalf("resume: %+v, want session %v", resp, sess.SessionID)
+		}
+		var ex encoding.ExistsResponse
+		if code := b.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, &ex); code != 0 || ex.Stat.EphemeralOwner != sess.SessionID {
+			t.Fatalf("ephemeral after resume: %v %+v", code, ex.Stat)
+		}
+
+		// A client that has seen the future is refused without a reply.
+		future := dialRaw(t, addr)
+		if _, err := future.handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid + 1_000_000}); err == nil {
+			t.Error("lastZxidSeen ahead of the server: got a ConnectResponse, want the connection closed")
+		}
+
+		// closeSession: reply, then close; the ephemeral is gone; the session cannot be resumed.
+		hdr, err = b.call(encoding.OpCloseSession, nil, nil)
+		if err != nil || hdr.Err != 0 {
+			t.Fatalf("closeSession: %v %v", hdr, err)
+		}
+		b.expectClosed(0)
+		c := connectRaw(t, addr)
+		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, nil); code != encoding.ErrNoNode {
+			t.Errorf("ephemeral after closeSession: %v, want NoNode", code)
+		}
+		again := dialRaw(t, addr)
+		resp, err = again.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 10000, HasReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.TimeOut != 0 {
+			t.Errorf("resume a closed session: %+v, want timeout 0", resp)
+		}
+	})
+}
+
+// TestSessionExpiry: a client silent past its timeout loses its session; its ephemerals are
+// deleted with ZooKeeper's parent stats.
+func TestSessionExpiry(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		watcher := connect(t, addr)
+		if _, err := watcher.Create("/svc", nil, 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		silent := dialRaw(t, addr)
+		resp, err := silent.handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"/svc/a", "/svc/b"} {
+			if code := silent.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: p, ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
+				t.Fatal(code)
+			}
+		}
+		start := time.Now()
+		// Say nothing: no pings. The server closes the connection when the session expires.
+		silent.expectClosed(0)
+		elapsed := time.Since(start)
+		if elapsed < 3*time.Second {
+			t.Errorf("connection closed after %v, before the 4s timeout", elapsed)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			children, st, err := watcher.Children("/svc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(children) == 0 {
+				if st.Cversion != 4 || st.NumChildren != 0 || st.Pzxid <= st.Czxid {
+					t.Errorf("parent after expiry: %+v, want cversion 4, 0 children, pzxid moved", st)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ephemerals %q still there %v after the connection closed", children, 10*time.Second)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		again := dialRaw(t, addr)
+		r2, err := again.handshake(encoding.ConnectRequest{SessionID: resp.SessionID, Passwd: resp.Passwd, TimeOut: 4000, HasReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r2.TimeOut != 0 {
+			t.Errorf("resume an expired session: %+v, want timeout 0", r2)
+		}
+	})
+}
+
+// TestSessionPingKeepsAlive: pings alone keep a session past its timeout.
+func TestSessionPingKeepsAlive(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := dialRaw(t, addr)
+		if _, err := c.handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true}); err != nil {
+			t.Fatal(err)
+		}
+		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/alive", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
+			t.Fatal(code)
+		}
+		for i := 0; i < 8; i++ {
+			time.Sleep(time.Second)
+			c.send(encoding.OpPing, nil)
+			c.xid-- // pings do not use the xid sequence
+			hdr, _, err := c.readReply()
+			if err != nil {
+				t.Fatalf("ping %d: %v", i, err)
+			}
+			if hdr.Xid != encoding.XidPing || hdr.Err != 0 || hdr.Zxid == 0 {
+				t.Fatalf("ping reply %+v", hdr)
+			}
+		}
+		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/alive"}, nil); code != 0 {
+			t.Errorf("ephemeral after 8s of pings: %v", code)
+		}
+	})
+}
+
+// TestProtocolBadInput: unknown opcodes get Unimplemented and a close; oversized and negative
+// frames get a close; an undecodable body gets MarshallingError; none of it disturbs another
+// session.
+func TestProtocolBadInput(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		bystander := connect(t, addr)
+		if _, err := bystander.Create("/b", []byte("b"), 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range []encoding.Op{999, encoding.OpNotification, encoding.OpCheck} {
+			c := connectRaw(t, addr)
+			hdr, err := c.call(op, &encoding.CheckVersionRequest{Path: "/b", Version: 0}, nil)
+			if err != nil {
+				t.Fatalf("op %v: %v", op, err)
+			}
+			if hdr.Err != encoding.ErrUnimplemented {
+				t.Errorf("op %v: %v, want Unimplemented", op, hdr.Err)
+			}
+			c.expectClosed(0)
+		}
+
+		// A body that does not decode: a create whose path length runs past the frame.
+		c := connectRaw(t, addr)
+		c.xid++
+		frame := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpCreate})
+		frame = binary.BigEndian.AppendUint32(frame, 1000)
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+		c.conn.Write(frame)
+		hdr, _, err := c.readReply()
+		if err != nil || hdr.Err != encoding.ErrMarshallingError {
+			t.Errorf("undecodable create: %+v %v, want MarshallingError", hdr, err)
+		}
+
+		for _, length := range []int32{-5, encoding.DefaultMaxFrameBytes + 1} {
+			c := connectRaw(t, addr)
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], uint32(length))
+			c.conn.Write(b[:])
+			c.expectClosed(0)
+		}
+		// Before the handshake, too.
+		c2 := dialRaw(t, addr)
+		c2.conn.Write([]byte{0x7f, 0xff, 0xff, 0xff})
+		c2.expectClosed(0)
+
+		data, _, err := bystander.Get("/b")
+		if err != nil || string(data) != "b" {
+			t.Errorf("bystander session after bad input: %q %v", data, err)
+		}
+	})
+}
+
+// TestProtocolPipelining: requests sent back to back are applied and answered in order.
+func TestProtocolPipelining(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		const n = 200
+		var xids []encoding.Xid
+		xids = append(xids, c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/pipe", ACL: rawOpenACL}))
+		for i := 0; i < n; i++ {
+			xids = append(xids, c.send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/pipe", Data: []byte{byte(i)}, Version: int32(i)}))
+		}
+		xids = append(xids, c.send(encoding.OpGetData, &encoding.GetDataRequest{Path: "/pipe"}))
+		var last encoding.Zxid
+		for i, want := range xids {
+			hdr, body, err := c.readReply()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hdr.Xid != want || hdr.Err != 0 {
+				t.Fatalf("reply %d: %+v, want xid %d and no error", i, hdr, want)
+			}
+			if hdr.Zxid < last {
+				t.Fatalf("reply %d: zxid %v went back from %v", i, hdr.Zxid, last)
+			}
+			last = hdr.Zxid
+			if i == len(xids)-1 {
+				var gd encoding.GetDataResponse
+				if err := encoding.DecodeRecord(body, &gd); err != nil {
+					t.Fatal(err)
+				}
+				if gd.Stat.Version != n || gd.Data[0] != byte(n-1) {
+					t.Errorf("after %d pipelined sets: version %d data %v", n, gd.Stat.Version, gd.Data)
+				}
+			}
+		}
+	})
+}
+
+// TestFourLetterWords: ruok and srvr on the client port.
+func TestFourLetterWords(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		for _, tc := range []struct{ cmd, want string }{{"ruok", "imok"}, {"srvr", "Mode: standalone"}} {
+			c := dialRaw(t, addr)
+			c.conn.Write([]byte(tc.cmd))
+			out, err := readAll(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("%s answered %q, want it to contain %q", tc.cmd, out, tc.want)
+			}
+		}
+	})
+}
+
+func readAll(c *rawClient) (string, error) {
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.r.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			if isConnReset(err) || errors.Is(err, io.EOF) {
+				return string(out), nil
+			}
+			return string(out), err
+		}
+	}
+}
