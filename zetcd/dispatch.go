@@ -31,6 +31,36 @@ var dispatchTable = map[encoding.Op]dispatchFunc{
 	encoding.OpSync:         withBody(Handler.Sync),
 	encoding.OpGetChildren2: withBody(Handler.GetChildren2),
 	encoding.OpCreate2:      withBody(Handler.Create2),
+
+	encoding.OpSetWatches:    headerOnly(Handler.SetWatches),
+	encoding.OpSetWatches2:   headerOnly(Handler.SetWatches2),
+	encoding.OpAddWatch:      addWatchReply(Handler.AddWatch),
+	encoding.OpCheckWatches:  headerOnly(Handler.CheckWatches),
+	encoding.OpRemoveWatches: headerOnly(Handler.RemoveWatches),
+
+	encoding.OpMulti:                withBody(Handler.Multi),
+	encoding.OpMultiRead:            withBody(Handler.MultiRead),
+	encoding.OpCreateContainer:      withBody(Handler.CreateContainer),
+	encoding.OpCreateTTL:            withBody(Handler.CreateTTL),
+	encoding.OpDeleteContainer:      headerOnly(Handler.DeleteContainer),
+	encoding.OpGetEphemerals:        withBody(Handler.GetEphemerals),
+	encoding.OpGetAllChildrenNumber: withBody(Handler.GetAllChildrenNumber),
+	encoding.OpWhoAmI:               withBody(Handler.WhoAmI),
+	encoding.OpReconfig:             withBody(Handler.Reconfig),
+	encoding.OpSasl:                 withBody(Handler.Sasl),
+	encoding.OpAuth:                 headerOnly(Handler.Auth),
+}
+
+// addWatchReply adapts AddWatch, whose success reply carries ErrorResponse{0} as its body.
+func addWatchReply(m func(Handler, context.Context, *encoding.AddWatchRequest) (encoding.Zxid, error)) dispatchFunc {
+	inner := headerOnly(m)
+	return func(ctx context.Context, h Handler, req encoding.Record) (encoding.Record, encoding.Zxid, error) {
+		_, zxid, err := inner(ctx, h, req)
+		if err != nil {
+			return nil, zxid, err
+		}
+		return &encoding.ErrorResponse{Err: encoding.ErrOK}, zxid, nil
+	}
 }
 
 // withBody adapts a Handler method whose success reply has a body.

@@ -98,6 +98,7 @@ func (b *fakeBackend) Connect(ctx context.Context, p ConnectParams) (Session, er
 		id:       id,
 		passwd:   st.passwd,
 		timeout:  p.Timeout,
+		events:   p.Events,
 		closed:   make(chan struct{}),
 		expired:  make(chan struct{}),
 		detached: make(chan struct{}),
@@ -138,6 +139,7 @@ type fakeSession struct {
 	id      encoding.SessionID
 	passwd  []byte
 	timeout time.Duration
+	events  EventSink
 
 	inCall    atomic.Int32
 	lifecycle atomic.Bool // a life-cycle method has been called
@@ -334,4 +336,91 @@ func (s *fakeSession) children(parent string) []string {
 func (s *fakeSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
 	defer s.call()()
 	return &encoding.SyncResponse{Path: req.Path}, s.readZxid(), nil
+}
+
+// AddWatch emits a NodeCreated event for the path through the connection's EventSink before it
+// returns, so tests can check that an event a reply depends on is written before the reply.
+func (s *fakeSession) AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (encoding.Zxid, error) {
+	defer s.call()()
+	z := s.readZxid()
+	s.events.Event(encoding.WatcherEvent{Type: encoding.EventNodeCreated, State: encoding.StateSyncConnected, Path: req.Path}, z)
+	return z, nil
+}
+
+// The remaining operations are not modelled by the fake: the connection layer only needs to
+// route them, which TestServerDispatchTable checks.
+
+func (s *fakeSession) SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error) {
+	defer s.call()()
+	return s.readZxid(), nil
+}
+
+func (s *fakeSession) SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error) {
+	defer s.call()()
+	return s.readZxid(), nil
+}
+
+func (s *fakeSession) CheckWatches(ctx context.Context, req *encoding.CheckWatchesRequest) (encoding.Zxid, error) {
+	defer s.call()()
+	return s.readZxid(), encoding.ErrNoWatcher
+}
+
+func (s *fakeSession) RemoveWatches(ctx context.Context, req *encoding.RemoveWatchesRequest) (encoding.Zxid, error) {
+	defer s.call()()
+	return s.readZxid(), encoding.ErrNoWatcher
+}
+
+func (s *fakeSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	defer s.call()()
+	return &encoding.MultiResponse{}, s.readZxid(), nil
+}
+
+func (s *fakeSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	defer s.call()()
+	return &encoding.MultiResponse{}, s.readZxid(), nil
+}
+
+func (s *fakeSession) CreateContainer(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	defer s.call()()
+	return nil, s.readZxid(), encoding.ErrUnimplemented
+}
+
+func (s *fakeSession) CreateTTL(ctx context.Context, req *encoding.CreateTTLRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	defer s.call()()
+	return nil, s.readZxid(), encoding.ErrUnimplemented
+}
+
+func (s *fakeSession) DeleteContainer(ctx context.Context, req *encoding.DeleteContainerRequest) (encoding.Zxid, error) {
+	defer s.call()()
+	return s.readZxid(), encoding.ErrUnimplemented
+}
+
+func (s *fakeSession) GetEphemerals(ctx context.Context, req *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
+	defer s.call()()
+	return &encoding.GetEphemeralsResponse{Ephemerals: []string{}}, s.readZxid(), nil
+}
+
+func (s *fakeSession) GetAllChildrenNumber(ctx context.Context, req *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
+	defer s.call()()
+	return &encoding.GetAllChildrenNumberResponse{}, s.readZxid(), nil
+}
+
+func (s *fakeSession) WhoAmI(ctx context.Context, req *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
+	defer s.call()()
+	return &encoding.WhoAmIResponse{ClientInfo: []encoding.ClientInfo{}}, s.readZxid(), nil
+}
+
+func (s *fakeSession) Reconfig(ctx context.Context, req *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
+	defer s.call()()
+	return nil, s.readZxid(), encoding.ErrReconfigDisabled
+}
+
+func (s *fakeSession) Sasl(ctx context.Context, req *encoding.GetSASLRequest) (*encoding.SetSASLResponse, encoding.Zxid, error) {
+	defer s.call()()
+	return nil, s.readZxid(), encoding.ErrUnimplemented
+}
+
+func (s *fakeSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error) {
+	defer s.call()()
+	return s.readZxid(), nil
 }

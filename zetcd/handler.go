@@ -3,6 +3,7 @@ package zetcd
 import (
 	"context"
 	"errors"
+	"net"
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -37,6 +38,40 @@ type Handler interface {
 	GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error)
 	GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error)
 	Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error)
+
+	// Watches (PROTOCOL.md §6). Reads with Watch set register on this connection. Every event
+	// goes to the connection's EventSink; an event that a reply depends on (the change fired at
+	// a zxid <= the reply's zxid) is handed to the sink before the method returns, so it is
+	// written before the reply.
+	SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error)
+	SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error)
+	// AddWatch's success reply body is ErrorResponse{0}; the server writes it.
+	AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (encoding.Zxid, error)
+	CheckWatches(ctx context.Context, req *encoding.CheckWatchesRequest) (encoding.Zxid, error)
+	RemoveWatches(ctx context.Context, req *encoding.RemoveWatchesRequest) (encoding.Zxid, error)
+
+	// Transactions and the 3.5–3.9 operations (PROTOCOL.md §2–4).
+	Multi(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error)
+	MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error)
+	CreateContainer(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error)
+	CreateTTL(ctx context.Context, req *encoding.CreateTTLRequest) (*encoding.Create2Response, encoding.Zxid, error)
+	DeleteContainer(ctx context.Context, req *encoding.DeleteContainerRequest) (encoding.Zxid, error)
+	GetEphemerals(ctx context.Context, req *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error)
+	GetAllChildrenNumber(ctx context.Context, req *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error)
+	WhoAmI(ctx context.Context, req *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error)
+	Reconfig(ctx context.Context, req *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error)
+	Sasl(ctx context.Context, req *encoding.GetSASLRequest) (*encoding.SetSASLResponse, encoding.Zxid, error)
+
+	// Auth adds an identity to the connection (PROTOCOL.md §8). ErrAuthFailed is answered and
+	// then the connection is closed, as ZooKeeper does.
+	Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error)
+}
+
+// EventSink receives the watch notifications of one connection. Event must not block for long:
+// it queues the notification behind whatever the connection has already queued. zxid is the
+// zxid of the change that fired the event, or -1 for events produced by setWatches.
+type EventSink interface {
+	Event(ev encoding.WatcherEvent, zxid encoding.Zxid)
 }
 
 // Session is one ZooKeeper session as a Backend keeps it: the handler for its requests plus its
@@ -78,6 +113,10 @@ type ConnectParams struct {
 	Timeout time.Duration
 	// LastZxidSeen is the newest zxid the client has seen.
 	LastZxidSeen encoding.Zxid
+	// Events receives this connection's watch notifications; never nil.
+	Events EventSink
+	// RemoteAddr is the client's address (the "ip" ACL scheme identity).
+	RemoteAddr net.Addr
 }
 
 // Backend opens and resumes sessions. It is safe for concurrent use.

@@ -46,8 +46,6 @@ const (
 	// maxOutstanding is the reader→executor queue length per connection: the reader stops
 	// reading the socket when this many requests wait (ZooKeeper's globalOutstandingLimit).
 	maxOutstanding = 1000
-	// writeQueueLen is the length of the queue in front of each connection's writer.
-	writeQueueLen = 128
 	// readBufferSize is the size of each connection's buffered reader and writer.
 	readBufferSize  = 8 << 10
 	writeBufferSize = 16 << 10

@@ -478,6 +478,23 @@ func TestConnSessionsIndependent(t *testing.T) {
 	}
 }
 
+// TestConnEventBeforeReply: an event the handler hands to the EventSink while serving a
+// request is written before that request's reply, and carries xid -1 and the event's zxid.
+func TestConnEventBeforeReply(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	c.write(encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: 1, Op: encoding.OpAddWatch}, &encoding.AddWatchRequest{Path: "/w"}))
+	var ev encoding.WatcherEvent
+	h := c.readReply(&ev)
+	if h.Xid != encoding.XidNotification || ev.Path != "/w" || ev.Type != encoding.EventNodeCreated {
+		t.Fatalf("first frame %+v %+v, want the NodeCreated event for /w", h, ev)
+	}
+	var body encoding.ErrorResponse
+	if h := c.readReply(&body); h.Xid != 1 || h.Err != 0 || body.Err != 0 {
+		t.Fatalf("second frame %+v %+v, want the addWatch reply with ErrorResponse{0}", h, body)
+	}
+}
+
 func TestConnUnimplemented(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -487,10 +504,8 @@ func TestConnUnimplemented(t *testing.T) {
 		{"unknown999", 999, nil},
 		{"notification0", encoding.OpNotification, nil},
 		{"checkOutsideMulti13", encoding.OpCheck, &encoding.CheckVersionRequest{Path: "/", Version: 0}},
-		{"multi14", encoding.OpMulti, &encoding.MultiRequest{}},
-		{"createContainer19", encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/c", Flags: encoding.ModeContainer}},
-		{"auth100", encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("u:p")}},
-		{"whoAmI107", encoding.OpWhoAmI, nil},
+		{"unused10", 10, nil},
+		{"createSession-10", encoding.OpCreateSession, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startTestServer(t, testConfig())
@@ -978,6 +993,70 @@ func (h *recordingHandler) Sync(context.Context, *encoding.SyncRequest) (*encodi
 	h.called = "Sync"
 	return &encoding.SyncResponse{}, 0, nil
 }
+func (h *recordingHandler) SetWatches(context.Context, *encoding.SetWatches) (encoding.Zxid, error) {
+	h.called = "SetWatches"
+	return 0, nil
+}
+func (h *recordingHandler) SetWatches2(context.Context, *encoding.SetWatches2) (encoding.Zxid, error) {
+	h.called = "SetWatches2"
+	return 0, nil
+}
+func (h *recordingHandler) AddWatch(context.Context, *encoding.AddWatchRequest) (encoding.Zxid, error) {
+	h.called = "AddWatch"
+	return 0, nil
+}
+func (h *recordingHandler) CheckWatches(context.Context, *encoding.CheckWatchesRequest) (encoding.Zxid, error) {
+	h.called = "CheckWatches"
+	return 0, nil
+}
+func (h *recordingHandler) RemoveWatches(context.Context, *encoding.RemoveWatchesRequest) (encoding.Zxid, error) {
+	h.called = "RemoveWatches"
+	return 0, nil
+}
+func (h *recordingHandler) Multi(context.Context, *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	h.called = "Multi"
+	return &encoding.MultiResponse{}, 0, nil
+}
+func (h *recordingHandler) MultiRead(context.Context, *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	h.called = "MultiRead"
+	return &encoding.MultiResponse{}, 0, nil
+}
+func (h *recordingHandler) CreateContainer(context.Context, *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	h.called = "CreateContainer"
+	return &encoding.Create2Response{}, 0, nil
+}
+func (h *recordingHandler) CreateTTL(context.Context, *encoding.CreateTTLRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	h.called = "CreateTTL"
+	return &encoding.Create2Response{}, 0, nil
+}
+func (h *recordingHandler) DeleteContainer(context.Context, *encoding.DeleteContainerRequest) (encoding.Zxid, error) {
+	h.called = "DeleteContainer"
+	return 0, nil
+}
+func (h *recordingHandler) GetEphemerals(context.Context, *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
+	h.called = "GetEphemerals"
+	return &encoding.GetEphemeralsResponse{}, 0, nil
+}
+func (h *recordingHandler) GetAllChildrenNumber(context.Context, *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
+	h.called = "GetAllChildrenNumber"
+	return &encoding.GetAllChildrenNumberResponse{}, 0, nil
+}
+func (h *recordingHandler) WhoAmI(context.Context, *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
+	h.called = "WhoAmI"
+	return &encoding.WhoAmIResponse{}, 0, nil
+}
+func (h *recordingHandler) Reconfig(context.Context, *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
+	h.called = "Reconfig"
+	return &encoding.GetDataResponse{}, 0, nil
+}
+func (h *recordingHandler) Sasl(context.Context, *encoding.GetSASLRequest) (*encoding.SetSASLResponse, encoding.Zxid, error) {
+	h.called = "Sasl"
+	return &encoding.SetSASLResponse{}, 0, nil
+}
+func (h *recordingHandler) Auth(context.Context, *encoding.AuthPacket) (encoding.Zxid, error) {
+	h.called = "Auth"
+	return 0, nil
+}
 
 var _ Handler = (*recordingHandler)(nil)
 
@@ -997,6 +1076,23 @@ func TestServerDispatchTable(t *testing.T) {
 		encoding.OpSync:         "Sync",
 		encoding.OpGetChildren2: "GetChildren2",
 		encoding.OpCreate2:      "Create2",
+
+		encoding.OpSetWatches:           "SetWatches",
+		encoding.OpSetWatches2:          "SetWatches2",
+		encoding.OpAddWatch:             "AddWatch",
+		encoding.OpCheckWatches:         "CheckWatches",
+		encoding.OpRemoveWatches:        "RemoveWatches",
+		encoding.OpMulti:                "Multi",
+		encoding.OpMultiRead:            "MultiRead",
+		encoding.OpCreateContainer:      "CreateContainer",
+		encoding.OpCreateTTL:            "CreateTTL",
+		encoding.OpDeleteContainer:      "DeleteContainer",
+		encoding.OpGetEphemerals:        "GetEphemerals",
+		encoding.OpGetAllChildrenNumber: "GetAllChildrenNumber",
+		encoding.OpWhoAmI:               "WhoAmI",
+		encoding.OpReconfig:             "Reconfig",
+		encoding.OpSasl:                 "Sasl",
+		encoding.OpAuth:                 "Auth",
 	}
 	for op := range dispatchTable {
 		if _, ok := want[op]; !ok {
