@@ -222,9 +222,8 @@ func TestProcessKill9KeepsAcknowledgedWrites(t *testing.T) {
 // resumed on the other with its ephemeral node, and the first server does not expire it later.
 func TestProcessResumeOnAnotherZetcd(t *testing.T) {
 	cluster := startEtcd(t)
-	cfg := testConfig
-	a := startZetcdOn(t, cluster, cfg, nil)
-	b := startZetcdOn(t, cluster, cfg, nil)
+	a := startZetcdOn(t, cluster)
+	b := startZetcdOn(t, cluster)
 
 	ca := dialRaw(t, a.Addr)
 	sess, err := ca.handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true})

@@ -1,0 +1,168 @@
+// Package testenv starts the servers zetcd's tests run against — zetcd on an embedded etcd, a
+// real Apache ZooKeeper 3.9 — and connects clients to them. Every behaviour test is written once
+// and run against each server in Servers.
+package testenv
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/zetcd"
+)
+
+// Config is the server configuration shared by zetcd and ZooKeeper in tests: ZooKeeper runs with
+// tickTime 2000, so sessions are clamped to [4s, 40s] on both.
+var Config = zetcd.Config{
+	MinSessionTimeout: 4 * time.Second,
+	MaxSessionTimeout: 40 * time.Second,
+}
+
+// Etcd is an embedded etcd that one or more zetcd servers share.
+type Etcd struct {
+	Etcd *embedetcd.Etcd
+}
+
+// StartEtcd starts an embedded etcd in t.TempDir(), stopped at cleanup.
+func StartEtcd(t testing.TB) *Etcd {
+	t.Helper()
+	e, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	return &Etcd{Etcd: e}
+}
+
+// Client returns a client of the etcd, closed at cleanup.
+func (c *Etcd) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := c.Etcd.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Zetcd is one zetcd server (backend, server, listener) running in the test binary.
+type Zetcd struct {
+	Addr    string
+	Server  *zetcd.Server
+	Backend *zetcd.EtcdBackend
+}
+
+// Options changes how StartZetcdOn starts a server.
+type Options struct {
+	// Config overrides the server config (Logger is always the test's).
+	Config *zetcd.Config
+	// KV, if set, wraps every etcd key-value request (to count or fail them).
+	KV clientv3.KV
+	// Wrap, if set, wraps the backend before the server serves it (decorators, cross-checking).
+	Wrap func(zetcd.Backend) zetcd.Backend
+}
+
+// StartZetcdOn starts a zetcd on 127.0.0.1:0 in front of the given etcd, stopped at cleanup.
+func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
+	t.Helper()
+	cli := c.Client(t)
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: opts.KV, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config
+	if opts.Config != nil {
+		cfg = *opts.Config
+	}
+	cfg.Logger = log
+	var backend zetcd.Backend = b
+	if opts.Wrap != nil {
+		backend = opts.Wrap(b)
+	}
+	srv := zetcd.NewServer(backend, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	z := &Zetcd{Addr: ln.Addr().String(), Server: srv, Backend: b}
+	t.Cleanup(z.Stop)
+	return z
+}
+
+// Stop closes the server's connections and listener (sessions survive in etcd). Idempotent.
+func (z *Zetcd) Stop() {
+	z.Server.Close()
+	z.Backend.Close()
+}
+
+// StartZetcd starts a fresh etcd and one zetcd in front of it; it returns the client address.
+func StartZetcd(t testing.TB) string {
+	return StartZetcdOn(t, StartEtcd(t), Options{}).Addr
+}
+
+// StartZooKeeper starts a fresh real ZooKeeper 3.9 and returns its client address. It skips the
+// test on a developer machine without ZooKeeper, and fails it in CI (zkserver.EnvRequire).
+func StartZooKeeper(t testing.TB) string {
+	return zkserver.Start(t, zkserver.Options{}).Addr
+}
+
+// Server is one implementation behaviour tests run against.
+type Server struct {
+	Name  string
+	Start func(testing.TB) string
+}
+
+// Servers are the implementations every behaviour test runs against, with the same
+// expectations.
+var Servers = []Server{
+	{"zetcd", StartZetcd},
+	{"zookeeper", StartZooKeeper},
+}
+
+// ForEachServer runs f as a subtest against a fresh instance of each of Servers.
+func ForEachServer(t *testing.T, f func(t *testing.T, addr string)) {
+	for _, s := range Servers {
+		t.Run(s.Name, func(t *testing.T) { f(t, s.Start(t)) })
+	}
+}
+
+// Connect opens a go-zookeeper session, waits until it has one, and closes it at cleanup.
+func Connect(t testing.TB, addr string) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				go func() {
+					for range events {
+					}
+				}()
+				return conn
+			}
+		case <-deadline:
+			t.Fatalf("no session from %s after 20s", addr)
+		}
+	}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
