@@ -22,7 +22,17 @@ type rawClient struct {
 	xid  encoding.Xid
 	// Session is the ConnectResponse of the handshake.
 	Session encoding.ConnectResponse
+	// events are the watch notifications read so far and not yet taken.
+	events []rawEvent
 }
+
+// rawEvent is one watch notification with the zxid of its header.
+type rawEvent struct {
+	encoding.WatcherEvent
+	Zxid encoding.Zxid
+}
+
+func (e rawEvent) String() string { return fmt.Sprintf("%v %s", e.Type, e.Path) }
 
 // dialRaw connects without a handshake.
 func dialRaw(t testing.TB, addr string) *rawClient {
@@ -113,7 +123,15 @@ func (c *rawClient) call(op encoding.Op, req, resp encoding.Record) (encoding.Re
 		if err != nil {
 			return hdr, err
 		}
-		if hdr.Xid == encoding.XidNotification || hdr.Xid == encoding.XidPing {
+		if hdr.Xid == encoding.XidNotification {
+			var ev encoding.WatcherEvent
+			if err := encoding.DecodeRecord(body, &ev); err != nil {
+				return hdr, fmt.Errorf("decode notification: %w", err)
+			}
+			c.events = append(c.events, rawEvent{ev, hdr.Zxid})
+			continue
+		}
+		if hdr.Xid == encoding.XidPing {
 			continue
 		}
 		if hdr.Xid != xid {
@@ -163,3 +181,32 @@ func isConnReset(err error) bool {
 }
 
 func (c *rawClient) close() { c.conn.Close() }
+
+// takeEvents returns the notifications that arrived before the last reply read, and forgets them.
+func (c *rawClient) takeEvents() []rawEvent {
+	ev := c.events
+	c.events = nil
+	return ev
+}
+
+// waitEvents reads until n notifications have arrived (or fails after 10s) and takes them.
+func (c *rawClient) waitEvents(n int) []rawEvent {
+	c.t.Helper()
+	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for len(c.events) < n {
+		hdr, body, err := c.readReply()
+		if err != nil {
+			c.t.Fatalf("waiting for %d watch events (have %v): %v", n, c.events, err)
+		}
+		if hdr.Xid != encoding.XidNotification {
+			c.t.Fatalf("waiting for watch events: unexpected reply %+v", hdr)
+		}
+		var ev encoding.WatcherEvent
+		if err := encoding.DecodeRecord(body, &ev); err != nil {
+			c.t.Fatal(err)
+		}
+		c.events = append(c.events, rawEvent{ev, hdr.Zxid})
+	}
+	return c.takeEvents()
+}

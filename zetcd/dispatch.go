@@ -177,6 +177,10 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 	}
 
 	resp, zxid, err := dispatchTable[op](c.ctx, c.sess, r.body)
+	if werr := c.sess.AwaitEvents(c.ctx, zxid); werr != nil && c.ctx.Err() == nil {
+		c.log.Warn("reply sent without waiting for its watch events", zap.Stringer("op", op),
+			zap.Error(fmt.Errorf("session %v: await events <= %v: %w", c.id, zxid, werr)))
+	}
 	c.s.stats.observeLatency(time.Since(r.received))
 	if err != nil {
 		if code, ok := errCode(err); ok {

@@ -37,14 +37,17 @@ type EtcdConfig struct {
 // the schema of schema.go. Many EtcdBackends (in many processes) may share one etcd cluster and
 // prefix: all coordination goes through etcd transactions.
 type EtcdBackend struct {
-	kv     clientv3.KV
-	lease  clientv3.Lease
-	keys   keySchema
-	log    *zap.Logger
-	grace  time.Duration
-	nowFn  func() time.Time
-	bgCtx  context.Context
-	cancel context.CancelFunc
+	kv      clientv3.KV
+	lease   clientv3.Lease
+	watcher clientv3.Watcher
+	// watches holds every watch of this process, fed by one etcd watch (etcd_watch.go).
+	watches *watchRegistry
+	keys    keySchema
+	log     *zap.Logger
+	grace   time.Duration
+	nowFn   func() time.Time
+	bgCtx   context.Context
+	cancel  context.CancelFunc
 }
 
 var _ Backend = (*EtcdBackend)(nil)
@@ -70,19 +73,22 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	b := &EtcdBackend{
-		kv:     kv,
-		lease:  cfg.Client.Lease,
-		keys:   keySchema{prefix: cfg.Prefix},
-		log:    cfg.Logger,
-		grace:  cfg.LeaseGrace,
-		nowFn:  time.Now,
-		bgCtx:  bgCtx,
-		cancel: cancel,
+		kv:      kv,
+		lease:   cfg.Client.Lease,
+		watcher: cfg.Client.Watcher,
+		keys:    keySchema{prefix: cfg.Prefix},
+		log:     cfg.Logger,
+		grace:   cfg.LeaseGrace,
+		nowFn:   time.Now,
+		bgCtx:   bgCtx,
+		cancel:  cancel,
 	}
-	if err := b.bootstrap(ctx); err != nil {
+	rev, err := b.bootstrap(ctx)
+	if err != nil {
 		cancel()
 		return nil, err
 	}
+	b.startWatchFeed(rev)
 	return b, nil
 }
 
@@ -91,8 +97,9 @@ func (b *EtcdBackend) Close() { b.cancel() }
 
 func (b *EtcdBackend) nowMs() int64 { return b.nowFn().UnixMilli() }
 
-// bootstrap writes the system nodes in one transaction, only if the root does not exist yet.
-func (b *EtcdBackend) bootstrap(ctx context.Context) error {
+// bootstrap writes the system nodes in one transaction, only if the root does not exist yet. It
+// returns the revision it ran at.
+func (b *EtcdBackend) bootstrap(ctx context.Context) (int64, error) {
 	all := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	read := []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	var puts []clientv3.Op
@@ -105,14 +112,14 @@ func (b *EtcdBackend) bootstrap(ctx context.Context) error {
 			clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0)),
 			clientv3.OpPut(b.keys.acl(p), encodeACLValue(aclValue{ACL: acl})))
 	}
-	_, err := b.kv.Txn(ctx).
+	r, err := b.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(b.keys.data("/")), "=", 0)).
 		Then(puts...).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("zetcd: bootstrap system nodes under %q: %w", b.keys.prefix, err)
+		return 0, fmt.Errorf("zetcd: bootstrap system nodes under %q: %w", b.keys.prefix, err)
 	}
-	return nil
+	return r.Header.Revision, nil
 }
 
 // Connect opens or resumes a session (see Backend).
@@ -150,7 +157,7 @@ func (b *EtcdBackend) openSession(ctx context.Context, p ConnectParams) (Session
 		b.revokeQuietly(grant.ID)
 		return nil, ErrZxidAhead
 	}
-	return b.startSession(id, passwd, time.Duration(timeoutMs)*time.Millisecond, put.Header.Revision), nil
+	return b.startSession(id, passwd, time.Duration(timeoutMs)*time.Millisecond, put.Header.Revision, p.Events), nil
 }
 
 // resumeSession checks the password against the session key and takes ownership of the session
@@ -190,7 +197,7 @@ func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Sessi
 		// Another connection resumed or ended it at the same moment; the client retries.
 		return nil, fmt.Errorf("zetcd: resume session %s: raced with another connection", p.SessionID)
 	}
-	return b.startSession(p.SessionID, passwd, time.Duration(timeoutMs)*time.Millisecond, txn.Header.Revision), nil
+	return b.startSession(p.SessionID, passwd, time.Duration(timeoutMs)*time.Millisecond, txn.Header.Revision, p.Events), nil
 }
 
 func (b *EtcdBackend) revokeQuietly(id clientv3.LeaseID) {

@@ -116,6 +116,19 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 		return nil, s.zxid(0), encoding.ErrBadArguments
 	}
 	n, _, z, err := s.readNode(ctx, "exists", req.Path, false)
+	if req.Watch {
+		// An exists watch is set whether or not the node exists (PROTOCOL.md §6.1).
+		kind := watchData
+		if err == encoding.ErrNoNode {
+			kind = watchExist
+		}
+		if err == nil || err == encoding.ErrNoNode {
+			if werr := s.arm(ctx, kind, normalizeReadPath(req.Path), z); werr != nil {
+				z, werr := s.etcdFailure("exists", req.Path, werr)
+				return nil, z, werr
+			}
+		}
+	}
 	if err != nil {
 		return nil, z, err
 	}
@@ -126,6 +139,12 @@ func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest)
 	n, _, z, err := s.readNode(ctx, "getData", req.Path, false)
 	if err != nil {
 		return nil, z, err
+	}
+	if req.Watch {
+		if err := s.arm(ctx, watchData, normalizeReadPath(req.Path), z); err != nil {
+			z, err := s.etcdFailure("getData", req.Path, err)
+			return nil, z, err
+		}
 	}
 	return &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}, z, nil
 }
@@ -142,6 +161,12 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 	n, children, z, err := s.readNode(ctx, "getChildren2", req.Path, true)
 	if err != nil {
 		return nil, z, err
+	}
+	if req.Watch {
+		if err := s.arm(ctx, watchChild, normalizeReadPath(req.Path), z); err != nil {
+			z, err := s.etcdFailure("getChildren2", req.Path, err)
+			return nil, z, err
+		}
 	}
 	if children == nil {
 		children = []string{}
@@ -164,6 +189,12 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 	z := s.zxid(r.Header.Revision)
 	if firstKV(r, 0) == nil {
 		return nil, z, encoding.ErrNoNode
+	}
+	if req.Watch {
+		if err := s.arm(ctx, watchChild, path, z); err != nil {
+			z, err := s.etcdFailure("getChildren", path, err)
+			return nil, z, err
+		}
 	}
 	kvs := rangeKVs(r, 1)
 	children := make([]string, 0, len(kvs))

@@ -9,26 +9,6 @@ import (
 // Operations whose etcd implementation has not landed yet. Each answers Unimplemented (and the
 // connection stays open); its issue replaces it with the real implementation and deletes it here.
 
-func (s *etcdSession) SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error) {
-	return s.zxid(0), encoding.ErrUnimplemented
-}
-
-func (s *etcdSession) SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error) {
-	return s.zxid(0), encoding.ErrUnimplemented
-}
-
-func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (encoding.Zxid, error) {
-	return s.zxid(0), encoding.ErrUnimplemented
-}
-
-func (s *etcdSession) CheckWatches(ctx context.Context, req *encoding.CheckWatchesRequest) (encoding.Zxid, error) {
-	return s.zxid(0), encoding.ErrUnimplemented
-}
-
-func (s *etcdSession) RemoveWatches(ctx context.Context, req *encoding.RemoveWatchesRequest) (encoding.Zxid, error) {
-	return s.zxid(0), encoding.ErrUnimplemented
-}
-
 func (s *etcdSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
 	return nil, s.zxid(0), encoding.ErrUnimplemented
 }

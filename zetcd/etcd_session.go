@@ -30,6 +30,8 @@ type etcdSession struct {
 	ownerRev int64
 	// lastRev is the newest revision this session has been answered with (executor only).
 	lastRev int64
+	// watcher holds this connection's watches; released by Detach.
+	watcher *watcher
 
 	mu              sync.Mutex
 	cancelKeepAlive context.CancelFunc // nil once detached
@@ -37,8 +39,11 @@ type etcdSession struct {
 
 var _ Session = (*etcdSession)(nil)
 
-func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64) *etcdSession {
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev}
+func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, events EventSink) *etcdSession {
+	if events == nil {
+		events = discardEvents{}
+	}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, watcher: newWatcher(events)}
 	ctx, cancel := context.WithCancel(b.bgCtx)
 	s.cancelKeepAlive = cancel
 	ch, err := b.lease.KeepAlive(ctx, clientv3.LeaseID(id))
@@ -60,6 +65,7 @@ func (s *etcdSession) Password() []byte       { return s.passwd }
 func (s *etcdSession) Timeout() time.Duration { return s.timeout }
 
 func (s *etcdSession) Detach() {
+	s.b.watches.closeWatcher(s.watcher)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancelKeepAlive != nil {
@@ -131,6 +137,11 @@ func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, 
 	}
 	return 0, true, fmt.Errorf("session %s: close: too many conflicting retries", s.id)
 }
+
+// discardEvents is the EventSink of a session opened without one (backend-level tests).
+type discardEvents struct{}
+
+func (discardEvents) Event(encoding.WatcherEvent, encoding.Zxid) {}
 
 // isLeaseGone reports whether err says the session's lease no longer exists in etcd.
 func isLeaseGone(err error) bool {

@@ -424,3 +424,6 @@ func (s *fakeSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encod
 	defer s.call()()
 	return s.readZxid(), nil
 }
+
+// AwaitEvents: the fake hands its events to the sink synchronously, so there is nothing to wait for.
+func (s *fakeSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error { return nil }

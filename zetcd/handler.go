@@ -39,10 +39,10 @@ type Handler interface {
 	GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error)
 	Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error)
 
-	// Watches (PROTOCOL.md §6). Reads with Watch set register on this connection. Every event
-	// goes to the connection's EventSink; an event that a reply depends on (the change fired at
-	// a zxid <= the reply's zxid) is handed to the sink before the method returns, so it is
-	// written before the reply.
+	// Watches (PROTOCOL.md §6). Reads with Watch set register on this connection; every event
+	// goes to the connection's EventSink. Events produced by a method itself (setWatches
+	// catch-up) are handed to the sink before it returns; for the others, see
+	// Session.AwaitEvents.
 	SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error)
 	SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error)
 	// AddWatch's success reply body is ErrorResponse{0}; the server writes it.
@@ -90,6 +90,13 @@ type Session interface {
 	Password() []byte
 	// Timeout is the negotiated session timeout.
 	Timeout() time.Duration
+
+	// AwaitEvents returns once every watch event of this connection fired by a change at a zxid
+	// <= zxid has been handed to the EventSink. The server calls it after each Handler call and
+	// before queuing the reply, so a client sees an event before any reply that reflects the
+	// change that fired it (PROTOCOL.md §6.3). An error (context ended) is logged; the reply is
+	// still sent.
+	AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 
 	// Close ends the session at the client's request (closeSession): its ephemeral nodes are
 	// deleted in one transaction. Returns the zxid of that transaction.

@@ -1,0 +1,436 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// Watch tests use the raw client so they see exactly which notifications arrive and where they
+// fall between replies. A "no event" check is a later request's reply: an event that was due
+// would have been written before it (PROTOCOL.md §6.3).
+
+func (c *rawClient) create(path string, data []byte, mode encoding.CreateMode) encoding.Zxid {
+	c.t.Helper()
+	hdr, err := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: rawOpenACL, Flags: mode}, &encoding.CreateResponse{})
+	if err != nil || hdr.Err != 0 {
+		c.t.Fatalf("create %s: %+v %v", path, hdr, err)
+	}
+	return hdr.Zxid
+}
+
+func (c *rawClient) setData(path string, data []byte) encoding.Zxid {
+	c.t.Helper()
+	hdr, err := c.call(encoding.OpSetData, &encoding.SetDataRequest{Path: path, Data: data, Version: -1}, &encoding.SetDataResponse{})
+	if err != nil || hdr.Err != 0 {
+		c.t.Fatalf("setData %s: %+v %v", path, hdr, err)
+	}
+	return hdr.Zxid
+}
+
+func (c *rawClient) delete(path string) encoding.Zxid {
+	c.t.Helper()
+	hdr, err := c.call(encoding.OpDelete, &encoding.DeleteRequest{Path: path, Version: -1}, nil)
+	if err != nil || hdr.Err != 0 {
+		c.t.Fatalf("delete %s: %+v %v", path, hdr, err)
+	}
+	return hdr.Zxid
+}
+
+// watch sets a watch with a read op: "exists", "getData", "getChildren" or "getChildren2".
+func (c *rawClient) watch(op, path string) encoding.ErrCode {
+	c.t.Helper()
+	switch op {
+	case "exists":
+		return c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: path, Watch: true}, &encoding.ExistsResponse{})
+	case "getData":
+		return c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path, Watch: true}, &encoding.GetDataResponse{})
+	case "getChildren":
+		return c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: path, Watch: true}, &encoding.GetChildrenResponse{})
+	case "getChildren2":
+		return c.mustCall(encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: path, Watch: true}, &encoding.GetChildren2Response{})
+	}
+	c.t.Fatalf("unknown watch op %q", op)
+	return 0
+}
+
+// barrier is a request whose reply comes after every event already due on the connection.
+func (c *rawClient) barrier() {
+	c.t.Helper()
+	c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/"}, &encoding.ExistsResponse{})
+}
+
+func eventsString(evs []rawEvent) string {
+	var parts []string
+	for _, e := range evs {
+		parts = append(parts, e.String())
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func wantEvents(t *testing.T, what string, got []rawEvent, want ...string) {
+	t.Helper()
+	if g, w := eventsString(got), "["+strings.Join(want, ", ")+"]"; g != w {
+		t.Errorf("%s: events %s, want %s", what, g, w)
+	}
+}
+
+// TestWatchTriggers: every row of PROTOCOL.md §6.2, one-shot semantics, one event per
+// connection per trigger, and the notification zxid (3.9: the zxid of the write that fired it).
+func TestWatchTriggers(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		w := connectRaw(t, addr) // holds the watches
+		x := connectRaw(t, addr) // makes the changes
+		x.create("/q", nil, 0)
+
+		// create P: exist watch on P gets NodeCreated; child watch on Q gets NodeChildrenChanged.
+		if code := w.watch("exists", "/q/p"); code != encoding.ErrNoNode {
+			t.Fatalf("exists on a missing node: %v", code)
+		}
+		w.watch("getChildren", "/q")
+		z := x.create("/q/p", []byte("1"), 0)
+		evs := w.waitEvents(2)
+		wantEvents(t, "create", evs, "NodeCreated /q/p", "NodeChildrenChanged /q")
+		for _, e := range evs {
+			if e.Zxid != z {
+				t.Errorf("%v: notification zxid %v, want the create's zxid %v", e, e.Zxid, z)
+			}
+			if e.State != encoding.StateSyncConnected {
+				t.Errorf("%v: state %v", e, e.State)
+			}
+		}
+
+		// setData P: data watches (getData and exists on a present node) fire once.
+		w.watch("getData", "/q/p")
+		w.watch("exists", "/q/p")
+		w.watch("getChildren2", "/q")
+		x.setData("/q/p", []byte("2"))
+		wantEvents(t, "setData", w.waitEvents(1), "NodeDataChanged /q/p")
+		// One-shot: a second change fires nothing.
+		x.setData("/q/p", []byte("3"))
+		w.barrier()
+		wantEvents(t, "second setData", w.takeEvents())
+
+		// setACL fires nothing.
+		w.watch("getData", "/q/p")
+		x.mustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/q/p", ACL: rawOpenACL, Version: -1}, &encoding.SetACLResponse{})
+		w.barrier()
+		wantEvents(t, "setACL", w.takeEvents())
+
+		// delete P: data and child watches on P get one NodeDeleted; child watch on Q gets
+		// NodeChildrenChanged (the getChildren2 watch set above is still armed).
+		w.watch("getChildren", "/q/p")
+		x.delete("/q/p")
+		wantEvents(t, "delete", w.waitEvents(2), "NodeDeleted /q/p", "NodeChildrenChanged /q")
+
+		// Root's children: the event path is "/".
+		w.watch("getChildren", "/")
+		x.create("/top", nil, 0)
+		wantEvents(t, "create under root", w.waitEvents(1), "NodeChildrenChanged /")
+
+		// getData/getChildren on a missing node set no watch.
+		if code := w.watch("getData", "/none"); code != encoding.ErrNoNode {
+			t.Fatal(code)
+		}
+		if code := w.watch("getChildren", "/none"); code != encoding.ErrNoNode {
+			t.Fatal(code)
+		}
+		x.create("/none", nil, 0)
+		w.barrier()
+		wantEvents(t, "create after failed reads", w.takeEvents())
+	})
+}
+
+// TestWatchOrdering: an event reaches its client before any reply that reflects the change —
+// the client's own write, reads pipelined behind it, and reads after another session's write.
+func TestWatchOrdering(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		a := connectRaw(t, addr)
+		b := connectRaw(t, addr)
+		a.create("/o", []byte("0"), 0)
+
+		// The writer's own watch: the event comes before the setData reply and the pipelined
+		// getData after it.
+		a.watch("getData", "/o")
+		xs := a.send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/o", Data: []byte("1"), Version: -1})
+		xg := a.send(encoding.OpGetData, &encoding.GetDataRequest{Path: "/o"})
+		var order []string
+		for len(order) < 3 {
+			hdr, _, err := a.readReply()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch hdr.Xid {
+			case encoding.XidNotification:
+				order = append(order, "event")
+			case xs:
+				order = append(order, "setData")
+			case xg:
+				order = append(order, "getData")
+			}
+		}
+		if !slices.Equal(order, []string{"event", "setData", "getData"}) {
+			t.Errorf("frame order %v, want [event setData getData]", order)
+		}
+
+		// Another session's write: once b's write is acknowledged, a's next reply comes after
+		// the event. Repeat to catch races.
+		for i := 0; i < 20; i++ {
+			a.watch("getData", "/o")
+			b.setData("/o", []byte(fmt.Sprint(i)))
+			var gd encoding.GetDataResponse
+			a.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/o"}, &gd)
+			if string(gd.Data) != fmt.Sprint(i) {
+				t.Fatalf("round %d: read %q after b's write", i, gd.Data)
+			}
+			wantEvents(t, fmt.Sprintf("round %d", i), a.takeEvents(), "NodeDataChanged /o")
+		}
+
+		// Events come in zxid order.
+		a.watch("getChildren", "/o")
+		a.watch("getData", "/o")
+		b.create("/o/c", nil, 0)
+		b.setData("/o", []byte("x"))
+		evs := a.waitEvents(2)
+		wantEvents(t, "two changes", evs, "NodeChildrenChanged /o", "NodeDataChanged /o")
+		if len(evs) == 2 && evs[0].Zxid >= evs[1].Zxid {
+			t.Errorf("events out of zxid order: %v then %v", evs[0].Zxid, evs[1].Zxid)
+		}
+	})
+}
+
+// TestWatchSetWatches: after a reconnect, setWatches fires what was missed since relativeZxid
+// (zxid -1) and re-arms the rest (PROTOCOL.md §6.4).
+func TestWatchSetWatches(t *testing.T) {
+	for _, op := range []encoding.Op{encoding.OpSetWatches, encoding.OpSetWatches2} {
+		t.Run(op.String(), func(t *testing.T) {
+			forEachServer(t, func(t *testing.T, addr string) {
+				x := connectRaw(t, addr)
+				for _, p := range []string{"/changed", "/deleted", "/same", "/parent", "/parent/a", "/quiet"} {
+					x.create(p, nil, 0)
+				}
+				rel := x.create("/parent/b", nil, 0)
+				x.setData("/changed", []byte("new"))
+				x.delete("/deleted")
+				x.delete("/parent/a")
+				x.create("/appeared", nil, 0)
+
+				c := connectRaw(t, addr)
+				data := []string{"/changed", "/deleted", "/same"}
+				exist := []string{"/appeared", "/absent"}
+				child := []string{"/parent", "/quiet", "/gone"}
+				var req encoding.Record = &encoding.SetWatches{RelativeZxid: rel, DataWatches: data, ExistWatches: exist, ChildWatches: child}
+				if op == encoding.OpSetWatches2 {
+					req = &encoding.SetWatches2{RelativeZxid: rel, DataWatches: data, ExistWatches: exist, ChildWatches: child,
+						PersistentWatches: []string{}, PersistentRecursiveWatches: []string{}}
+				}
+				if code := c.mustCall(op, req, nil); code != 0 {
+					t.Fatalf("%v: %v", op, code)
+				}
+				got := c.takeEvents()
+				for _, e := range got {
+					if e.Zxid != -1 {
+						t.Errorf("%v: catch-up event zxid %v, want -1", e, e.Zxid)
+					}
+				}
+				var lines []string
+				for _, e := range got {
+					lines = append(lines, e.String())
+				}
+				slices.Sort(lines)
+				want := []string{"NodeChildrenChanged /parent", "NodeCreated /appeared", "NodeDataChanged /changed", "NodeDeleted /deleted", "NodeDeleted /gone"}
+				if !slices.Equal(lines, want) {
+					t.Errorf("catch-up events %v, want %v", lines, want)
+				}
+				// The rest were re-armed.
+				x.setData("/same", []byte("now"))
+				x.create("/absent", nil, 0)
+				x.create("/quiet/kid", nil, 0)
+				evs := c.waitEvents(3)
+				wantEvents(t, "re-armed", evs, "NodeDataChanged /same", "NodeCreated /absent", "NodeChildrenChanged /quiet")
+			})
+		})
+	}
+}
+
+// TestWatchPersistent: addWatch persistent and persistent-recursive (PROTOCOL.md §6.1–6.2).
+func TestWatchPersistent(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		w := connectRaw(t, addr)
+		x := connectRaw(t, addr)
+		var er encoding.ErrorResponse
+		for _, aw := range []encoding.AddWatchRequest{{Path: "/p", Mode: encoding.AddWatchPersistent}, {Path: "/r", Mode: encoding.AddWatchPersistentRecursive}} {
+			hdr, err := w.call(encoding.OpAddWatch, &aw, &er)
+			if err != nil || hdr.Err != 0 || er.Err != 0 {
+				t.Fatalf("addWatch %+v: %+v %+v %v", aw, hdr, er, err)
+			}
+		}
+		// Persistent: the node's own changes and its children changing; it stays.
+		x.create("/p", nil, 0)
+		x.setData("/p", []byte("1"))
+		x.setData("/p", []byte("2"))
+		x.create("/p/c", nil, 0)
+		x.setData("/p/c", []byte("no event: not recursive"))
+		x.delete("/p/c")
+		x.delete("/p")
+		wantEvents(t, "persistent", w.waitEvents(6),
+			"NodeCreated /p", "NodeDataChanged /p", "NodeDataChanged /p", "NodeChildrenChanged /p", "NodeChildrenChanged /p", "NodeDeleted /p")
+		// Recursive: the node and everything below; never NodeChildrenChanged.
+		x.create("/r", nil, 0)
+		x.create("/r/a", nil, 0)
+		x.create("/r/a/b", nil, 0)
+		x.setData("/r/a/b", []byte("1"))
+		x.delete("/r/a/b")
+		x.create("/rx", nil, 0) // a sibling with the same prefix is not below /r
+		wantEvents(t, "recursive", w.waitEvents(5),
+			"NodeCreated /r", "NodeCreated /r/a", "NodeCreated /r/a/b", "NodeDataChanged /r/a/b", "NodeDeleted /r/a/b")
+		w.barrier()
+		wantEvents(t, "sibling", w.takeEvents())
+		// A persistent-recursive watch and a one-shot watch on the same path: one event.
+		w.watch("getData", "/r/a")
+		x.setData("/r/a", []byte("once"))
+		wantEvents(t, "recursive + data on one path", w.waitEvents(1), "NodeDataChanged /r/a")
+		w.barrier()
+		wantEvents(t, "no duplicate", w.takeEvents())
+	})
+}
+
+// TestWatchCheckAndRemove: checkWatches/removeWatches on this connection's watches, NoWatcher
+// when absent (PROTOCOL.md §6.5).
+func TestWatchCheckAndRemove(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		w := connectRaw(t, addr)
+		x := connectRaw(t, addr)
+		x.create("/n", nil, 0)
+		check := func(op encoding.Op, path string, typ encoding.WatcherType) encoding.ErrCode {
+			if op == encoding.OpCheckWatches {
+				return w.mustCall(op, &encoding.CheckWatchesRequest{Path: path, Type: typ}, nil)
+			}
+			return w.mustCall(op, &encoding.RemoveWatchesRequest{Path: path, Type: typ}, nil)
+		}
+		for _, typ := range []encoding.WatcherType{encoding.WatcherData, encoding.WatcherChildren, encoding.WatcherAny, encoding.WatcherPersistent, encoding.WatcherPersistentRecursive} {
+			if code := check(encoding.OpCheckWatches, "/n", typ); code != encoding.ErrNoWatcher {
+				t.Errorf("checkWatches type %d without watches: %v, want NoWatcher", typ, code)
+			}
+			if code := check(encoding.OpRemoveWatches, "/n", typ); code != encoding.ErrNoWatcher {
+				t.Errorf("removeWatches type %d without watches: %v, want NoWatcher", typ, code)
+			}
+		}
+		w.watch("getData", "/n")
+		if code := check(encoding.OpCheckWatches, "/n", encoding.WatcherChildren); code != encoding.ErrNoWatcher {
+			t.Errorf("checkWatches children with a data watch: %v", code)
+		}
+		if code := check(encoding.OpCheckWatches, "/n", encoding.WatcherData); code != 0 {
+			t.Errorf("checkWatches data: %v", code)
+		}
+		if code := check(encoding.OpRemoveWatches, "/n", encoding.WatcherData); code != 0 {
+			t.Errorf("removeWatches data: %v", code)
+		}
+		x.setData("/n", []byte("1"))
+		w.barrier()
+		wantEvents(t, "removed data watch", w.takeEvents())
+		// Any removes every kind.
+		w.watch("getData", "/n")
+		w.watch("getChildren", "/n")
+		if code := check(encoding.OpRemoveWatches, "/n", encoding.WatcherAny); code != 0 {
+			t.Errorf("removeWatches any: %v", code)
+		}
+		if code := check(encoding.OpCheckWatches, "/n", encoding.WatcherAny); code != encoding.ErrNoWatcher {
+			t.Errorf("checkWatches any after removing: %v", code)
+		}
+		// Persistent watches are removed by their own type.
+		var er encoding.ErrorResponse
+		w.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/n", Mode: encoding.AddWatchPersistent}, &er)
+		if code := check(encoding.OpCheckWatches, "/n", encoding.WatcherPersistentRecursive); code != encoding.ErrNoWatcher {
+			t.Errorf("checkWatches recursive with a persistent watch: %v", code)
+		}
+		if code := check(encoding.OpRemoveWatches, "/n", encoding.WatcherPersistent); code != 0 {
+			t.Errorf("removeWatches persistent: %v", code)
+		}
+		x.setData("/n", []byte("2"))
+		w.barrier()
+		wantEvents(t, "removed persistent watch", w.takeEvents())
+	})
+}
+
+// TestWatchSessionEnd: ephemerals removed by a session's close fire the same events as
+// deletes, to other sessions.
+func TestWatchSessionEnd(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		w := connectRaw(t, addr)
+		owner := connectRaw(t, addr)
+		w.create("/svc", nil, 0)
+		owner.create("/svc/e", nil, encoding.ModeEphemeral)
+		w.watch("getData", "/svc/e")
+		w.watch("getChildren", "/svc")
+		if hdr, err := owner.call(encoding.OpCloseSession, nil, nil); err != nil || hdr.Err != 0 {
+			t.Fatal(hdr, err)
+		}
+		wantEvents(t, "session close", w.waitEvents(2), "NodeDeleted /svc/e", "NodeChildrenChanged /svc")
+	})
+}
+
+// TestWatchGoZookeeper: the watch channels of go-zookeeper work as on ZooKeeper.
+func TestWatchGoZookeeper(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connect(t, addr)
+		if _, err := c.Create("/gz", []byte("a"), 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		_, _, ch, err := c.GetW("/gz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Set("/gz", []byte("b"), -1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ev := <-ch:
+			if ev.Type != zk.EventNodeDataChanged || ev.Path != "/gz" {
+				t.Errorf("event %+v", ev)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event 10s after the change")
+		}
+	})
+}
+
+// TestWatchAcrossZetcds: a write through one zetcd fires a watch held on another zetcd of the
+// same etcd, before the watching client's next reply that reflects it.
+func TestWatchAcrossZetcds(t *testing.T) {
+	cluster := startEtcd(t)
+	a := startZetcdOn(t, cluster)
+	b := startZetcdOn(t, cluster)
+	wa := connectRaw(t, a.Addr)
+	xb := connectRaw(t, b.Addr)
+	xb.create("/cross", []byte("0"), 0)
+	for i := 0; i < 20; i++ {
+		// Read through a at least the zxid of the create, so the watch is set after it.
+		if code := wa.watch("getData", "/cross"); code != 0 {
+			t.Fatalf("round %d: getData on a: %v", i, code)
+		}
+		z := xb.setData("/cross", []byte(fmt.Sprint(i+1)))
+		var gd encoding.GetDataResponse
+		// a's client must see the event before a reply reflecting zxid >= z.
+		for {
+			hdr, err := wa.call(encoding.OpGetData, &encoding.GetDataRequest{Path: "/cross"}, &gd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hdr.Zxid >= z {
+				break
+			}
+		}
+		evs := wa.takeEvents()
+		wantEvents(t, fmt.Sprintf("round %d", i), evs, "NodeDataChanged /cross")
+		if len(evs) == 1 && evs[0].Zxid != z {
+			t.Errorf("round %d: event zxid %v, want %v", i, evs[0].Zxid, z)
+		}
+	}
+}

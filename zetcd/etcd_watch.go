@@ -1,0 +1,374 @@
+package zetcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// Watches on etcd: ONE etcd watch per process, on the whole prefix, feeds the in-memory
+// watchRegistry (watch.go) in revision order. Data-key events become znode changes; every other
+// key under the prefix (ACL, child-create/delete, session and error keys) only moves progress,
+// so that progress reaches every zxid zetcd hands out. Writes to etcd outside the prefix (a
+// shared cluster) are covered by asking etcd for a progress notification when a wait stalls.
+
+// progressRequestDelay is how long AwaitEvents waits for the feed before asking etcd for a
+// progress notification.
+const progressRequestDelay = 5 * time.Millisecond
+
+// catchUpBatch is how many paths one catch-up read Txn covers (two range ops each; etcd's
+// default limit is 128 ops per Txn).
+const catchUpBatch = 50
+
+// startWatchFeed starts feeding the registry with every change after revision rev.
+func (b *EtcdBackend) startWatchFeed(rev int64) {
+	b.watches = newWatchRegistry(encoding.Zxid(rev))
+	go b.runWatchFeed(rev)
+}
+
+// runWatchFeed owns the etcd watch. It restarts the watch after errors, resuming after the last
+// revision it fired; if etcd compacted that history away, it resynchronises every registered
+// watch from etcd's current state (catch-up) and carries on from there. It never stalls
+// silently and never drops an event without that resync.
+func (b *EtcdBackend) runWatchFeed(rev int64) {
+	next := rev + 1
+	for b.bgCtx.Err() == nil {
+		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.bgCtx))
+		wch := b.watcher.Watch(ctx, b.keys.prefix, clientv3.WithPrefix(), clientv3.WithRev(next), clientv3.WithProgressNotify())
+		for resp := range wch {
+			if resp.CompactRevision != 0 {
+				b.log.Warn("watch feed fell behind etcd compaction; resynchronising watches",
+					zap.Int64("from", next), zap.Int64("compacted", resp.CompactRevision))
+				if cur, err := b.resyncWatches(); err == nil {
+					next = cur + 1
+				}
+				break
+			}
+			if err := resp.Err(); err != nil {
+				if b.bgCtx.Err() == nil {
+					b.log.Warn("watch feed interrupted; restarting", zap.Int64("from", next), zap.Error(err))
+				}
+				break
+			}
+			if resp.IsProgressNotify() {
+				b.watches.advance(encoding.Zxid(resp.Header.Revision))
+				next = max(next, resp.Header.Revision+1)
+				continue
+			}
+			var last int64
+			for _, ev := range resp.Events {
+				r := ev.Kv.ModRevision
+				if last != 0 && r != last {
+					b.watches.advance(encoding.Zxid(last))
+				}
+				last = r
+				if c, ok := b.changeOf(ev); ok {
+					b.watches.fire(c)
+				}
+			}
+			if last != 0 {
+				b.watches.advance(encoding.Zxid(last))
+				next = last + 1
+			}
+		}
+		cancel()
+		select {
+		case <-b.bgCtx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// changeOf turns an etcd event on a data key into a znode change.
+func (b *EtcdBackend) changeOf(ev *clientv3.Event) (change, bool) {
+	path, ok := b.keys.pathOfDataKey(string(ev.Kv.Key))
+	if !ok {
+		return change{}, false
+	}
+	c := change{path: path, zxid: encoding.Zxid(ev.Kv.ModRevision)}
+	switch {
+	case ev.Type == mvccpb.DELETE:
+		c.kind = changeDeleted
+	case ev.Kv.CreateRevision == ev.Kv.ModRevision:
+		c.kind = changeCreated
+	default:
+		c.kind = changeData
+	}
+	return c, true
+}
+
+// resyncWatches recovers from lost history: every registered watch is checked against etcd's
+// current state as setWatches does (events carry zxid -1), then the feed resumes from there.
+func (b *EtcdBackend) resyncWatches() (int64, error) {
+	ctx, cancel := context.WithTimeout(b.bgCtx, 30*time.Second)
+	defer cancel()
+	r, err := b.kv.Get(ctx, b.keys.errorKey(), clientv3.WithKeysOnly())
+	if err != nil {
+		b.log.Error("resync watches: read current revision", zap.Error(err))
+		return 0, err
+	}
+	cur := r.Header.Revision
+	b.watches.resetHistory(encoding.Zxid(cur))
+	regs := b.watches.snapshot()
+	if err := b.catchUp(ctx, regs, -1); err != nil {
+		b.log.Error("resync watches: catch-up", zap.Error(err))
+		return 0, err
+	}
+	b.watches.advance(encoding.Zxid(cur))
+	return cur, nil
+}
+
+// watchedState is what catch-up needs to know of one path.
+type watchedState struct {
+	exists              bool
+	czxid, mzxid, pzxid encoding.Zxid
+}
+
+// readWatchedStates reads the state of paths in batches; it returns the states and the
+// revision of the first batch (every batch is at or after it).
+func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (map[string]watchedState, int64, error) {
+	out := make(map[string]watchedState, len(paths))
+	var rev int64
+	for start := 0; start < len(paths); start += catchUpBatch {
+		batch := paths[start:min(start+catchUpBatch, len(paths))]
+		ops := make([]clientv3.Op, 0, 2*len(batch))
+		for _, p := range batch {
+			ops = append(ops,
+				clientv3.OpGet(b.keys.data(p), clientv3.WithKeysOnly()),
+				clientv3.OpGet(b.keys.metaPrefix(p), clientv3.WithPrefix(), clientv3.WithKeysOnly()))
+		}
+		r, err := b.kv.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, 0, err
+		}
+		if rev == 0 {
+			rev = r.Header.Revision
+		}
+		for i, p := range batch {
+			data := firstKV(r, 2*i)
+			if data == nil {
+				out[p] = watchedState{}
+				continue
+			}
+			st := watchedState{exists: true, czxid: encoding.Zxid(data.CreateRevision), mzxid: encoding.Zxid(data.ModRevision)}
+			st.pzxid = st.czxid
+			_, creates, deletes := b.keys.metaKeys(p, rangeKVs(r, 2*i+1))
+			for _, kv := range []*mvccpb.KeyValue{creates, deletes} {
+				if kv != nil {
+					st.pzxid = max(st.pzxid, encoding.Zxid(kv.ModRevision))
+				}
+			}
+			out[p] = st
+		}
+	}
+	return out, rev, nil
+}
+
+// catchUpEvent applies the rules of PROTOCOL.md §6.4 to one watch armed at zxid since: the
+// event to fire now, or ok=false to keep (re-arm) the watch.
+func catchUpEvent(kind watchKind, path string, since encoding.Zxid, st watchedState) (encoding.WatcherEvent, bool) {
+	ev := encoding.WatcherEvent{State: encoding.StateSyncConnected, Path: path}
+	switch kind {
+	case watchData:
+		switch {
+		case !st.exists:
+			ev.Type = encoding.EventNodeDeleted
+		case st.mzxid > since:
+			ev.Type = encoding.EventNodeDataChanged
+		default:
+			return ev, false
+		}
+	case watchExist:
+		if !st.exists {
+			return ev, false
+		}
+		ev.Type = encoding.EventNodeCreated
+	case watchChild:
+		switch {
+		case !st.exists:
+			ev.Type = encoding.EventNodeDeleted
+		case st.pzxid > since:
+			ev.Type = encoding.EventNodeChildrenChanged
+		default:
+			return ev, false
+		}
+	default:
+		// Persistent and recursive watches are re-armed without catch-up, as ZooKeeper does.
+		return ev, false
+	}
+	return ev, true
+}
+
+// catchUp checks registrations against etcd's state: each either fires now (event zxid
+// eventZxid; -1 for setWatches) or is (re-)armed at the read revision, with history replay
+// from there.
+func (b *EtcdBackend) catchUp(ctx context.Context, regs []registration, eventZxid encoding.Zxid) error {
+	if len(regs) == 0 {
+		return nil
+	}
+	seen := map[string]bool{}
+	var paths []string
+	for _, r := range regs {
+		if !seen[r.path] {
+			seen[r.path] = true
+			paths = append(paths, r.path)
+		}
+	}
+	states, rev, err := b.readWatchedStates(ctx, paths)
+	if err != nil {
+		return err
+	}
+	for _, r := range regs {
+		ev, fire := catchUpEvent(r.kind, r.path, r.since, states[r.path])
+		b.watches.mu.Lock()
+		if fire {
+			if r.kind.oneShot() {
+				b.watches.remove(r.w, r.kind, r.path)
+			}
+			if !r.w.closed {
+				r.w.sink.Event(ev, eventZxid)
+			}
+			b.watches.mu.Unlock()
+			continue
+		}
+		b.watches.mu.Unlock()
+		if !b.watches.register(r.w, r.kind, r.path, encoding.Zxid(rev)) {
+			return fmt.Errorf("watch %s: history lost again during catch-up", r.path)
+		}
+	}
+	return nil
+}
+
+// arm registers a watch armed at zxid since (the revision of the read that set it); if the
+// feed's history no longer reaches back to since, it falls back to a catch-up read.
+func (s *etcdSession) arm(ctx context.Context, kind watchKind, path string, since encoding.Zxid) error {
+	if s.b.watches.register(s.watcher, kind, path, since) {
+		return nil
+	}
+	return s.b.catchUp(ctx, []registration{{w: s.watcher, kind: kind, path: path, since: since}}, -1)
+}
+
+func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error {
+	if zxid <= 0 || !s.b.watches.watching(s.watcher) {
+		return nil
+	}
+	asked := false
+	for {
+		progress, moved := s.b.watches.progressNow()
+		if progress >= zxid {
+			return nil
+		}
+		t := time.NewTimer(progressRequestDelay)
+		select {
+		case <-moved:
+			t.Stop()
+		case <-t.C:
+			if !asked {
+				// Revisions made outside the prefix produce no event; etcd's progress
+				// notification tells the feed it has seen everything up to now.
+				asked = true
+				if err := s.b.watcher.RequestProgress(ctx); err != nil && !errors.Is(err, context.Canceled) {
+					return fmt.Errorf("request watch progress: %w", err)
+				}
+			}
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists map[watchKind][]string) (encoding.Zxid, error) {
+	var regs []registration
+	for kind, paths := range lists {
+		for _, p := range paths {
+			p = normalizeReadPath(p)
+			if kind == watchPersistent || kind == watchRecursive {
+				// Re-armed without catch-up, from the feed's current progress.
+				progress, _ := s.b.watches.progressNow()
+				s.b.watches.register(s.watcher, kind, p, max(progress, encoding.Zxid(s.lastRev)))
+				continue
+			}
+			regs = append(regs, registration{w: s.watcher, kind: kind, path: p, since: rel})
+		}
+	}
+	if err := s.b.catchUp(ctx, regs, -1); err != nil {
+		return s.etcdFailure("setWatches", "", err)
+	}
+	progress, _ := s.b.watches.progressNow()
+	return s.zxid(int64(progress)), nil
+}
+
+func (s *etcdSession) SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error) {
+	return s.setWatches(ctx, req.RelativeZxid, map[watchKind][]string{
+		watchData: req.DataWatches, watchExist: req.ExistWatches, watchChild: req.ChildWatches,
+	})
+}
+
+func (s *etcdSession) SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error) {
+	return s.setWatches(ctx, req.RelativeZxid, map[watchKind][]string{
+		watchData: req.DataWatches, watchExist: req.ExistWatches, watchChild: req.ChildWatches,
+		watchPersistent: req.PersistentWatches, watchRecursive: req.PersistentRecursiveWatches,
+	})
+}
+
+// AddWatch arms a persistent or persistent-recursive watch; the node need not exist. It takes
+// no etcd round trip: the watch is armed at the newest zxid the feed or this session has seen.
+func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (encoding.Zxid, error) {
+	kind := watchPersistent
+	switch req.Mode {
+	case encoding.AddWatchPersistent:
+	case encoding.AddWatchPersistentRecursive:
+		kind = watchRecursive
+	default:
+		return s.zxid(0), encoding.ErrBadArguments
+	}
+	progress, _ := s.b.watches.progressNow()
+	z := s.zxid(int64(progress))
+	s.b.watches.register(s.watcher, kind, normalizeReadPath(req.Path), z)
+	return z, nil
+}
+
+// watchKindsOf maps a checkWatches/removeWatches WatcherType onto the tables it covers
+// (PROTOCOL.md §6.5).
+func watchKindsOf(t encoding.WatcherType) ([]watchKind, bool) {
+	switch t {
+	case encoding.WatcherChildren:
+		return []watchKind{watchChild}, true
+	case encoding.WatcherData:
+		return []watchKind{watchData, watchExist}, true
+	case encoding.WatcherAny:
+		return []watchKind{watchData, watchExist, watchChild, watchPersistent, watchRecursive}, true
+	case encoding.WatcherPersistent:
+		return []watchKind{watchPersistent}, true
+	case encoding.WatcherPersistentRecursive:
+		return []watchKind{watchRecursive}, true
+	}
+	return nil, false
+}
+
+func (s *etcdSession) checkOrRemove(path string, t encoding.WatcherType, dryRun bool) (encoding.Zxid, error) {
+	kinds, ok := watchKindsOf(t)
+	if !ok {
+		return s.zxid(0), encoding.ErrBadArguments
+	}
+	if !s.b.watches.removeKinds(s.watcher, normalizeReadPath(path), kinds, dryRun) {
+		return s.zxid(0), encoding.ErrNoWatcher
+	}
+	return s.zxid(0), nil
+}
+
+func (s *etcdSession) CheckWatches(ctx context.Context, req *encoding.CheckWatchesRequest) (encoding.Zxid, error) {
+	return s.checkOrRemove(req.Path, req.Type, true)
+}
+
+func (s *etcdSession) RemoveWatches(ctx context.Context, req *encoding.RemoveWatchesRequest) (encoding.Zxid, error) {
+	return s.checkOrRemove(req.Path, req.Type, false)
+}
