@@ -54,12 +54,18 @@ func freePort(t testing.TB) string {
 // startProcess runs zetcd on addr with its embedded etcd in dataDir and waits until ruok works.
 func startProcess(t testing.TB, dataDir, addr string) *zetcdProcess {
 	t.Helper()
+	return startProcessArgs(t, addr, "--data-dir", dataDir)
+}
+
+// startProcessArgs runs zetcd on addr with the given extra flags and waits until ruok works.
+func startProcessArgs(t testing.TB, addr string, args ...string) *zetcdProcess {
+	t.Helper()
 	bin, err := buildZetcd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &zetcdProcess{Addr: addr, logs: &strings.Builder{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, "--zkaddr", addr, "--data-dir", dataDir, "--log-level", "warn")
+	p.cmd = exec.Command(bin, append([]string{"--zkaddr", addr, "--log-level", "warn"}, args...)...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ type EtcdConfig struct {
 	// zetcd serving the session has died, etcd expires the lease after timeout+grace.
 	// Default 2s.
 	LeaseGrace time.Duration
+
+	// manualWatchFeed (tests only) leaves starting the watch feed to the test.
+	manualWatchFeed bool
 }
 
 // EtcdBackend is the Backend that keeps the ZooKeeper tree and its sessions in etcd, following
@@ -88,7 +91,10 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 		cancel()
 		return nil, err
 	}
-	b.startWatchFeed(rev)
+	b.watches = newWatchRegistry(encoding.Zxid(rev))
+	if !cfg.manualWatchFeed {
+		go b.runWatchFeed(rev)
+	}
 	return b, nil
 }
 

@@ -3,6 +3,8 @@ package zetcd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -380,5 +382,62 @@ func TestEtcdSessionLifecycle(t *testing.T) {
 	}
 	if _, err := b.Connect(ctx, ConnectParams{Timeout: time.Second, LastZxidSeen: zClose + 1000}); !errors.Is(err, ErrZxidAhead) {
 		t.Errorf("connect with lastZxidSeen ahead: %v, want ErrZxidAhead", err)
+	}
+}
+
+// TestEtcdWatchFeedCompaction: a watch feed that starts behind an etcd compaction resynchronises
+// every registered watch from etcd's state (the missed change fires with zxid -1) and then
+// carries on feeding live changes.
+func TestEtcdWatchFeedCompaction(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := context.Background()
+	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), manualWatchFeed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	start, _ := b.watches.progressNow()
+
+	sink := &recordingSink{}
+	watching, err := b.Connect(ctx, ConnectParams{Timeout: 10 * time.Second, Events: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := openTestSession(t, b)
+	if _, _, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/x", Data: []byte("1"), ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := watching.GetData(ctx, &encoding.GetDataRequest{Path: "/x", Watch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := watching.Exists(ctx, &encoding.ExistsRequest{Path: "/y", Watch: true}); !errors.Is(err, encoding.ErrNoNode) {
+		t.Fatal(err)
+	}
+	// A change the feed will never see as an event: history up to now is compacted away.
+	_, zSet, err := writer.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("2"), Version: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, int64(zSet)); err != nil {
+		t.Fatal(err)
+	}
+	go b.runWatchFeed(int64(start))
+
+	if err := watching.AwaitEvents(ctx, zSet); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sink.take(), []string{"NodeDataChanged /x @-1"}; !slices.Equal(got, want) {
+		t.Errorf("after resync: %v, want %v", got, want)
+	}
+	// The feed carries on: a live change fires the exist watch with its own zxid.
+	_, zCreate, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/y", ACL: openACL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watching.AwaitEvents(ctx, zCreate); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sink.take(), []string{fmt.Sprintf("NodeCreated /y @%d", zCreate)}; !slices.Equal(got, want) {
+		t.Errorf("after resync, live: %v, want %v", got, want)
 	}
 }

@@ -27,12 +27,6 @@ const progressRequestDelay = 5 * time.Millisecond
 // default limit is 128 ops per Txn).
 const catchUpBatch = 50
 
-// startWatchFeed starts feeding the registry with every change after revision rev.
-func (b *EtcdBackend) startWatchFeed(rev int64) {
-	b.watches = newWatchRegistry(encoding.Zxid(rev))
-	go b.runWatchFeed(rev)
-}
-
 // runWatchFeed owns the etcd watch. It restarts the watch after errors, resuming after the last
 // revision it fired; if etcd compacted that history away, it resynchronises every registered
 // watch from etcd's current state (catch-up) and carries on from there. It never stalls
