@@ -440,4 +440,15 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	if got, want := sink.take(), []string{fmt.Sprintf("NodeCreated /y @%d", zCreate)}; !slices.Equal(got, want) {
 		t.Errorf("after resync, live: %v, want %v", got, want)
 	}
+	// A connection that goes away releases its watches.
+	if _, _, err := watching.GetChildren(ctx, &encoding.GetChildrenRequest{Path: "/", Watch: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := b.watches.stats(); n != 1 {
+		t.Errorf("%d watches registered, want 1", n)
+	}
+	watching.Detach()
+	if n, _ := b.watches.stats(); n != 0 {
+		t.Errorf("%d watches left after the connection went away", n)
+	}
 }
