@@ -1,114 +1,196 @@
-// Command zkctl is a small ZooKeeper command-line client that works against zetcd or any
-// ZooKeeper server.
+// Command zkctl is a ZooKeeper command-line client for zetcd or any ZooKeeper server.
 //
-//	zkctl [--server host:port[,host:port...]] COMMAND ARGS
+//	zkctl [--server host:port[,host:port...][/chroot]] [--auth user:pass] [--json] COMMAND [ARGS]
 //
-// Commands: ls PATH, get PATH, stat PATH, set PATH DATA, create [-e] [-s] PATH [DATA],
-// delete PATH. The server defaults to $ZK_SERVER, then 127.0.0.1:2181.
+// The server defaults to $ZK_SERVER, then 127.0.0.1:2181. A "/chroot" suffix roots every path
+// at that node, as ZooKeeper's own clients do. `zkctl help` lists the commands.
+//
+// Output is meant for people and scripts alike: `get` prints the data alone, `--json` prints one
+// JSON document per command (one per line for `watch`). An error is one line on stderr naming
+// the command, the path and the ZooKeeper error ("zkctl: get /a: NoNode: node does not exist"),
+// and the exit status is 1, as zkCli's; bad usage exits 2.
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"sort"
 	"strings"
+	"syscall"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "zkctl:", err)
-		os.Exit(1)
-	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := (&env{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}).run(os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
-func run(args []string, out io.Writer) error {
+// run runs one zkctl command line and returns the exit status. It is main without the process:
+// tests call it.
+func run(args []string, stdout, stderr io.Writer) int {
+	return (&env{ctx: context.Background(), stdin: strings.NewReader(""), stdout: stdout, stderr: stderr}).run(args)
+}
+
+// env is what one invocation reads from and writes to.
+type env struct {
+	ctx    context.Context // cancelled on SIGINT/SIGTERM; ends `watch`
+	stdin  io.Reader       // `load` reads its dump here
+	stdout io.Writer
+	stderr io.Writer
+
+	// Set from the global flags.
+	server  string
+	auth    string
+	json    bool
+	timeout time.Duration
+}
+
+// usageError is bad command-line usage: exit status 2 and the usage line.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// command is one zkctl command.
+type command struct {
+	usage string // arguments, for help
+	help  string // one line
+	run   func(e *env, args []string) error
+}
+
+// commands are filled in by init functions of the files that implement them.
+var commands = map[string]command{}
+
+func (e *env) run(args []string) int {
 	fs := flag.NewFlagSet("zkctl", flag.ContinueOnError)
-	server := os.Getenv("ZK_SERVER")
-	if server == "" {
-		server = "127.0.0.1:2181"
+	fs.SetOutput(io.Discard)
+	defServer := os.Getenv("ZK_SERVER")
+	if defServer == "" {
+		defServer = "127.0.0.1:2181"
 	}
-	fs.StringVar(&server, "server", server, "comma-separated ZooKeeper servers (default $ZK_SERVER or 127.0.0.1:2181)")
-	timeout := fs.Duration("timeout", 10*time.Second, "session timeout")
+	fs.StringVar(&e.server, "server", defServer, "")
+	fs.StringVar(&e.auth, "auth", "", "")
+	fs.BoolVar(&e.json, "json", false, "")
+	fs.DurationVar(&e.timeout, "timeout", 10*time.Second, "")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			e.usage(e.stdout)
+			return 0
+		}
+		return e.fail(usageError{err.Error()})
 	}
-	if fs.NArg() < 2 {
-		return errors.New("usage: zkctl [--server addr] ls|get|stat|set|create|delete PATH [ARGS]")
+	if fs.NArg() == 0 {
+		e.usage(e.stderr)
+		return 2
 	}
-	conn, _, err := zk.Connect(strings.Split(server, ","), *timeout, zk.WithLogInfo(false))
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	if name == "help" {
+		e.usage(e.stdout)
+		return 0
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		return e.fail(usagef("unknown command %q (zkctl help lists them)", name))
+	}
+	if err := cmd.run(e, rest); err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			return e.fail(usagef("%s (usage: zkctl %s %s)", ue.msg, name, cmd.usage))
+		}
+		return e.fail(err)
+	}
+	return 0
+}
+
+// fail reports err as one line on stderr (a JSON object with --json) and returns the exit status.
+func (e *env) fail(err error) int {
+	code := 1
+	var ue usageError
+	if errors.As(err, &ue) {
+		code = 2
+	}
+	if e.json {
+		obj := map[string]any{"error": err.Error()}
+		var oe *opError
+		if errors.As(err, &oe) {
+			obj["op"], obj["path"] = oe.op, oe.path
+			if name := errName(oe.err); name != "" {
+				obj["code"] = name
+			}
+		}
+		b, _ := json.Marshal(obj)
+		fmt.Fprintf(e.stderr, "%s\n", b)
+	} else {
+		fmt.Fprintf(e.stderr, "zkctl: %v\n", err)
+	}
+	return code
+}
+
+func (e *env) usage(w io.Writer) {
+	fmt.Fprint(w, `usage: zkctl [--server host:port[,host:port...][/chroot]] [--auth user:pass] [--json] [--timeout D] COMMAND [ARGS]
+
+  --server   ZooKeeper servers, optionally with a chroot suffix (default $ZK_SERVER, then 127.0.0.1:2181)
+  --auth     digest credentials user:pass added to the session
+  --json     print JSON (one document per command; one object per line for watch)
+  --timeout  how long to wait for a session (default 10s)
+
+commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c := commands[n]
+		fmt.Fprintf(w, "  %s %s\n      %s\n", n, c.usage, c.help)
+	}
+	fmt.Fprint(w, "\nErrors print one line on stderr and exit 1; bad usage exits 2.\n")
+}
+
+// printJSON writes v as one line of JSON.
+func (e *env) printJSON(v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+	return err
+}
 
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	switch cmd {
-	case "ls":
-		children, _, err := conn.Children(rest[0])
-		if err != nil {
-			return fmt.Errorf("ls %s: %w", rest[0], err)
-		}
-		for _, c := range children {
-			fmt.Fprintln(out, c)
-		}
-	case "get":
-		data, _, err := conn.Get(rest[0])
-		if err != nil {
-			return fmt.Errorf("get %s: %w", rest[0], err)
-		}
-		fmt.Fprintf(out, "%s\n", data)
-	case "stat":
-		_, st, err := conn.Get(rest[0])
-		if err != nil {
-			return fmt.Errorf("stat %s: %w", rest[0], err)
-		}
-		fmt.Fprintf(out, "cZxid = 0x%x\nctime = %s\nmZxid = 0x%x\nmtime = %s\npZxid = 0x%x\ncversion = %d\ndataVersion = %d\naclVersion = %d\nephemeralOwner = 0x%x\ndataLength = %d\nnumChildren = %d\n",
-			st.Czxid, time.UnixMilli(st.Ctime).UTC().Format(time.RFC3339Nano), st.Mzxid, time.UnixMilli(st.Mtime).UTC().Format(time.RFC3339Nano),
-			st.Pzxid, st.Cversion, st.Version, st.Aversion, st.EphemeralOwner, st.DataLength, st.NumChildren)
-	case "set":
-		if len(rest) != 2 {
-			return errors.New("usage: zkctl set PATH DATA")
-		}
-		if _, err := conn.Set(rest[0], []byte(rest[1]), -1); err != nil {
-			return fmt.Errorf("set %s: %w", rest[0], err)
-		}
-	case "create":
-		cfs := flag.NewFlagSet("create", flag.ContinueOnError)
-		eph := cfs.Bool("e", false, "ephemeral")
-		seq := cfs.Bool("s", false, "sequential")
-		if err := cfs.Parse(rest); err != nil {
-			return err
-		}
-		if cfs.NArg() < 1 {
-			return errors.New("usage: zkctl create [-e] [-s] PATH [DATA]")
-		}
-		var flags int32
-		if *eph {
-			flags |= zk.FlagEphemeral
-		}
-		if *seq {
-			flags |= zk.FlagSequence
-		}
-		var data []byte
-		if cfs.NArg() > 1 {
-			data = []byte(cfs.Arg(1))
-		}
-		p, err := conn.Create(cfs.Arg(0), data, flags, zk.WorldACL(zk.PermAll))
-		if err != nil {
-			return fmt.Errorf("create %s: %w", cfs.Arg(0), err)
-		}
-		fmt.Fprintln(out, p)
-	case "delete":
-		if err := conn.Delete(rest[0], -1); err != nil {
-			return fmt.Errorf("delete %s: %w", rest[0], err)
-		}
-	default:
-		return fmt.Errorf("unknown command %q", cmd)
+// parseFlags parses a command's own flags; they come before its arguments, as in zkCli.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
 	}
 	return nil
+}
+
+// wantArgs checks the number of positional arguments.
+func wantArgs(fs *flag.FlagSet, min, max int) error {
+	if n := fs.NArg(); n < min || n > max {
+		return usagef("want %s, got %d", plural(min, max), n)
+	}
+	return nil
+}
+
+func plural(min, max int) string {
+	switch {
+	case min == max && min == 1:
+		return "1 argument"
+	case min == max:
+		return fmt.Sprintf("%d arguments", min)
+	default:
+		return fmt.Sprintf("%d to %d arguments", min, max)
+	}
 }
