@@ -1,21 +1,26 @@
 // Package testenv starts the servers zetcd's tests run against — zetcd on an embedded etcd, a
-// real Apache ZooKeeper 3.9 — and connects clients to them. Every behaviour test is written once
-// and run against each server in Servers.
+// real Apache ZooKeeper 3.9, and zetcd cross-checked against a real ZooKeeper (xchk) — and
+// connects clients to them. Every behaviour test is written once and run against each server in
+// Servers.
 package testenv
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/xchk"
 	"github.com/zetcd/zetcd/zetcd"
 )
 
@@ -118,6 +123,65 @@ func StartZooKeeper(t testing.TB) string {
 	return zkserver.Start(t, zkserver.Options{}).Addr
 }
 
+// StartXchk starts a fresh real ZooKeeper and a zetcd (on a fresh etcd) cross-checked against
+// it by xchk with FailFast, answering from zetcd, and returns zetcd's address. Every difference
+// closes the connection of the client that caused it, and fails the test at cleanup; so does a
+// request that could not be cross-checked. Skipped like StartZooKeeper without ZooKeeper.
+func StartXchk(t testing.TB) string {
+	t.Helper()
+	oracle := zkserver.Start(t, zkserver.Options{})
+	reg := prometheus.NewRegistry()
+	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("xchk")
+	var xb *xchk.Backend
+	// Registered before the server starts, so it runs after the server has stopped.
+	t.Cleanup(func() {
+		if xb == nil {
+			return
+		}
+		xb.Close()
+		if found := mismatches(t, reg); found != "" {
+			t.Errorf("xchk found differences between zetcd and ZooKeeper (see the log above): %s", found)
+		}
+	})
+	z := StartZetcdOn(t, StartEtcd(t), Options{Wrap: func(b zetcd.Backend) zetcd.Backend {
+		var err error
+		xb, err = xchk.NewBackend(b, xchk.Config{
+			OracleAddr: oracle.Addr,
+			Answer:     xchk.AnswerZetcd,
+			FailFast:   true,
+			Logger:     log,
+			Registerer: reg,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return xb
+	}})
+	return z.Addr
+}
+
+// mismatches lists the non-zero zetcd_xchk_mismatches_total series of reg, "" if none.
+func mismatches(t testing.TB, reg *prometheus.Registry) string {
+	families, err := reg.Gather()
+	if err != nil {
+		t.Errorf("gather xchk metrics: %v", err)
+	}
+	var out []string
+	for _, f := range families {
+		if f.GetName() != "zetcd_xchk_mismatches_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			out = append(out, fmt.Sprintf("{%s} %g", strings.Join(labels, ","), m.GetCounter().GetValue()))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 // Server is one implementation behaviour tests run against.
 type Server struct {
 	Name  string
@@ -129,6 +193,7 @@ type Server struct {
 var Servers = []Server{
 	{"zetcd", StartZetcd},
 	{"zookeeper", StartZooKeeper},
+	{"xchk", StartXchk},
 }
 
 // ForEachServer runs f as a subtest against a fresh instance of each of Servers.
