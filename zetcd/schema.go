@@ -18,12 +18,26 @@ package zetcd
 //	                       names sequential children; ZooKeeper reports cversion = 2C - numChildren.
 //	P m/<d><path>\x00d     child-delete key: rewritten on every child delete, so that pzxid (the
 //	                       newest of czxid and the ModRevisions of the c and d keys) moves.
+//	P m/<d><path>\x00o     offsets key, usually absent: written only by a multi (etcd_multi.go)
+//	                       whose ops change a node more than once, since one etcd Txn can put a
+//	                       key only once. Value: offsetsValue, the corrections from etcd's
+//	                       counters to ZooKeeper's (create then setData in one multi: data
+//	                       Version 1 is ZooKeeper version 1; two child creates: c Version +1 is
+//	                       C + 2; delete then create again: the surviving keys keep their old
+//	                       CreateRevision and Versions). Attached to the session's lease for an
+//	                       ephemeral node, so it never outlives the node. Single-op writes whose
+//	                       compare depends on these counters (setData/delete with a version, a
+//	                       sequential create) read or guard it.
+//	P r<path>              reap index key, one per container and TTL node (empty value): written
+//	                       with the node, deleted with it, so that the reaper (etcd_reaper.go)
+//	                       finds its candidates with one range instead of a scan of the tree.
+//	P e/reaper/            election prefix of the one zetcd process per cluster that reaps.
 //	P s/<session id hex>   session key, attached to the session's lease: password and timeout.
 //	P x                    error key: a failed write puts it so that it consumes a zxid (revision)
 //	                       as a failed write does in ZooKeeper.
 //
-// The three meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so
-// one range reads them all. A node's own c and d keys are absent until it has had a child: C=0.
+// The meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so one
+// range reads them all. A node's own c and d keys are absent until it has had a child: C=0.
 // Ephemeral nodes never get c or d keys (they cannot have children).
 
 import (
@@ -98,6 +112,20 @@ func (k keySchema) metaPrefix(path string) string {
 func (k keySchema) acl(path string) string          { return k.metaPrefix(path) + "a" }
 func (k keySchema) childCreates(path string) string { return k.metaPrefix(path) + "c" }
 func (k keySchema) childDeletes(path string) string { return k.metaPrefix(path) + "d" }
+func (k keySchema) offsets(path string) string      { return k.metaPrefix(path) + "o" }
+
+// reapIndex is the reap index key of a container or TTL node; reapIndexPrefix lists them all.
+func (k keySchema) reapIndex(path string) string { return k.prefix + "r" + path }
+func (k keySchema) reapIndexPrefix() string      { return k.prefix + "r/" }
+
+// pathOfReapIndex inverts reapIndex.
+func (k keySchema) pathOfReapIndex(key string) (string, bool) {
+	p, ok := strings.CutPrefix(key, k.prefix+"r")
+	return p, ok && strings.HasPrefix(p, "/")
+}
+
+// reaperElection is the election prefix of the reaper (client/v3/concurrency).
+func (k keySchema) reaperElection() string { return k.prefix + "e/reaper/" }
 
 func (k keySchema) session(id encoding.SessionID) string {
 	return k.prefix + "s/" + fmt.Sprintf("%016x", uint64(id))
@@ -248,6 +276,62 @@ func (k keySchema) metaKeys(path string, kvs []*mvccpb.KeyValue) (acl, creates, 
 	return acl, creates, deletes
 }
 
+// offsetsKV returns the node's offsets key among the keys read from its meta prefix, or nil.
+func (k keySchema) offsetsKV(path string, kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
+	p := k.metaPrefix(path)
+	for _, kv := range kvs {
+		if string(kv.Key[len(p):]) == "o" {
+			return kv
+		}
+	}
+	return nil
+}
+
+// offsetsValue is the value of an offsets key: the differences between etcd's counters and
+// ZooKeeper's for one node (see the offsets key above). The zero value changes nothing.
+type offsetsValue struct {
+	Version  int64 // ZooKeeper version  = data Version - 1 - Version
+	Aversion int64 // ZooKeeper aversion = ACL Version - 1 - Aversion
+	Creates  int64 // create counter C   = child-create Version + Creates
+	// Czxid replaces the data key's CreateRevision after a multi deleted the node and created
+	// it again (the data key survived the pair): czxidOwn means the offsets key's own
+	// ModRevision (the offsets key was written by that multi), a positive value is the czxid.
+	Czxid int64
+}
+
+const czxidOwn = -1
+
+// offsetsValue is format byte 1 and four big-endian int64s.
+const offsetsValueLen = 33
+
+func encodeOffsetsValue(o offsetsValue) string {
+	b := make([]byte, 1, offsetsValueLen)
+	b[0] = 1
+	for _, v := range []int64{o.Version, o.Aversion, o.Creates, o.Czxid} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	return string(b)
+}
+
+func decodeOffsetsValue(b []byte) (offsetsValue, error) {
+	if len(b) != offsetsValueLen || b[0] != 1 {
+		return offsetsValue{}, errors.New("zetcd: corrupt offsets value")
+	}
+	f := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[1+8*i:])) }
+	return offsetsValue{Version: f(0), Aversion: f(1), Creates: f(2), Czxid: f(3)}, nil
+}
+
+// czxidOf applies an offsets value to the data key's CreateRevision.
+func (o offsetsValue) czxidOf(data, offsets *mvccpb.KeyValue) int64 {
+	switch {
+	case o.Czxid == czxidOwn && offsets != nil:
+		return offsets.ModRevision
+	case o.Czxid > 0:
+		return o.Czxid
+	}
+	return data.CreateRevision
+}
+
 // node is one znode decoded from etcd.
 type node struct {
 	Stat encoding.Stat
@@ -264,6 +348,8 @@ type node struct {
 //	C = creates.Version (0 if absent)  cversion = 2C - numChildren   numChildren = counted
 //	pzxid = max(czxid, creates.ModRevision, deletes.ModRevision)
 //	ephemeralOwner = data.Lease (0 for persistent, container and TTL nodes)
+//
+// corrected by the offsets key where a multi left one (offsetsValue).
 //
 // System nodes were written by the bootstrap transaction; a zxid equal to their own create
 // revision is that bootstrap and is reported as 0, as a fresh ZooKeeper reports it.
@@ -284,10 +370,18 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", n.path, err)
 	}
-	var c int64
-	pzxid := n.data.CreateRevision
+	var offs offsetsValue
+	offsKV := k.offsetsKV(n.path, n.meta)
+	if offsKV != nil {
+		if offs, err = decodeOffsetsValue(offsKV.Value); err != nil {
+			return out, fmt.Errorf("%s: %w", n.path, err)
+		}
+	}
+	czxid := offs.czxidOf(n.data, offsKV)
+	c := offs.Creates
+	pzxid := czxid
 	if creates != nil {
-		c = creates.Version
+		c += creates.Version
 		pzxid = max(pzxid, creates.ModRevision)
 	}
 	if deletes != nil {
@@ -307,13 +401,13 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 	out.Meta = meta
 	out.aclRev = aclKV.ModRevision
 	out.Stat = encoding.Stat{
-		Czxid:          zx(n.data.CreateRevision),
+		Czxid:          zx(czxid),
 		Mzxid:          zx(n.data.ModRevision),
 		Ctime:          meta.Ctime,
 		Mtime:          mtime,
-		Version:        int32(n.data.Version - 1),
+		Version:        int32(n.data.Version - 1 - offs.Version),
 		Cversion:       int32(2*c - n.numChildren),
-		Aversion:       int32(aclKV.Version-1) + aversionOffset(n.path),
+		Aversion:       int32(aclKV.Version-1-offs.Aversion) + aversionOffset(n.path),
 		EphemeralOwner: encoding.SessionID(n.data.Lease),
 		DataLength:     int32(len(data)),
 		NumChildren:    int32(n.numChildren),
