@@ -51,6 +51,8 @@ type EtcdBackend struct {
 	nowFn   func() time.Time
 	bgCtx   context.Context
 	cancel  context.CancelFunc
+	// seqs serializes this process's sequential creates per parent (etcd_seq.go).
+	seqs seqCounters
 }
 
 var _ Backend = (*EtcdBackend)(nil)

@@ -216,7 +216,7 @@ func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*enc
 }
 
 func (s *etcdSession) Create(ctx context.Context, req *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
-	path, _, z, err := s.create(ctx, "create", req.Path, req.Data, req.ACL, req.Flags, -1)
+	path, _, z, err := s.create(ctx, "create", req.Path, req.Data, req.ACL, req.Flags, -1, nodeKind(encoding.OpCreate, req.Flags))
 	if err != nil {
 		return nil, z, err
 	}
@@ -224,7 +224,7 @@ func (s *etcdSession) Create(ctx context.Context, req *encoding.CreateRequest) (
 }
 
 func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	path, stat, z, err := s.create(ctx, "create2", req.Path, req.Data, req.ACL, req.Flags, -1)
+	path, stat, z, err := s.create(ctx, "create2", req.Path, req.Data, req.ACL, req.Flags, -1, nodeKind(encoding.OpCreate2, req.Flags))
 	if err != nil {
 		return nil, z, err
 	}
@@ -232,8 +232,9 @@ func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) 
 }
 
 // create runs ZooKeeper's create checks in PrepRequestProcessor's order (PROTOCOL.md §3.2).
-// ttl is -1 for every opcode but createTTL.
-func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64) (string, encoding.Stat, encoding.Zxid, error) {
+// ttl is -1 for every opcode but createTTL. kind is the node made (nodeKind): the flags in mode
+// decide the checks and the sequence suffix, the opcode and flags together what the node is.
+func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64, kind encoding.CreateMode) (string, encoding.Stat, encoding.Zxid, error) {
 	fail := func(code encoding.ErrCode) (string, encoding.Stat, encoding.Zxid, error) {
 		z, err := s.fail(ctx, op, path, code)
 		return "", encoding.Stat{}, z, err
@@ -256,26 +257,33 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 	parentKey := b.keys.data(parent)
 	createsKey := b.keys.childCreates(parent)
 
-	// counter is the parent's create counter C, read before a sequential create and guarded by
-	// a compare at commit; -1 when the name does not depend on it.
+	// counter is the parent's create counter C, read before a sequential create (or cached by
+	// this process's previous one, etcd_seq.go) and guarded by seq's compares at commit; -1 when
+	// the name does not depend on it.
 	counter := int64(-1)
+	var seq *seqCounter
 	name := path
 	if mode.IsSequential() {
-		r, err := b.kv.Txn(ctx).Then(
-			clientv3.OpGet(parentKey, clientv3.WithKeysOnly()),
-			clientv3.OpGet(createsKey, clientv3.WithKeysOnly()),
-		).Commit()
-		if err != nil {
-			z, err := s.etcdFailure(op, path, err)
-			return "", encoding.Stat{}, z, err
+		if seq, err = b.seqs.acquire(ctx, parent); err != nil {
+			return "", encoding.Stat{}, s.zxid(0), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
 		}
-		if firstKV(r, 0) == nil {
-			return fail(encoding.ErrNoNode)
+		defer b.seqs.release(seq)
+		if !seq.known {
+			r, err := b.kv.Txn(ctx).Then(append([]clientv3.Op{
+				clientv3.OpGet(parentKey, clientv3.WithKeysOnly()),
+			}, seq.readOps(b.keys, parent)...)...).Commit()
+			if err != nil {
+				z, err := s.etcdFailure(op, path, err)
+				return "", encoding.Stat{}, z, err
+			}
+			if firstKV(r, 0) == nil {
+				return fail(encoding.ErrNoNode)
+			}
+			if _, err := seq.update(firstKV(r, 1), firstKV(r, 2)); err != nil {
+				return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+			}
 		}
-		counter = 0
-		if c := firstKV(r, 1); c != nil {
-			counter = c.Version
-		}
+		counter = seq.counter()
 	}
 	if !validatePath(path) || mode.IsSequential() {
 		// Names that fail validation are refused after the parent lookup (NoNode wins).
@@ -297,14 +305,14 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 
 	now := b.nowMs()
 	var lease clientv3.LeaseID
-	if mode.IsEphemeral() {
+	if kind == encoding.ModeEphemeral {
 		lease = clientv3.LeaseID(s.id)
 	}
 	ttlMs := int64(0)
-	if mode.IsTTL() {
+	if kind.IsTTL() {
 		ttlMs = ttl
 	}
-	aclVal := encodeACLValue(aclValue{Ctime: now, Mode: mode, TTL: ttlMs, ACL: acl})
+	aclVal := encodeACLValue(aclValue{Ctime: now, Mode: kind, TTL: ttlMs, ACL: acl})
 	for attempt := 0; ; attempt++ {
 		if attempt == 100 {
 			return "", encoding.Stat{}, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, op, path)
@@ -315,8 +323,8 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 			clientv3.Compare(clientv3.LeaseValue(parentKey), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(nodeKey), "=", 0),
 		}
-		if counter >= 0 {
-			cmps = append(cmps, clientv3.Compare(clientv3.Version(createsKey), "=", counter))
+		if seq != nil {
+			cmps = append(cmps, seq.compares(b.keys, parent)...)
 		}
 		putData := clientv3.OpPut(nodeKey, encodeDataValue(data, now))
 		if lease != 0 {
@@ -329,20 +337,29 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 			clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
 			clientv3.OpGet(createsKey, clientv3.WithKeysOnly()),
 		}
-		if counter < 0 {
+		if seq != nil {
+			elseOps = append(elseOps, clientv3.OpGet(b.keys.offsets(parent)))
+		} else {
 			// No retry is possible, so the failure is final: consume its revision now.
 			elseOps = append(elseOps, clientv3.OpPut(b.keys.errorKey(), ""))
 		}
-		r, err := b.kv.Txn(ctx).If(cmps...).Then(
+		thenOps := []clientv3.Op{
 			putData,
 			clientv3.OpPut(b.keys.acl(name), aclVal),
 			clientv3.OpPut(createsKey, ""),
-		).Else(elseOps...).Commit()
+		}
+		if isReaped(kind) {
+			thenOps = append(thenOps, clientv3.OpPut(b.keys.reapIndex(name), ""))
+		}
+		r, err := b.kv.Txn(ctx).If(cmps...).Then(thenOps...).Else(elseOps...).Commit()
 		if err != nil {
 			z, err := s.etcdFailure(op, path, err)
 			return "", encoding.Stat{}, z, err
 		}
 		if r.Succeeded {
+			if seq != nil {
+				seq.committed()
+			}
 			rev := r.Header.Revision
 			stat := encoding.Stat{
 				Czxid: encoding.Zxid(rev), Mzxid: encoding.Zxid(rev), Pzxid: encoding.Zxid(rev),
@@ -354,15 +371,21 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 		}
 		parentKV, nodeKV, createsKV := firstKV(r, 0), firstKV(r, 1), firstKV(r, 2)
 		var code encoding.ErrCode
+		var counterMoved bool
+		if seq != nil && parentKV != nil {
+			if counterMoved, err = seq.update(createsKV, firstKV(r, 3)); err != nil {
+				return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+			}
+		}
 		switch {
 		case parentKV == nil:
-			code = encoding.ErrNoNode
-		case counter >= 0 && (createsKV == nil && counter != 0 || createsKV != nil && createsKV.Version != counter):
-			// Another create under the parent took our sequence number: take the next.
-			counter = 0
-			if createsKV != nil {
-				counter = createsKV.Version
+			if seq != nil {
+				seq.forget()
 			}
+			code = encoding.ErrNoNode
+		case counterMoved:
+			// Another create under the parent took our sequence number: take the next.
+			counter = seq.counter()
 			name = sequentialName(path, counter)
 			continue
 		case nodeKV != nil:
@@ -394,16 +417,15 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 		// Every child key has CreateRevision > 0; an empty range compares as 0.
 		clientv3.Compare(clientv3.CreateRevision(b.keys.childrenPrefix(path)), "=", 0).WithPrefix(),
 	}
-	if req.Version != -1 {
-		cmps = append(cmps, clientv3.Compare(clientv3.Version(nodeKey), "=", int64(req.Version)+1))
-	}
+	cmps = append(cmps, b.versionCmps(path, req.Version)...)
 	r, err := b.kv.Txn(ctx).If(cmps...).Then(
 		clientv3.OpDelete(nodeKey),
 		clientv3.OpDelete(b.keys.metaPrefix(path), clientv3.WithPrefix()),
 		clientv3.OpPut(b.keys.childDeletes(parent), ""),
+		clientv3.OpDelete(b.keys.reapIndex(path)), // exists for containers and TTL nodes
 	).Else(
 		clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
-		clientv3.OpPut(b.keys.errorKey(), ""),
+		b.failureOp(path, req.Version),
 	).Commit()
 	if err != nil {
 		return s.etcdFailure("delete", path, err)
@@ -411,6 +433,11 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 	z := s.zxid(r.Header.Revision)
 	if r.Succeeded {
 		return z, nil
+	}
+	if !failureRecorded(r, 1) {
+		// The node's version is offset (etcd_multi.go): the multi engine does the delete.
+		_, z, err := s.slowWrite(ctx, "delete", mop{op: encoding.OpDelete, path: path, version: req.Version, ttl: -1})
+		return z, err
 	}
 	n := firstKV(r, 0)
 	switch {
@@ -434,9 +461,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 	b := s.b
 	nodeKey := b.keys.data(path)
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(nodeKey), ">", 0)}
-	if req.Version != -1 {
-		cmps = append(cmps, clientv3.Compare(clientv3.Version(nodeKey), "=", int64(req.Version)+1))
-	}
+	cmps = append(cmps, b.versionCmps(path, req.Version)...)
 	value := encodeDataValue(req.Data, b.nowMs())
 	r, err := b.kv.Txn(ctx).If(cmps...).Then(
 		clientv3.OpPut(nodeKey, value, clientv3.WithIgnoreLease(), clientv3.WithPrevKV()),
@@ -444,13 +469,21 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 		clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	).Else(
 		clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
-		clientv3.OpPut(b.keys.errorKey(), ""),
+		b.failureOp(path, req.Version),
 	).Commit()
 	if err != nil {
 		z, err := s.etcdFailure("setData", path, err)
 		return nil, z, err
 	}
 	z := s.zxid(r.Header.Revision)
+	if !r.Succeeded && !failureRecorded(r, 1) {
+		// The node's version is offset (etcd_multi.go): the multi engine does the write.
+		res, z, err := s.slowWrite(ctx, "setData", mop{op: encoding.OpSetData, path: path, data: req.Data, version: req.Version, ttl: -1})
+		if err != nil {
+			return nil, z, err
+		}
+		return res.Record.(*encoding.SetDataResponse), z, nil
+	}
 	if !r.Succeeded {
 		if firstKV(r, 0) == nil {
 			return nil, z, encoding.ErrNoNode

@@ -9,14 +9,6 @@ import (
 // Operations whose etcd implementation has not landed yet. Each answers Unimplemented (and the
 // connection stays open); its issue replaces it with the real implementation and deletes it here.
 
-func (s *etcdSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
-	return nil, s.zxid(0), encoding.ErrUnimplemented
-}
-
-func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
-	return nil, s.zxid(0), encoding.ErrUnimplemented
-}
-
 func (s *etcdSession) CreateContainer(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
 	return nil, s.zxid(0), encoding.ErrUnimplemented
 }

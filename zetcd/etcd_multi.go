@@ -1,0 +1,765 @@
+package zetcd
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// The multi engine: multi (14), and the single-op writes whose one-Txn fast path cannot express
+// a change (a node with an offsets key, schema.go). A write multi is two etcd round trips in the
+// common case:
+//
+//  1. One read Txn fetches, at one revision, every node the ops touch (data key, meta keys and
+//     number of children): the op paths and the parents of creates and deletes.
+//  2. The ops are simulated in order on an in-memory overlay of that state with ZooKeeper's
+//     per-op checks (PROTOCOL.md §3.2), so every op sees the effects of the earlier ones. The
+//     outcome is either the failing op and its code, or each op's result and the final state of
+//     every touched node.
+//  3. One commit Txn whose compares pin every key that was read (its ModRevision, 0 for an
+//     absent key; the child-create and child-delete keys of a parent move on every child create
+//     and delete, so they pin its children too) writes the difference between the state read and
+//     the final state, or, for a failed multi, puts the error key so that the failure consumes a
+//     zxid as it does in ZooKeeper. A compare failing means a concurrent write: retry from 1.
+//
+// So a multi is one etcd revision, one zxid for all its ops. A sequential create's name depends
+// on its parent's create counter, so it is not known before the read: the node it names is
+// assumed absent and that is guarded like a read key (and read for real after a conflict).
+
+// zxidNow stands for the commit's revision in the Stats of simulated nodes until it is known.
+const zxidNow encoding.Zxid = -1
+
+// maxMultiAttempts bounds the read-simulate-commit retries of one multi under contention.
+const maxMultiAttempts = 64
+
+// mop is one op of a write multi as ZooKeeper 3.9 decodes it (see parseMulti).
+type mop struct {
+	op      encoding.Op // OpCreate, OpCreate2, OpCreateContainer, OpCreateTTL, OpDelete, OpSetData or OpCheck
+	path    string
+	data    []byte
+	acl     []encoding.ACL
+	flags   encoding.CreateMode
+	ttl     int64 // -1 unless op is OpCreateTTL
+	version int32
+}
+
+// multiRefusal says why ZooKeeper refuses a whole multi request with MarshallingError before
+// looking at the tree, and whether the refusal consumes a zxid.
+type multiRefusal int
+
+const (
+	multiAccepted multiRefusal = iota
+	// multiRefusedTxn: ZooKeeper logs an error txn (one zxid), like a failed write.
+	multiRefusedTxn
+	// multiRefusedEarly: ZooKeeper fails before assigning a zxid.
+	multiRefusedEarly
+)
+
+// parseMulti turns a multi's ops into mops the way ZooKeeper 3.9's MultiOperationRecord does,
+// op by op, which retypes create ops by their flags (checked against ZooKeeper 3.9.6):
+//   - create, create2, createContainer: invalid flags refuse the request (error txn); then a
+//     null ACL list refuses it before any txn; then TTL flags refuse it (error txn); container
+//     flags make a createContainer; else the opcode is kept.
+//   - createTTL: TTL flags keep it; container flags make a createContainer; any other flags
+//     (also invalid ones, which the create checks then refuse) make a plain create, ttl dropped.
+//   - getData, getChildren: a read op among write ops, or a multi of read ops only, refuses the
+//     request (error txn).
+//
+// The first refused op decides.
+func parseMulti(ops []encoding.MultiOp) ([]mop, multiRefusal) {
+	out := make([]mop, 0, len(ops))
+	reads := 0
+	for _, o := range ops {
+		m := mop{op: o.Op, ttl: -1, version: -1}
+		switch r := o.Record.(type) {
+		case *encoding.CreateRequest:
+			switch {
+			case !r.Flags.Valid():
+				return nil, multiRefusedTxn
+			case r.ACL == nil:
+				return nil, multiRefusedEarly
+			case r.Flags.IsTTL():
+				return nil, multiRefusedTxn
+			case r.Flags.IsContainer():
+				m.op = encoding.OpCreateContainer
+			}
+			m.path, m.data, m.acl, m.flags = r.Path, r.Data, r.ACL, r.Flags
+		case *encoding.CreateTTLRequest:
+			m.path, m.data, m.acl, m.flags = r.Path, r.Data, r.ACL, r.Flags
+			switch {
+			case r.Flags.IsTTL():
+				m.ttl = r.TTL
+			case r.Flags.IsContainer():
+				m.op = encoding.OpCreateContainer
+			default:
+				m.op = encoding.OpCreate
+			}
+		case *encoding.DeleteRequest:
+			m.path, m.version = r.Path, r.Version
+		case *encoding.SetDataRequest:
+			m.path, m.data, m.version = r.Path, r.Data, r.Version
+		case *encoding.CheckVersionRequest:
+			m.path, m.version = r.Path, r.Version
+		default: // getData, getChildren
+			if len(out) > 0 {
+				return nil, multiRefusedTxn
+			}
+			reads++
+			continue
+		}
+		if reads > 0 {
+			return nil, multiRefusedTxn
+		}
+		out = append(out, m)
+	}
+	if reads > 0 {
+		return nil, multiRefusedTxn
+	}
+	return out, multiAccepted
+}
+
+// nodeKind is what a create makes, which ZooKeeper decides from the opcode as well as the flags:
+// createContainer makes a container whatever its (non-TTL) flags, createTTL a TTL node, create
+// and create2 a session ephemeral or a persistent node (container flags with opcode create or
+// create2 make a plain persistent node in ZooKeeper 3.9). It is stored as the ACL value's Mode.
+func nodeKind(op encoding.Op, flags encoding.CreateMode) encoding.CreateMode {
+	switch {
+	case op == encoding.OpCreateContainer:
+		return encoding.ModeContainer
+	case op == encoding.OpCreateTTL:
+		return encoding.ModePersistentWithTTL
+	case flags.IsEphemeral():
+		return encoding.ModeEphemeral
+	}
+	return encoding.ModePersistent
+}
+
+// isReaped reports whether nodes of kind have a reap index key.
+func isReaped(kind encoding.CreateMode) bool { return kind.IsContainer() || kind.IsTTL() }
+
+// mnode is one znode in a multi's overlay: the keys read at the read revision, and its state
+// after the ops simulated so far.
+type mnode struct {
+	path string
+	// read is false for a node that was not read (a sequential name): it is assumed absent,
+	// and the commit guards that.
+	read bool
+	// Keys as read (nil if absent) and the offsets value decoded from offsetsKV.
+	dataKV, aclKV, createsKV, deletesKV, offsetsKV *mvccpb.KeyValue
+	offs                                           offsetsValue
+
+	// Simulated state. stat.Cversion is derived from c when a Stat is handed out.
+	exists bool
+	stat   encoding.Stat
+	c      int64 // create counter C
+	data   []byte
+	meta   aclValue
+
+	touched      bool // changed by an op (or a parent of a changed node)
+	created      bool // (re)created by this multi: czxid is the commit's revision
+	dataWrites   int  // setData ops since it was read or created
+	childCreates int  // children created since it was read or created
+	childDeletes int  // children deleted since it was read or created
+}
+
+// statNow returns the node's Stat after the ops simulated so far.
+func (n *mnode) statNow() encoding.Stat {
+	st := n.stat
+	st.Cversion = int32(2*n.c - int64(st.NumChildren))
+	return st
+}
+
+// multiState is a multi's overlay of the tree.
+type multiState struct {
+	keys  keySchema
+	rev   int64
+	nodes map[string]*mnode
+}
+
+// node returns the overlay's node for path; a path that was not read is assumed absent.
+func (m *multiState) node(path string) *mnode {
+	n := m.nodes[path]
+	if n == nil {
+		n = &mnode{path: path}
+		m.nodes[path] = n
+	}
+	return n
+}
+
+// multiReadSet returns the paths a multi's ops need read: the op paths and the parents of
+// creates and deletes. A sequential create's own name is not known yet.
+func multiReadSet(ops []mop, extra []string) []string {
+	set := map[string]bool{}
+	for _, p := range extra {
+		set[p] = true
+	}
+	for _, o := range ops {
+		switch o.op {
+		case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
+			if parent, ok := parentPath(o.path); ok {
+				set[parent] = true
+			}
+			if !o.flags.IsSequential() {
+				set[o.path] = true
+			}
+		case encoding.OpDelete:
+			if parent, ok := parentPath(o.path); ok {
+				set[parent] = true
+			}
+			set[o.path] = true
+		default:
+			set[o.path] = true
+		}
+	}
+	paths := make([]string, 0, len(set))
+	for p := range set {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+// readMultiState reads paths in one Txn and builds the overlay.
+func (b *EtcdBackend) readMultiState(ctx context.Context, paths []string) (*multiState, error) {
+	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4)}
+	if len(paths) == 0 {
+		return m, nil
+	}
+	ops := make([]clientv3.Op, 0, 3*len(paths))
+	for _, p := range paths {
+		ops = append(ops, b.nodeReadOps(p, false)...)
+	}
+	r, err := b.kv.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	m.rev = r.Header.Revision
+	for i, p := range paths {
+		n := &mnode{path: p, read: true, dataKV: firstKV(r, 3*i)}
+		meta := rangeKVs(r, 3*i+1)
+		n.aclKV, n.createsKV, n.deletesKV = b.keys.metaKeys(p, meta)
+		if n.offsetsKV = b.keys.offsetsKV(p, meta); n.offsetsKV != nil {
+			if n.offs, err = decodeOffsetsValue(n.offsetsKV.Value); err != nil {
+				return nil, fmt.Errorf("%s: %w", p, err)
+			}
+		}
+		if n.dataKV != nil {
+			nd, err := b.keys.decodeNode(nodeKVs{path: p, data: n.dataKV, meta: meta, numChildren: rangeCount(r, 3*i+2)})
+			if err != nil {
+				return nil, err
+			}
+			n.exists, n.stat, n.data, n.meta = true, nd.Stat, nd.Data, nd.Meta
+			n.c = n.offs.Creates
+			if n.createsKV != nil {
+				n.c += n.createsKV.Version
+			}
+		}
+		m.nodes[p] = n
+	}
+	return m, nil
+}
+
+// apply simulates one op; a non-zero code means the op fails with it.
+func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding.MultiResult, encoding.ErrCode) {
+	switch o.op {
+	case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
+		return m.create(o, owner, now)
+	case encoding.OpDelete:
+		return m.delete(o)
+	case encoding.OpSetData:
+		if !validatePath(o.path) {
+			return encoding.MultiResult{}, encoding.ErrBadArguments
+		}
+		n := m.node(o.path)
+		if !n.exists {
+			return encoding.MultiResult{}, encoding.ErrNoNode
+		}
+		// ACL: WRITE on the node, once ACLs are enforced.
+		if o.version != -1 && o.version != n.stat.Version {
+			return encoding.MultiResult{}, encoding.ErrBadVersion
+		}
+		n.touched = true
+		n.dataWrites++
+		n.data = o.data
+		n.stat.Version++
+		n.stat.Mzxid, n.stat.Mtime = zxidNow, now
+		n.stat.DataLength = int32(len(o.data))
+		return encoding.MultiResult{Op: encoding.OpSetData, Record: &encoding.SetDataResponse{Stat: n.statNow()}}, 0
+	case encoding.OpCheck:
+		if !validatePath(o.path) {
+			return encoding.MultiResult{}, encoding.ErrBadArguments
+		}
+		n := m.node(o.path)
+		if !n.exists {
+			return encoding.MultiResult{}, encoding.ErrNoNode
+		}
+		// ACL: READ on the node, once ACLs are enforced.
+		if o.version != -1 && o.version != n.stat.Version {
+			return encoding.MultiResult{}, encoding.ErrBadVersion
+		}
+		return encoding.MultiResult{Op: encoding.OpCheck}, 0
+	}
+	return encoding.MultiResult{}, encoding.ErrBadArguments
+}
+
+// create simulates the create variants, with the checks of etcdSession.create in the same order.
+func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encoding.MultiResult, encoding.ErrCode) {
+	mode := o.flags
+	if !mode.Valid() {
+		return encoding.MultiResult{}, encoding.ErrBadArguments
+	}
+	if mode.IsTTL() && (o.ttl <= 0 || o.ttl > maxTTL) || !mode.IsTTL() && o.ttl >= 0 {
+		return encoding.MultiResult{}, encoding.ErrBadArguments
+	}
+	parentP, ok := parentPath(o.path)
+	if !ok || strings.IndexByte(o.path, 0) >= 0 {
+		return encoding.MultiResult{}, encoding.ErrBadArguments
+	}
+	acl, err := fixupACL(o.acl, nil)
+	if err != nil {
+		return encoding.MultiResult{}, encoding.ErrInvalidACL
+	}
+	parent := m.node(parentP)
+	if !parent.exists {
+		return encoding.MultiResult{}, encoding.ErrNoNode
+	}
+	// ACL: CREATE on the parent, once ACLs are enforced.
+	name := o.path
+	if mode.IsSequential() {
+		name = sequentialName(o.path, parent.c)
+	}
+	if !validatePath(name) {
+		return encoding.MultiResult{}, encoding.ErrBadArguments
+	}
+	n := m.node(name)
+	if n.exists {
+		return encoding.MultiResult{}, encoding.ErrNodeExists
+	}
+	if parent.stat.EphemeralOwner != 0 {
+		return encoding.MultiResult{}, encoding.ErrNoChildrenForEphemerals
+	}
+	kind := nodeKind(o.op, mode)
+	var lease encoding.SessionID
+	if kind == encoding.ModeEphemeral {
+		lease = owner
+	}
+	ttl := int64(0)
+	if kind.IsTTL() {
+		ttl = o.ttl
+	}
+	*n = mnode{
+		path: n.path, read: n.read,
+		dataKV: n.dataKV, aclKV: n.aclKV, createsKV: n.createsKV, deletesKV: n.deletesKV, offsetsKV: n.offsetsKV, offs: n.offs,
+		exists: true, touched: true, created: true,
+		data: o.data,
+		meta: aclValue{Ctime: now, Mode: kind, TTL: ttl, ACL: acl},
+		stat: encoding.Stat{
+			Czxid: zxidNow, Mzxid: zxidNow, Pzxid: zxidNow, Ctime: now, Mtime: now,
+			EphemeralOwner: lease, DataLength: int32(len(o.data)),
+		},
+	}
+	parent.touched = true
+	parent.c++
+	parent.childCreates++
+	parent.stat.NumChildren++
+	parent.stat.Pzxid = zxidNow
+	if o.op == encoding.OpCreate {
+		return encoding.MultiResult{Op: encoding.OpCreate, Record: &encoding.CreateResponse{Path: name}}, 0
+	}
+	return encoding.MultiResult{Op: encoding.OpCreate2, Record: &encoding.Create2Response{Path: name, Stat: n.statNow()}}, 0
+}
+
+// delete simulates a delete, with the checks of etcdSession.Delete in ZooKeeper's order.
+func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
+	parentP, ok := parentPath(o.path)
+	if !ok || strings.IndexByte(o.path, 0) >= 0 || isSystemPath(o.path) || o.path == "" {
+		return encoding.MultiResult{}, encoding.ErrBadArguments
+	}
+	parent := m.node(parentP)
+	if !parent.exists {
+		return encoding.MultiResult{}, encoding.ErrNoNode
+	}
+	// ACL: DELETE on the parent, once ACLs are enforced.
+	n := m.node(o.path)
+	if !n.exists {
+		return encoding.MultiResult{}, encoding.ErrNoNode
+	}
+	if o.version != -1 && o.version != n.stat.Version {
+		return encoding.MultiResult{}, encoding.ErrBadVersion
+	}
+	if n.stat.NumChildren > 0 {
+		return encoding.MultiResult{}, encoding.ErrNotEmpty
+	}
+	*n = mnode{
+		path: n.path, read: n.read,
+		dataKV: n.dataKV, aclKV: n.aclKV, createsKV: n.createsKV, deletesKV: n.deletesKV, offsetsKV: n.offsetsKV, offs: n.offs,
+		touched: true,
+	}
+	parent.touched = true
+	parent.childDeletes++
+	parent.stat.NumChildren--
+	parent.stat.Pzxid = zxidNow
+	return encoding.MultiResult{Op: encoding.OpDelete}, 0
+}
+
+func kvModRev(kv *mvccpb.KeyValue) int64 {
+	if kv == nil {
+		return 0
+	}
+	return kv.ModRevision
+}
+
+func kvVersion(kv *mvccpb.KeyValue) int64 {
+	if kv == nil {
+		return 0
+	}
+	return kv.Version
+}
+
+// guards returns the compares that pin the state the simulation started from.
+func (m *multiState) guards() []clientv3.Cmp {
+	paths := make([]string, 0, len(m.nodes))
+	for p := range m.nodes {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	var cmps []clientv3.Cmp
+	for _, p := range paths {
+		n := m.nodes[p]
+		if !n.read {
+			cmps = append(cmps,
+				clientv3.Compare(clientv3.CreateRevision(m.keys.data(p)), "=", 0),
+				clientv3.Compare(clientv3.CreateRevision(m.keys.metaPrefix(p)), "=", 0).WithPrefix())
+			continue
+		}
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.ModRevision(m.keys.data(p)), "=", kvModRev(n.dataKV)),
+			clientv3.Compare(clientv3.ModRevision(m.keys.acl(p)), "=", kvModRev(n.aclKV)),
+			clientv3.Compare(clientv3.ModRevision(m.keys.childCreates(p)), "=", kvModRev(n.createsKV)),
+			clientv3.Compare(clientv3.ModRevision(m.keys.childDeletes(p)), "=", kvModRev(n.deletesKV)),
+			clientv3.Compare(clientv3.ModRevision(m.keys.offsets(p)), "=", kvModRev(n.offsetsKV)))
+	}
+	return cmps
+}
+
+// writes returns the etcd ops that turn the state read into the simulated final state. etcd
+// lets a Txn write a key once, so each key gets at most one op, and where that leaves etcd's
+// counters out of step with ZooKeeper's the offsets key records the difference (schema.go).
+func (m *multiState) writes() []clientv3.Op {
+	paths := make([]string, 0, len(m.nodes))
+	for p, n := range m.nodes {
+		if n.touched {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	var ops []clientv3.Op
+	k := m.keys
+	for _, p := range paths {
+		n := m.nodes[p]
+		if !n.exists {
+			if n.dataKV != nil {
+				// The reap index key exists if the node read was a container or TTL node;
+				// deleting it blindly costs nothing.
+				ops = append(ops, clientv3.OpDelete(k.data(p)), clientv3.OpDelete(k.reapIndex(p)))
+			}
+			if n.aclKV != nil || n.createsKV != nil || n.deletesKV != nil || n.offsetsKV != nil {
+				ops = append(ops, clientv3.OpDelete(k.metaPrefix(p), clientv3.WithPrefix()))
+			}
+			continue
+		}
+		lease := clientv3.LeaseID(n.stat.EphemeralOwner)
+		recreated := n.created && n.dataKV != nil
+
+		// Data key: a created node gets its lease (or none, detaching a recreated node's old
+		// one); a setData keeps the lease.
+		putData := n.created || n.dataWrites > 0
+		if putData {
+			opt := clientv3.WithIgnoreLease()
+			if n.created {
+				opt = clientv3.WithLease(lease)
+			}
+			ops = append(ops, clientv3.OpPut(k.data(p), encodeDataValue(n.data, n.stat.Mtime), opt))
+		}
+		dataVersion := kvVersion(n.dataKV)
+		if putData {
+			dataVersion++
+		}
+		aclVersion := kvVersion(n.aclKV)
+		if n.created {
+			ops = append(ops, clientv3.OpPut(k.acl(p), encodeACLValue(n.meta)))
+			aclVersion++
+		}
+		// A recreated node's old child-create key is put too, so that its counter moves
+		// (sequential creates guard on it) while the offsets key resets C.
+		createsVersion := kvVersion(n.createsKV)
+		if n.childCreates > 0 || n.created && n.createsKV != nil {
+			ops = append(ops, clientv3.OpPut(k.childCreates(p), ""))
+			createsVersion++
+		}
+		if n.childDeletes > 0 {
+			ops = append(ops, clientv3.OpPut(k.childDeletes(p), ""))
+		}
+		want := offsetsValue{
+			Version:  dataVersion - 1 - int64(n.stat.Version),
+			Aversion: aclVersion - 1 + int64(aversionOffset(p)) - int64(n.stat.Aversion),
+			Creates:  n.c - createsVersion,
+		}
+		switch {
+		case recreated:
+			want.Czxid = czxidOwn
+		case n.offs.Czxid == czxidOwn:
+			want.Czxid = n.offsetsKV.ModRevision
+		default:
+			want.Czxid = n.offs.Czxid
+		}
+		// An offsets key written by an earlier recreation keeps its czxid, made explicit if the
+		// key is rewritten (its own ModRevision moves).
+		sameCounters := want.Version == n.offs.Version && want.Aversion == n.offs.Aversion && want.Creates == n.offs.Creates
+		if recreated || !sameCounters {
+			if want == (offsetsValue{}) {
+				ops = append(ops, clientv3.OpDelete(k.offsets(p)))
+			} else {
+				ops = append(ops, clientv3.OpPut(k.offsets(p), encodeOffsetsValue(want), clientv3.WithLease(lease)))
+			}
+		}
+		if n.created {
+			if isReaped(n.meta.Mode) {
+				ops = append(ops, clientv3.OpPut(k.reapIndex(p), ""))
+			} else if recreated {
+				ops = append(ops, clientv3.OpDelete(k.reapIndex(p)))
+			}
+		}
+	}
+	return ops
+}
+
+// patchZxid replaces zxidNow in a Stat by the commit's zxid.
+func patchZxid(st *encoding.Stat, z encoding.Zxid) {
+	for _, f := range []*encoding.Zxid{&st.Czxid, &st.Mzxid, &st.Pzxid} {
+		if *f == zxidNow {
+			*f = z
+		}
+	}
+}
+
+// runMulti executes ops as one transaction at one zxid. On success failed is 0 and results hold
+// each op's result; when an op fails, failed is its code and results are ZooKeeper's error list
+// (0 before it, its code, RuntimeInconsistency after it). err is set only when the request could
+// not be served (etcd unreachable; a vanished session is SessionExpired).
+func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (results []encoding.MultiResult, failed encoding.ErrCode, z encoding.Zxid, err error) {
+	b := s.b
+	if len(ops) == 0 {
+		// Nothing to read or change, but ZooKeeper logs an (empty) multi txn: one zxid.
+		put, err := b.kv.Put(ctx, b.keys.errorKey(), "")
+		if err != nil {
+			z, err := s.etcdFailure(opName, "", err)
+			return nil, 0, z, err
+		}
+		return nil, 0, s.zxid(put.Header.Revision), nil
+	}
+	var unread []string // names guarded as absent that conflicted: read them next time
+	for attempt := 0; attempt < maxMultiAttempts; attempt++ {
+		if attempt >= 2 {
+			// Contention: let the writers ahead of us commit.
+			time.Sleep(time.Duration(rand.IntN(1<<min(attempt, 10))) * 100 * time.Microsecond)
+		}
+		m, err := b.readMultiState(ctx, multiReadSet(ops, unread))
+		if err != nil {
+			z, err := s.etcdFailure(opName, ops[0].path, err)
+			return nil, 0, z, err
+		}
+		now := b.nowMs()
+		results = make([]encoding.MultiResult, len(ops))
+		failedAt := -1
+		for i, o := range ops {
+			res, code := m.apply(o, s.id, now)
+			if code != 0 {
+				failedAt, failed = i, code
+				break
+			}
+			results[i] = res
+		}
+		var then []clientv3.Op
+		if failedAt >= 0 {
+			then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
+		} else {
+			then = m.writes()
+		}
+		r, err := b.kv.Txn(ctx).If(m.guards()...).Then(then...).Commit()
+		if err != nil {
+			z, err := s.etcdFailure(opName, ops[0].path, err)
+			return nil, 0, z, err
+		}
+		if !r.Succeeded {
+			for p, n := range m.nodes {
+				if !n.read {
+					unread = append(unread, p)
+				}
+			}
+			continue
+		}
+		z := s.zxid(r.Header.Revision)
+		if failedAt >= 0 {
+			for i := range results {
+				switch {
+				case i < failedAt:
+					results[i] = encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrOK}
+				case i == failedAt:
+					results[i] = encoding.MultiResult{Op: encoding.OpError, Err: failed}
+				default:
+					results[i] = encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrRuntimeInconsistency}
+				}
+			}
+			return results, failed, z, nil
+		}
+		for i := range results {
+			switch rec := results[i].Record.(type) {
+			case *encoding.Create2Response:
+				patchZxid(&rec.Stat, z)
+			case *encoding.SetDataResponse:
+				patchZxid(&rec.Stat, z)
+			}
+		}
+		return results, 0, z, nil
+	}
+	return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, opName, ops[0].path)
+}
+
+// Multi runs a write multi (14): all ops or none, at one zxid (PROTOCOL.md §3.4). A failed multi
+// is answered with header err 0 and the per-op error list.
+func (s *etcdSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	ops, refused := parseMulti(req.Ops)
+	switch refused {
+	case multiRefusedTxn:
+		z, err := s.fail(ctx, "multi", "", encoding.ErrMarshallingError)
+		return nil, z, err
+	case multiRefusedEarly:
+		return nil, s.zxid(0), encoding.ErrMarshallingError
+	}
+	results, _, z, err := s.runMulti(ctx, "multi", ops)
+	if err != nil {
+		return nil, z, err
+	}
+	return &encoding.MultiResponse{Results: results}, z, nil
+}
+
+// MultiRead runs getData and getChildren ops (22) independently in one read Txn: each op that
+// fails answers its code in place and the others still answer (PROTOCOL.md §3.4). Any other op
+// is MarshallingError, which in ZooKeeper consumes no zxid for multiRead.
+func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	b := s.b
+	var ops []clientv3.Op
+	for _, o := range req.Ops {
+		switch r := o.Record.(type) {
+		case *encoding.GetDataRequest:
+			ops = append(ops, b.nodeReadOps(normalizeReadPath(r.Path), false)...)
+		case *encoding.GetChildrenRequest:
+			p := normalizeReadPath(r.Path)
+			ops = append(ops,
+				clientv3.OpGet(b.keys.data(p), clientv3.WithKeysOnly()),
+				clientv3.OpGet(b.keys.childrenPrefix(p), clientv3.WithPrefix(), clientv3.WithKeysOnly()))
+		default:
+			return nil, s.zxid(0), encoding.ErrMarshallingError
+		}
+	}
+	resp := &encoding.MultiResponse{}
+	if len(ops) == 0 {
+		return resp, s.zxid(0), nil
+	}
+	r, err := b.kv.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		z, err := s.etcdFailure("multiRead", "", err)
+		return nil, z, err
+	}
+	z := s.zxid(r.Header.Revision)
+	noNode := encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}
+	i := 0
+	for _, o := range req.Ops {
+		switch rq := o.Record.(type) {
+		case *encoding.GetDataRequest:
+			p := normalizeReadPath(rq.Path)
+			n, _, ok, err := b.nodeFromOps(p, r, i, false)
+			i += 3
+			if err != nil {
+				return nil, z, fmt.Errorf("session %s: multiRead getData %q: %w", s.id, p, err)
+			}
+			if !ok {
+				resp.Results = append(resp.Results, noNode)
+				continue
+			}
+			resp.Results = append(resp.Results, encoding.MultiResult{Op: encoding.OpGetData, Record: &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}})
+		case *encoding.GetChildrenRequest:
+			p := normalizeReadPath(rq.Path)
+			exists, kvs := firstKV(r, i) != nil, rangeKVs(r, i+1)
+			i += 2
+			if !exists {
+				resp.Results = append(resp.Results, noNode)
+				continue
+			}
+			prefix := b.keys.childrenPrefix(p)
+			children := make([]string, 0, len(kvs))
+			for _, kv := range kvs {
+				children = append(children, childName(kv.Key, prefix))
+			}
+			resp.Results = append(resp.Results, encoding.MultiResult{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenResponse{Children: children}})
+		}
+	}
+	return resp, z, nil
+}
+
+// slowWrite runs one write through the multi engine and answers it as the single op: used when
+// the node carries an offsets key, which the single-op fast path's compares cannot account for.
+func (s *etcdSession) slowWrite(ctx context.Context, opName string, o mop) (encoding.MultiResult, encoding.Zxid, error) {
+	results, failed, z, err := s.runMulti(ctx, opName, []mop{o})
+	if err != nil {
+		return encoding.MultiResult{}, z, err
+	}
+	if failed != 0 {
+		return encoding.MultiResult{}, z, failed
+	}
+	return results[0], z, nil
+}
+
+// versionCmps are the compares of a single-op write that expects the node at version (-1: any).
+// etcd's data Version is version+1 unless a multi left an offsets key on the node, which the
+// compares therefore require absent; failureOp and failureRecorded let the caller tell that
+// case apart and hand the write to the multi engine (slowWrite).
+func (b *EtcdBackend) versionCmps(path string, version int32) []clientv3.Cmp {
+	if version == -1 {
+		return nil
+	}
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.Version(b.keys.data(path)), "=", int64(version)+1),
+		clientv3.Compare(clientv3.CreateRevision(b.keys.offsets(path)), "=", 0),
+	}
+}
+
+// failureOp is the Else op that makes a refused single-op write consume a revision (the error
+// key), except when the node has an offsets key and versionCmps may be what refused it: then
+// it writes nothing.
+func (b *EtcdBackend) failureOp(path string, version int32) clientv3.Op {
+	put := clientv3.OpPut(b.keys.errorKey(), "")
+	if version == -1 {
+		return put
+	}
+	return clientv3.OpTxn(
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(b.keys.offsets(path)), "=", 0)},
+		[]clientv3.Op{put}, nil)
+}
+
+// failureRecorded reports whether the failureOp answered at r.Responses[i] consumed a revision.
+func failureRecorded(r *clientv3.TxnResponse, i int) bool {
+	if t := r.Responses[i].GetResponseTxn(); t != nil {
+		return t.Succeeded
+	}
+	return true
+}
