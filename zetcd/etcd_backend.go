@@ -132,10 +132,15 @@ func (b *EtcdBackend) bootstrap(ctx context.Context) (int64, error) {
 
 // Connect opens or resumes a session (see Backend).
 func (b *EtcdBackend) Connect(ctx context.Context, p ConnectParams) (Session, error) {
+	open := b.resumeSession
 	if p.SessionID == 0 {
-		return b.openSession(ctx, p)
+		open = b.openSession
 	}
-	return b.resumeSession(ctx, p)
+	sess, err := open(ctx, p)
+	if s, ok := sess.(*etcdSession); ok && err == nil {
+		s.remote = p.RemoteAddr
+	}
+	return sess, err
 }
 
 // leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout.

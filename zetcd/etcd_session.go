@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -32,6 +33,8 @@ type etcdSession struct {
 	lastRev int64
 	// watcher holds this connection's watches; released by Detach.
 	watcher *watcher
+	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
+	remote net.Addr
 
 	mu              sync.Mutex
 	cancelKeepAlive context.CancelFunc // nil once detached
