@@ -31,6 +31,10 @@ type EtcdConfig struct {
 	// zetcd serving the session has died, etcd expires the lease after timeout+grace.
 	// Default 2s.
 	LeaseGrace time.Duration
+	// ReapInterval is how often the reaper looks for empty containers and expired TTL nodes to
+	// delete (etcd_reaper.go); one zetcd per cluster and prefix, elected, does it. Default
+	// DefaultReapInterval (ZooKeeper's 60s); negative disables reaping in this process.
+	ReapInterval time.Duration
 
 	// manualWatchFeed (tests only) leaves starting the watch feed to the test.
 	manualWatchFeed bool
@@ -53,6 +57,8 @@ type EtcdBackend struct {
 	cancel  context.CancelFunc
 	// seqs serializes this process's sequential creates per parent (etcd_seq.go).
 	seqs seqCounters
+	// reaper deletes containers and TTL nodes when this process is elected (etcd_reaper.go).
+	reaper reaper
 }
 
 var _ Backend = (*EtcdBackend)(nil)
@@ -97,11 +103,21 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 	if !cfg.manualWatchFeed {
 		go b.runWatchFeed(rev)
 	}
+	if cfg.ReapInterval == 0 {
+		cfg.ReapInterval = DefaultReapInterval
+	}
+	if cfg.ReapInterval > 0 {
+		b.startReaper(ctx, cfg.Client, cfg.ReapInterval)
+	}
 	return b, nil
 }
 
-// Close stops the backend's background work (session keepalives). It does not end sessions.
-func (b *EtcdBackend) Close() { b.cancel() }
+// Close stops the backend's background work (session keepalives, the reaper, which hands its
+// role over). It does not end sessions.
+func (b *EtcdBackend) Close() {
+	b.cancel()
+	b.stopReaper()
+}
 
 func (b *EtcdBackend) nowMs() int64 { return b.nowFn().UnixMilli() }
 

@@ -73,6 +73,8 @@ type Options struct {
 	KV clientv3.KV
 	// Wrap, if set, wraps the backend before the server serves it (decorators, cross-checking).
 	Wrap func(zetcd.Backend) zetcd.Backend
+	// ReapInterval is the backend's EtcdConfig.ReapInterval (0: the default, 60s).
+	ReapInterval time.Duration
 }
 
 // StartZetcdOn starts a zetcd on 127.0.0.1:0 in front of the given etcd, stopped at cleanup.
@@ -82,7 +84,7 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: opts.KV, Logger: log})
+	b, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval})
 	if err != nil {
 		t.Fatal(err)
 	}
