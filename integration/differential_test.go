@@ -125,6 +125,14 @@ func describeReq(r encoding.Record) string {
 	switch r := r.(type) {
 	case *encoding.CreateRequest:
 		return fmt.Sprintf("%q mode %d", r.Path, r.Flags)
+	case *encoding.CreateTTLRequest:
+		return fmt.Sprintf("%q mode %d ttl %d", r.Path, r.Flags, r.TTL)
+	case *encoding.MultiRequest:
+		ops := make([]string, len(r.Ops))
+		for i, o := range r.Ops {
+			ops[i] = fmt.Sprintf("%v %s", o.Op, describeReq(o.Record))
+		}
+		return "[" + strings.Join(ops, "; ") + "]"
 	default:
 		return fmt.Sprintf("%+v", r)
 	}
@@ -174,6 +182,17 @@ func describeResp(r encoding.Record, rel func(encoding.Zxid) string, self encodi
 		return "[" + sorted(r.Children) + "] " + describeStat(r.Stat, rel, self)
 	case *encoding.SyncResponse:
 		return r.Path
+	case *encoding.MultiResponse:
+		results := make([]string, len(r.Results))
+		for i, res := range r.Results {
+			results[i] = fmt.Sprintf("%v %v", res.Op, res.Err)
+			if res.Record != nil {
+				results[i] += " " + describeResp(res.Record, rel, self)
+			}
+		}
+		return "[" + strings.Join(results, "; ") + "]"
+	case *encoding.GetAllChildrenNumberResponse:
+		return fmt.Sprint(r.TotalNumber)
 	}
 	return fmt.Sprintf("%+v", r)
 }
@@ -185,6 +204,90 @@ func TestDifferentialCore(t *testing.T) {
 	results := map[string][]string{}
 	forEachServer(t, func(t *testing.T, addr string) {
 		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, coreScript())
+	})
+	z, zk := results["zetcd"], results["zookeeper"]
+	if z == nil || zk == nil {
+		t.Skip("needs both zetcd and ZooKeeper")
+	}
+	for i := range zk {
+		if z[i] != zk[i] {
+			t.Errorf("step %d differs:\n  zetcd:     %s\n  zookeeper: %s", i, z[i], zk[i])
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		for _, l := range zk {
+			t.Log("zookeeper:", l)
+		}
+	}
+}
+
+// multiScript exercises multi and the 3.5–3.9 operations: every multi shape, success and
+// failure, and the single ops on nodes a multi left behind.
+func multiScript() []step {
+	acl := rawOpenACL
+	multi := func(ops ...encoding.MultiOp) step {
+		return step{encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, newResp[encoding.MultiResponse]()}
+	}
+	multiRead := func(ops ...encoding.MultiOp) step {
+		return step{encoding.OpMultiRead, &encoding.MultiRequest{Ops: ops}, newResp[encoding.MultiResponse]()}
+	}
+	getData := func(path string) encoding.MultiOp {
+		return encoding.MultiOp{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: path}}
+	}
+	createTTL := func(path string, flags encoding.CreateMode, ttl int64) encoding.MultiOp {
+		return encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: path, ACL: acl, Flags: flags, TTL: ttl}}
+	}
+	createContainer := func(path string) encoding.MultiOp {
+		return encoding.MultiOp{Op: encoding.OpCreateContainer, Record: &encoding.CreateRequest{Path: path, ACL: acl, Flags: encoding.ModeContainer}}
+	}
+	single := func(o encoding.MultiOp, resp func() encoding.Record) step {
+		return step{o.Op, o.Record, resp}
+	}
+	get := func(path string) step {
+		return step{encoding.OpGetData, &encoding.GetDataRequest{Path: path}, newResp[encoding.GetDataResponse]()}
+	}
+	return []step{
+		single(opCreate("/t", []byte("t"), 0), newResp[encoding.CreateResponse]()),
+		multi(opCreate("/t/a", []byte("x"), 0), opCreate2("/t/b", nil, 0), opSetData("/t", []byte("y"), 0), opCheck("/t", 1)),
+		multi(opCreate("/t/c", nil, 0), opCheck("/t", 5), opDelete("/t/a", -1)),
+		multi(opCheck("/nope", -1)),
+		multi(opCreate("/t/c", nil, 0), opCreate("/t/c", nil, 0)),
+		multi(),
+		multi(opCreate("/t/s-", nil, encoding.ModePersistentSequential), opCreate2("/t/s-", []byte("e"), encoding.ModeEphemeralSequential), opCreate("/t/", nil, encoding.ModePersistentSequential)),
+		multi(opCreate("/t/k", nil, encoding.ModeEphemeral), opSetData("/t/k", []byte("reg"), 0)),
+		single(opSetData("/t/k", []byte("v0"), 0), newResp[encoding.SetDataResponse]()),
+		single(opSetData("/t/k", []byte("v2"), 1), newResp[encoding.SetDataResponse]()),
+		get("/t/k"),
+		multi(opSetData("/t/b", []byte("1"), -1), opSetData("/t/b", []byte("2"), -1), opSetData("/t/b", []byte("3"), 2)),
+		multi(opDelete("/t/b", 3), opCreate2("/t/b", []byte("new"), 0)),
+		get("/t/b"),
+		single(opSetData("/t/b", nil, 0), newResp[encoding.SetDataResponse]()),
+		single(opDelete("/t/b", 0), nil),
+		single(opDelete("/t/b", 1), nil),
+		multi(opDelete("/t/a", -1), opDelete("/t/a", -1)),
+		multi(opCreate("/t/r", nil, 0), getData("/t")),
+		multiRead(getData("/t"), encoding.MultiOp{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/nope"}}, getData("/t/k")),
+		multi(createContainer("/t/cc"), opCreate("/t/cc/x", nil, 0), opDelete("/t/cc/x", -1)),
+		multi(createTTL("/t/ttl", encoding.ModePersistentWithTTL, 100000), createTTL("/t/ttl0", encoding.ModePersistentWithTTL, 0)),
+		multi(createTTL("/t/ttl", encoding.ModePersistentWithTTL, 100000), createTTL("/t/p", 0, 10), createTTL("/t/ttl-", encoding.ModePersistentSequentialWithTTL, 5)),
+		single(createContainer("/t/c2"), newResp[encoding.Create2Response]()),
+		single(createTTL("/t/ttl2", encoding.ModePersistentWithTTL, 100000), newResp[encoding.Create2Response]()),
+		single(createTTL("/t/ttl3", 0, 100), newResp[encoding.Create2Response]()),
+		multi(opDelete("/zookeeper", -1)),
+		multi(opCreate("/t/s-", nil, encoding.ModePersistentSequential), opDelete("/t", -1)),
+		{encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: "/t"}, newResp[encoding.GetChildren2Response]()},
+		{encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: "/t"}, newResp[encoding.GetAllChildrenNumberResponse]()},
+		{encoding.OpReconfig, &encoding.ReconfigRequest{CurConfigID: -1}, newResp[encoding.GetDataResponse]()},
+		{encoding.OpExists, &encoding.ExistsRequest{Path: "/"}, newResp[encoding.ExistsResponse]()},
+	}
+}
+
+// TestDifferentialMulti runs multiScript against zetcd and ZooKeeper and requires the same
+// answers, as TestDifferentialCore does.
+func TestDifferentialMulti(t *testing.T) {
+	results := map[string][]string{}
+	forEachServer(t, func(t *testing.T, addr string) {
+		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, multiScript())
 	})
 	z, zk := results["zetcd"], results["zookeeper"]
 	if z == nil || zk == nil {

@@ -178,6 +178,65 @@ func TestEtcdRoundTrips(t *testing.T) {
 		}
 		return err
 	})
+
+	// Multi: one read Txn and one guarded commit (etcd_multi.go).
+	create := func(path string, flags encoding.CreateMode) encoding.MultiOp {
+		return encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: path, ACL: openACL, Flags: flags}}
+	}
+	multi := func(ops ...encoding.MultiOp) func() error {
+		return func() error {
+			_, _, err := s.Multi(ctx, &encoding.MultiRequest{Ops: ops})
+			return err
+		}
+	}
+	count("multi (broker registration)", 2, multi(
+		create("/a/broker", encoding.ModeEphemeral),
+		encoding.MultiOp{Op: encoding.OpSetData, Record: &encoding.SetDataRequest{Path: "/a/broker", Data: []byte("b"), Version: 0}}))
+	count("multi (failed check)", 2, multi(
+		encoding.MultiOp{Op: encoding.OpCheck, Record: &encoding.CheckVersionRequest{Path: "/a", Version: 9}},
+		create("/a/x", 0)))
+	count("multi (sequential)", 2, multi(create("/a/m-", encoding.ModePersistentSequential), create("/a/m-", encoding.ModePersistentSequential)))
+	count("multi (empty)", 1, multi())
+	count("multiRead", 1, func() error {
+		_, _, err := s.MultiRead(ctx, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+			{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/a"}},
+			{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/a"}},
+		}})
+		return err
+	})
+	// A sequential create under a parent whose counter this process has cached (etcd_seq.go)
+	// is one.
+	seq := func() error {
+		_, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a/m-", ACL: openACL, Flags: encoding.ModePersistentSequential})
+		return err
+	}
+	count("create sequential (cached counter moved by the multi)", 2, seq)
+	count("create sequential (cached counter)", 1, seq)
+	// A versioned write to a node a multi left with an offsets key: the fast path's guard
+	// fails without consuming a revision, then the multi engine's two.
+	count("setData (offset version)", 3, func() error {
+		_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/a/broker", Data: []byte("c"), Version: 1})
+		return err
+	})
+	count("createContainer", 1, func() error {
+		_, _, err := s.CreateContainer(ctx, &encoding.CreateRequest{Path: "/a/c", ACL: openACL, Flags: encoding.ModeContainer})
+		return err
+	})
+	count("createTTL", 1, func() error {
+		_, _, err := s.CreateTTL(ctx, &encoding.CreateTTLRequest{Path: "/a/t", ACL: openACL, Flags: encoding.ModePersistentWithTTL, TTL: 1000})
+		return err
+	})
+	count("getAllChildrenNumber", 1, func() error {
+		_, _, err := s.GetAllChildrenNumber(ctx, &encoding.GetAllChildrenNumberRequest{Path: "/"})
+		return err
+	})
+	count("reconfig (ReconfigDisabled)", 1, func() error {
+		_, _, err := s.Reconfig(ctx, &encoding.ReconfigRequest{})
+		if errors.Is(err, encoding.ErrReconfigDisabled) {
+			return nil
+		}
+		return err
+	})
 }
 
 // TestEtcdStats checks the Stat arithmetic of PROTOCOL.md §4.1 directly on the backend.
