@@ -68,6 +68,8 @@ type clientConn struct {
 
 	end      atomic.Int32 // endReason; raised by setEnd
 	graceful atomic.Bool  // an answer was sent before closing: half-close and linger (closeSocket)
+	draining atomic.Bool  // set by drain (Server.Shutdown): read no more, answer what was read, close
+	st       connStats    // this connection's counters (stat, cons, crst)
 
 	// Set by runSession before the executor and writer start; read-only afterwards.
 	sess    Session
@@ -105,7 +107,7 @@ func newClientConn(s *Server, nc net.Conn) *clientConn {
 		remote = a.String()
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &clientConn{
+	c := &clientConn{
 		s:       s,
 		nc:      nc,
 		remote:  remote,
@@ -116,6 +118,8 @@ func newClientConn(s *Server, nc net.Conn) *clientConn {
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	c.st.reset()
+	return c
 }
 
 // setEnd raises the connection's end reason to r.
@@ -152,12 +156,13 @@ func (c *clientConn) isClosing() bool {
 	}
 }
 
-// armRead sets the read deadline d from now and reports whether the connection is still open.
-// Checking closing after setting the deadline guarantees that a concurrent shutdown is never
-// overridden: either it is seen here, or its past deadline is set after ours.
+// armRead sets the read deadline d from now and reports whether the connection is still open
+// and not draining. Checking closing (and draining) after setting the deadline guarantees that
+// a concurrent shutdown (or drain) is never overridden: either it is seen here, or its past
+// deadline is set after ours.
 func (c *clientConn) armRead(d time.Duration) bool {
 	c.nc.SetReadDeadline(time.Now().Add(d))
-	return !c.isClosing()
+	return !c.isClosing() && !c.isDraining()
 }
 
 // armWrite is armRead for writes.
@@ -221,7 +226,8 @@ func (c *clientConn) serve() {
 		c.logHandshakeError("read connect request", err)
 		return
 	}
-	c.s.stats.received.Add(1)
+	c.countReceived(4 + len(frame))
+	c.s.stats.handshakes.Add(1)
 	var req encoding.ConnectRequest
 	if err := encoding.DecodeRecord(frame, &req); err != nil {
 		c.log.Warn("bad connect request; closing the connection", zap.Error(fmt.Errorf("decode connect request: %w", err)))
@@ -237,7 +243,7 @@ func (c *clientConn) serve() {
 
 func (c *clientConn) logHandshakeError(step string, err error) {
 	switch {
-	case c.isClosing(), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	case c.isClosing(), c.isDraining(), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		// Closed by us, or a client that connected and left (port probes, health checks).
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Info("no connect request in time; closing the connection", zap.Duration("timeout", handshakeTimeout))
@@ -289,11 +295,12 @@ func (c *clientConn) writeHandshake(resp *encoding.ConnectResponse) {
 	if !c.armWrite(handshakeTimeout) {
 		return
 	}
-	if _, err := encoding.WriteFrame(c.nc, nil, resp); err != nil {
+	buf, err := encoding.WriteFrame(c.nc, nil, resp)
+	if err != nil {
 		c.log.Info("write connect response failed", zap.Error(fmt.Errorf("write connect response: %w", err)))
 		return
 	}
-	c.s.stats.sent.Add(1)
+	c.countSent(len(buf))
 	c.graceful.Store(true)
 }
 
@@ -315,6 +322,7 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 		sess.Detach()
 		return
 	}
+	c.st.established.Store(time.Now().UnixMilli())
 	c.reqCh = make(chan *pendingRequest, maxOutstanding)
 	c.execDone = make(chan struct{})
 	c.out = newOutQueue()
@@ -374,7 +382,7 @@ func (c *clientConn) runReader() {
 		}
 		now := time.Now()
 		c.lastActivity.Store(now.UnixNano())
-		c.s.stats.received.Add(1)
+		c.countReceived(4 + len(frame))
 
 		r := &pendingRequest{received: now}
 		if err := encoding.DecodeRecord(frame, &r.hdr); err != nil {
@@ -390,11 +398,11 @@ func (c *clientConn) runReader() {
 			continue
 		}
 		parseRequestBody(r, frame[encoding.RequestHeaderSize:])
-		c.s.stats.outstanding.Add(1)
+		c.addOutstanding(1)
 		select {
 		case c.reqCh <- r:
 		case <-c.closing:
-			c.s.stats.outstanding.Add(-1)
+			c.addOutstanding(-1)
 			return
 		}
 	}
@@ -405,6 +413,9 @@ func (c *clientConn) readFailed(err error) {
 	switch {
 	case c.isClosing():
 		// We shut the connection down; the error is the past deadline.
+	case c.isDraining():
+		// Server.Shutdown: stop reading; teardown answers what was read and detaches.
+		c.log.Debug("draining: stopped reading requests")
 	case errors.Is(err, io.EOF):
 		c.log.Debug("client closed the connection")
 		c.eof = true
@@ -535,7 +546,7 @@ func (c *clientConn) runWriter() {
 					c.writeFailed(err)
 					return
 				}
-				c.s.stats.sent.Add(1)
+				c.countSent(len(buf))
 			}
 			if f.closeAfter {
 				if !c.armWrite(c.timeout) {
@@ -569,10 +580,10 @@ func (c *clientConn) writeFailed(err error) {
 // settling, for an expired session).
 func (c *clientConn) teardown() {
 	reqClosed := false
-	if c.eof && !c.isClosing() {
-		// The client closed its side after sending: what it sent before still takes effect,
-		// in order (as in ZooKeeper, where a request read is a request submitted), and the
-		// replies are flushed in case the client only half-closed.
+	if (c.eof || c.isDraining()) && !c.isClosing() {
+		// The client closed its side after sending, or the server is draining: what was read
+		// still takes effect, in order (as in ZooKeeper, where a request read is a request
+		// submitted), and the replies are flushed before the connection closes.
 		close(c.reqCh)
 		reqClosed = true
 		<-c.execDone
@@ -586,7 +597,7 @@ func (c *clientConn) teardown() {
 	<-c.execDone
 	<-c.writerDone
 	for range c.reqCh { // left behind by an executor that stopped early
-		c.s.stats.outstanding.Add(-1)
+		c.addOutstanding(-1)
 	}
 	if c.endReason() == endExpired {
 		c.closeSocket() // ZooKeeper closes the connection, then ends the session

@@ -147,7 +147,7 @@ func (c *clientConn) runExecutor() {
 	defer close(c.execDone)
 	defer c.recoverPanic("executor")
 	for r := range c.reqCh {
-		c.s.stats.outstanding.Add(-1)
+		c.addOutstanding(-1)
 		if c.ctx.Err() != nil {
 			continue
 		}
@@ -181,7 +181,7 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 		c.log.Warn("reply sent without waiting for its watch events", zap.Stringer("op", op),
 			zap.Error(fmt.Errorf("session %v: await events <= %v: %w", c.id, zxid, werr)))
 	}
-	c.s.stats.observeLatency(time.Since(r.received))
+	c.observeRequest(r, zxid, err)
 	if err != nil {
 		if code, ok := errCode(err); ok {
 			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}})
@@ -207,7 +207,7 @@ func (c *clientConn) closeSession(r *pendingRequest) bool {
 	ctx, cancel := context.WithTimeout(c.s.ctx, lifecycleTimeout)
 	zxid, err := c.sess.Close(ctx)
 	cancel()
-	c.s.stats.observeLatency(time.Since(r.received))
+	c.observeRequest(r, zxid, err)
 	if err != nil {
 		if code, ok := errCode(err); ok {
 			c.log.Warn("closeSession refused", zap.Stringer("code", code))

@@ -21,7 +21,8 @@
 //	ln, _ := net.Listen("tcp", "127.0.0.1:2181")
 //	go srv.Serve(ln)
 //	...
-//	srv.Close() // detaches sessions; clients resume them on another zetcd
+//	srv.Shutdown(ctx) // drains: answers what was read, then detaches sessions
+//	srv.Close()       // stops at once; also detaches sessions
 //
 // # Goroutines and ownership
 //
@@ -64,6 +65,8 @@
 //   - A session resumed here while another connection still serves it: that connection is
 //     closed (its Session only detached) before the new one is answered.
 //   - Server.Close: every Session is detached, none expired.
+//   - Server.Shutdown (drain.go): each connection stops reading, executes and answers what it
+//     has read, then closes; its Session is detached, none expired. Clients resume elsewhere.
 //
 // Life-cycle calls (Close, Expire, Detach) of a Session never run concurrently with its Handler
 // methods: Close is made by the executor itself, Expire and Detach only once the executor has

@@ -47,6 +47,7 @@ func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout
 		events = discardEvents{}
 	}
 	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, watcher: newWatcher(events)}
+	s.watcher.session = id
 	ctx, cancel := context.WithCancel(b.bgCtx)
 	s.cancelKeepAlive = cancel
 	ch, err := b.lease.KeepAlive(ctx, clientv3.LeaseID(id))

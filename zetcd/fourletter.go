@@ -1,29 +1,121 @@
 package zetcd
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
 )
 
+// Four-letter words (PROTOCOL.md §9): a fresh connection whose first four bytes spell a command
+// gets plain text in ZooKeeper 3.9's exact format, then the connection is closed. Labels, keys
+// and line order are ZooKeeper's, so that its tools (zkServer.sh status, kazoo's
+// server_version, Solr's and HBase's status pages, Prometheus exporters scraping mntr) read
+// zetcd as they read ZooKeeper; values are zetcd's. Numbers about the tree and the watches come
+// from the backend's StatsSource; no command reads the whole tree more than once, and only
+// mntr and dump read it at all.
+
+// DefaultFourLetterWords are the words answered when Config.FourLetterWords is nil. ZooKeeper
+// 3.5+ answers only srvr by default; zetcd answers the read-only, cheap-enough set its users'
+// tools rely on. srvr is answered whatever the list says, as in ZooKeeper.
+var DefaultFourLetterWords = []string{"ruok", "srvr", "stat", "mntr", "conf", "envi", "isro", "cons", "wchs", "dirs"}
+
 // fourLetterCommands maps each four-letter word zetcd answers to the function producing its
-// output (PROTOCOL.md §9). Every other word encoding.FourLetterWord recognises is answered as
-// ZooKeeper answers a command outside its whitelist. Adding a command means adding a row.
-var fourLetterCommands = map[string]func(*Server) string{
-	"ruok": func(*Server) string { return "imok" },
-	"isro": func(*Server) string { return "rw" }, // zetcd is never read-only
-	"srvr": (*Server).srvr,
+// output. A word outside the whitelist, or one ZooKeeper knows and zetcd does not answer
+// (stmk, hash), gets ZooKeeper's refusal sentence. Adding a command means adding a row.
+var fourLetterCommands = map[string]func(*fourLetterRun) string{
+	"ruok": func(*fourLetterRun) string { return "imok" },
+	"isro": func(*fourLetterRun) string { return "rw" }, // zetcd is never read-only
+	"gtmk": func(*fourLetterRun) string { return strconv.Itoa(traceMask) },
+	"srvr": (*fourLetterRun).srvr,
+	"stat": (*fourLetterRun).stat,
+	"mntr": (*fourLetterRun).mntr,
+	"conf": (*fourLetterRun).conf,
+	"envi": (*fourLetterRun).envi,
+	"cons": (*fourLetterRun).cons,
+	"crst": (*fourLetterRun).crst,
+	"srst": (*fourLetterRun).srst,
+	"wchs": (*fourLetterRun).wchs,
+	"wchc": (*fourLetterRun).wchc,
+	"wchp": (*fourLetterRun).wchp,
+	"dump": (*fourLetterRun).dump,
+	"dirs": (*fourLetterRun).dirs,
+}
+
+const (
+	// fourLetterTimeout bounds the backend requests of one four-letter word.
+	fourLetterTimeout = 5 * time.Second
+	// traceMask is what gtmk answers: ZooKeeper's default trace mask. zetcd has no tracing.
+	traceMask = 306
+	// notServing is ZooKeeper's answer when it cannot serve (here: the backend is unreachable).
+	notServing = "This ZooKeeper instance is not currently serving requests\n"
+)
+
+// ParseFourLetterWords parses a comma-separated whitelist ("ruok, srvr", or "*" for every
+// word). It rejects words zetcd does not answer, so that a typo does not silently disable one.
+func ParseFourLetterWords(s string) ([]string, error) {
+	var words []string
+	for _, w := range strings.Split(s, ",") {
+		w = strings.ToLower(strings.TrimSpace(w))
+		if w == "" {
+			continue
+		}
+		if _, ok := fourLetterCommands[w]; !ok && w != "*" {
+			known := make([]string, 0, len(fourLetterCommands))
+			for k := range fourLetterCommands {
+				known = append(known, k)
+			}
+			sort.Strings(known)
+			return nil, fmt.Errorf("unknown four-letter word %q (known: %s, or * for all)", w, strings.Join(known, ", "))
+		}
+		words = append(words, w)
+	}
+	return words, nil
+}
+
+// fourLetterWhitelist returns the set of words answered for a Config.FourLetterWords value.
+func fourLetterWhitelist(words []string) map[string]bool {
+	if words == nil {
+		words = DefaultFourLetterWords
+	}
+	set := map[string]bool{"srvr": true}
+	for _, w := range words {
+		if w == "*" {
+			for k := range fourLetterCommands {
+				set[k] = true
+			}
+			continue
+		}
+		set[w] = true
+	}
+	return set
 }
 
 // fourLetterWord answers cmd, read in place of the first frame length; the connection is
 // closed afterwards.
 func (c *clientConn) fourLetterWord(cmd string) {
+	c.countReceived(4)
 	var out string
-	if f, ok := fourLetterCommands[cmd]; ok {
-		out = f(c.s)
+	if f, ok := fourLetterCommands[cmd]; ok && c.s.fourLetter[cmd] {
+		ctx, cancel := context.WithTimeout(c.ctx, fourLetterTimeout)
+		out = f(&fourLetterRun{s: c.s, c: c, ctx: ctx})
+		cancel()
 	} else {
 		out = cmd + " is not executed because it is not in the whitelist.\n"
 	}
@@ -38,21 +130,589 @@ func (c *clientConn) fourLetterWord(cmd string) {
 	c.graceful.Store(true)
 }
 
-// srvr formats the srvr output as ZooKeeper 3.9 does.
-func (s *Server) srvr() string {
+// fourLetterRun is one four-letter word being answered on connection c.
+type fourLetterRun struct {
+	s   *Server
+	c   *clientConn
+	ctx context.Context
+}
+
+func (r *fourLetterRun) log(what string, err error) {
+	r.c.log.Warn("four-letter word: backend stats unavailable", zap.String("stats", what), zap.Error(err))
+}
+
+// backendStats asks the StatsSource for the cheap numbers; ok is false if it failed (the
+// server then answers notServing). Without a StatsSource the numbers are zero.
+func (r *fourLetterRun) backendStats() (BackendStats, bool) {
+	var st BackendStats
+	if r.s.statsSrc != nil {
+		var err error
+		if st, err = r.s.statsSrc.Stats(r.ctx); err != nil {
+			r.log("stats", err)
+			return st, false
+		}
+	}
+	st.Zxid = max(st.Zxid, encoding.Zxid(r.s.stats.maxZxid.Load()))
+	return st, true
+}
+
+// treeStats is backendStats for the tree scan.
+func (r *fourLetterRun) treeStats() (TreeStats, bool) {
+	ts := TreeStats{Ephemerals: map[encoding.SessionID][]string{}}
+	if r.s.statsSrc != nil {
+		var err error
+		if ts, err = r.s.statsSrc.TreeStats(r.ctx); err != nil {
+			r.log("tree", err)
+			return ts, false
+		}
+	}
+	return ts, true
+}
+
+func (r *fourLetterRun) watches() watchSummary {
+	if r.s.statsSrc == nil {
+		return summarizeWatches(nil)
+	}
+	return summarizeWatches(r.s.statsSrc.Watches())
+}
+
+// fullVersion is the version as ZooKeeper prints it: "<version>, built on <date> UTC".
+func (s *Server) fullVersion() string {
+	return s.cfg.Version + ", built on " + buildDate()
+}
+
+// buildDate is when this binary was built: the VCS commit time stamped by the Go toolchain, or
+// else the executable's modification time, as "2006-01-02 15:04 UTC".
+var buildDate = sync.OnceValue(func() string {
+	t := time.Now()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.time" {
+				if vt, err := time.Parse(time.RFC3339, s.Value); err == nil {
+					return vt.UTC().Format("2006-01-02 15:04") + " UTC"
+				}
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		if fi, err := os.Stat(exe); err == nil {
+			t = fi.ModTime()
+		}
+	}
+	return t.UTC().Format("2006-01-02 15:04") + " UTC"
+})
+
+// srvrBody is srvr's output after its version line.
+func (r *fourLetterRun) srvrBody(st BackendStats) string {
+	s := r.s
 	minMs, avgMs, maxMs := s.stats.latency()
 	var b strings.Builder
-	fmt.Fprintf(&b, "Zookeeper version: %s\n", s.cfg.Version)
-	fmt.Fprintf(&b, "Latency min/avg/max: %d/%s/%d\n", minMs, javaDouble(avgMs), maxMs)
+	fmt.Fprintf(&b, "Latency min/avg/max: %d/%s/%d\n", minMs, javaDouble(round4(avgMs)), maxMs)
 	fmt.Fprintf(&b, "Received: %d\n", s.stats.received.Load())
 	fmt.Fprintf(&b, "Sent: %d\n", s.stats.sent.Load())
 	fmt.Fprintf(&b, "Connections: %d\n", s.numConnections())
 	fmt.Fprintf(&b, "Outstanding: %d\n", s.stats.outstanding.Load())
-	fmt.Fprintf(&b, "Zxid: 0x%s\n", strconv.FormatUint(uint64(s.stats.maxZxid.Load()), 16))
+	fmt.Fprintf(&b, "Zxid: 0x%s\n", strconv.FormatUint(uint64(st.Zxid), 16))
 	b.WriteString("Mode: standalone\n")
-	b.WriteString("Node count: 0\n") // TODO: ask the backend once it can count znodes cheaply
+	fmt.Fprintf(&b, "Node count: %d\n", st.NodeCount)
 	return b.String()
 }
+
+func (r *fourLetterRun) srvr() string {
+	st, ok := r.backendStats()
+	if !ok {
+		return notServing
+	}
+	return "Zookeeper version: " + r.s.fullVersion() + "\n" + r.srvrBody(st)
+}
+
+// stat is srvr with the connections (brief) after the version line.
+func (r *fourLetterRun) stat() string {
+	st, ok := r.backendStats()
+	if !ok {
+		return notServing
+	}
+	var b strings.Builder
+	b.WriteString("Zookeeper version: " + r.s.fullVersion() + "\n")
+	b.WriteString("Clients:\n")
+	for _, c := range r.s.connList() {
+		c.writeConnInfo(&b, true)
+	}
+	b.WriteString("\n")
+	b.WriteString(r.srvrBody(st))
+	return b.String()
+}
+
+// cons lists every connection in full, then a blank line.
+func (r *fourLetterRun) cons() string {
+	var b strings.Builder
+	for _, c := range r.s.connList() {
+		c.writeConnInfo(&b, false)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func (r *fourLetterRun) crst() string {
+	for _, c := range r.s.connList() {
+		c.st.reset()
+	}
+	return "Connection stats reset.\n"
+}
+
+func (r *fourLetterRun) srst() string {
+	r.s.stats.reset()
+	return "Server stats reset.\n"
+}
+
+// connList returns the open connections, sorted by remote address.
+func (s *Server) connList() []*clientConn {
+	s.mu.Lock()
+	out := make([]*clientConn, 0, len(s.conns))
+	for c := range s.conns {
+		out = append(out, c)
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].remote < out[j].remote })
+	return out
+}
+
+// hasSession reports whether the connection serves a session; c.id and c.timeout may be read
+// once it does (they are written before established is stored).
+func (c *clientConn) hasSession() bool { return c.st.established.Load() != 0 }
+
+// writeConnInfo writes one connection's line of stat (brief) or cons, in ZooKeeper's shape:
+//
+//	/127.0.0.1:51234[1](queued=0,recved=12,sent=12[,sid=0x…,lop=GETD,est=…,to=30000,lcxid=0x…,lzxid=0x…,lresp=…,llat=0,minlat=0,avglat=0,maxlat=3])
+//
+// The number in brackets is what ZooKeeper shows of the socket's interest set: 1 (reading)
+// once a session is served, 0 before.
+func (c *clientConn) writeConnInfo(b *strings.Builder, brief bool) {
+	st := &c.st
+	interest := 0
+	if c.hasSession() {
+		interest = 1
+	}
+	fmt.Fprintf(b, " /%s[%d](queued=%d,recved=%d,sent=%d", c.remote, interest, st.queued.Load(), st.received.Load(), st.sent.Load())
+	if !brief && c.hasSession() {
+		lop := "NA"
+		if op := st.lastOp.Load(); op != 0 {
+			lop = lastOpName(encoding.Op(op - 1))
+		}
+		fmt.Fprintf(b, ",sid=%s,lop=%s,est=%d,to=%d", hex64(int64(c.id)), lop, st.established.Load(), c.timeout.Milliseconds())
+		if cxid := st.lastCxid.Load(); cxid >= 0 {
+			fmt.Fprintf(b, ",lcxid=%s", hex64(cxid))
+		}
+		minLat := st.latMin.Load()
+		if minLat == math.MaxInt64 {
+			minLat = 0
+		}
+		var avgLat int64
+		if n := st.latCount.Load(); n > 0 {
+			avgLat = st.latTotal.Load() / n
+		}
+		fmt.Fprintf(b, ",lzxid=%s,lresp=%d,llat=%d,minlat=%d,avglat=%d,maxlat=%d",
+			hex64(st.lastZxid.Load()), st.lastResp.Load(), st.latLast.Load(), minLat, avgLat, st.latMax.Load())
+	}
+	b.WriteString(")\n")
+}
+
+// hex64 formats v as ZooKeeper's "0x" + Long.toHexString: no padding, two's complement for
+// negative values.
+func hex64(v int64) string { return "0x" + strconv.FormatUint(uint64(v), 16) }
+
+// lastOpName is the four-letter operation name cons shows for the last request of a connection
+// (ZooKeeper's names; "NA" for requests it names none for).
+func lastOpName(op encoding.Op) string {
+	switch op {
+	case encoding.OpCloseSession:
+		return "CLOS"
+	case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
+		return "CREA"
+	case encoding.OpDelete, encoding.OpDeleteContainer:
+		return "DELE"
+	case encoding.OpExists:
+		return "EXIS"
+	case encoding.OpGetData:
+		return "GETD"
+	case encoding.OpSetData:
+		return "SETD"
+	case encoding.OpGetACL:
+		return "GETA"
+	case encoding.OpSetACL:
+		return "SETA"
+	case encoding.OpGetChildren, encoding.OpGetChildren2:
+		return "GETC"
+	case encoding.OpSync:
+		return "SYNC"
+	case encoding.OpPing:
+		return "PING"
+	case encoding.OpCheck:
+		return "CHEC"
+	case encoding.OpMulti:
+		return "MULT"
+	case encoding.OpReconfig:
+		return "RECO"
+	case encoding.OpCheckWatches:
+		return "CHKW"
+	case encoding.OpRemoveWatches:
+		return "REMW"
+	case encoding.OpMultiRead:
+		return "MLTR"
+	case encoding.OpSetWatches:
+		return "SETW"
+	case encoding.OpGetEphemerals:
+		return "GETE"
+	case encoding.OpGetAllChildrenNumber:
+		return "GETACN"
+	case encoding.OpSetWatches2:
+		return "STW2"
+	case encoding.OpAddWatch:
+		return "ADDW"
+	case encoding.OpWhoAmI:
+		return "HOMI"
+	}
+	return "NA"
+}
+
+// mntr lists ZooKeeper 3.9's gauges, in its order, then the counters zetcd has a meaning for.
+// It reads the tree once (ephemerals, data size).
+func (r *fourLetterRun) mntr() string {
+	st, ok := r.backendStats()
+	if !ok {
+		return notServing
+	}
+	ts, ok := r.treeStats()
+	if !ok {
+		return notServing
+	}
+	s := r.s
+	w := r.watches()
+	minMs, avgMs, maxMs := s.stats.latency()
+	last, smallest, largest := s.stats.responseSizes()
+	var b strings.Builder
+	kv := func(k string, v any) {
+		if f, ok := v.(float64); ok {
+			v = javaDouble(f)
+		}
+		fmt.Fprintf(&b, "zk_%s\t%v\n", k, v)
+	}
+	kv("version", s.fullVersion())
+	kv("server_state", "standalone")
+	kv("ephemerals_count", ts.EphemeralCount)
+	kv("num_alive_connections", s.numConnections())
+	kv("avg_latency", round4(avgMs))
+	kv("outstanding_requests", s.stats.outstanding.Load())
+	kv("znode_count", st.NodeCount)
+	kv("global_sessions", st.Sessions)
+	kv("non_mtls_remote_conn_count", 0)
+	kv("last_client_response_size", last)
+	kv("packets_sent", s.stats.sent.Load())
+	kv("packets_received", s.stats.received.Load())
+	kv("max_client_response_size", largest)
+	kv("connection_drop_probability", 0.0)
+	kv("watch_count", w.total)
+	kv("auth_failed_count", s.stats.authFailed.Load())
+	kv("min_latency", minMs)
+	open, limit, fdOK := fileDescriptors()
+	if fdOK {
+		kv("max_file_descriptor_count", limit)
+	}
+	kv("approximate_data_size", ts.ApproximateDataSize)
+	if fdOK {
+		kv("open_file_descriptor_count", open)
+	}
+	kv("local_sessions", 0)
+	kv("uptime", time.Since(s.started).Milliseconds())
+	kv("max_latency", maxMs)
+	kv("outstanding_tls_handshake", 0)
+	kv("min_client_response_size", smallest)
+	kv("non_mtls_local_conn_count", 0)
+	kv("bytes_received_count", s.stats.bytesReceived.Load())
+	kv("response_bytes", s.stats.bytesSent.Load())
+	kv("connection_request_count", s.stats.handshakes.Load())
+	return b.String()
+}
+
+// conf reports the configuration in ZooKeeper's keys. zetcd has no tick: tickTime is half the
+// minimum session timeout, which is how ZooKeeper derives its default minimum. The data and
+// log directories are the embedded etcd's snapshot (and database) and WAL directories.
+func (r *fourLetterRun) conf() string {
+	s := r.s
+	port := -1
+	if a, ok := r.c.nc.LocalAddr().(*net.TCPAddr); ok {
+		port = a.Port
+	}
+	dataDir, logDir := s.etcdDirs()
+	var b strings.Builder
+	fmt.Fprintf(&b, "clientPort=%d\n", port)
+	b.WriteString("secureClientPort=-1\n")
+	fmt.Fprintf(&b, "dataDir=%s\n", dataDir)
+	fmt.Fprintf(&b, "dataDirSize=%d\n", dirSize(dataDir))
+	fmt.Fprintf(&b, "dataLogDir=%s\n", logDir)
+	fmt.Fprintf(&b, "dataLogSize=%d\n", dirSize(logDir))
+	fmt.Fprintf(&b, "tickTime=%d\n", (s.cfg.MinSessionTimeout / 2).Milliseconds())
+	b.WriteString("maxClientCnxns=0\n")
+	fmt.Fprintf(&b, "minSessionTimeout=%d\n", s.cfg.MinSessionTimeout.Milliseconds())
+	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", s.cfg.MaxSessionTimeout.Milliseconds())
+	b.WriteString("clientPortListenBacklog=-1\n")
+	b.WriteString("serverId=0\n")
+	return b.String()
+}
+
+func (r *fourLetterRun) dirs() string {
+	dataDir, logDir := r.s.etcdDirs()
+	return fmt.Sprintf("datadir_size: %d\nlogdir_size: %d\n", dirSize(dataDir), dirSize(logDir))
+}
+
+// etcdDirs returns the embedded etcd's snapshot and WAL directories under Config.DataDir, or
+// DataDir itself (and "") when it does not have etcd's layout; "" and "" without a DataDir.
+func (s *Server) etcdDirs() (data, log string) {
+	if s.cfg.DataDir == "" {
+		return "", ""
+	}
+	snap := filepath.Join(s.cfg.DataDir, "member", "snap")
+	wal := filepath.Join(s.cfg.DataDir, "member", "wal")
+	if fi, err := os.Stat(snap); err == nil && fi.IsDir() {
+		return snap, wal
+	}
+	return s.cfg.DataDir, ""
+}
+
+// dirSize is the total size of the regular files under dir; 0 if dir is "" or unreadable.
+func dirSize(dir string) int64 {
+	if dir == "" {
+		return 0
+	}
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// envi reports the environment in ZooKeeper's keys and order. The java.* keys describe the Go
+// runtime where they have a counterpart and are "<NA>" (ZooKeeper's word for an unset
+// property) where they do not.
+func (r *fourLetterRun) envi() string {
+	na := func(v string, err error) string {
+		if err != nil || v == "" {
+			return "<NA>"
+		}
+		return v
+	}
+	host := na(os.Hostname())
+	exe := na(os.Executable())
+	userName, userHome := "<NA>", "<NA>"
+	if u, err := user.Current(); err == nil {
+		userName, userHome = na(u.Username, nil), na(u.HomeDir, nil)
+	}
+	wd := na(os.Getwd())
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	const mb = 1 << 20
+	total := int64(ms.Sys)
+	maxMem := debug.SetMemoryLimit(-1)
+	if maxMem == math.MaxInt64 {
+		maxMem = total
+	}
+	free := total - int64(ms.HeapAlloc)
+
+	var b strings.Builder
+	b.WriteString("Environment:\n")
+	line := func(k, v string) { fmt.Fprintf(&b, "%s=%s\n", k, v) }
+	line("zookeeper.version", r.s.fullVersion())
+	line("host.name", host)
+	line("java.version", runtime.Version())
+	line("java.vendor", "<NA>")
+	line("java.home", "<NA>")
+	line("java.class.path", exe)
+	line("java.library.path", "<NA>")
+	line("java.io.tmpdir", os.TempDir())
+	line("java.compiler", "<NA>")
+	line("os.name", osName())
+	line("os.arch", runtime.GOARCH)
+	line("os.version", osVersion())
+	line("user.name", userName)
+	line("user.home", userHome)
+	line("user.dir", wd)
+	line("os.memory.free", strconv.FormatInt(free/mb, 10)+"MB")
+	line("os.memory.max", strconv.FormatInt(maxMem/mb, 10)+"MB")
+	line("os.memory.total", strconv.FormatInt(total/mb, 10)+"MB")
+	return b.String()
+}
+
+// osName is the operating system's name as Java's os.name spells the common ones.
+func osName() string {
+	switch runtime.GOOS {
+	case "linux":
+		return "Linux"
+	case "darwin":
+		return "Mac OS X"
+	case "windows":
+		return "Windows"
+	case "freebsd":
+		return "FreeBSD"
+	}
+	return runtime.GOOS
+}
+
+// osVersion is the kernel release on Linux, "<NA>" elsewhere.
+func osVersion() string {
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		if v := strings.TrimSpace(string(b)); v != "" {
+			return v
+		}
+	}
+	return "<NA>"
+}
+
+// wchs summarises the data watches: connections, paths and watches.
+func (r *fourLetterRun) wchs() string {
+	w := r.watches()
+	return fmt.Sprintf("%d connections watching %d paths\nTotal watches:%d\n", len(w.bySession), len(w.byPath), w.dataCount)
+}
+
+// wchc lists the data watches by session.
+func (r *fourLetterRun) wchc() string {
+	w := r.watches()
+	var b strings.Builder
+	for _, id := range sortedSessions(w.bySession) {
+		b.WriteString(hex64(int64(id)) + "\n")
+		for _, p := range w.bySession[id] {
+			b.WriteString("\t" + p + "\n")
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// wchp lists the data watches by path.
+func (r *fourLetterRun) wchp() string {
+	w := r.watches()
+	paths := make([]string, 0, len(w.byPath))
+	for p := range w.byPath {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var b strings.Builder
+	for _, p := range paths {
+		b.WriteString(p + "\n")
+		for _, id := range w.byPath[p] {
+			b.WriteString("\t" + hex64(int64(id)) + "\n")
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// dump lists the sessions this zetcd tracks grouped by expiry time, the ephemeral nodes of
+// every session (all of etcd's, one tree scan), and the connections grouped by expiry time.
+// Expiry times are rounded up to the next tick (tickTime as conf reports it), as ZooKeeper's
+// expiry queues round them.
+func (r *fourLetterRun) dump() string {
+	ts, ok := r.treeStats()
+	if !ok {
+		return notServing
+	}
+	s := r.s
+	tick := max(s.cfg.MinSessionTimeout/2, time.Millisecond)
+	bucket := func(t time.Time) time.Time {
+		return time.UnixMilli((t.UnixMilli()/tick.Milliseconds() + 1) * tick.Milliseconds())
+	}
+	var b strings.Builder
+
+	sessions := s.sessions.expiries()
+	b.WriteString("SessionTracker dump:\n")
+	sets := map[time.Time][]encoding.SessionID{}
+	for id, at := range sessions {
+		sets[bucket(at)] = append(sets[bucket(at)], id)
+	}
+	fmt.Fprintf(&b, "Session Sets (%d)/(%d):\n", len(sets), len(sessions))
+	for _, at := range sortedTimes(sets) {
+		ids := sets[at]
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		fmt.Fprintf(&b, "%d expire at %s:\n", len(ids), javaDate(at))
+		for _, id := range ids {
+			b.WriteString("\t" + hex64(int64(id)) + "\n")
+		}
+	}
+
+	b.WriteString("ephemeral nodes dump:\n")
+	fmt.Fprintf(&b, "Sessions with Ephemerals (%d):\n", len(ts.Ephemerals))
+	for _, id := range sortedSessions(ts.Ephemerals) {
+		b.WriteString(hex64(int64(id)) + ":\n")
+		for _, p := range ts.Ephemerals[id] {
+			b.WriteString("\t" + p + "\n")
+		}
+	}
+
+	b.WriteString("Connections dump:\n")
+	conns := s.connList()
+	csets := map[time.Time][]*clientConn{}
+	now := time.Now()
+	for _, c := range conns {
+		at := now.Add(handshakeTimeout)
+		if c.hasSession() {
+			at = time.Unix(0, c.lastActivity.Load()).Add(c.timeout)
+		}
+		csets[bucket(at)] = append(csets[bucket(at)], c)
+	}
+	fmt.Fprintf(&b, "Connections Sets (%d)/(%d):\n", len(csets), len(conns))
+	for _, at := range sortedTimes(csets) {
+		fmt.Fprintf(&b, "%d expire at %s:\n", len(csets[at]), javaDate(at))
+		for _, c := range csets[at] {
+			var id int64
+			if c.hasSession() {
+				id = int64(c.id)
+			}
+			fmt.Fprintf(&b, "\tip: /%s sessionId: %s\n", c.remote, hex64(id))
+		}
+	}
+	return b.String()
+}
+
+// expiries returns when each session this server tracks expires if its client stays silent:
+// the last packet plus the timeout for a session served on a connection, the timer's deadline
+// for a detached one.
+func (t *sessionTable) expiries() map[encoding.SessionID]time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[encoding.SessionID]time.Time, len(t.m))
+	for id, rec := range t.m {
+		if rec.conn != nil {
+			out[id] = time.Unix(0, rec.conn.lastActivity.Load()).Add(rec.conn.timeout)
+		} else {
+			out[id] = rec.deadline
+		}
+	}
+	return out
+}
+
+func sortedTimes[V any](m map[time.Time]V) []time.Time {
+	ts := make([]time.Time, 0, len(m))
+	for t := range m {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	return ts
+}
+
+// javaDate formats t as Java's Date.toString does, in UTC: "Sat Nov 21 09:56:52 UTC 2026".
+func javaDate(t time.Time) string {
+	return t.UTC().Format("Mon Jan 02 15:04:05 MST 2006")
+}
+
+// round4 rounds to four decimals, as ZooKeeper rounds the averages it prints.
+func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
 
 // javaDouble formats v as Java's Double.toString does for the values srvr prints: always with
 // a fractional part ("0.0", "12.5").

@@ -23,6 +23,20 @@ type Config struct {
 	MaxFrameBytes     int           // largest request frame accepted; default encoding.DefaultMaxFrameBytes
 	Logger            *zap.Logger   // default zap.NewNop()
 	Version           string        // shown by the srvr four-letter word; default defaultVersion
+
+	// FourLetterWords are the four-letter words answered (ZooKeeper's 4lw.commands.whitelist);
+	// nil means DefaultFourLetterWords, a "*" entry means every word. srvr is always answered.
+	FourLetterWords []string
+	// DataDir is the data directory conf reports and dirs measures (the embedded etcd's);
+	// empty for an external etcd.
+	DataDir string
+	// Stats, if set, supplies the tree, session and watch numbers of the four-letter words and
+	// metrics; default: the Backend, or a Backend beneath its decorators (Unwrap), if it
+	// implements StatsSource.
+	Stats StatsSource
+	// Metrics, if set, receive the server's connection, byte, queue and watch gauges
+	// (registered on Metrics.Registerer by NewServer).
+	Metrics *Metrics
 }
 
 const (
@@ -87,11 +101,17 @@ type Server struct {
 
 	stats    serverStats
 	sessions *sessionTable
+	started  time.Time // for zk_uptime
+	// statsSrc is the backend's StatsSource (statsSourceOf), nil if it has none; fourLetter is
+	// the set of words answered. Both read-only.
+	statsSrc   StatsSource
+	fourLetter map[string]bool
 
-	// mu protects closed, listeners and conns. connWG and serveWG are only Added under mu
-	// while !closed, so that Close can Wait on them once it has set closed.
+	// mu protects closed, draining, listeners and conns. connWG and serveWG are only Added
+	// under mu while !closed and !draining, so that Close and Shutdown can Wait on them.
 	mu        sync.Mutex
 	closed    bool
+	draining  bool // Shutdown has begun: no new connections, open ones drain (drain.go)
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
 	connWG    sync.WaitGroup // one per serveConn goroutine
@@ -114,16 +134,25 @@ func NewServer(b Backend, cfg Config) *Server {
 		closeDone: make(chan struct{}),
 	}
 	s.stats.latMin.Store(math.MaxInt64)
+	s.stats.respMin.Store(math.MaxInt64)
 	s.sessions = newSessionTable(ctx, cfg.Logger)
+	s.started = time.Now()
+	s.statsSrc, _ = statsSourceOf(cfg, b)
+	s.fourLetter = fourLetterWhitelist(cfg.FourLetterWords)
+	if cfg.Metrics != nil {
+		if err := cfg.Metrics.registerServer(s); err != nil {
+			s.log.Warn("server metrics not registered", zap.Error(err))
+		}
+	}
 	return s
 }
 
-// Serve accepts connections on ln until ln is closed or Close is called. It returns nil after
-// Close (also when called after Close; ln is then closed), and otherwise the error that stopped
-// accepting. Serve may be called for several listeners at once.
+// Serve accepts connections on ln until ln is closed or Close or Shutdown is called. It returns
+// nil after Close or Shutdown (also when called after them; ln is then closed), and otherwise
+// the error that stopped accepting. Serve may be called for several listeners at once.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining {
 		s.mu.Unlock()
 		ln.Close()
 		return nil
@@ -142,7 +171,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			if s.isClosed() {
+			if s.isClosed() || s.isDraining() {
 				return nil
 			}
 			if !isTemporaryAcceptError(err) {
@@ -188,7 +217,7 @@ func (s *Server) isClosed() bool {
 func (s *Server) startConn(nc net.Conn) {
 	c := newClientConn(s, nc)
 	s.mu.Lock()
-	if s.closed {
+	if s.closed || s.draining {
 		s.mu.Unlock()
 		nc.Close()
 		return
@@ -260,13 +289,21 @@ func (s *Server) negotiateTimeout(ms int32) time.Duration {
 	return min(max(d, s.cfg.MinSessionTimeout), s.cfg.MaxSessionTimeout)
 }
 
-// serverStats are the counters the srvr four-letter word reports. All fields are atomics
-// updated by connection goroutines.
+// serverStats are the counters the four-letter words and metrics report. All fields are
+// atomics updated by connection goroutines.
 type serverStats struct {
 	received    atomic.Int64 // frames read from clients, including ConnectRequests and pings
 	sent        atomic.Int64 // frames written to clients, including ConnectResponses
 	outstanding atomic.Int64 // requests read but not yet executed, over all connections
 	maxZxid     atomic.Int64 // highest zxid any reply header carried
+
+	bytesReceived atomic.Int64 // bytes of the frames in received, length prefixes included
+	bytesSent     atomic.Int64 // bytes of the frames in sent
+	respLast      atomic.Int64 // size of the last reply frame written
+	respMin       atomic.Int64 // smallest reply frame; math.MaxInt64 until the first
+	respMax       atomic.Int64 // largest reply frame
+	authFailed    atomic.Int64 // replies with AuthFailed
+	handshakes    atomic.Int64 // ConnectRequests read
 
 	latCount atomic.Int64 // requests executed
 	latTotal atomic.Int64 // their summed latency, ns (read to reply queued)

@@ -34,6 +34,8 @@ type sessionRecord struct {
 	sess  Session
 	conn  *clientConn // the connection serving sess; nil once detached
 	timer *time.Timer // expiry timer while detached; nil while a connection serves sess
+	// deadline is when timer fires (the dump four-letter word shows it).
+	deadline time.Time
 }
 
 func newSessionTable(ctx context.Context, log *zap.Logger) *sessionTable {
@@ -86,6 +88,7 @@ func (t *sessionTable) detach(c *clientConn, deadline time.Time) {
 		return
 	}
 	rec.conn = nil
+	rec.deadline = deadline
 	rec.timer = time.AfterFunc(time.Until(deadline), func() { t.expire(c.id, rec) })
 }
 

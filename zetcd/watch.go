@@ -44,6 +44,9 @@ type change struct {
 // watcher is one connection's set of watches. sinks and indexes are guarded by the registry's mu.
 type watcher struct {
 	sink EventSink
+	// session is the id of the session whose connection holds these watches (wchc, wchp); set
+	// before the watcher is shared, read-only afterwards.
+	session encoding.SessionID
 	// since[kind][path] is the zxid the watch was armed at: only changes after it fire it.
 	since  [numWatchKinds]map[string]encoding.Zxid
 	closed bool

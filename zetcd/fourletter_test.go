@@ -1,0 +1,140 @@
+package zetcd
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+func TestParseFourLetterWords(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":                nil,
+		"ruok":            {"ruok"},
+		" ruok , SRVR,, ": {"ruok", "srvr"},
+		"*":               {"*"},
+	} {
+		got, err := ParseFourLetterWords(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%q: %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"ruok,nope", "stmk", "rUok2"} {
+		if _, err := ParseFourLetterWords(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if w := fourLetterWhitelist([]string{"ruok"}); !w["srvr"] || !w["ruok"] || w["stat"] {
+		t.Errorf("whitelist ruok: %v (srvr is always answered)", w)
+	}
+	if w := fourLetterWhitelist(nil); !w["mntr"] || w["wchc"] || w["dump"] {
+		t.Errorf("default whitelist: %v", w)
+	}
+	if w := fourLetterWhitelist([]string{"*"}); len(w) != len(fourLetterCommands) {
+		t.Errorf("* answers %d words, want all %d", len(w), len(fourLetterCommands))
+	}
+	// Every word zetcd answers is one ZooKeeper knows.
+	for w := range fourLetterCommands {
+		var n int32
+		for _, c := range []byte(w) {
+			n = n<<8 | int32(c)
+		}
+		if _, ok := encoding.FourLetterWord(n); !ok {
+			t.Errorf("%s is not a ZooKeeper four-letter word", w)
+		}
+	}
+	// Every opcode the server dispatches has ZooKeeper's cons name, except the two ZooKeeper
+	// itself shows as "NA".
+	for op := range dispatchTable {
+		if na := lastOpName(op) == "NA"; na != (op == encoding.OpAuth || op == encoding.OpSasl) {
+			t.Errorf("%v shows as lop=%s", op, lastOpName(op))
+		}
+	}
+}
+
+// TestSummarizeWatches follows ZooKeeper's two tables: wchs/wchc/wchp see the data table
+// (getData, exists, persistent, recursive), zk_watch_count both tables, a persistent watch in
+// each, and one watch per connection and path within a table.
+func TestSummarizeWatches(t *testing.T) {
+	s := summarizeWatches([]WatchInfo{
+		{1, "/a", WatchData}, {1, "/a", WatchChild}, {1, "/nope", WatchExist},
+		{2, "/a", WatchData},
+		{3, "/p", WatchPersistent}, {3, "/r", WatchPersistentRecursive},
+		{4, "/c", WatchChild},
+	})
+	if s.dataCount != 5 || s.total != 5+3 {
+		t.Errorf("data %d total %d, want 5 and 8", s.dataCount, s.total)
+	}
+	if len(s.bySession) != 3 || len(s.byPath) != 4 {
+		t.Errorf("sessions %v paths %v", s.bySession, s.byPath)
+	}
+	if !slices.Equal(s.bySession[1], []string{"/a", "/nope"}) || !slices.Equal(s.byPath["/a"], []encoding.SessionID{1, 2}) {
+		t.Errorf("by session %v, by path %v", s.bySession, s.byPath)
+	}
+}
+
+// TestEtcdStatsSource checks the EtcdBackend's numbers against a tree larger than a scan page.
+func TestEtcdStatsSource(t *testing.T) {
+	b, kv, _ := newTestBackend(t)
+	ctx := context.Background()
+	s1 := openTestSession(t, b)
+	s2 := openTestSession(t, b)
+	if _, _, err := s1.Create(ctx, &encoding.CreateRequest{Path: "/d", Data: []byte("12345"), ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	const n = treeScanPage + 10
+	for i := 0; i < n; i++ {
+		owner := s1
+		flags := encoding.CreateMode(0)
+		if i%50 == 0 {
+			owner, flags = s2, encoding.ModeEphemeral
+		}
+		if _, _, err := owner.Create(ctx, &encoding.CreateRequest{Path: fmt.Sprintf("/d/n%03d", i), Data: []byte("x"), ACL: openACL, Flags: flags}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := kv.n.Load()
+	st, err := b.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt := kv.n.Load() - before; rt != 1 {
+		t.Errorf("Stats took %d round trips, want 1", rt)
+	}
+	wantNodes := int64(4 + 1 + n + 1)
+	if st.NodeCount != wantNodes || st.Sessions != 2 || st.Zxid <= 0 {
+		t.Errorf("Stats = %+v, want %d nodes, 2 sessions", st, wantNodes)
+	}
+	before = kv.n.Load()
+	ts, err := b.TreeStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt := kv.n.Load() - before; rt != int64(n+5+treeScanPage-1)/treeScanPage {
+		t.Errorf("TreeStats took %d round trips for %d keys", rt, n+5)
+	}
+	if ts.NodeCount != wantNodes {
+		t.Errorf("TreeStats nodes %d, want %d", ts.NodeCount, wantNodes)
+	}
+	eph := ts.Ephemerals[s2.ID()]
+	if ts.EphemeralCount != int64(len(eph)) || len(eph) != (n+49)/50 || len(ts.Ephemerals) != 1 || eph[0] != "/d/n000" {
+		t.Errorf("ephemerals %v (count %d)", ts.Ephemerals, ts.EphemeralCount)
+	}
+	// ZooKeeper's formula: every path's length plus its data's; "/zookeeper/config" etc. have
+	// empty data.
+	wantSize := int64(len("/")+len("/zookeeper")+len("/zookeeper/quota")+len("/zookeeper/config")) +
+		int64(len("/d")+5) + int64(n*(len("/d/n000")+1))
+	if ts.ApproximateDataSize != wantSize {
+		t.Errorf("data size %d, want %d", ts.ApproximateDataSize, wantSize)
+	}
+
+	if _, _, err := s2.GetData(ctx, &encoding.GetDataRequest{Path: "/d", Watch: true}); err != nil {
+		t.Fatal(err)
+	}
+	ws := b.Watches()
+	if len(ws) != 1 || ws[0] != (WatchInfo{Session: s2.ID(), Path: "/d", Kind: WatchData}) {
+		t.Errorf("watches %+v", ws)
+	}
+}

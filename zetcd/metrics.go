@@ -1,0 +1,209 @@
+package zetcd
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// Metrics are zetcd's Prometheus metrics. They are registered on the Registerer given to
+// NewMetrics (never on the global default registry, so tests stay hermetic) and collected by
+// decorators, never by code inside the etcd handler:
+//
+//   - WrapBackend decorates a Backend: requests by op and code, latency by op, sessions served.
+//   - WrapKV decorates the etcd KV the EtcdBackend uses: etcd round trips and errors, each
+//     attributed to the ZooKeeper operation that made it through the request context.
+//   - Config.Metrics makes a Server export its connection, byte and packet counts, and the
+//     watch registry of its backend (StatsSource) by kind.
+//
+// Names (all prefixed zetcd_):
+//
+//	requests_total{op,code}        counter   requests answered, by opcode and ZooKeeper error code
+//	request_duration_seconds{op}   histogram time in the handler (etcd round trips, watch waits)
+//	etcd_round_trips_total{op}     counter   etcd KV calls and committed Txns, by ZooKeeper op
+//	                                         (plus connect, expire, stats, other)
+//	etcd_errors_total{op}          counter   etcd KV calls and Txns that failed, by ZooKeeper op
+//	sessions                       gauge     sessions this process serves on a connection now
+//	connections                    gauge     open client connections (including 4lw ones)
+//	outstanding_requests           gauge     requests read and not yet answered
+//	watches{kind}                  gauge     watches registered in this process, by kind
+//	received_bytes_total           counter   bytes of frames read from clients
+//	sent_bytes_total               counter   bytes of frames written to clients
+//	draining                       gauge     1 while Shutdown drains connections
+//	znodes, global_sessions,       gauges    from the backend at scrape time (one count-only
+//	last_zxid                                etcd request per scrape)
+//
+// The cross-checker (xchk) registers its mismatch counter on the same Registerer.
+type Metrics struct {
+	reg prometheus.Registerer
+
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	roundTrips *prometheus.CounterVec
+	etcdErrors *prometheus.CounterVec
+	sessions   prometheus.Gauge
+}
+
+// NewMetrics creates the request, session and etcd metrics and registers them on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zetcd", Name: "requests_total",
+			Help: "ZooKeeper requests answered, by opcode and ZooKeeper error code (OK on success; ConnectionLoss when the connection was closed instead of answering).",
+		}, []string{"op", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "zetcd", Name: "request_duration_seconds",
+			Help:    "Time a ZooKeeper request spent in the handler, by opcode.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50µs .. 6.5s
+		}, []string{"op"}),
+		roundTrips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zetcd", Name: "etcd_round_trips_total",
+			Help: "etcd KV calls (Get, Put, Delete, Do) and committed Txns, by the ZooKeeper operation that made them.",
+		}, []string{"op"}),
+		etcdErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "zetcd", Name: "etcd_errors_total",
+			Help: "etcd KV calls and Txns that returned an error, by the ZooKeeper operation that made them.",
+		}, []string{"op"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "zetcd", Name: "sessions",
+			Help: "Sessions this process serves on a client connection now.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Registerer is the registerer the metrics were registered on; other components (the
+// cross-checker, the Server) register theirs there too.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
+
+// Operation labels for etcd round trips that serve no client request.
+const (
+	opLabelOther   = "other"   // background work: watch feed resync, reaper, keepalive bookkeeping
+	opLabelStats   = "stats"   // four-letter words and metrics scrapes reading the tree
+	opLabelConnect = "connect" // opening or resuming a session
+	opLabelExpire  = "expire"  // ending a session whose client went silent
+)
+
+type opLabelKey struct{}
+
+// WithOpLabel labels ctx with the operation it serves; etcd round trips made with ctx (or a
+// context derived from it) through a WrapKV decorator are counted under that label.
+func WithOpLabel(ctx context.Context, op string) context.Context {
+	return context.WithValue(ctx, opLabelKey{}, op)
+}
+
+// OpLabel returns the label WithOpLabel put on ctx, or "other".
+func OpLabel(ctx context.Context) string {
+	if op, ok := ctx.Value(opLabelKey{}).(string); ok {
+		return op
+	}
+	return opLabelOther
+}
+
+// codeLabel is the code label of a request's outcome: "OK", the ZooKeeper error code's name,
+// or ConnectionLoss when the request could not be served and the connection is closed.
+func codeLabel(err error) string {
+	if err == nil {
+		return encoding.ErrOK.String()
+	}
+	if code, ok := errCode(err); ok {
+		return code.String()
+	}
+	return encoding.ErrConnectionLoss.String()
+}
+
+// observe records one request of op that took since start and ended with err.
+func (m *Metrics) observe(op string, start time.Time, err error) {
+	m.requests.WithLabelValues(op, codeLabel(err)).Inc()
+	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// etcdCall counts one etcd round trip made for ctx's operation, and its error if any. A
+// cancelled context is the caller giving up, not etcd failing.
+func (m *Metrics) etcdCall(ctx context.Context, err error) {
+	op := OpLabel(ctx)
+	m.roundTrips.WithLabelValues(op).Inc()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		m.etcdErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// serverCollectTimeout bounds the backend request a scrape makes for the tree gauges.
+const serverCollectTimeout = 2 * time.Second
+
+// serverCollector exports a Server's own numbers at scrape time: connections, queued requests,
+// bytes, the drain state, and from its StatsSource the watches by kind (memory) and the znode
+// and global session counts (one count-only etcd request per scrape).
+type serverCollector struct {
+	s *Server
+
+	connections, outstanding, draining    *prometheus.Desc
+	bytesIn, bytesOut                     *prometheus.Desc
+	watches, znodes, globalSessions, zxid *prometheus.Desc
+}
+
+// registerServer registers s's collector on the metrics' registerer.
+func (m *Metrics) registerServer(s *Server) error {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("zetcd_"+name, help, labels, nil)
+	}
+	return m.reg.Register(&serverCollector{
+		s:              s,
+		connections:    d("connections", "Open client connections, including four-letter-word ones."),
+		outstanding:    d("outstanding_requests", "Requests read from clients and not yet answered."),
+		draining:       d("draining", "1 while the server drains its connections (Shutdown), else 0."),
+		bytesIn:        d("received_bytes_total", "Bytes of the frames read from clients."),
+		bytesOut:       d("sent_bytes_total", "Bytes of the frames written to clients."),
+		watches:        d("watches", "Watches registered in this process, by kind.", "kind"),
+		znodes:         d("znodes", "znodes in the tree, counted as ZooKeeper counts them (root twice)."),
+		globalSessions: d("global_sessions", "Sessions in etcd, whichever zetcd serves them."),
+		zxid:           d("last_zxid", "Newest zxid (etcd revision) at the last scrape."),
+	})
+}
+
+func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.connections, c.outstanding, c.draining, c.bytesIn, c.bytesOut,
+		c.watches, c.znodes, c.globalSessions, c.zxid} {
+		ch <- d
+	}
+}
+
+func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	ch <- prometheus.MustNewConstMetric(c.connections, prometheus.GaugeValue, float64(s.numConnections()))
+	ch <- prometheus.MustNewConstMetric(c.outstanding, prometheus.GaugeValue, float64(s.stats.outstanding.Load()))
+	draining := 0.0
+	if s.isDraining() {
+		draining = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.draining, prometheus.GaugeValue, draining)
+	ch <- prometheus.MustNewConstMetric(c.bytesIn, prometheus.CounterValue, float64(s.stats.bytesReceived.Load()))
+	ch <- prometheus.MustNewConstMetric(c.bytesOut, prometheus.CounterValue, float64(s.stats.bytesSent.Load()))
+	if s.statsSrc == nil {
+		return
+	}
+	byKind := map[WatchKind]int{}
+	for _, w := range s.statsSrc.Watches() {
+		byKind[w.Kind]++
+	}
+	for _, k := range WatchKinds {
+		ch <- prometheus.MustNewConstMetric(c.watches, prometheus.GaugeValue, float64(byKind[k]), string(k))
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, serverCollectTimeout)
+	defer cancel()
+	if st, err := s.statsSrc.Stats(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(c.znodes, prometheus.GaugeValue, float64(st.NodeCount))
+		ch <- prometheus.MustNewConstMetric(c.globalSessions, prometheus.GaugeValue, float64(st.Sessions))
+		ch <- prometheus.MustNewConstMetric(c.zxid, prometheus.GaugeValue, float64(st.Zxid))
+	}
+}

@@ -1,0 +1,178 @@
+package zetcd
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// TestMetricsDecorators: the Handler decorator counts each request by op and code, and the KV
+// decorator attributes exactly the round trips countingKV sees to the op that made them.
+func TestMetricsDecorators(t *testing.T) {
+	cli := startEtcd(t)
+	counting := &countingKV{KV: cli.KV}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, KV: m.WrapKV(counting), Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	backend := m.WrapBackend(b)
+	s, err := backend.Connect(ctx, ConnectParams{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.sessions); got != 1 {
+		t.Errorf("sessions = %v after Connect", got)
+	}
+	if testutil.ToFloat64(m.roundTrips.WithLabelValues(opLabelConnect)) < 1 {
+		t.Error("Connect's round trips not attributed to connect")
+	}
+
+	step := func(op encoding.Op, code encoding.ErrCode, f func() error) {
+		t.Helper()
+		before := counting.n.Load()
+		rtBefore := testutil.ToFloat64(m.roundTrips.WithLabelValues(op.String()))
+		reqBefore := testutil.ToFloat64(m.requests.WithLabelValues(op.String(), code.String()))
+		err := f()
+		if code == encoding.ErrOK && err != nil {
+			t.Fatalf("%v: %v", op, err)
+		}
+		if code != encoding.ErrOK {
+			wantCode(t, err, code)
+		}
+		want := float64(counting.n.Load() - before)
+		if got := testutil.ToFloat64(m.roundTrips.WithLabelValues(op.String())) - rtBefore; got != want || want == 0 {
+			t.Errorf("%v: %v round trips attributed, countingKV saw %v", op, got, want)
+		}
+		if got := testutil.ToFloat64(m.requests.WithLabelValues(op.String(), code.String())) - reqBefore; got != 1 {
+			t.Errorf("%v %v: requests moved by %v, want 1", op, code, got)
+		}
+	}
+	step(encoding.OpCreate, encoding.ErrOK, func() error {
+		_, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a", ACL: openACL})
+		return err
+	})
+	step(encoding.OpCreate, encoding.ErrNodeExists, func() error {
+		_, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a", ACL: openACL})
+		return err
+	})
+	step(encoding.OpCreate2, encoding.ErrOK, func() error {
+		_, _, err := s.Create2(ctx, &encoding.CreateRequest{Path: "/a/s-", ACL: openACL, Flags: encoding.ModePersistentSequential})
+		return err
+	})
+	step(encoding.OpGetData, encoding.ErrOK, func() error {
+		_, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: "/a", Watch: true})
+		return err
+	})
+	step(encoding.OpGetData, encoding.ErrNoNode, func() error {
+		_, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: "/none"})
+		return err
+	})
+	step(encoding.OpSetData, encoding.ErrOK, func() error {
+		_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/a", Data: []byte("x"), Version: -1})
+		return err
+	})
+	step(encoding.OpGetChildren2, encoding.ErrOK, func() error {
+		_, _, err := s.GetChildren2(ctx, &encoding.GetChildren2Request{Path: "/a"})
+		return err
+	})
+	step(encoding.OpExists, encoding.ErrOK, func() error {
+		_, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: "/a"})
+		return err
+	})
+	step(encoding.OpDelete, encoding.ErrNotEmpty, func() error {
+		_, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/a", Version: -1})
+		return err
+	})
+	if n := testutil.CollectAndCount(m.latency); n < 7 {
+		t.Errorf("latency histograms for %d ops, want one per op used", n)
+	}
+	if n := testutil.CollectAndCount(m.etcdErrors); n != 0 {
+		t.Errorf("%d etcd error series, want none", n)
+	}
+
+	// Detach then Expire of the same Session value is one session leaving.
+	s.Detach()
+	if err := s.Expire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.sessions); got != 0 {
+		t.Errorf("sessions = %v after Detach and Expire", got)
+	}
+}
+
+// TestMetricsServerCollector: a Server given Metrics exports its connection and watch gauges
+// and the tree counts of its backend, found beneath the decorator.
+func TestMetricsServerCollector(t *testing.T) {
+	cli := startEtcd(t)
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, KV: m.WrapKV(cli.KV)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	srv := NewServer(m.WrapBackend(b), Config{Metrics: m})
+	t.Cleanup(func() { srv.Close() })
+	if srv.statsSrc != StatsSource(b) {
+		t.Fatalf("server's stats source %T, want the EtcdBackend beneath the decorator", srv.statsSrc)
+	}
+	s, err := srv.backend.Connect(ctx, ConnectParams{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Detach()
+	if _, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: "/nope", Watch: true}); err == nil {
+		t.Fatal("exists /nope succeeded")
+	}
+	if _, _, err := s.GetChildren(ctx, &encoding.GetChildrenRequest{Path: "/", Watch: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mm := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range mm.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			if g := mm.GetGauge(); g != nil {
+				got[name] = g.GetValue()
+			}
+		}
+	}
+	for name, want := range map[string]float64{
+		"zetcd_watches/exist":        1,
+		"zetcd_watches/child":        1,
+		"zetcd_watches/data":         0,
+		"zetcd_znodes":               5, // /, /zookeeper, quota, config, and the root twice
+		"zetcd_global_sessions":      1,
+		"zetcd_connections":          0,
+		"zetcd_draining":             0,
+		"zetcd_sessions":             1,
+		"zetcd_outstanding_requests": 0,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+		}
+	}
+}
