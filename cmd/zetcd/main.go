@@ -39,6 +39,10 @@ type options struct {
 	maxSessionTimeout time.Duration
 	maxFrameBytes     int
 	logLevel          string
+	fourLetterWords   []string
+	metricsAddr       string
+	pprof             bool
+	drainTimeout      time.Duration
 }
 
 func parseFlags(args []string) (options, error) {
@@ -53,8 +57,23 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.maxSessionTimeout, "max-session-timeout", 40*time.Second, "largest session timeout granted to clients")
 	fs.IntVar(&o.maxFrameBytes, "max-frame-bytes", encoding.DefaultMaxFrameBytes, "largest request frame accepted (ZooKeeper's jute.maxbuffer); larger closes the connection")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fourLetter := fs.String("4lw-whitelist", strings.Join(zetcd.DefaultFourLetterWords, ","), "comma-separated four-letter words answered on the client port, * for all (srvr is always answered)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint serving /metrics, /healthz and /readyz; empty disables it")
+	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	words, err := zetcd.ParseFourLetterWords(*fourLetter)
+	if err != nil {
+		return o, fmt.Errorf("--4lw-whitelist: %w", err)
+	}
+	o.fourLetterWords = words
+	if o.drainTimeout < 0 {
+		return o, fmt.Errorf("--drain-timeout must not be negative")
+	}
+	if o.pprof && o.metricsAddr == "" {
+		return o, fmt.Errorf("--pprof needs --metrics-addr")
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -131,20 +150,35 @@ func run(o options, log *zap.Logger) error {
 	}
 	defer cli.Close()
 
+	// Metrics are always collected (they cost a few atomic adds); --metrics-addr serves them.
+	reg := newRegistry()
+	metrics, err := zetcd.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	backend, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, Prefix: o.prefix, Logger: log.Named("backend")})
+	backend, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: metrics.WrapKV(cli.KV), Prefix: o.prefix, Logger: log.Named("backend")})
 	cancel()
 	if err != nil {
 		return err
 	}
 	defer backend.Close()
 
-	srv := zetcd.NewServer(backend, zetcd.Config{
+	dataDir := ""
+	if o.endpoints == "" {
+		dataDir = o.dataDir
+	}
+	srv := zetcd.NewServer(metrics.WrapBackend(backend), zetcd.Config{
 		MinSessionTimeout: o.minSessionTimeout,
 		MaxSessionTimeout: o.maxSessionTimeout,
 		MaxFrameBytes:     o.maxFrameBytes,
 		Logger:            log.Named("server"),
 		Version:           version,
+		FourLetterWords:   o.fourLetterWords,
+		DataDir:           dataDir,
+		Stats:             backend,
+		Metrics:           metrics,
 	})
 	ln, err := net.Listen("tcp", o.zkAddr)
 	if err != nil {
@@ -155,11 +189,40 @@ func run(o options, log *zap.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
-	sig := make(chan os.Signal, 1)
+	if o.metricsAddr != "" {
+		h := newHTTPHandler(reg, probes{
+			serving: srv.Serving,
+			ready:   srv.Ready,
+			etcd: func(ctx context.Context) error {
+				// Linearizable (goes through the leader), one key, count only: cheap.
+				_, err := cli.Get(ctx, o.prefix, clientv3.WithCountOnly())
+				return err
+			},
+		}, o.pprof)
+		ep, err := startHTTP(o.metricsAddr, h, log.Named("http"))
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		// Stopped after the drain, so that /readyz reports it.
+		defer ep.stop()
+		log.Info("serving metrics and health", zap.String("metrics-addr", ep.addr.String()))
+	}
+
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case s := <-sig:
-		log.Info("shutting down", zap.String("signal", s.String()))
+		log.Info("draining: no new connections; open ones finish the requests already read, then close",
+			zap.String("signal", s.String()), zap.Duration("drain-timeout", o.drainTimeout))
+		// A second signal exits at once: acknowledged writes are already in etcd.
+		go func() {
+			s := <-sig
+			log.Warn("second signal: exiting without finishing the drain", zap.String("signal", s.String()))
+			log.Sync()
+			os.Exit(1)
+		}()
+		return drain(srv, o.drainTimeout, log)
 	case err := <-serveErr:
 		if err != nil {
 			return fmt.Errorf("serve %s: %w", o.zkAddr, err)
@@ -171,4 +234,18 @@ func run(o options, log *zap.Logger) error {
 	// Every acknowledged write is already committed in etcd; closing connections detaches the
 	// sessions so clients resume them (here after a restart, or on another zetcd).
 	return srv.Close()
+}
+
+// drain shuts srv down gracefully: connections finish what they have read, within timeout,
+// then close; their sessions are detached, so clients resume them on another zetcd. Running out
+// of time is not a failure: the remaining connections are closed the same way.
+func drain(srv *zetcd.Server, timeout time.Duration, log *zap.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := srv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("drain timed out; remaining connections closed", zap.Error(err))
+		return nil
+	}
+	return err
 }
