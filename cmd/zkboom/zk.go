@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// zkTarget drives zetcd or ZooKeeper through go-zookeeper: one session per connection, which
+// go-zookeeper pipelines the requests of several goroutines on.
+type zkTarget struct {
+	cfg     *config
+	conns   []*zk.Conn
+	writers []*zk.Conn // watch: the session writing for the clients of conns[i]
+	root    string     // everything this run creates is under it
+	value   []byte
+	keys    []string // the nodes set, get and exists pick from
+	deletes []string // the nodes delete deletes
+	delNext atomic.Int64
+}
+
+var openACL = zk.WorldACL(zk.PermAll)
+
+// setupWidth is how many setup requests are in flight at once.
+const setupWidth = 64
+
+func newZKTarget(ctx context.Context, cfg *config) (*zkTarget, error) {
+	t := &zkTarget{cfg: cfg, value: make([]byte, cfg.valSize), root: fmt.Sprintf("/zkboom-%x", time.Now().UnixNano())}
+	for i := range t.value {
+		t.value[i] = 'a' + byte(i%26)
+	}
+	t.conns = make([]*zk.Conn, cfg.conns)
+	err := parallel(cfg.conns, 16, func(i int) error {
+		c, err := dialZK(ctx, cfg.endpoints)
+		t.conns[i] = c
+		return err
+	})
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	if err := t.setup(ctx); err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// dialZK opens a session and waits until it is established.
+func dialZK(ctx context.Context, endpoints []string) (*zk.Conn, error) {
+	c, events, err := zk.Connect(endpoints, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(silentLogger{}))
+	if err != nil {
+		return nil, err
+	}
+	timer := time.NewTimer(20 * time.Second)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				go func() {
+					for range events {
+					}
+				}()
+				return c, nil
+			}
+		case <-timer.C:
+			c.Close()
+			return nil, fmt.Errorf("connect %v: no session after 20s", endpoints)
+		case <-ctx.Done():
+			c.Close()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+type silentLogger struct{}
+
+func (silentLogger) Printf(string, ...any) {}
+
+func (t *zkTarget) setup(ctx context.Context) error {
+	c := t.conns[0]
+	for _, dir := range []string{t.root, t.root + "/k", t.root + "/n", t.root + "/list", t.root + "/d", t.root + "/w"} {
+		if _, err := c.Create(dir, nil, 0, openACL); err != nil {
+			return fmt.Errorf("setup: create %s: %w", dir, err)
+		}
+	}
+	create := func(p string) error {
+		if _, err := c.Create(p, t.value, 0, openACL); err != nil {
+			return fmt.Errorf("setup: create %s: %w", p, err)
+		}
+		return nil
+	}
+	switch t.cfg.op {
+	case "set", "get", "exists", "mixed":
+		t.keys = make([]string, t.cfg.keys)
+		for i := range t.keys {
+			t.keys[i] = t.root + "/k/" + keyName("k", i, t.cfg.keySize)
+		}
+		if err := parallel(len(t.keys), setupWidth, func(i int) error { return create(t.keys[i]) }); err != nil {
+			return err
+		}
+	case "delete":
+		t.deletes = make([]string, t.cfg.total)
+		for i := range t.deletes {
+			t.deletes[i] = t.root + "/d/" + keyName("d", i, t.cfg.keySize)
+		}
+		if err := parallel(len(t.deletes), setupWidth, func(i int) error { return create(t.deletes[i]) }); err != nil {
+			return err
+		}
+	case "watch":
+		// Each connection's writes come from another session: the next connection, or one
+		// of its own when there is only one.
+		t.writers = make([]*zk.Conn, len(t.conns))
+		for i := range t.conns {
+			t.writers[i] = t.conns[(i+1)%len(t.conns)]
+		}
+		if len(t.conns) == 1 {
+			w, err := dialZK(ctx, t.cfg.endpoints)
+			if err != nil {
+				return err
+			}
+			t.writers[0] = w
+		}
+	}
+	if t.cfg.op == "children" || t.cfg.op == "mixed" {
+		if err := parallel(10, setupWidth, func(i int) error { return create(t.root + "/list/" + keyName("l", i, t.cfg.keySize)) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *zkTarget) describe() string { return "ZooKeeper protocol" }
+func (t *zkTarget) rootPath() string { return t.root }
+
+func (t *zkTarget) close() {
+	for _, c := range t.conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+	if len(t.conns) == 1 && len(t.writers) == 1 && t.writers[0] != t.conns[0] {
+		t.writers[0].Close()
+	}
+}
+
+func timed(f func() error) (time.Duration, error) {
+	t0 := time.Now()
+	err := f()
+	return time.Since(t0), err
+}
+
+func (t *zkTarget) client(conn, id int) (request, error) {
+	c := t.conns[conn]
+	rng := newRand(id)
+	seq := 0
+	flags := int32(0)
+	if t.cfg.sequential {
+		flags |= zk.FlagSequence
+	}
+	if t.cfg.ephemeral {
+		flags |= zk.FlagEphemeral
+	}
+	newNode := func() string {
+		seq++
+		return t.root + "/n/" + keyName(fmt.Sprintf("%x-", id), seq, t.cfg.keySize)
+	}
+	key := func() string { return t.keys[rng.IntN(len(t.keys))] }
+	list := t.root + "/list"
+	ops := map[string]func() error{
+		"create": func() error {
+			_, err := c.Create(newNode(), t.value, flags, openACL)
+			return err
+		},
+		"set": func() error {
+			_, err := c.Set(key(), t.value, -1)
+			return err
+		},
+		"get": func() error {
+			_, _, err := c.Get(key())
+			return err
+		},
+		"exists": func() error {
+			_, _, err := c.Exists(key())
+			return err
+		},
+		"children": func() error {
+			_, _, err := c.Children(list)
+			return err
+		},
+		"delete": func() error {
+			i := t.delNext.Add(1) - 1
+			if int(i) >= len(t.deletes) {
+				return errors.New("no node left to delete")
+			}
+			return c.Delete(t.deletes[i], -1)
+		},
+		"multi": func() error {
+			p := newNode()
+			res, err := c.Multi(&zk.CreateRequest{Path: p, Data: nil, Acl: openACL, Flags: flags &^ zk.FlagSequence},
+				&zk.SetDataRequest{Path: p, Data: t.value, Version: 0})
+			if err != nil {
+				return err
+			}
+			for _, r := range res {
+				if r.Error != nil {
+					return r.Error
+				}
+			}
+			return nil
+		},
+	}
+	switch t.cfg.op {
+	case "watch":
+		return t.watchClient(conn, id)
+	case "mixed":
+		total := t.cfg.mix[len(t.cfg.mix)-1].cum
+		return func(context.Context) (time.Duration, error) {
+			return timed(ops[pickMix(t.cfg.mix, rng.IntN(total))])
+		}, nil
+	}
+	f := ops[t.cfg.op]
+	return func(context.Context) (time.Duration, error) { return timed(f) }, nil
+}
+
+// watchClient measures from the start of a setData on the writer's session to the arrival of
+// the NodeDataChanged event on the client's own session. Arming the watch is not measured.
+func (t *zkTarget) watchClient(conn, id int) (request, error) {
+	c, w := t.conns[conn], t.writers[conn]
+	p := t.root + "/w/" + keyName("w", id, t.cfg.keySize)
+	if _, err := c.Create(p, t.value, 0, openACL); err != nil {
+		return nil, fmt.Errorf("setup: create %s: %w", p, err)
+	}
+	return func(ctx context.Context) (time.Duration, error) {
+		_, _, events, err := c.GetW(p)
+		if err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		if _, err := w.Set(p, t.value, -1); err != nil {
+			return 0, err
+		}
+		select {
+		case ev := <-events:
+			if ev.Err != nil {
+				return 0, ev.Err
+			}
+			if ev.Type != zk.EventNodeDataChanged {
+				return 0, fmt.Errorf("event %v, want NodeDataChanged", ev.Type)
+			}
+			return time.Since(t0), nil
+		case <-time.After(30 * time.Second):
+			return 0, errWatchTimeout
+		}
+	}, nil
+}
+
+var errWatchTimeout = errors.New("WatchTimeout")
+
+// zkErrors are go-zookeeper's errors with ZooKeeper's names for them.
+var zkErrors = []struct {
+	err  error
+	name string
+}{
+	{zk.ErrNoNode, "NoNode"}, {zk.ErrNodeExists, "NodeExists"}, {zk.ErrNoAuth, "NoAuth"},
+	{zk.ErrBadVersion, "BadVersion"}, {zk.ErrNotEmpty, "NotEmpty"},
+	{zk.ErrNoChildrenForEphemerals, "NoChildrenForEphemerals"}, {zk.ErrSessionExpired, "SessionExpired"},
+	{zk.ErrInvalidACL, "InvalidACL"}, {zk.ErrAuthFailed, "AuthFailed"}, {zk.ErrBadArguments, "BadArguments"},
+	{zk.ErrAPIError, "APIError"}, {zk.ErrConnectionClosed, "ConnectionClosed"}, {zk.ErrNoServer, "NoServer"},
+	{zk.ErrClosing, "Closing"}, {zk.ErrSessionMoved, "SessionMoved"},
+	{errWatchTimeout, "WatchTimeout"},
+}
+
+var unknownCode = regexp.MustCompile(`unknown error: (-?\d+)`)
+
+func (t *zkTarget) errorName(err error) string {
+	for _, e := range zkErrors {
+		if errors.Is(err, e.err) {
+			return e.name
+		}
+	}
+	if m := unknownCode.FindStringSubmatch(err.Error()); m != nil {
+		if n, perr := strconv.ParseInt(m[1], 10, 32); perr == nil {
+			return encoding.ErrCode(n).String()
+		}
+	}
+	return err.Error()
+}
