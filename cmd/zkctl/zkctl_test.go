@@ -79,9 +79,12 @@ func skipIfPending(t *testing.T, server string, methods ...string) {
 	}
 }
 
+// servers are zetcd and real ZooKeeper.
+var servers = []testenv.Server{{Name: "zetcd", Start: testenv.StartZetcd}, {Name: "zookeeper", Start: testenv.StartZooKeeper}}
+
 // forEachServer runs f against a fresh zetcd and a fresh real ZooKeeper.
 func forEachServer(t *testing.T, f func(t *testing.T, s testenv.Server, addr string)) {
-	for _, s := range testenv.Servers {
+	for _, s := range servers {
 		t.Run(s.Name, func(t *testing.T) { f(t, s, s.Start(t)) })
 	}
 }
@@ -246,6 +249,14 @@ func TestAuth(t *testing.T) {
 	})
 }
 
+// fastReaperServers are zetcd and a ZooKeeper that reaps containers and TTL nodes quickly.
+var fastReaperServers = []testenv.Server{{Name: "zetcd", Start: zetcdFastReaper}, {Name: "zookeeper", Start: func(t testing.TB) string { return zooKeeperFastReaper(t.(*testing.T)) }}}
+
+// zetcdFastReaper starts a zetcd whose reaper runs every 100ms.
+func zetcdFastReaper(t testing.TB) string {
+	return testenv.StartZetcdOn(t, testenv.StartEtcd(t), testenv.Options{ReapInterval: 100 * time.Millisecond}).Addr
+}
+
 // zooKeeperFastReaper starts a real ZooKeeper that reaps containers and TTL nodes every 100ms.
 func zooKeeperFastReaper(t *testing.T) string {
 	return zkserver.Start(t, zkserver.Options{SystemProps: map[string]string{"znode.container.checkIntervalMs": "100"}}).Addr
@@ -262,8 +273,7 @@ func eventually(d time.Duration, cond func() bool) bool {
 }
 
 func TestContainerAndTTL(t *testing.T) {
-	servers := []testenv.Server{{Name: "zetcd", Start: testenv.StartZetcd}, {Name: "zookeeper", Start: func(t testing.TB) string { return zooKeeperFastReaper(t.(*testing.T)) }}}
-	for _, s := range servers {
+	for _, s := range fastReaperServers {
 		t.Run(s.Name, func(t *testing.T) {
 			skipIfPending(t, s.Name, "CreateContainer", "CreateTTL")
 			addr := s.Start(t)
@@ -275,14 +285,14 @@ func TestContainerAndTTL(t *testing.T) {
 				t.Errorf("create -s -t: %q", got)
 			}
 			ok(t, addr, "delete", "/box/item")
-			// The reaper runs on ZooKeeper every 100ms here; zetcd's leader runs its own.
+			// The reapers run every 100ms here.
 			gone := func(p string) func() bool {
 				return func() bool { return zkctl(t, addr, "stat", p).code == 1 }
 			}
-			if !eventually(90*time.Second, gone("/box")) {
+			if !eventually(20*time.Second, gone("/box")) {
 				t.Errorf("container /box still exists after its last child was deleted")
 			}
-			if !eventually(90*time.Second, gone("/short")) {
+			if !eventually(20*time.Second, gone("/short")) {
 				t.Errorf("TTL node /short still exists")
 			}
 			if gone("/long")() {
@@ -550,8 +560,7 @@ func TestDumpLoad(t *testing.T) {
 // TestDumpLoadModes: container and TTL modes survive a dump and load; a client cannot see them,
 // so dump is told which nodes have them, and the reaper proves the loaded nodes have them.
 func TestDumpLoadModes(t *testing.T) {
-	servers := []testenv.Server{{Name: "zetcd", Start: testenv.StartZetcd}, {Name: "zookeeper", Start: func(t testing.TB) string { return zooKeeperFastReaper(t.(*testing.T)) }}}
-	for _, s := range servers {
+	for _, s := range fastReaperServers {
 		t.Run(s.Name, func(t *testing.T) {
 			skipIfPending(t, s.Name, "CreateContainer", "CreateTTL")
 			addr := s.Start(t)
@@ -576,14 +585,14 @@ func TestDumpLoadModes(t *testing.T) {
 				t.Fatalf("load: %+v", r)
 			}
 			gone := func(p string) func() bool { return func() bool { return zkctl(t, addr2, "stat", p).code == 1 } }
-			if !eventually(90*time.Second, gone("/m/t")) {
+			if !eventually(20*time.Second, gone("/m/t")) {
 				t.Errorf("loaded TTL node /m/t (300ms) still exists")
 			}
 			ok(t, addr2, "delete", "/m/box/item")
-			if !eventually(90*time.Second, gone("/m/box")) {
+			if !eventually(20*time.Second, gone("/m/box")) {
 				t.Errorf("loaded container /m/box still exists after its last child was deleted")
 			}
-			if !eventually(90*time.Second, gone("/m")) {
+			if !eventually(20*time.Second, gone("/m")) {
 				t.Errorf("loaded container /m still exists after its children went")
 			}
 		})
@@ -628,7 +637,7 @@ func TestCopyModes(t *testing.T) {
 		t.Skip("zetcd does not implement CreateContainer/CreateTTL yet (listed in zetcd/etcd_pending.go); runs once it does")
 	}
 	zkAddr := testenv.StartZooKeeper(t)
-	zetcdAddr := testenv.StartZetcd(t)
+	zetcdAddr := zetcdFastReaper(t)
 	ok(t, zkAddr, "create", "-c", "/locks")
 	ok(t, zkAddr, "create", "-c", "/locks/l1")
 	ok(t, zkAddr, "create", "/locks/l1/held")
@@ -637,11 +646,11 @@ func TestCopyModes(t *testing.T) {
 		t.Fatalf("copy: %+v", r)
 	}
 	gone := func(p string) func() bool { return func() bool { return zkctl(t, zetcdAddr, "stat", p).code == 1 } }
-	if !eventually(90*time.Second, gone("/locks/t")) {
+	if !eventually(20*time.Second, gone("/locks/t")) {
 		t.Errorf("copied TTL node still exists")
 	}
 	ok(t, zetcdAddr, "delete", "/locks/l1/held")
-	if !eventually(90*time.Second, gone("/locks/l1")) {
+	if !eventually(20*time.Second, gone("/locks/l1")) {
 		t.Errorf("copied container still exists after its last child was deleted")
 	}
 }
