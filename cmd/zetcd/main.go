@@ -23,6 +23,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/xchk"
 	"github.com/zetcd/zetcd/zetcd"
 )
 
@@ -39,6 +40,9 @@ type options struct {
 	maxSessionTimeout time.Duration
 	maxFrameBytes     int
 	logLevel          string
+	oracle            string      // --oracle: cross-check against this ZooKeeper
+	oracleAnswer      xchk.Answer // --oracle-answer
+	oracleFailFast    bool        // --oracle-fail-fast
 	fourLetterWords   []string
 	metricsAddr       string
 	pprof             bool
@@ -61,9 +65,17 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint serving /metrics, /healthz and /readyz; empty disables it")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
+	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
+	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
+	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	answer, err := xchk.ParseAnswer(*oracleAnswer)
+	if err != nil {
+		return o, fmt.Errorf("--oracle-answer: %w", err)
+	}
+	o.oracleAnswer = answer
 	words, err := zetcd.ParseFourLetterWords(*fourLetter)
 	if err != nil {
 		return o, fmt.Errorf("--4lw-whitelist: %w", err)
@@ -169,7 +181,25 @@ func run(o options, log *zap.Logger) error {
 	if o.endpoints == "" {
 		dataDir = o.dataDir
 	}
-	srv := zetcd.NewServer(metrics.WrapBackend(backend), zetcd.Config{
+	served := metrics.WrapBackend(backend)
+	if o.oracle != "" {
+		// Cross-check mode wraps the measured backend: zetcd's metrics stay zetcd's own.
+		xb, err := xchk.NewBackend(served, xchk.Config{
+			OracleAddr: o.oracle,
+			Answer:     o.oracleAnswer,
+			FailFast:   o.oracleFailFast,
+			Logger:     log.Named("xchk"),
+			Registerer: reg,
+		})
+		if err != nil {
+			return err
+		}
+		defer xb.Close() // after the server has stopped, before backend.Close
+		served = xb
+		log.Info("cross-checking against ZooKeeper", zap.String("oracle", o.oracle),
+			zap.String("answer", string(o.oracleAnswer)), zap.Bool("fail-fast", o.oracleFailFast))
+	}
+	srv := zetcd.NewServer(served, zetcd.Config{
 		MinSessionTimeout: o.minSessionTimeout,
 		MaxSessionTimeout: o.maxSessionTimeout,
 		MaxFrameBytes:     o.maxFrameBytes,
