@@ -47,6 +47,7 @@ type options struct {
 	metricsAddr       string
 	pprof             bool
 	drainTimeout      time.Duration
+	reapInterval      time.Duration // --reap-interval
 }
 
 func parseFlags(args []string) (options, error) {
@@ -65,6 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint serving /metrics, /healthz and /readyz; empty disables it")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
+	fs.DurationVar(&o.reapInterval, "reap-interval", zetcd.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it; 0 disables it in this process")
 	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
@@ -83,6 +85,9 @@ func parseFlags(args []string) (options, error) {
 	o.fourLetterWords = words
 	if o.drainTimeout < 0 {
 		return o, fmt.Errorf("--drain-timeout must not be negative")
+	}
+	if o.reapInterval < 0 {
+		return o, fmt.Errorf("--reap-interval must not be negative")
 	}
 	if o.pprof && o.metricsAddr == "" {
 		return o, fmt.Errorf("--pprof needs --metrics-addr")
@@ -170,7 +175,11 @@ func run(o options, log *zap.Logger) error {
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	backend, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: metrics.WrapKV(cli.KV), Prefix: o.prefix, Logger: log.Named("backend")})
+	reap := o.reapInterval
+	if reap == 0 {
+		reap = -1 // EtcdConfig: negative disables, 0 is the default
+	}
+	backend, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: metrics.WrapKV(cli.KV), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap})
 	cancel()
 	if err != nil {
 		return err
