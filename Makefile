@@ -30,8 +30,14 @@ test-all: zookeeper ## fetch ZooKeeper, then the whole suite with real-ZooKeeper
 zookeeper: ## fetch Apache ZooKeeper's jars from Maven Central into .cache/zookeeper (needs java, mvn)
 	tools/zookeeper/fetch.sh
 
-bench: ## run the Go benchmarks
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper (~6 min): docs/benchmarks.md
+	$(GO) build -o bin/ ./tools/bench/benchetcd
+	@if [[ ! -x .cache/benchvenv/bin/python ]]; then \
+		echo "bench: matplotlib for the plot, into .cache/benchvenv"; \
+		python3 -m venv .cache/benchvenv && .cache/benchvenv/bin/pip install -q matplotlib \
+			|| echo "bench: no matplotlib; the report goes without the plot" >&2; \
+	fi
+	$(GO) run ./tools/bench --bin bin
 
 fuzz: ## run each fuzz target in ./encoding for FUZZTIME (default 30s)
 	list=$$($(GO) test -list '^Fuzz' ./encoding); \

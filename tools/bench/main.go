@@ -1,0 +1,589 @@
+// Command bench is the driver behind `make bench`: it starts a bare etcd, zetcd (the real
+// binary, on its embedded etcd) and a real Apache ZooKeeper on this machine, one at a time, runs
+// the same zkboom matrix against each (zkboom --etcd for etcd), and writes docs/benchmarks.md,
+// the raw figures as JSON, and a plot of throughput and p99 latency against concurrency.
+//
+//	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,set,mixed] [--conns 1,16,64]
+//
+// --bin must hold zetcd, zkboom and benchetcd (`make build` and `go build ./tools/bench/benchetcd`).
+// The plot is drawn by tools/bench/plot.py with matplotlib (--python); without it the report is
+// written without the plot.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+type options struct {
+	bin       string
+	zkLib     string
+	out       string
+	png       string
+	data      string
+	python    string
+	duration  time.Duration
+	warmup    time.Duration
+	ops       []string
+	conns     []int
+	clients   int
+	valSize   int
+	keySize   int
+	keys      int
+	workDir   string
+	targetsOn []string
+}
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("bench: ")
+	var o options
+	var ops, conns, targets string
+	flag.StringVar(&o.bin, "bin", "bin", "directory with the zetcd, zkboom and benchetcd binaries")
+	flag.StringVar(&o.zkLib, "zookeeper-lib", ".cache/zookeeper/lib", "ZooKeeper's jars (`make zookeeper`)")
+	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "the report")
+	flag.StringVar(&o.png, "png", "docs/benchmarks.png", "the plot")
+	flag.StringVar(&o.data, "data", "docs/benchmarks.json", "the raw figures")
+	flag.StringVar(&o.python, "python", ".cache/benchvenv/bin/python", "a python with matplotlib, for the plot")
+	flag.DurationVar(&o.duration, "duration", 6*time.Second, "length of each measured run")
+	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured mixed load before each server's runs")
+	flag.StringVar(&ops, "ops", "create,get,set,mixed", "zkboom operations")
+	flag.StringVar(&conns, "conns", "1,16,64", "connection counts")
+	flag.IntVar(&o.clients, "clients", 1, "requests in flight per connection")
+	flag.IntVar(&o.valSize, "val-size", 128, "bytes of data per create/set")
+	flag.IntVar(&o.keySize, "key-size", 8, "bytes per node name")
+	flag.IntVar(&o.keys, "keys", 1000, "nodes that get and set pick from")
+	flag.StringVar(&targets, "targets", "etcd,zetcd,zookeeper", "servers to measure")
+	flag.Parse()
+	o.ops = strings.Split(ops, ",")
+	o.targetsOn = strings.Split(targets, ",")
+	for _, c := range strings.Split(conns, ",") {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 {
+			log.Fatalf("--conns %q: want positive numbers", conns)
+		}
+		o.conns = append(o.conns, n)
+	}
+	dir, err := os.MkdirTemp("", "zetcd-bench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	o.workDir = dir
+	defer os.RemoveAll(dir)
+	if err := runBench(&o); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// zkboomReport is the part of `zkboom --json` the report uses.
+type zkboomReport struct {
+	Op           string           `json:"op"`
+	Conns        int              `json:"conns"`
+	Clients      int              `json:"clients"`
+	Requests     int64            `json:"requests"`
+	Errors       int64            `json:"errors"`
+	ErrorsByCode map[string]int64 `json:"errorsByCode"`
+	Seconds      float64          `json:"seconds"`
+	OpsPerSec    float64          `json:"opsPerSec"`
+	LatencyMs    struct {
+		Min  float64 `json:"min"`
+		Avg  float64 `json:"avg"`
+		P50  float64 `json:"p50"`
+		P90  float64 `json:"p90"`
+		P99  float64 `json:"p99"`
+		P999 float64 `json:"p99.9"`
+		Max  float64 `json:"max"`
+	} `json:"latencyMs"`
+}
+
+// result is one run of the matrix.
+type result struct {
+	Target string       `json:"target"`
+	Op     string       `json:"op"`
+	Conns  int          `json:"conns"`
+	Report zkboomReport `json:"report"`
+	// EtcdRoundTripsPerRequest is, for zetcd, the etcd calls it made per ZooKeeper request
+	// during the run (pings left out), from its /metrics.
+	EtcdRoundTripsPerRequest float64 `json:"etcdRoundTripsPerRequest,omitempty"`
+}
+
+// memory is a server process's resident memory over its runs.
+type memory struct {
+	Target    string `json:"target"`
+	PeakRSSKB int64  `json:"peakRssKB"` // VmHWM at the end
+	EndRSSKB  int64  `json:"endRssKB"`  // VmRSS at the end
+}
+
+// runData is everything one run of the driver measured: docs/benchmarks.json.
+type runData struct {
+	Started  time.Time         `json:"started"`
+	Machine  map[string]string `json:"machine"`
+	Settings map[string]string `json:"settings"`
+	Results  []result          `json:"results"`
+	Memory   []memory          `json:"memory"`
+}
+
+// server is a started server process.
+type server struct {
+	name     string
+	cmd      *exec.Cmd
+	endpoint string // what zkboom's --endpoints gets
+	metrics  string // zetcd: the /metrics URL
+	etcd     bool   // zkboom --etcd
+	log      *bytes.Buffer
+	exited   chan struct{}
+}
+
+func runBench(o *options) error {
+	for _, b := range []string{"zetcd", "zkboom", "benchetcd"} {
+		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
+			return fmt.Errorf("%s: %v (build it first: make bench does)", b, err)
+		}
+	}
+	data := &runData{Started: time.Now().UTC(), Machine: machine(), Settings: map[string]string{
+		"duration per run": o.duration.String(), "warm-up per server": o.warmup.String(),
+		"clients per connection": strconv.Itoa(o.clients), "value size": fmt.Sprintf("%d bytes", o.valSize),
+		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
+	}}
+	for _, name := range o.targetsOn {
+		var (
+			s   *server
+			err error
+		)
+		switch name {
+		case "etcd":
+			s, err = startEtcd(o)
+		case "zetcd":
+			s, err = startZetcd(o)
+		case "zookeeper":
+			s, err = startZooKeeper(o)
+		default:
+			return fmt.Errorf("unknown target %q", name)
+		}
+		if err != nil {
+			return err
+		}
+		log.Printf("%s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
+		results, err := measure(o, s)
+		mem := readMemory(s.cmd.Process.Pid)
+		mem.Target = name
+		s.stop()
+		if err != nil {
+			return fmt.Errorf("%s: %w\n%s", name, err, s.log.String())
+		}
+		data.Results = append(data.Results, results...)
+		data.Memory = append(data.Memory, mem)
+	}
+	raw, err := json.MarshalIndent(data, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.data, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	plotted := plot(o)
+	if err := os.WriteFile(o.out, []byte(markdown(o, data, plotted)), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted])
+	return nil
+}
+
+// measure runs the warm-up and then the matrix against s.
+func measure(o *options, s *server) ([]result, error) {
+	if o.warmup > 0 {
+		if _, err := zkboom(o, s, "mixed", 16, o.warmup); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	var results []result
+	for _, op := range o.ops {
+		for _, c := range o.conns {
+			before, err := scrape(s.metrics)
+			if err != nil {
+				return nil, err
+			}
+			r, err := zkboom(o, s, op, c, o.duration)
+			if err != nil {
+				return nil, err
+			}
+			after, err := scrape(s.metrics)
+			if err != nil {
+				return nil, err
+			}
+			res := result{Target: s.name, Op: op, Conns: c, Report: *r, EtcdRoundTripsPerRequest: roundTrips(before, after)}
+			line := fmt.Sprintf("%-9s %-6s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
+				s.name, op, c, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
+			if s.metrics != "" {
+				line += fmt.Sprintf("  etcd calls/request %.2f", res.EtcdRoundTripsPerRequest)
+			}
+			log.Print(line)
+			results = append(results, res)
+		}
+	}
+	return results, nil
+}
+
+func zkboom(o *options, s *server, op string, conns int, d time.Duration) (*zkboomReport, error) {
+	args := []string{"--json", "--endpoints", s.endpoint, "--conns", strconv.Itoa(conns), "--clients", strconv.Itoa(o.clients),
+		"--duration", d.String(), "--val-size", strconv.Itoa(o.valSize), "--key-size", strconv.Itoa(o.keySize), "--keys", strconv.Itoa(o.keys)}
+	if s.etcd {
+		args = append(args, "--etcd")
+	}
+	args = append(args, op)
+	cmd := exec.Command(filepath.Join(o.bin, "zkboom"), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("zkboom %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	var r zkboomReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("zkboom %s: %v in %q", strings.Join(args, " "), err, out)
+	}
+	return &r, nil
+}
+
+// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start starts a server process in its own process group, with its output kept for errors.
+func start(name string, cmd *exec.Cmd) (*server, error) {
+	s := &server{name: name, cmd: cmd, log: &bytes.Buffer{}, exited: make(chan struct{})}
+	w := &lockedWriter{w: s.log}
+	if cmd.Stderr == nil {
+		cmd.Stderr = w
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = w
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		cmd.Wait()
+		close(s.exited)
+	}()
+	return s, nil
+}
+
+// stop ends the server with SIGTERM (SIGKILL after 20s) and waits for it.
+func (s *server) stop() {
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(20 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func startEtcd(o *options) (*server, error) {
+	cmd := exec.Command(filepath.Join(o.bin, "benchetcd"), "--data-dir", filepath.Join(o.workDir, "etcd"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	s, err := start("etcd", cmd)
+	if err != nil {
+		return nil, err
+	}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if ep, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
+				ready <- ep
+			}
+		}
+	}()
+	select {
+	case s.endpoint = <-ready:
+		s.etcd = true
+		return s, nil
+	case <-s.exited:
+		return nil, fmt.Errorf("benchetcd exited: %s", s.log.String())
+	case <-time.After(60 * time.Second):
+		s.stop()
+		return nil, errors.New("benchetcd not ready after 60s")
+	}
+}
+
+func startZetcd(o *options) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	mport, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr, maddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", mport)
+	cmd := exec.Command(filepath.Join(o.bin, "zetcd"), "--zkaddr", addr, "--data-dir", filepath.Join(o.workDir, "zetcd"),
+		"--metrics-addr", maddr, "--log-level", "warn")
+	s, err := start("zetcd", cmd)
+	if err != nil {
+		return nil, err
+	}
+	s.endpoint, s.metrics = addr, "http://"+maddr+"/metrics"
+	return s, waitSession(s)
+}
+
+// zooCfg is the benchmark ZooKeeper's configuration: standalone, its transaction log fsynced
+// like etcd's WAL, no connection limit.
+const zooCfg = `tickTime=2000
+dataDir=%s
+clientPort=%d
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=*
+`
+
+func startZooKeeper(o *options) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	java := "java"
+	if home := os.Getenv("JAVA_HOME"); home != "" {
+		java = filepath.Join(home, "bin", "java")
+	}
+	dir := filepath.Join(o.workDir, "zookeeper")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, "zoo.cfg")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(zooCfg, filepath.Join(dir, "data"), port)), 0o644); err != nil {
+		return nil, err
+	}
+	lib, err := filepath.Abs(o.zkLib)
+	if err != nil {
+		return nil, err
+	}
+	if jars, _ := filepath.Glob(filepath.Join(lib, "zookeeper-*.jar")); len(jars) == 0 {
+		return nil, fmt.Errorf("no ZooKeeper jars in %s: run `make zookeeper`", lib)
+	}
+	// The conf directory beside lib holds logback.xml (warnings only), written by fetch.sh.
+	classpath := filepath.Join(lib, "*") + ":" + filepath.Join(filepath.Dir(lib), "conf")
+	cmd := exec.Command(java, "-Xmx1g", "-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
+	cmd.Dir = dir
+	s, err := start("zookeeper", cmd)
+	if err != nil {
+		return nil, err
+	}
+	s.endpoint = fmt.Sprintf("127.0.0.1:%d", port)
+	return s, waitSession(s)
+}
+
+// waitSession waits until the server at s.endpoint grants a ZooKeeper session.
+func waitSession(s *server) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("%s exited: %s", s.name, s.log.String())
+		default:
+		}
+		c, events, err := zk.Connect([]string{s.endpoint}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+		if err == nil {
+			timer := time.NewTimer(2 * time.Second)
+		wait:
+			for {
+				select {
+				case ev := <-events:
+					if ev.State == zk.StateHasSession {
+						timer.Stop()
+						c.Close()
+						return nil
+					}
+				case <-timer.C:
+					break wait
+				}
+			}
+			c.Close()
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.stop()
+	return fmt.Errorf("%s: no session at %s after 60s: %s", s.name, s.endpoint, s.log.String())
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
+
+// scrape reads the counters of a Prometheus text exposition, keyed by name and labels as written
+// ("zetcd_requests_total{op=\"create\",code=\"OK\"}"). An empty url scrapes nothing.
+func scrape(url string) (map[string]float64, error) {
+	if url == "" {
+		return nil, nil
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m, sc.Err()
+}
+
+// roundTrips is the etcd calls per ZooKeeper request between two scrapes of zetcd's metrics,
+// pings left out (they never reach etcd). 0 when there is nothing to divide.
+func roundTrips(before, after map[string]float64) float64 {
+	var trips, requests float64
+	for k, v := range after {
+		d := v - before[k]
+		switch {
+		case strings.HasPrefix(k, "zetcd_etcd_round_trips_total{"):
+			trips += d
+		case strings.HasPrefix(k, "zetcd_requests_total{") && !strings.Contains(k, `op="ping"`):
+			requests += d
+		}
+	}
+	if requests == 0 {
+		return 0
+	}
+	return trips / requests
+}
+
+// readMemory reads a process's peak and current resident set from /proc.
+func readMemory(pid int) memory {
+	var m memory
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return m
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmHWM:":
+			m.PeakRSSKB = v
+		case "VmRSS:":
+			m.EndRSSKB = v
+		}
+	}
+	return m
+}
+
+// machine describes this machine and the toolchains.
+func machine() map[string]string {
+	m := map[string]string{"cpus (nproc)": strconv.Itoa(runtime.NumCPU()), "os/arch": runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				m["memory"] = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m["kernel"] = strings.TrimSpace(string(b))
+	}
+	m["go"] = runtime.Version()
+	if out, err := exec.Command("java", "-version").CombinedOutput(); err == nil {
+		m["java"] = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+	}
+	if jars, _ := filepath.Glob(".cache/zookeeper/lib/zookeeper-[0-9]*.jar"); len(jars) > 0 {
+		m["zookeeper"] = strings.TrimSuffix(strings.TrimPrefix(filepath.Base(jars[0]), "zookeeper-"), ".jar")
+	}
+	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3").Output(); err == nil {
+		m["etcd"] = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+// plot runs plot.py; it reports whether the PNG was written.
+func plot(o *options) bool {
+	if _, err := os.Stat(o.python); err != nil {
+		log.Printf("no %s (python with matplotlib): the report goes without the plot", o.python)
+		return false
+	}
+	script := filepath.Join(filepath.Dir(os.Args[0]), "plot.py")
+	if _, err := os.Stat(script); err != nil {
+		script = "tools/bench/plot.py"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, o.python, script, o.data, o.png).CombinedOutput()
+	if err != nil {
+		log.Printf("plot: %v: %s", err, out)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// targetTitle names the servers in the report.
+var targetTitle = map[string]string{"etcd": "etcd", "zetcd": "zetcd", "zookeeper": "ZooKeeper"}
+
+// markdown renders docs/benchmarks.md from one run's figures.
+func markdown(o *options, d *runData, plotted bool) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	find := func(target, op string, conns int) *zkboomReport {
+		for i := range d.Results {
+			r := &d.Results[i]
+			if r.Target == target && r.Op == op && r.Conns == conns {
+				return &r.Report
+			}
+		}
+		return nil
+	}
+
+	w("# Benchmarks\n\n")
+	w("Written by `make bench` (tools/bench) on %s from one run on this machine: a bare etcd,\n", d.Started.Format("2006-01-02 15:04 MST"))
+	w("zetcd on its embedded etcd, and a real Apache ZooKeeper, each started fresh and measured in turn\n")
+	w("with the same zkboom matrix. The raw figures are in [benchmarks.json](benchmarks.json).\n\n")
+
+	w("## Machine\n\n| | |\n| --- | --- |\n")
+	keys := make([]string, 0, len(d.Machine))
+	for k := range d.Machine {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w("| %s | %s |\n", k, d.Machine[k])
+	}
+
+	w("\n## Method\n\n")
+	w("- **etcd**: a bare single-member etcd (`internal/embedetcd`, the same code and settings zetcd embeds, run alone by\n")
+	w("  `tools/bench/benchetcd`), driven by `zkboom --etcd` with the raw etcd request closest to each ZooKeeper one:\n")
+	w("  create = a txn \"if the key is absent, put\", get = a linearizable get, set = a put. The ceiling: zetcd can only add\n")
+	w("  to what etcd does.\n")
+	w("- **zetcd**: the `zetcd` binary with its embedded etcd (data on the same disk), over the ZooKeeper protocol.\n")
+	w("- **ZooKeeper**: %s standalone, `-Xmx1g`, its transaction log fsynced like etcd's WAL.\n", orDash(d.Machine["zookeeper"]))
+	w("- Each cell is `zkboom --conns N --clients 1 --duration %s OP`: N sessions (etcd: N clients), one request in\n", o.duration)
+	w("  flight on each (closed loop), so concurrency = N. get and set pick among %d existing nodes; mixed is\n", o.keys)
+	w("  80%% get, 10%% set, 10%% create; values are %d bytes. Each server first gets %s of unmeasured mixed load\n", o.valSize, o.warmup)
+	w("  (the JVM's JIT, etcd's and zetcd's caches).\n")
+	w("- zkboom runs on the same cores as the server it measures: on a small machine the load generator takes a\n")
+	w("  real share of the CPU, and more so at 64 connections. The ratios compare servers under the same handicap.\n")
+
+	w("\n## Results\n\nThroughput in successful requests per second; p99 latency in milliseconds.\n\n")
+	w("| op | conns | etcd ops/s | zetcd ops/s | ZooKeeper ops/s | zetcd/etcd | zetcd/ZooKeeper | etcd p99 | zetcd p99 | ZooKeeper p99 |\n")
+	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	var vsEtcd, vsZK []float64
+	var errorsSeen []string
+	for _, op := range o.ops {
+		for _, c := range o.conns {
+			e, z, k := find("etcd", op, c), find("zetcd", op, c), find("zookeeper", op, c)
+			w("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", op, c, ops(e), ops(z), ops(k),
+				ratio(z, e, &vsEtcd), ratio(z, k, &vsZK), p99(e), p99(z), p99(k))
+			for _, t := range []string{"etcd", "zetcd", "zookeeper"} {
+				if r := find(t, op, c); r != nil && r.Errors > 0 {
+					errorsSeen = append(errorsSeen, fmt.Sprintf("%s %s %d conns: %d of %d requests failed (%v)", targetTitle[t], op, c, r.Errors, r.Requests, r.ErrorsByCode))
+				}
+			}
+		}
+	}
+	w("\nzetcd's etcd round trips per ZooKeeper request, from its `/metrics` (`zetcd_etcd_round_trips_total` over\n")
+	w("`zetcd_requests_total`, pings left out, zkboom's own setup included) during each run:\n\n")
+	w("| op |")
+	for _, c := range o.conns {
+		w(" %d conns |", c)
+	}
+	w("\n| --- |%s\n", strings.Repeat(" ---: |", len(o.conns)))
+	for _, op := range o.ops {
+		w("| %s |", op)
+		for _, c := range o.conns {
+			v := "—"
+			for _, r := range d.Results {
+				if r.Target == "zetcd" && r.Op == op && r.Conns == c && r.EtcdRoundTripsPerRequest > 0 {
+					v = fmt.Sprintf("%.2f", r.EtcdRoundTripsPerRequest)
+				}
+			}
+			w(" %s |", v)
+		}
+		w("\n")
+	}
+	w("\nAcross the matrix (geometric mean of the throughput ratios): **zetcd/etcd %s**, **zetcd/ZooKeeper %s**.\n",
+		geomean(vsEtcd), geomean(vsZK))
+	if len(errorsSeen) > 0 {
+		w("\nErrors (counted, not in the throughput):\n\n")
+		for _, e := range errorsSeen {
+			w("- %s\n", e)
+		}
+	} else {
+		w("\nNo request failed.\n")
+	}
+
+	w("\n## Memory\n\nResident memory of each server process at the end of its runs (from /proc).\n\n")
+	w("| server | peak RSS | RSS at the end |\n| --- | ---: | ---: |\n")
+	for _, m := range d.Memory {
+		w("| %s | %s | %s |\n", targetTitle[m.Target], mib(m.PeakRSSKB), mib(m.EndRSSKB))
+	}
+	w("\nzetcd's figure includes its embedded etcd; the bare etcd is that etcd alone, so the difference is roughly\n")
+	w("what zetcd itself holds (sessions, connections, watch fan-out, buffers). ZooKeeper's is a JVM with `-Xmx1g`.\n")
+
+	if plotted {
+		w("\n## Plot\n\n![throughput and p99 latency against connections](%s)\n", filepath.Base(o.png))
+	}
+	w("\n## Reproducing\n\n```\nmake bench     # about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n```\n",
+		int(math.Ceil(estimate(o).Minutes())))
+	w("\nOne run, short durations: differences of 10%% between runs are noise. Steer by the ratios, which come from the\n")
+	w("same run on the same machine.\n")
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func ops(r *zkboomReport) string {
+	if r == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f", r.OpsPerSec)
+}
+
+func p99(r *zkboomReport) string {
+	if r == nil || r.Requests == r.Errors {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", r.LatencyMs.P99)
+}
+
+// ratio formats a/b and records it for the geometric mean.
+func ratio(a, b *zkboomReport, all *[]float64) string {
+	if a == nil || b == nil || b.OpsPerSec == 0 || a.OpsPerSec == 0 {
+		return "—"
+	}
+	r := a.OpsPerSec / b.OpsPerSec
+	*all = append(*all, r)
+	return fmt.Sprintf("%.2f", r)
+}
+
+func geomean(xs []float64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	var s float64
+	for _, x := range xs {
+		s += math.Log(x)
+	}
+	return fmt.Sprintf("%.2f", math.Exp(s/float64(len(xs))))
+}
+
+func mib(kb int64) string {
+	if kb == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(kb)/1024)
+}
+
+// estimate is how long a run of the matrix takes, roughly.
+func estimate(o *options) time.Duration {
+	per := o.duration + 1500*time.Millisecond
+	return time.Duration(len(o.targetsOn)) * (time.Duration(len(o.ops)*len(o.conns))*per + o.warmup + 10*time.Second)
+}
