@@ -123,8 +123,6 @@ func parseConfig(args []string) (*config, error) {
 		return nil, errors.New("--key-size must be 1..1024, --val-size >= 0, --keys >= 1")
 	case c.op == "delete" && c.total == 0:
 		return nil, errors.New("delete needs --total: it deletes nodes created beforehand")
-	case c.op == "watch" && c.conns < 2 && c.etcd:
-		// fine: a separate writer client is opened
 	}
 	if c.total == 0 && c.duration == 0 {
 		c.duration = 10 * time.Second
@@ -161,7 +159,7 @@ func parseMix(s string) ([]mixEntry, error) {
 		name, w, ok := strings.Cut(part, "=")
 		n, err := strconv.Atoi(w)
 		if !ok || err != nil || n < 0 {
-			return nil, fmt.Errorf("--mix %q: want op=weight,...", s)
+			return nil, fmt.Errorf("--mix %q: want op=weight[,op=weight]", s)
 		}
 		switch name {
 		case "get", "set", "create", "exists", "children":

@@ -38,7 +38,9 @@ func zkctlIn(t *testing.T, stdin string, addr string, args ...string) result {
 
 func zkctl(t *testing.T, addr string, args ...string) result {
 	t.Helper()
-	return zkctlIn(t, "", addr, args...)
+	var out, errb bytes.Buffer
+	code := run(append([]string{"--server", addr}, args...), &out, &errb)
+	return result{out.String(), errb.String(), code}
 }
 
 // ok runs the command line and fails the test unless it succeeds; it returns stdout.
