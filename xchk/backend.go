@@ -86,6 +86,8 @@ func (b *Backend) Connect(ctx context.Context, p zetcd.ConnectParams) (zetcd.Ses
 	}
 	s.inner = in
 	if err := b.attach(ctx, s, p); err != nil {
+		s.dropOracle()
+		b.forget(s)
 		in.Detach()
 		return nil, err
 	}

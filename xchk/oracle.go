@@ -15,9 +15,6 @@ import (
 // errOracleExpired is the oracle's answer (timeout 0) to a session it does not know.
 var errOracleExpired = errors.New("oracle: session expired or unknown")
 
-// errOracleClosed fails the calls still waiting when an oracle connection closes.
-var errOracleClosed = errors.New("oracle: connection closed")
-
 // oracleConn is one twin session's TCP connection to the real ZooKeeper: a small pipelined
 // client built on the encoding package. Requests are written in call order and ZooKeeper
 // answers them in that order; replies are matched to calls by xid. Watch notifications (xid

@@ -35,7 +35,7 @@ type checked struct {
 
 // startChecked starts a zetcd on a fresh etcd wrapped by xchk with cfg (OracleAddr, Logger and
 // Registerer are filled in). With oracleAddr "" a fresh ZooKeeper is started.
-func startChecked(t *testing.T, cfg xchk.Config) *checked {
+func startChecked(t *testing.T, cfg xchk.Config, server ...zetcd.Config) *checked {
 	t.Helper()
 	if cfg.OracleAddr == "" {
 		cfg.OracleAddr = zkserver.Start(t, zkserver.Options{}).Addr
@@ -50,15 +50,19 @@ func startChecked(t *testing.T, cfg xchk.Config) *checked {
 			c.b.Close()
 		}
 	})
-	z := testenv.StartZetcdOn(t, testenv.StartEtcd(t), testenv.Options{Wrap: func(inner zetcd.Backend) zetcd.Backend {
+	opts := testenv.Options{}
+	if len(server) > 0 {
+		opts.Config = &server[0]
+	}
+	opts.Wrap = func(inner zetcd.Backend) zetcd.Backend {
 		b, err := xchk.NewBackend(inner, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.b = b
 		return b
-	}})
-	c.addr = z.Addr
+	}
+	c.addr = testenv.StartZetcdOn(t, testenv.StartEtcd(t), opts).Addr
 	return c
 }
 
@@ -472,5 +476,31 @@ func TestResumeKeepsTwin(t *testing.T) {
 	}
 	if n, kinds := c.total(t); n != 0 {
 		t.Errorf("%v differences: %v %v", n, kinds, c.lines())
+	}
+}
+
+// TestSessionTimeoutCompared: a twin opened with zetcd's negotiated timeout that ZooKeeper
+// negotiates differently is a difference of the handshake (here zetcd allows 60s sessions and
+// ZooKeeper at most 40s); under FailFast the connection is refused.
+func TestSessionTimeoutCompared(t *testing.T) {
+	c := startChecked(t, xchk.Config{FailFast: true}, zetcd.Config{MinSessionTimeout: 4 * time.Second, MaxSessionTimeout: 60 * time.Second})
+	conn, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := encoding.WriteFrame(conn, nil, &encoding.ConnectRequest{TimeOut: 50000, Passwd: make([]byte, 16)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := encoding.ReadFrame(bufio.NewReader(conn), nil, 0); err == nil {
+		t.Error("got a ConnectResponse; want the connection closed")
+	}
+	if got := c.count("createSession", "timeout"); got != 1 {
+		t.Errorf("createSession timeout differences %v, want 1", got)
+	}
+	lines := c.lines()
+	if len(lines) != 1 || lines[0]["zetcd"] != "50000" || lines[0]["zookeeper"] != "40000" {
+		t.Errorf("logged %v", lines)
 	}
 }
