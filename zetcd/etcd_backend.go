@@ -57,6 +57,8 @@ type EtcdBackend struct {
 	cancel  context.CancelFunc
 	// seqs serializes this process's sequential creates per parent (etcd_seq.go).
 	seqs seqCounters
+	// multiLocks serializes this process's multis per znode (etcd_multi.go).
+	multiLocks pathLocks
 	// reaper deletes containers and TTL nodes when this process is elected (etcd_reaper.go).
 	reaper reaper
 }

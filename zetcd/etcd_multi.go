@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -566,10 +567,28 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		}
 		return nil, 0, s.zxid(put.Header.Revision), nil
 	}
+	var unlocks []func()
+	defer func() {
+		for _, unlock := range unlocks {
+			unlock()
+		}
+	}()
 	var unread []string // names guarded as absent that conflicted: read them next time
+	// lockMulti takes this process's locks of the nodes the multi touches; the read set is
+	// sorted, so locks are always taken in one order.
+	locked := false
+	lockMulti := func() (waited bool, err error) {
+		unlock, waited, err := b.multiLocks.lock(ctx, multiReadSet(ops, nil))
+		if err != nil {
+			return false, fmt.Errorf("session %s: %s: %w", s.id, opName, err)
+		}
+		locked = true
+		unlocks = append(unlocks, unlock)
+		return waited, nil
+	}
 	for attempt := 0; attempt < maxMultiAttempts; attempt++ {
-		if attempt >= 2 {
-			// Contention: let the writers ahead of us commit.
+		if attempt >= 3 {
+			// Contention from elsewhere: let the writers ahead of us commit.
 			time.Sleep(time.Duration(rand.IntN(1<<min(attempt, 10))) * 100 * time.Microsecond)
 		}
 		m, err := b.readMultiState(ctx, multiReadSet(ops, unread))
@@ -592,6 +611,20 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		if failedAt >= 0 {
 			then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
 		} else {
+			if !locked {
+				// A multi that changes the tree takes turns with this process's other
+				// multis on the same nodes, so that under contention only writers
+				// elsewhere can make its guards fail. (A failing multi writes only the
+				// error key: it takes its turn only after a conflict.)
+				waited, err := lockMulti()
+				if err != nil {
+					return nil, 0, s.zxid(0), err
+				}
+				if waited {
+					// Others committed meanwhile: the state read is likely stale.
+					continue
+				}
+			}
 			then = m.writes()
 		}
 		r, err := b.kv.Txn(ctx).If(m.guards()...).Then(then...).Commit()
@@ -603,6 +636,11 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			for p, n := range m.nodes {
 				if !n.read {
 					unread = append(unread, p)
+				}
+			}
+			if !locked {
+				if _, err := lockMulti(); err != nil {
+					return nil, 0, s.zxid(0), err
 				}
 			}
 			continue
@@ -762,4 +800,62 @@ func failureRecorded(r *clientv3.TxnResponse, i int) bool {
 		return t.Succeeded
 	}
 	return true
+}
+
+// pathLocks serializes this process's multis per znode path. mu protects m and refs.
+type pathLocks struct {
+	mu sync.Mutex
+	m  map[string]*pathLock
+}
+
+type pathLock struct {
+	ch   chan struct{} // capacity 1: held by one multi
+	refs int           // holders and waiters
+}
+
+// lock takes the locks of paths, which must be sorted, waiting as long as ctx allows; waited
+// reports whether another holder made it wait.
+func (l *pathLocks) lock(ctx context.Context, paths []string) (unlock func(), waited bool, err error) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*pathLock{}
+	}
+	locks := make([]*pathLock, len(paths))
+	for i, p := range paths {
+		pl := l.m[p]
+		if pl == nil {
+			pl = &pathLock{ch: make(chan struct{}, 1)}
+			l.m[p] = pl
+		}
+		pl.refs++
+		locks[i] = pl
+	}
+	l.mu.Unlock()
+	release := func(held int) {
+		for _, pl := range locks[:held] {
+			<-pl.ch
+		}
+		l.mu.Lock()
+		for i, pl := range locks {
+			if pl.refs--; pl.refs == 0 {
+				delete(l.m, paths[i])
+			}
+		}
+		l.mu.Unlock()
+	}
+	for i, pl := range locks {
+		select {
+		case pl.ch <- struct{}{}:
+			continue
+		default:
+		}
+		waited = true
+		select {
+		case pl.ch <- struct{}{}:
+		case <-ctx.Done():
+			release(i)
+			return nil, false, ctx.Err()
+		}
+	}
+	return func() { release(len(locks)) }, waited, nil
 }
