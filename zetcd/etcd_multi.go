@@ -441,12 +441,12 @@ func (m *multiState) guards() []clientv3.Cmp {
 				clientv3.Compare(clientv3.CreateRevision(m.keys.metaPrefix(p)), "=", 0).WithPrefix())
 			continue
 		}
+		// A meta key is written with a revision past the read, or deleted only together with
+		// the data key (a node deleted) or while a child-create or data key is put (an
+		// offsets key no longer needed), so two compares pin all of a node's keys.
 		cmps = append(cmps,
 			clientv3.Compare(clientv3.ModRevision(m.keys.data(p)), "=", kvModRev(n.dataKV)),
-			clientv3.Compare(clientv3.ModRevision(m.keys.acl(p)), "=", kvModRev(n.aclKV)),
-			clientv3.Compare(clientv3.ModRevision(m.keys.childCreates(p)), "=", kvModRev(n.createsKV)),
-			clientv3.Compare(clientv3.ModRevision(m.keys.childDeletes(p)), "=", kvModRev(n.deletesKV)),
-			clientv3.Compare(clientv3.ModRevision(m.keys.offsets(p)), "=", kvModRev(n.offsetsKV)))
+			clientv3.Compare(clientv3.ModRevision(m.keys.metaPrefix(p)), "<", m.rev+1).WithPrefix())
 	}
 	return cmps
 }
