@@ -34,6 +34,10 @@ import (
 // So a multi is one etcd revision, one zxid for all its ops. A sequential create's name depends
 // on its parent's create counter, so it is not known before the read: the node it names is
 // assumed absent and that is guarded like a read key (and read for real after a conflict).
+//
+// Under contention, multis of this process that change the same nodes take turns (per-path
+// locks, pathLocks) before committing, so that only writers in other processes can fail their
+// guards; without that, n concurrent multis under one parent cost O(n²) failed commits.
 
 // zxidNow stands for the commit's revision in the Stats of simulated nodes until it is known.
 const zxidNow encoding.Zxid = -1
@@ -567,23 +571,20 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		}
 		return nil, 0, s.zxid(put.Header.Revision), nil
 	}
-	var unlocks []func()
+	var unread []string // names guarded as absent that conflicted: read them next time
+	// lockMulti takes this process's locks of the nodes the multi touches (unlock releases
+	// them); the read set is sorted, so locks are always taken in one order.
+	var unlock func()
 	defer func() {
-		for _, unlock := range unlocks {
+		if unlock != nil {
 			unlock()
 		}
 	}()
-	var unread []string // names guarded as absent that conflicted: read them next time
-	// lockMulti takes this process's locks of the nodes the multi touches; the read set is
-	// sorted, so locks are always taken in one order.
-	locked := false
 	lockMulti := func() (waited bool, err error) {
-		unlock, waited, err := b.multiLocks.lock(ctx, multiReadSet(ops, nil))
+		unlock, waited, err = b.multiLocks.lock(ctx, multiReadSet(ops, nil))
 		if err != nil {
 			return false, fmt.Errorf("session %s: %s: %w", s.id, opName, err)
 		}
-		locked = true
-		unlocks = append(unlocks, unlock)
 		return waited, nil
 	}
 	for attempt := 0; attempt < maxMultiAttempts; attempt++ {
@@ -611,7 +612,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		if failedAt >= 0 {
 			then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
 		} else {
-			if !locked {
+			if unlock == nil {
 				// A multi that changes the tree takes turns with this process's other
 				// multis on the same nodes, so that under contention only writers
 				// elsewhere can make its guards fail. (A failing multi writes only the
@@ -638,7 +639,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 					unread = append(unread, p)
 				}
 			}
-			if !locked {
+			if unlock == nil {
 				if _, err := lockMulti(); err != nil {
 					return nil, 0, s.zxid(0), err
 				}
