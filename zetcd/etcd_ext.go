@@ -144,13 +144,29 @@ func (s *etcdSession) WhoAmI(ctx context.Context, req *encoding.Empty) (*encodin
 	return &encoding.WhoAmIResponse{ClientInfo: infos}, s.zxid(0), nil
 }
 
-// remoteIP is the address part of a client address, as ZooKeeper's ip scheme spells it.
+// remoteIP is the address part of a client address as ZooKeeper's ip scheme spells it: Java's
+// InetAddress.getHostAddress, which writes IPv6 addresses as eight groups without "::"
+// ("0:0:0:0:0:0:0:1"), followed by "%zone" when scoped.
 func remoteIP(a net.Addr) string {
 	switch a := a.(type) {
 	case nil:
 		return ""
 	case *net.TCPAddr:
-		return a.IP.String()
+		if v4 := a.IP.To4(); v4 != nil {
+			return v4.String()
+		}
+		if len(a.IP) != net.IPv6len {
+			return a.IP.String()
+		}
+		groups := make([]string, 8)
+		for i := range groups {
+			groups[i] = strconv.FormatUint(uint64(a.IP[2*i])<<8|uint64(a.IP[2*i+1]), 16)
+		}
+		host := strings.Join(groups, ":")
+		if a.Zone != "" {
+			host += "%" + a.Zone
+		}
+		return host
 	}
 	host, _, err := net.SplitHostPort(a.String())
 	if err != nil {
