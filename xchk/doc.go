@@ -42,7 +42,10 @@
 // Every Handler method (one per opcode, all through one generic function) sends the request to
 // the twin, runs it on zetcd, waits for the twin's reply and compares:
 //
-//   - the error code (a Go error from zetcd, which closes the connection, is a difference too);
+//   - the error code. A Go error from zetcd (the server then closes the client's connection)
+//     and ZooKeeper closing the twin's connection instead of answering (as it does for
+//     deleteContainer from a client) are the same answer, "connection closed"; either one
+//     against a reply is a difference;
 //   - for writes (create*, delete*, setData, setACL, multi, closeSession), the reply zxid;
 //   - the body, field by field, by reflection over the encoding records: data (null apart from
 //     empty), children and ephemeral lists as sets (null apart from empty), ACL lists in order,

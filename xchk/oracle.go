@@ -5,15 +5,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// errOracleExpired is the oracle's answer (timeout 0) to a session it does not know.
-var errOracleExpired = errors.New("oracle: session expired or unknown")
+var (
+	// errOracleExpired is the oracle's answer (timeout 0) to a session it does not know.
+	errOracleExpired = errors.New("oracle: session expired or unknown")
+	// errOracleHungUp fails the calls waiting when ZooKeeper closes the connection. ZooKeeper
+	// does so on purpose for some requests (deleteContainer from a client), so it is an
+	// answer to compare, not only a failure.
+	errOracleHungUp = errors.New("oracle: ZooKeeper closed the connection")
+)
 
 // oracleConn is one twin session's TCP connection to the real ZooKeeper: a small pipelined
 // client built on the encoding package. Requests are written in call order and ZooKeeper
@@ -170,6 +178,9 @@ func (c *oracleConn) readLoop(r *bufio.Reader) {
 		c.nc.SetReadDeadline(time.Now().Add(c.timeout))
 		frame, err := encoding.ReadFrame(r, buf, 0)
 		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+				err = fmt.Errorf("%w: %w", errOracleHungUp, err)
+			}
 			c.fail(fmt.Errorf("oracle: read: %w", err))
 			return
 		}

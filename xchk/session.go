@@ -238,9 +238,23 @@ func call[Req, Resp encoding.Record](s *session, ctx context.Context, op encodin
 		return resp, zxid, err // connection closing: nothing to compare or report
 	}
 	if kerr != nil {
-		// Whether ZooKeeper applied the request is unknown now: stop comparing this session.
-		s.uncompared(op, path, kerr)
+		// Either way the twin's connection is gone: stop comparing this connection.
 		s.dropOracle()
+		if !errors.Is(kerr, errOracleHungUp) {
+			// Whether ZooKeeper applied the request is unknown.
+			s.uncompared(op, path, kerr)
+			return resp, zxid, err
+		}
+		// ZooKeeper closed the connection instead of answering: the same answer as a Go error
+		// from zetcd (the server closes the client's connection), and any other is a difference.
+		if _, isCode := errCode(err); err != nil && !isCode {
+			return resp, zxid, err
+		}
+		code, _ := errCode(err)
+		diff := difference{field: "err", zetcd: code.String(), zk: "connection closed", detail: kerr.Error()}
+		if ferr := s.report(op, path, []difference{diff}); ferr != nil {
+			return zero, zxid, ferr
+		}
 		return resp, zxid, err
 	}
 	_, bodiless := any(zero).(*encoding.Empty)

@@ -397,6 +397,45 @@ func TestOracleSlow(t *testing.T) {
 	}
 }
 
+// handshake sends a ConnectRequest on a raw connection and reads the answer.
+func handshake(t *testing.T, conn net.Conn, r *bufio.Reader, req encoding.ConnectRequest) encoding.ConnectResponse {
+	t.Helper()
+	if req.Passwd == nil {
+		req.Passwd = make([]byte, 16)
+	}
+	if _, err := encoding.WriteFrame(conn, nil, &req); err != nil {
+		t.Fatal(err)
+	}
+	frame, err := encoding.ReadFrame(r, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp encoding.ConnectResponse
+	if err := encoding.DecodeRecord(frame, &resp); err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// roundTrip sends one request on a raw connection and reads its reply into resp.
+func roundTrip(t *testing.T, conn net.Conn, r *bufio.Reader, xid encoding.Xid, op encoding.Op, req, resp encoding.Record) encoding.ReplyHeader {
+	t.Helper()
+	if _, err := encoding.WriteFrame(conn, nil, &encoding.RequestHeader{Xid: xid, Op: op}, req); err != nil {
+		t.Fatal(err)
+	}
+	frame, err := encoding.ReadFrame(r, nil, 0)
+	if err != nil {
+		t.Fatalf("%v: %v", op, err)
+	}
+	d := encoding.NewDecoder(frame)
+	var hdr encoding.ReplyHeader
+	hdr.Decode(d)
+	if hdr.Err == 0 && resp != nil {
+		resp.Decode(d)
+	}
+	return hdr
+}
+
 // TestResumeKeepsTwin: a session resumed on a new connection keeps its twin: its ephemeral is
 // still there on both sides and stats still compare equal.
 func TestResumeKeepsTwin(t *testing.T) {
@@ -407,47 +446,12 @@ func TestResumeKeepsTwin(t *testing.T) {
 	}
 	defer conn.Close()
 	r := bufio.NewReader(conn)
-	handshake := func(conn net.Conn, r *bufio.Reader, req encoding.ConnectRequest) encoding.ConnectResponse {
-		t.Helper()
-		if req.Passwd == nil {
-			req.Passwd = make([]byte, 16)
-		}
-		if _, err := encoding.WriteFrame(conn, nil, &req); err != nil {
-			t.Fatal(err)
-		}
-		frame, err := encoding.ReadFrame(r, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var resp encoding.ConnectResponse
-		if err := encoding.DecodeRecord(frame, &resp); err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
-	roundTrip := func(conn net.Conn, r *bufio.Reader, xid encoding.Xid, op encoding.Op, req, resp encoding.Record) encoding.ReplyHeader {
-		t.Helper()
-		if _, err := encoding.WriteFrame(conn, nil, &encoding.RequestHeader{Xid: xid, Op: op}, req); err != nil {
-			t.Fatal(err)
-		}
-		frame, err := encoding.ReadFrame(r, nil, 0)
-		if err != nil {
-			t.Fatalf("%v: %v", op, err)
-		}
-		d := encoding.NewDecoder(frame)
-		var hdr encoding.ReplyHeader
-		hdr.Decode(d)
-		if hdr.Err == 0 && resp != nil {
-			resp.Decode(d)
-		}
-		return hdr
-	}
-	sess := handshake(conn, r, encoding.ConnectRequest{TimeOut: 10000})
-	if hdr := roundTrip(conn, r, 1, encoding.OpCreate, &encoding.CreateRequest{Path: "/eph", Flags: encoding.ModeEphemeral}, nil); hdr.Err != encoding.ErrInvalidACL {
+	sess := handshake(t, conn, r, encoding.ConnectRequest{TimeOut: 10000})
+	if hdr := roundTrip(t, conn, r, 1, encoding.OpCreate, &encoding.CreateRequest{Path: "/eph", Flags: encoding.ModeEphemeral}, nil); hdr.Err != encoding.ErrInvalidACL {
 		t.Fatalf("create with no ACL: %v", hdr.Err)
 	}
 	acl := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
-	hdr := roundTrip(conn, r, 2, encoding.OpCreate, &encoding.CreateRequest{Path: "/eph", ACL: acl, Flags: encoding.ModeEphemeral}, nil)
+	hdr := roundTrip(t, conn, r, 2, encoding.OpCreate, &encoding.CreateRequest{Path: "/eph", ACL: acl, Flags: encoding.ModeEphemeral}, nil)
 	if hdr.Err != 0 {
 		t.Fatal(hdr.Err)
 	}
@@ -459,15 +463,15 @@ func TestResumeKeepsTwin(t *testing.T) {
 	}
 	defer conn2.Close()
 	r2 := bufio.NewReader(conn2)
-	resp := handshake(conn2, r2, encoding.ConnectRequest{TimeOut: 10000, SessionID: sess.SessionID, Passwd: sess.Passwd, LastZxidSeen: hdr.Zxid})
+	resp := handshake(t, conn2, r2, encoding.ConnectRequest{TimeOut: 10000, SessionID: sess.SessionID, Passwd: sess.Passwd, LastZxidSeen: hdr.Zxid})
 	if resp.SessionID != sess.SessionID {
 		t.Fatalf("resume: %+v", resp)
 	}
 	var ex encoding.ExistsResponse
-	if h := roundTrip(conn2, r2, 3, encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, &ex); h.Err != 0 || ex.Stat.EphemeralOwner != sess.SessionID {
+	if h := roundTrip(t, conn2, r2, 3, encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, &ex); h.Err != 0 || ex.Stat.EphemeralOwner != sess.SessionID {
 		t.Fatalf("exists after resume: %v %+v", h.Err, ex.Stat)
 	}
-	if h := roundTrip(conn2, r2, 4, encoding.OpCloseSession, nil, nil); h.Err != 0 {
+	if h := roundTrip(t, conn2, r2, 4, encoding.OpCloseSession, nil, nil); h.Err != 0 {
 		t.Fatal(h.Err)
 	}
 	other := testenv.Connect(t, c.addr)
@@ -502,5 +506,60 @@ func TestSessionTimeoutCompared(t *testing.T) {
 	lines := c.lines()
 	if len(lines) != 1 || lines[0]["zetcd"] != "50000" || lines[0]["zookeeper"] != "40000" {
 		t.Errorf("logged %v", lines)
+	}
+}
+
+// TestHangUpIsAnAnswer: ZooKeeper 3.9 closes the connection of a client that sends
+// deleteContainer instead of answering. Closing is compared as an answer: zetcd doing the same
+// is no difference; zetcd answering is one (field err, zookeeper "connection closed").
+func TestHangUpIsAnAnswer(t *testing.T) {
+	for _, answer := range []bool{false, true} {
+		t.Run(map[bool]string{false: "both close", true: "zetcd answers"}[answer], func(t *testing.T) {
+			var mutate func(encoding.Op, encoding.Record, error) (encoding.Record, error)
+			if answer {
+				mutate = func(op encoding.Op, resp encoding.Record, err error) (encoding.Record, error) {
+					if op == encoding.OpDeleteContainer {
+						return resp, encoding.ErrNoNode
+					}
+					return resp, err
+				}
+			}
+			c := startChecked(t, xchk.Config{Mutate: mutate})
+			cl := testenv.Connect(t, c.addr)
+			if _, err := cl.CreateContainer("/box", nil, zk.FlagContainer, openACL); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := net.Dial("tcp", c.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			r := bufio.NewReader(conn)
+			handshake(t, conn, r, encoding.ConnectRequest{TimeOut: 10000})
+			if _, err := encoding.WriteFrame(conn, nil, &encoding.RequestHeader{Xid: 1, Op: encoding.OpDeleteContainer},
+				&encoding.DeleteContainerRequest{Path: "/box"}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = encoding.ReadFrame(r, nil, 0)
+			if answer {
+				if got := c.count("deleteContainer", "err"); got != 1 || err != nil {
+					t.Errorf("differences %v (read %v), want 1 and zetcd's answer", got, err)
+				}
+				if l := c.lines(); len(l) != 1 || l[0]["zookeeper"] != "connection closed" || l[0]["zetcd"] != "NoNode" {
+					t.Errorf("logged %v", l)
+				}
+				return
+			}
+			if err == nil {
+				t.Error("got a reply; want the connection closed")
+			}
+			if ok, _, err := cl.Exists("/box"); !ok || err != nil {
+				t.Errorf("/box after deleteContainer: %v %v", ok, err)
+			}
+			if n, kinds := c.total(t); n != 0 {
+				t.Errorf("%v differences: %v %v", n, kinds, c.lines())
+			}
+		})
 	}
 }
