@@ -434,3 +434,66 @@ func TestWatchAcrossZetcds(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchMulti: a multi fires watches per op, in op order, even when it changes one node twice
+// (delete then create, create then delete), which etcd stores as one net change.
+func TestWatchMulti(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		w := connectRaw(t, addr)
+		x := connectRaw(t, addr)
+		x.create("/mw", nil, 0)
+		x.create("/mw/n", []byte("old"), 0)
+		multi := func(ops ...encoding.MultiOp) {
+			t.Helper()
+			var resp encoding.MultiResponse
+			if code := x.mustCall(encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, &resp); code != 0 {
+				t.Fatalf("multi: %v", code)
+			}
+			for i, r := range resp.Results {
+				if r.Op == encoding.OpError {
+					t.Fatalf("multi op %d failed: %v", i, r.Err)
+				}
+			}
+		}
+		del := func(p string) encoding.MultiOp {
+			return encoding.MultiOp{Op: encoding.OpDelete, Record: &encoding.DeleteRequest{Path: p, Version: -1}}
+		}
+		create := func(p string) encoding.MultiOp {
+			return encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: p, ACL: rawOpenACL}}
+		}
+		set := func(p string) encoding.MultiOp {
+			return encoding.MultiOp{Op: encoding.OpSetData, Record: &encoding.SetDataRequest{Path: p, Data: []byte("v"), Version: -1}}
+		}
+
+		// Delete then create: the one-shot watches fire on the delete and are consumed.
+		w.watch("getData", "/mw/n")
+		w.watch("getChildren", "/mw")
+		multi(del("/mw/n"), create("/mw/n"))
+		wantEvents(t, "delete+create, one-shot", w.waitEvents(2), "NodeDeleted /mw/n", "NodeChildrenChanged /mw")
+		w.barrier()
+		wantEvents(t, "delete+create, nothing more", w.takeEvents())
+
+		// Create then delete: an exists watch on the absent node sees NodeCreated.
+		if code := w.watch("exists", "/mw/t"); code != encoding.ErrNoNode {
+			t.Fatal(code)
+		}
+		w.watch("getChildren", "/mw")
+		multi(create("/mw/t"), set("/mw/t"), del("/mw/t"))
+		wantEvents(t, "create+set+delete, one-shot", w.waitEvents(2), "NodeCreated /mw/t", "NodeChildrenChanged /mw")
+
+		// Persistent watches see every op, in op order, all at the multi's zxid.
+		var er encoding.ErrorResponse
+		w.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/mw/n", Mode: encoding.AddWatchPersistent}, &er)
+		w.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/mw", Mode: encoding.AddWatchPersistent}, &er)
+		multi(set("/mw/n"), del("/mw/n"), create("/mw/n"), set("/mw/n"))
+		evs := w.waitEvents(6)
+		wantEvents(t, "persistent", evs,
+			"NodeDataChanged /mw/n", "NodeDeleted /mw/n", "NodeChildrenChanged /mw",
+			"NodeCreated /mw/n", "NodeChildrenChanged /mw", "NodeDataChanged /mw/n")
+		for _, e := range evs[1:] {
+			if e.Zxid != evs[0].Zxid {
+				t.Errorf("multi events at different zxids: %v and %v", evs[0].Zxid, e.Zxid)
+			}
+		}
+	})
+}

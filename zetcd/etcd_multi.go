@@ -500,7 +500,8 @@ func (m *multiState) writes() []clientv3.Op {
 		}
 		aclVersion := kvVersion(n.aclKV)
 		if n.created {
-			ops = append(ops, clientv3.OpPut(k.acl(p), encodeACLValue(n.meta)))
+			// An ephemeral's ACL key shares its lease (see create in etcd_ops.go).
+			ops = append(ops, clientv3.OpPut(k.acl(p), encodeACLValue(n.meta), clientv3.WithLease(lease)))
 			aclVersion++
 		}
 		// A recreated node's old child-create key is put too, so that its counter moves
@@ -627,6 +628,9 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 				}
 			}
 			then = m.writes()
+			if j := journalOf(ops, results); len(j) > 0 {
+				then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
+			}
 		}
 		r, err := b.kv.Txn(ctx).If(m.guards()...).Then(then...).Commit()
 		if err != nil {
@@ -671,6 +675,29 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		return results, 0, z, nil
 	}
 	return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, opName, ops[0].path)
+}
+
+// journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches.
+func journalOf(ops []mop, results []encoding.MultiResult) []change {
+	var out []change
+	for i, o := range ops {
+		switch o.op {
+		case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
+			path := o.path
+			switch r := results[i].Record.(type) {
+			case *encoding.CreateResponse:
+				path = r.Path
+			case *encoding.Create2Response:
+				path = r.Path
+			}
+			out = append(out, change{kind: changeCreated, path: path})
+		case encoding.OpDelete:
+			out = append(out, change{kind: changeDeleted, path: o.path})
+		case encoding.OpSetData:
+			out = append(out, change{kind: changeData, path: o.path})
+		}
+	}
+	return out
 }
 
 // Multi runs a write multi (14): all ops or none, at one zxid (PROTOCOL.md §3.4). A failed multi

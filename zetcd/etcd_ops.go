@@ -345,7 +345,9 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 		}
 		thenOps := []clientv3.Op{
 			putData,
-			clientv3.OpPut(b.keys.acl(name), aclVal),
+			// An ephemeral's ACL key shares its lease, so that etcd removes both if it ever
+			// expires the session itself.
+			clientv3.OpPut(b.keys.acl(name), aclVal, clientv3.WithLease(lease)),
 			clientv3.OpPut(createsKey, ""),
 		}
 		if isReaped(kind) {
@@ -536,7 +538,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		r, err := b.kv.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(aclKey), "=", n.aclRev),
 		).Then(
-			append([]clientv3.Op{clientv3.OpPut(aclKey, encodeACLValue(meta))}, b.nodeReadOps(path, false)...)...,
+			append([]clientv3.Op{clientv3.OpPut(aclKey, encodeACLValue(meta), clientv3.WithIgnoreLease())}, b.nodeReadOps(path, false)...)...,
 		).Commit()
 		if err != nil {
 			z, err := s.etcdFailure("setACL", path, err)

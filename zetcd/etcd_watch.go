@@ -56,26 +56,47 @@ func (b *EtcdBackend) runWatchFeed(rev int64) {
 				next = max(next, resp.Header.Revision+1)
 				continue
 			}
-			var last int64
-			for _, ev := range resp.Events {
-				r := ev.Kv.ModRevision
-				if last != 0 && r != last {
-					b.watches.advance(encoding.Zxid(last))
+			// etcd sends all events of one revision together: fire them revision by revision.
+			for evs := resp.Events; len(evs) > 0; {
+				r := evs[0].Kv.ModRevision
+				n := 1
+				for n < len(evs) && evs[n].Kv.ModRevision == r {
+					n++
 				}
-				last = r
-				if c, ok := b.changeOf(ev); ok {
-					b.watches.fire(c)
-				}
-			}
-			if last != 0 {
-				b.watches.advance(encoding.Zxid(last))
-				next = last + 1
+				b.fireRevision(evs[:n])
+				b.watches.advance(encoding.Zxid(r))
+				next = r + 1
+				evs = evs[n:]
 			}
 		}
 		cancel()
 		select {
 		case <-b.bgCtx.Done():
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// fireRevision fires the znode changes of one revision: the multi journal when the revision has
+// one (its per-op changes, in op order), else the events on data keys.
+func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
+	journal := b.keys.journal()
+	for _, ev := range evs {
+		if ev.Type == mvccpb.PUT && string(ev.Kv.Key) == journal {
+			changes, err := decodeJournal(ev.Kv.Value, ev.Kv.ModRevision)
+			if err == nil {
+				for _, c := range changes {
+					b.watches.fire(c)
+				}
+				return
+			}
+			b.log.Error("watch feed: undecodable multi journal; firing key events instead",
+				zap.Int64("revision", ev.Kv.ModRevision), zap.Error(err))
+		}
+	}
+	for _, ev := range evs {
+		if c, ok := b.changeOf(ev); ok {
+			b.watches.fire(c)
 		}
 	}
 }
@@ -136,7 +157,8 @@ func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (ma
 		for _, p := range batch {
 			ops = append(ops,
 				clientv3.OpGet(b.keys.data(p), clientv3.WithKeysOnly()),
-				clientv3.OpGet(b.keys.metaPrefix(p), clientv3.WithPrefix(), clientv3.WithKeysOnly()))
+				// Values too: the offsets key's value can correct czxid (nodeZxids).
+				clientv3.OpGet(b.keys.metaPrefix(p), clientv3.WithPrefix()))
 		}
 		r, err := b.kv.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
@@ -151,15 +173,11 @@ func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (ma
 				out[p] = watchedState{}
 				continue
 			}
-			st := watchedState{exists: true, czxid: encoding.Zxid(data.CreateRevision), mzxid: encoding.Zxid(data.ModRevision)}
-			st.pzxid = st.czxid
-			_, creates, deletes := b.keys.metaKeys(p, rangeKVs(r, 2*i+1))
-			for _, kv := range []*mvccpb.KeyValue{creates, deletes} {
-				if kv != nil {
-					st.pzxid = max(st.pzxid, encoding.Zxid(kv.ModRevision))
-				}
+			z, err := b.keys.nodeZxids(p, data, rangeKVs(r, 2*i+1))
+			if err != nil {
+				return nil, 0, err
 			}
-			out[p] = st
+			out[p] = watchedState{exists: true, czxid: encoding.Zxid(z.czxid), mzxid: encoding.Zxid(data.ModRevision), pzxid: encoding.Zxid(z.pzxid)}
 		}
 	}
 	return out, rev, nil

@@ -35,6 +35,11 @@ package zetcd
 //	P s/<session id hex>   session key, attached to the session's lease: password and timeout.
 //	P x                    error key: a failed write puts it so that it consumes a zxid (revision)
 //	                       as a failed write does in ZooKeeper.
+//	P j                    journal key: a successful multi puts its per-op changes here (value:
+//	                       journalValue) in its own revision. A multi writes each key once, its
+//	                       net change, so the data-key events of its revision can differ from
+//	                       ZooKeeper's per-op watch triggers (delete then create one node); the
+//	                       watch feed fires the journal instead.
 //
 // The meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so one
 // range reads them all. A node's own c and d keys are absent until it has had a child: C=0.
@@ -132,6 +137,37 @@ func (k keySchema) session(id encoding.SessionID) string {
 }
 
 func (k keySchema) errorKey() string { return k.prefix + "x" }
+
+func (k keySchema) journal() string { return k.prefix + "j" }
+
+// journalValue is the value of the journal key: for each change in op order, its kind (one
+// byte), the length of its path (big-endian uint32) and the path.
+func encodeJournal(changes []change) string {
+	var b []byte
+	for _, c := range changes {
+		b = append(b, byte(c.kind))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(c.path)))
+		b = append(b, c.path...)
+	}
+	return string(b)
+}
+
+// decodeJournal returns the changes of a journal value, with zxid set to rev.
+func decodeJournal(v []byte, rev int64) ([]change, error) {
+	var out []change
+	for len(v) > 0 {
+		if len(v) < 5 || changeKind(v[0]) > changeData {
+			return nil, errors.New("zetcd: corrupt journal value")
+		}
+		n := binary.BigEndian.Uint32(v[1:5])
+		if uint64(len(v)-5) < uint64(n) {
+			return nil, errors.New("zetcd: corrupt journal value: short path")
+		}
+		out = append(out, change{kind: changeKind(v[0]), path: string(v[5 : 5+n]), zxid: encoding.Zxid(rev)})
+		v = v[5+n:]
+	}
+	return out, nil
+}
 
 // pathOfDataKey inverts data: it returns the znode path of a data key.
 func (k keySchema) pathOfDataKey(key string) (string, bool) {
@@ -332,6 +368,36 @@ func (o offsetsValue) czxidOf(data, offsets *mvccpb.KeyValue) int64 {
 	return data.CreateRevision
 }
 
+// nodeZxidsResult is what nodeZxids derives.
+type nodeZxidsResult struct {
+	offsets      offsetsValue
+	czxid, pzxid int64
+}
+
+// nodeZxids derives a node's czxid and pzxid from its data key and the keys of its meta prefix
+// (with values: the offsets key's value corrects czxid):
+//
+//	pzxid = max(czxid, child-create key's ModRevision, child-delete key's ModRevision)
+func (k keySchema) nodeZxids(path string, data *mvccpb.KeyValue, meta []*mvccpb.KeyValue) (nodeZxidsResult, error) {
+	var z nodeZxidsResult
+	offsKV := k.offsetsKV(path, meta)
+	if offsKV != nil {
+		var err error
+		if z.offsets, err = decodeOffsetsValue(offsKV.Value); err != nil {
+			return z, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	z.czxid = z.offsets.czxidOf(data, offsKV)
+	z.pzxid = z.czxid
+	_, creates, deletes := k.metaKeys(path, meta)
+	for _, kv := range []*mvccpb.KeyValue{creates, deletes} {
+		if kv != nil {
+			z.pzxid = max(z.pzxid, kv.ModRevision)
+		}
+	}
+	return z, nil
+}
+
 // node is one znode decoded from etcd.
 type node struct {
 	Stat encoding.Stat
@@ -362,7 +428,7 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", n.path, err)
 	}
-	aclKV, creates, deletes := k.metaKeys(n.path, n.meta)
+	aclKV, creates, _ := k.metaKeys(n.path, n.meta)
 	if aclKV == nil {
 		return out, fmt.Errorf("zetcd: %s: ACL key missing", n.path)
 	}
@@ -370,22 +436,14 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", n.path, err)
 	}
-	var offs offsetsValue
-	offsKV := k.offsetsKV(n.path, n.meta)
-	if offsKV != nil {
-		if offs, err = decodeOffsetsValue(offsKV.Value); err != nil {
-			return out, fmt.Errorf("%s: %w", n.path, err)
-		}
+	z, err := k.nodeZxids(n.path, n.data, n.meta)
+	if err != nil {
+		return out, err
 	}
-	czxid := offs.czxidOf(n.data, offsKV)
+	offs, czxid, pzxid := z.offsets, z.czxid, z.pzxid
 	c := offs.Creates
-	pzxid := czxid
 	if creates != nil {
 		c += creates.Version
-		pzxid = max(pzxid, creates.ModRevision)
-	}
-	if deletes != nil {
-		pzxid = max(pzxid, deletes.ModRevision)
 	}
 	zx := func(rev int64) encoding.Zxid { return encoding.Zxid(rev) }
 	if isSystemPath(n.path) {
