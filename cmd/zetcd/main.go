@@ -107,6 +107,15 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
+// atLeastWarn quiets etcd's own chatter to warnings, without lowering a stricter level: zap
+// refuses (and complains about) an IncreaseLevel that would not increase it.
+func atLeastWarn(l *zap.Logger) *zap.Logger {
+	if l.Core().Enabled(zap.InfoLevel) {
+		return l.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
+	}
+	return l
+}
+
 func newLogger(level string) (*zap.Logger, error) {
 	var lvl zapcore.Level
 	if err := lvl.Set(level); err != nil {
@@ -144,7 +153,7 @@ func run(o options, log *zap.Logger) error {
 	var endpoints []string
 	var etcdErr <-chan error
 	if o.endpoints == "" {
-		e, err := embedetcd.Start(embedetcd.Config{Dir: o.dataDir, ClientURL: o.embeddedClientURL, Logger: log.Named("etcd").WithOptions(zap.IncreaseLevel(zap.WarnLevel))})
+		e, err := embedetcd.Start(embedetcd.Config{Dir: o.dataDir, ClientURL: o.embeddedClientURL, Logger: atLeastWarn(log.Named("etcd"))})
 		if err != nil {
 			return err
 		}
@@ -160,7 +169,7 @@ func run(o options, log *zap.Logger) error {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
-		Logger:      log.Named("etcd-client").WithOptions(zap.IncreaseLevel(zap.WarnLevel)),
+		Logger:      atLeastWarn(log.Named("etcd-client")),
 	})
 	if err != nil {
 		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)

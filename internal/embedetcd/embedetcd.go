@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Config configures an embedded etcd.
@@ -29,6 +31,8 @@ type Config struct {
 // Etcd is a running embedded etcd.
 type Etcd struct {
 	e *embed.Etcd
+	// closing is set by Close: etcd's listeners then report their own shutdown as errors.
+	closing *atomic.Bool
 	// Endpoint is the client URL actually listened on (with the real port).
 	Endpoint string
 }
@@ -67,7 +71,10 @@ func Start(cfg Config) (*Etcd, error) {
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
 	// A session close deletes all of a session's ephemerals in one transaction.
 	ec.MaxTxnOps = 1 << 16
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger)
+	closing := &atomic.Bool{}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return &quietOnCloseCore{Core: c, closing: closing}
+	})))
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
@@ -83,7 +90,7 @@ func Start(cfg Config) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedetcd: start in %s: not ready after 60s", cfg.Dir)
 	}
-	return &Etcd{e: e, Endpoint: "http://" + e.Clients[0].Addr().String()}, nil
+	return &Etcd{e: e, Endpoint: "http://" + e.Clients[0].Addr().String(), closing: closing}, nil
 }
 
 // Client returns a new client of this etcd; the caller closes it.
@@ -99,4 +106,33 @@ func (e *Etcd) Client() (*clientv3.Client, error) {
 func (e *Etcd) Err() <-chan error { return e.e.Err() }
 
 // Close stops etcd after finishing in-flight requests; everything acknowledged is on disk.
-func (e *Etcd) Close() { e.e.Close() }
+func (e *Etcd) Close() {
+	e.closing.Store(true)
+	e.e.Close()
+}
+
+// shutdownNoise are the messages etcd logs, as errors and warnings, when its own listeners stop
+// during Close ("server closed", "use of closed network connection").
+var shutdownNoise = map[string]bool{
+	"setting up serving from embedded etcd failed.": true,
+	"stopping insecure grpc server due to error":    true,
+	"stopped insecure grpc server due to error":     true,
+}
+
+// quietOnCloseCore drops shutdownNoise once Close has begun: those entries describe a clean
+// shutdown, not a failure.
+type quietOnCloseCore struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (c *quietOnCloseCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.closing.Load() && shutdownNoise[ent.Message] {
+		return ce
+	}
+	return c.Core.Check(ent, ce)
+}
+
+func (c *quietOnCloseCore) With(fields []zapcore.Field) zapcore.Core {
+	return &quietOnCloseCore{Core: c.Core.With(fields), closing: c.closing}
+}
