@@ -202,7 +202,8 @@ func runBench(o *options) error {
 		return err
 	}
 	plotted := plot(o)
-	if err := os.WriteFile(o.out, []byte(markdown(o, data, plotted)), 0o644); err != nil {
+	report := markdown(o, data, plotted) + keptSections(o.out)
+	if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
 		return err
 	}
 	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted])
@@ -586,4 +587,20 @@ func plot(o *options) bool {
 		return false
 	}
 	return true
+}
+
+// keptMarker starts the part of the report that is not generated here (figures from other
+// benchmarks, e.g. watch latency and memory from go test -bench); a new run keeps it.
+const keptMarker = "<!-- Everything below is kept by make bench. -->"
+
+// keptSections returns the kept part of the existing report at path, marker included, or "".
+func keptSections(path string) string {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if i := strings.Index(string(old), keptMarker); i >= 0 {
+		return "\n" + string(old[i:])
+	}
+	return ""
 }
