@@ -184,6 +184,13 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 	c.observeRequest(r, zxid, err)
 	if err != nil {
 		if code, ok := errCode(err); ok {
+			if op == encoding.OpAuth && code == encoding.ErrAuthFailed {
+				// ZooKeeper answers a failed auth and closes the connection; the session
+				// survives, for the client to resume (Handler.Auth).
+				c.log.Info("authentication failed; closing the connection")
+				c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, closeAfter: true})
+				return false
+			}
 			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}})
 			return true
 		}

@@ -35,6 +35,13 @@ type EtcdConfig struct {
 	// delete (etcd_reaper.go); one zetcd per cluster and prefix, elected, does it. Default
 	// DefaultReapInterval (ZooKeeper's 60s); negative disables reaping in this process.
 	ReapInterval time.Duration
+	// SuperDigest is ZooKeeper's superDigest ("user:BASE64(SHA1(user:password))", see DigestID):
+	// a connection that authenticates with that digest gets the super identity, which passes
+	// every ACL check. Empty: no super user.
+	SuperDigest string
+	// X509 enables the x509 scheme: connections with a verified TLS client certificate hold
+	// x509:<subject DN> (ConnectParams.AuthIDs), and ACLs may name such ids.
+	X509 bool
 
 	// manualWatchFeed (tests only) leaves starting the watch feed to the test.
 	manualWatchFeed bool
@@ -61,6 +68,11 @@ type EtcdBackend struct {
 	multiLocks pathLocks
 	// reaper deletes containers and TTL nodes when this process is elected (etcd_reaper.go).
 	reaper reaper
+	// acls caches node ACLs for writes and the watch feed (etcd_acl.go).
+	acls aclCache
+	// superDigest and x509 are EtcdConfig's SuperDigest and X509.
+	superDigest string
+	x509        bool
 }
 
 var _ Backend = (*EtcdBackend)(nil)
@@ -95,6 +107,9 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 		nowFn:   time.Now,
 		bgCtx:   bgCtx,
 		cancel:  cancel,
+
+		superDigest: cfg.SuperDigest,
+		x509:        cfg.X509,
 	}
 	rev, err := b.bootstrap(ctx)
 	if err != nil {
@@ -128,22 +143,35 @@ func (b *EtcdBackend) nowMs() int64 { return b.nowFn().UnixMilli() }
 func (b *EtcdBackend) bootstrap(ctx context.Context) (int64, error) {
 	all := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	read := []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
-	var puts []clientv3.Op
-	for _, p := range systemPaths {
-		acl := all
+	var puts, gets []clientv3.Op
+	acls := make([][]encoding.ACL, len(systemPaths))
+	for i, p := range systemPaths {
+		acls[i] = all
 		if p == "/zookeeper/config" {
-			acl = read
+			acls[i] = read
 		}
 		puts = append(puts,
 			clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0)),
-			clientv3.OpPut(b.keys.acl(p), encodeACLValue(aclValue{ACL: acl})))
+			clientv3.OpPut(b.keys.acl(p), encodeACLValue(aclValue{ACL: acls[i]})))
+		gets = append(gets, clientv3.OpGet(b.keys.acl(p)))
 	}
+	// Else: the system nodes' ACLs, for the ACL cache (creates under / are the common case).
 	r, err := b.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(b.keys.data("/")), "=", 0)).
 		Then(puts...).
+		Else(gets...).
 		Commit()
 	if err != nil {
 		return 0, fmt.Errorf("zetcd: bootstrap system nodes under %q: %w", b.keys.prefix, err)
+	}
+	for i, p := range systemPaths {
+		if r.Succeeded {
+			b.acls.remember(p, acls[i], r.Header.Revision)
+		} else if kv := firstKV(r, i); kv != nil {
+			if _, err := b.acls.observe(p, kv); err != nil {
+				return 0, fmt.Errorf("zetcd: bootstrap: %w", err)
+			}
+		}
 	}
 	return r.Header.Revision, nil
 }
@@ -157,6 +185,13 @@ func (b *EtcdBackend) Connect(ctx context.Context, p ConnectParams) (Session, er
 	sess, err := open(ctx, p)
 	if s, ok := sess.(*etcdSession); ok && err == nil {
 		s.remote = p.RemoteAddr
+		// Every connection holds ip:<its address>, and what its transport established.
+		if ip := remoteIP(p.RemoteAddr); ip != "" {
+			s.auth.add(encoding.ID{Scheme: schemeIP, ID: ip})
+		}
+		for _, id := range p.AuthIDs {
+			s.auth.add(id)
+		}
 	}
 	return sess, err
 }

@@ -96,7 +96,7 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 	for first := base + 1; ; first += descendantsBatch {
 		var ops []clientv3.Op
 		if rev == 0 {
-			ops = append(ops, clientv3.OpGet(b.keys.data(path), clientv3.WithKeysOnly()))
+			ops = append(ops, clientv3.OpGet(b.keys.data(path), clientv3.WithKeysOnly()), clientv3.OpGet(b.keys.acl(path)))
 		}
 		for d := first; d < first+descendantsBatch; d++ {
 			prefix := b.keys.prefix + "n/" + strconv.Itoa(d) + under + "/"
@@ -113,7 +113,13 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 			if firstKV(r, 0) == nil {
 				return nil, s.zxid(rev), encoding.ErrNoNode
 			}
-			i = 1
+			if ok, err := s.aclKVAllows(path, firstKV(r, 1), encoding.PermRead); err != nil || !ok {
+				if err != nil {
+					return nil, s.zxid(rev), fmt.Errorf("session %s: getAllChildrenNumber %q: %w", s.id, path, err)
+				}
+				return nil, s.zxid(rev), encoding.ErrNoAuth
+			}
+			i = 2
 		}
 		empty := false
 		for ; i < len(r.Responses); i++ {
@@ -134,12 +140,14 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 	return &encoding.GetAllChildrenNumberResponse{TotalNumber: int32(total)}, s.zxid(rev), nil
 }
 
-// WhoAmI (107) lists the connection's identities. Until authentication lands that is the one
-// every connection has: ("ip", the client's address), as ZooKeeper answers a plain connection.
+// WhoAmI (107) lists the connection's identities as ZooKeeper 3.9 does (checked against
+// 3.9.6): every identity in the order ZooKeeper keeps them (acl.go), as (scheme, user): ip and
+// x509 with their id, digest with the user name only, super with "". A plain connection is
+// ("ip", the client's address).
 func (s *etcdSession) WhoAmI(ctx context.Context, req *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
 	infos := []encoding.ClientInfo{}
-	if ip := remoteIP(s.remote); ip != "" {
-		infos = append(infos, encoding.ClientInfo{AuthScheme: "ip", User: ip})
+	for _, id := range s.auth.list() {
+		infos = append(infos, encoding.ClientInfo{AuthScheme: id.Scheme, User: userOf(id)})
 	}
 	return &encoding.WhoAmIResponse{ClientInfo: infos}, s.zxid(0), nil
 }

@@ -187,6 +187,10 @@ type multiState struct {
 	keys  keySchema
 	rev   int64
 	nodes map[string]*mnode
+	// auth is the identities of the connection running the multi, for the ACL checks; x509
+	// says whether x509 ACL ids are valid (fixupACL).
+	auth *authInfo
+	x509 bool
 }
 
 // node returns the overlay's node for path; a path that was not read is assumed absent.
@@ -287,7 +291,9 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 		if !n.exists {
 			return encoding.MultiResult{}, encoding.ErrNoNode
 		}
-		// ACL: WRITE on the node, once ACLs are enforced.
+		if !m.auth.allowed(n.meta.ACL, encoding.PermWrite) {
+			return encoding.MultiResult{}, encoding.ErrNoAuth
+		}
 		if o.version != -1 && o.version != n.stat.Version {
 			return encoding.MultiResult{}, encoding.ErrBadVersion
 		}
@@ -306,7 +312,9 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 		if !n.exists {
 			return encoding.MultiResult{}, encoding.ErrNoNode
 		}
-		// ACL: READ on the node, once ACLs are enforced.
+		if !m.auth.allowed(n.meta.ACL, encoding.PermRead) {
+			return encoding.MultiResult{}, encoding.ErrNoAuth
+		}
 		if o.version != -1 && o.version != n.stat.Version {
 			return encoding.MultiResult{}, encoding.ErrBadVersion
 		}
@@ -328,7 +336,7 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	if !ok || strings.IndexByte(o.path, 0) >= 0 {
 		return encoding.MultiResult{}, encoding.ErrBadArguments
 	}
-	acl, err := fixupACL(o.acl, nil)
+	acl, err := fixupACL(o.acl, m.auth.authenticated(), m.x509)
 	if err != nil {
 		return encoding.MultiResult{}, encoding.ErrInvalidACL
 	}
@@ -336,7 +344,9 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	if !parent.exists {
 		return encoding.MultiResult{}, encoding.ErrNoNode
 	}
-	// ACL: CREATE on the parent, once ACLs are enforced.
+	if !m.auth.allowed(parent.meta.ACL, encoding.PermCreate) {
+		return encoding.MultiResult{}, encoding.ErrNoAuth
+	}
 	name := o.path
 	if mode.IsSequential() {
 		name = sequentialName(o.path, parent.c)
@@ -392,7 +402,9 @@ func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
 	if !parent.exists {
 		return encoding.MultiResult{}, encoding.ErrNoNode
 	}
-	// ACL: DELETE on the parent, once ACLs are enforced.
+	if !m.auth.allowed(parent.meta.ACL, encoding.PermDelete) {
+		return encoding.MultiResult{}, encoding.ErrNoAuth
+	}
 	n := m.node(o.path)
 	if !n.exists {
 		return encoding.MultiResult{}, encoding.ErrNoNode
@@ -598,6 +610,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			z, err := s.etcdFailure(opName, ops[0].path, err)
 			return nil, 0, z, err
 		}
+		m.auth, m.x509 = s.auth, b.x509
 		now := b.nowMs()
 		results = make([]encoding.MultiResult, len(ops))
 		failedAt := -1
@@ -628,7 +641,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 				}
 			}
 			then = m.writes()
-			if j := journalOf(ops, results); len(j) > 0 {
+			if j := journalOf(ops, results, s.auth.authenticated(), b.x509); len(j) > 0 {
 				then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
 			}
 		}
@@ -677,8 +690,9 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 	return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, opName, ops[0].path)
 }
 
-// journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches.
-func journalOf(ops []mop, results []encoding.MultiResult) []change {
+// journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches,
+// with the ACL each create gave its node (fixupACL again, with the same authenticated ids).
+func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID, x509 bool) []change {
 	var out []change
 	for i, o := range ops {
 		switch o.op {
@@ -690,7 +704,8 @@ func journalOf(ops []mop, results []encoding.MultiResult) []change {
 			case *encoding.Create2Response:
 				path = r.Path
 			}
-			out = append(out, change{kind: changeCreated, path: path})
+			acl, _ := fixupACL(o.acl, authIDs, x509)
+			out = append(out, change{kind: changeCreated, path: path, createdACL: acl})
 		case encoding.OpDelete:
 			out = append(out, change{kind: changeDeleted, path: o.path})
 		case encoding.OpSetData:
@@ -732,7 +747,8 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 			p := normalizeReadPath(r.Path)
 			ops = append(ops,
 				clientv3.OpGet(b.keys.data(p), clientv3.WithKeysOnly()),
-				clientv3.OpGet(b.keys.childrenPrefix(p), clientv3.WithPrefix(), clientv3.WithKeysOnly()))
+				clientv3.OpGet(b.keys.childrenPrefix(p), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+				clientv3.OpGet(b.keys.acl(p)))
 		default:
 			return nil, s.zxid(0), encoding.ErrMarshallingError
 		}
@@ -748,6 +764,7 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 	}
 	z := s.zxid(r.Header.Revision)
 	noNode := encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}
+	noAuth := encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoAuth}
 	i := 0
 	for _, o := range req.Ops {
 		switch rq := o.Record.(type) {
@@ -762,13 +779,24 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 				resp.Results = append(resp.Results, noNode)
 				continue
 			}
+			if !s.readAllowed(p, n, encoding.PermRead) {
+				resp.Results = append(resp.Results, noAuth)
+				continue
+			}
 			resp.Results = append(resp.Results, encoding.MultiResult{Op: encoding.OpGetData, Record: &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}})
 		case *encoding.GetChildrenRequest:
 			p := normalizeReadPath(rq.Path)
-			exists, kvs := firstKV(r, i) != nil, rangeKVs(r, i+1)
-			i += 2
+			exists, kvs, aclKV := firstKV(r, i) != nil, rangeKVs(r, i+1), firstKV(r, i+2)
+			i += 3
 			if !exists {
 				resp.Results = append(resp.Results, noNode)
+				continue
+			}
+			if ok, err := s.aclKVAllows(p, aclKV, encoding.PermRead); err != nil || !ok {
+				if err != nil {
+					return nil, z, fmt.Errorf("session %s: multiRead getChildren %q: %w", s.id, p, err)
+				}
+				resp.Results = append(resp.Results, noAuth)
 				continue
 			}
 			prefix := b.keys.childrenPrefix(p)

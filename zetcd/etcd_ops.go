@@ -116,6 +116,10 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 		return nil, s.zxid(0), encoding.ErrBadArguments
 	}
 	n, _, z, err := s.readNode(ctx, "exists", req.Path, false)
+	if err == nil && !s.readAllowed(normalizeReadPath(req.Path), n, encoding.PermRead) {
+		// 3.9.2+: READ on a node that exists; no watch is set.
+		return nil, z, encoding.ErrNoAuth
+	}
 	if req.Watch {
 		// An exists watch is set whether or not the node exists (PROTOCOL.md §6.1).
 		kind := watchData
@@ -140,6 +144,9 @@ func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest)
 	if err != nil {
 		return nil, z, err
 	}
+	if !s.readAllowed(normalizeReadPath(req.Path), n, encoding.PermRead) {
+		return nil, z, encoding.ErrNoAuth
+	}
 	if req.Watch {
 		if err := s.arm(ctx, watchData, normalizeReadPath(req.Path), z); err != nil {
 			z, err := s.etcdFailure("getData", req.Path, err)
@@ -154,13 +161,24 @@ func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (
 	if err != nil {
 		return nil, z, err
 	}
-	return &encoding.GetACLResponse{ACL: n.Meta.ACL, Stat: n.Stat}, z, nil
+	// READ or ADMIN; without ADMIN, digest ids are masked (PROTOCOL.md §3.3).
+	if !s.readAllowed(normalizeReadPath(req.Path), n, encoding.PermRead|encoding.PermAdmin) {
+		return nil, z, encoding.ErrNoAuth
+	}
+	acl := n.Meta.ACL
+	if !s.auth.allowed(acl, encoding.PermAdmin) {
+		acl = maskACL(acl)
+	}
+	return &encoding.GetACLResponse{ACL: acl, Stat: n.Stat}, z, nil
 }
 
 func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error) {
 	n, children, z, err := s.readNode(ctx, "getChildren2", req.Path, true)
 	if err != nil {
 		return nil, z, err
+	}
+	if !s.readAllowed(normalizeReadPath(req.Path), n, encoding.PermRead) {
+		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
 		if err := s.arm(ctx, watchChild, normalizeReadPath(req.Path), z); err != nil {
@@ -174,13 +192,15 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 	return &encoding.GetChildren2Response{Children: children, Stat: n.Stat}, z, nil
 }
 
-// GetChildren needs no Stat, so it reads only the data key's existence and the child keys.
+// GetChildren needs no Stat, so it reads only the data key's existence, the ACL key and the
+// child keys.
 func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
 	path := normalizeReadPath(req.Path)
 	prefix := s.b.keys.childrenPrefix(path)
 	r, err := s.b.kv.Txn(ctx).Then(
 		clientv3.OpGet(s.b.keys.data(path), clientv3.WithKeysOnly()),
 		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(s.b.keys.acl(path)),
 	).Commit()
 	if err != nil {
 		z, err := s.etcdFailure("getChildren", path, err)
@@ -189,6 +209,12 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 	z := s.zxid(r.Header.Revision)
 	if firstKV(r, 0) == nil {
 		return nil, z, encoding.ErrNoNode
+	}
+	if ok, err := s.aclKVAllows(path, firstKV(r, 2), encoding.PermRead); err != nil || !ok {
+		if err != nil {
+			return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
+		}
+		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
 		if err := s.arm(ctx, watchChild, path, z); err != nil {
@@ -249,13 +275,27 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 	if !ok || strings.IndexByte(path, 0) >= 0 {
 		return fail(encoding.ErrBadArguments)
 	}
-	acl, err := fixupACL(acl, nil)
+	acl, err := fixupACL(acl, s.auth.authenticated(), s.b.x509)
 	if err != nil {
 		return fail(encoding.ErrInvalidACL)
 	}
 	b := s.b
 	parentKey := b.keys.data(parent)
 	createsKey := b.keys.childCreates(parent)
+
+	// CREATE on the parent, decided on the cached ACL and pinned by the commit (etcd_acl.go):
+	// after NoNode of the parent, before everything that depends on the name.
+	g, err := s.guardACL(ctx, parent, encoding.PermCreate)
+	if err != nil {
+		z, err := s.etcdFailure(op, path, err)
+		return "", encoding.Stat{}, z, err
+	}
+	if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
+		if err != nil {
+			z, err = s.etcdFailure(op, path, err)
+		}
+		return "", encoding.Stat{}, z, orCode(err, code)
+	}
 
 	// counter is the parent's create counter C, read before a sequential create (or cached by
 	// this process's previous one, etcd_seq.go) and guarded by seq's compares at commit; -1 when
@@ -291,15 +331,11 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 			name = sequentialName(path, counter)
 		}
 		if !validatePath(name) {
-			r, err := b.kv.Get(ctx, parentKey, clientv3.WithKeysOnly())
+			code, z, err := s.settle(ctx, &g, encoding.ErrBadArguments)
 			if err != nil {
-				z, err := s.etcdFailure(op, path, err)
-				return "", encoding.Stat{}, z, err
+				z, err = s.etcdFailure(op, path, err)
 			}
-			if len(r.Kvs) == 0 {
-				return fail(encoding.ErrNoNode)
-			}
-			return fail(encoding.ErrBadArguments)
+			return "", encoding.Stat{}, z, orCode(err, code)
 		}
 	}
 
@@ -326,6 +362,7 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 		if seq != nil {
 			cmps = append(cmps, seq.compares(b.keys, parent)...)
 		}
+		cmps = append(cmps, g.cmps(b.keys)...)
 		putData := clientv3.OpPut(nodeKey, encodeDataValue(data, now))
 		if lease != 0 {
 			putData = clientv3.OpPut(nodeKey, encodeDataValue(data, now), clientv3.WithLease(lease))
@@ -340,9 +377,11 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 		if seq != nil {
 			elseOps = append(elseOps, clientv3.OpGet(b.keys.offsets(parent)))
 		} else {
-			// No retry is possible, so the failure is final: consume its revision now.
-			elseOps = append(elseOps, clientv3.OpPut(b.keys.errorKey(), ""))
+			// No retry is possible unless the parent's ACL changed, so the failure is final
+			// otherwise: consume its revision now.
+			elseOps = append(elseOps, b.putErrorIf(g.finalConds(b.keys)...))
 		}
+		elseOps = append(elseOps, clientv3.OpGet(b.keys.acl(parent)))
 		thenOps := []clientv3.Op{
 			putData,
 			// An ephemeral's ACL key shares its lease, so that etcd removes both if it ever
@@ -363,6 +402,7 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 				seq.committed()
 			}
 			rev := r.Header.Revision
+			b.acls.remember(name, acl, rev)
 			stat := encoding.Stat{
 				Czxid: encoding.Zxid(rev), Mzxid: encoding.Zxid(rev), Pzxid: encoding.Zxid(rev),
 				Ctime: now, Mtime: now,
@@ -377,6 +417,26 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 		if seq != nil && parentKV != nil {
 			if counterMoved, err = seq.update(createsKV, firstKV(r, 3)); err != nil {
 				return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+			}
+		}
+		if parentKV != nil {
+			// The parent's ACL changed since the decision: decide again.
+			stale, err := s.staleGuard(&g, firstKV(r, 4))
+			if err != nil {
+				return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+			}
+			if stale {
+				if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
+					if err != nil {
+						z, err = s.etcdFailure(op, path, err)
+					}
+					return "", encoding.Stat{}, z, orCode(err, code)
+				}
+				if seq != nil {
+					counter = seq.counter()
+					name = sequentialName(path, counter)
+				}
+				continue
 			}
 		}
 		switch {
@@ -404,8 +464,8 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 	}
 }
 
-// Delete deletes a node in one guarded transaction (PROTOCOL.md §3.2: NoNode, BadVersion,
-// NotEmpty, in that order).
+// Delete deletes a node in one guarded transaction (PROTOCOL.md §3.2: NoNode of the parent,
+// NoAuth (DELETE on the parent), NoNode, BadVersion, NotEmpty, in that order).
 func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (encoding.Zxid, error) {
 	path := req.Path
 	parent, ok := parentPath(path)
@@ -414,46 +474,68 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 	}
 	b := s.b
 	nodeKey := b.keys.data(path)
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(nodeKey), ">", 0),
-		// Every child key has CreateRevision > 0; an empty range compares as 0.
-		clientv3.Compare(clientv3.CreateRevision(b.keys.childrenPrefix(path)), "=", 0).WithPrefix(),
-	}
-	cmps = append(cmps, b.versionCmps(path, req.Version)...)
-	r, err := b.kv.Txn(ctx).If(cmps...).Then(
-		clientv3.OpDelete(nodeKey),
-		clientv3.OpDelete(b.keys.metaPrefix(path), clientv3.WithPrefix()),
-		clientv3.OpPut(b.keys.childDeletes(parent), ""),
-		clientv3.OpDelete(b.keys.reapIndex(path)), // exists for containers and TTL nodes
-	).Else(
-		clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
-		b.failureOp(path, req.Version),
-	).Commit()
+	g, err := s.guardACL(ctx, parent, encoding.PermDelete)
 	if err != nil {
 		return s.etcdFailure("delete", path, err)
 	}
-	z := s.zxid(r.Header.Revision)
-	if r.Succeeded {
-		return z, nil
+	for attempt := 0; attempt < maxACLAttempts; attempt++ {
+		if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
+			if err != nil {
+				return s.etcdFailure("delete", path, err)
+			}
+			return z, code
+		}
+		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(nodeKey), ">", 0),
+			// Every child key has CreateRevision > 0; an empty range compares as 0.
+			clientv3.Compare(clientv3.CreateRevision(b.keys.childrenPrefix(path)), "=", 0).WithPrefix(),
+		}
+		cmps = append(cmps, b.versionCmps(path, req.Version)...)
+		cmps = append(cmps, g.cmps(b.keys)...)
+		r, err := b.kv.Txn(ctx).If(cmps...).Then(
+			clientv3.OpDelete(nodeKey),
+			clientv3.OpDelete(b.keys.metaPrefix(path), clientv3.WithPrefix()),
+			clientv3.OpPut(b.keys.childDeletes(parent), ""),
+			clientv3.OpDelete(b.keys.reapIndex(path)), // exists for containers and TTL nodes
+		).Else(
+			clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
+			b.putErrorIf(withEach(b.failureCmps(path, req.Version), g.finalConds(b.keys))...),
+			clientv3.OpGet(b.keys.acl(parent)),
+		).Commit()
+		if err != nil {
+			return s.etcdFailure("delete", path, err)
+		}
+		z := s.zxid(r.Header.Revision)
+		if r.Succeeded {
+			return z, nil
+		}
+		if !putRecorded(r.Responses[1]) {
+			stale, err := s.staleGuard(&g, firstKV(r, 2))
+			if err != nil {
+				return z, fmt.Errorf("session %s: delete %q: %w", s.id, path, err)
+			}
+			if stale {
+				continue // the parent's ACL changed since the decision: decide again
+			}
+			// The node's version is offset (etcd_multi.go): the multi engine does the delete.
+			_, z, err := s.slowWrite(ctx, "delete", mop{op: encoding.OpDelete, path: path, version: req.Version, ttl: -1})
+			return z, err
+		}
+		n := firstKV(r, 0)
+		switch {
+		case n == nil:
+			return z, encoding.ErrNoNode
+		case req.Version != -1 && n.Version != int64(req.Version)+1:
+			return z, encoding.ErrBadVersion
+		default:
+			return z, encoding.ErrNotEmpty
+		}
 	}
-	if !failureRecorded(r, 1) {
-		// The node's version is offset (etcd_multi.go): the multi engine does the delete.
-		_, z, err := s.slowWrite(ctx, "delete", mop{op: encoding.OpDelete, path: path, version: req.Version, ttl: -1})
-		return z, err
-	}
-	n := firstKV(r, 0)
-	switch {
-	case n == nil:
-		return z, encoding.ErrNoNode
-	case req.Version != -1 && n.Version != int64(req.Version)+1:
-		return z, encoding.ErrBadVersion
-	default:
-		return z, encoding.ErrNotEmpty
-	}
+	return s.zxid(0), fmt.Errorf("session %s: delete %q: too many conflicting retries", s.id, path)
 }
 
 // SetData replaces a node's data in one guarded transaction that also reads back what the
-// returned Stat needs.
+// returned Stat needs (PROTOCOL.md §3.2: NoNode, NoAuth (WRITE), BadVersion).
 func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest) (*encoding.SetDataResponse, encoding.Zxid, error) {
 	path := req.Path
 	if !validatePath(path) {
@@ -462,47 +544,70 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 	}
 	b := s.b
 	nodeKey := b.keys.data(path)
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(nodeKey), ">", 0)}
-	cmps = append(cmps, b.versionCmps(path, req.Version)...)
-	value := encodeDataValue(req.Data, b.nowMs())
-	r, err := b.kv.Txn(ctx).If(cmps...).Then(
-		clientv3.OpPut(nodeKey, value, clientv3.WithIgnoreLease(), clientv3.WithPrevKV()),
-		clientv3.OpGet(b.keys.metaPrefix(path), clientv3.WithPrefix()),
-		clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	).Else(
-		clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
-		b.failureOp(path, req.Version),
-	).Commit()
+	g, err := s.guardACL(ctx, path, encoding.PermWrite)
 	if err != nil {
 		z, err := s.etcdFailure("setData", path, err)
 		return nil, z, err
 	}
-	z := s.zxid(r.Header.Revision)
-	if !r.Succeeded && !failureRecorded(r, 1) {
-		// The node's version is offset (etcd_multi.go): the multi engine does the write.
-		res, z, err := s.slowWrite(ctx, "setData", mop{op: encoding.OpSetData, path: path, data: req.Data, version: req.Version, ttl: -1})
+	for attempt := 0; attempt < maxACLAttempts; attempt++ {
+		if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
+			if err != nil {
+				z, err = s.etcdFailure("setData", path, err)
+			}
+			return nil, z, orCode(err, code)
+		}
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(nodeKey), ">", 0)}
+		cmps = append(cmps, b.versionCmps(path, req.Version)...)
+		cmps = append(cmps, g.cmps(b.keys)...)
+		value := encodeDataValue(req.Data, b.nowMs())
+		r, err := b.kv.Txn(ctx).If(cmps...).Then(
+			clientv3.OpPut(nodeKey, value, clientv3.WithIgnoreLease(), clientv3.WithPrevKV()),
+			clientv3.OpGet(b.keys.metaPrefix(path), clientv3.WithPrefix()),
+			clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		).Else(
+			clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
+			b.putErrorIf(withEach(b.failureCmps(path, req.Version), g.finalConds(b.keys))...),
+			clientv3.OpGet(b.keys.acl(path)),
+		).Commit()
 		if err != nil {
+			z, err := s.etcdFailure("setData", path, err)
 			return nil, z, err
 		}
-		return res.Record.(*encoding.SetDataResponse), z, nil
-	}
-	if !r.Succeeded {
-		if firstKV(r, 0) == nil {
-			return nil, z, encoding.ErrNoNode
+		z := s.zxid(r.Header.Revision)
+		if !r.Succeeded && !putRecorded(r.Responses[1]) {
+			stale, err := s.staleGuard(&g, firstKV(r, 2))
+			if err != nil {
+				return nil, z, fmt.Errorf("session %s: setData %q: %w", s.id, path, err)
+			}
+			if stale {
+				continue // the node's ACL changed since the decision: decide again
+			}
+			// The node's version is offset (etcd_multi.go): the multi engine does the write.
+			res, z, err := s.slowWrite(ctx, "setData", mop{op: encoding.OpSetData, path: path, data: req.Data, version: req.Version, ttl: -1})
+			if err != nil {
+				return nil, z, err
+			}
+			return res.Record.(*encoding.SetDataResponse), z, nil
 		}
-		return nil, z, encoding.ErrBadVersion
+		if !r.Succeeded {
+			if firstKV(r, 0) == nil {
+				return nil, z, encoding.ErrNoNode
+			}
+			return nil, z, encoding.ErrBadVersion
+		}
+		prev := r.Responses[0].GetResponsePut().PrevKv
+		rev := r.Header.Revision
+		now := &mvccpb.KeyValue{
+			Key: []byte(nodeKey), Value: []byte(value),
+			CreateRevision: prev.CreateRevision, ModRevision: rev, Version: prev.Version + 1, Lease: prev.Lease,
+		}
+		n, err := b.keys.decodeNode(nodeKVs{path: path, data: now, meta: rangeKVs(r, 1), numChildren: rangeCount(r, 2)})
+		if err != nil {
+			return nil, z, fmt.Errorf("session %s: setData %q: %w", s.id, path, err)
+		}
+		return &encoding.SetDataResponse{Stat: n.Stat}, z, nil
 	}
-	prev := r.Responses[0].GetResponsePut().PrevKv
-	rev := r.Header.Revision
-	now := &mvccpb.KeyValue{
-		Key: []byte(nodeKey), Value: []byte(value),
-		CreateRevision: prev.CreateRevision, ModRevision: rev, Version: prev.Version + 1, Lease: prev.Lease,
-	}
-	n, err := b.keys.decodeNode(nodeKVs{path: path, data: now, meta: rangeKVs(r, 1), numChildren: rangeCount(r, 2)})
-	if err != nil {
-		return nil, z, fmt.Errorf("session %s: setData %q: %w", s.id, path, err)
-	}
-	return &encoding.SetDataResponse{Stat: n.Stat}, z, nil
+	return nil, s.zxid(0), fmt.Errorf("session %s: setData %q: too many conflicting retries", s.id, path)
 }
 
 // SetACL reads the node (aversion and the rest of the ACL value are needed) and commits the new
@@ -516,7 +621,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 	if !validatePath(path) {
 		return fail(encoding.ErrBadArguments)
 	}
-	acl, err := fixupACL(req.ACL, nil)
+	acl, err := fixupACL(req.ACL, s.auth.authenticated(), s.b.x509)
 	if err != nil {
 		return fail(encoding.ErrInvalidACL)
 	}
@@ -528,6 +633,19 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		}
 		if err != nil {
 			return nil, z, err
+		}
+		if !s.readAllowed(path, n, encoding.PermAdmin) {
+			// NoAuth as of the ACL read, unless it changes before the refusal is recorded.
+			g := aclGuard{path: path, perm: encoding.PermAdmin, rev: n.aclRev}
+			code, z, err := s.settle(ctx, &g, 0)
+			if err != nil {
+				z, err := s.etcdFailure("setACL", path, err)
+				return nil, z, err
+			}
+			if code != 0 {
+				return nil, z, code
+			}
+			continue
 		}
 		if req.Version != -1 && req.Version != n.Stat.Aversion {
 			return fail(encoding.ErrBadVersion)
@@ -552,6 +670,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		if err != nil || !ok {
 			return nil, z, fmt.Errorf("session %s: setACL %q: read back: %v", s.id, path, err)
 		}
+		b.acls.remember(path, acl, r.Header.Revision)
 		return &encoding.SetACLResponse{Stat: n.Stat}, z, nil
 	}
 	return nil, s.zxid(0), fmt.Errorf("session %s: setACL %q: too many conflicting retries", s.id, path)

@@ -35,6 +35,8 @@ type etcdSession struct {
 	watcher *watcher
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
 	remote net.Addr
+	// auth holds the connection's identities (acl.go); shared with watcher.
+	auth *authInfo
 
 	mu              sync.Mutex
 	cancelKeepAlive context.CancelFunc // nil once detached
@@ -46,8 +48,9 @@ func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout
 	if events == nil {
 		events = discardEvents{}
 	}
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, watcher: newWatcher(events)}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, watcher: newWatcher(events), auth: &authInfo{}}
 	s.watcher.session = id
+	s.watcher.auth = s.auth
 	ctx, cancel := context.WithCancel(b.bgCtx)
 	s.cancelKeepAlive = cancel
 	ch, err := b.lease.KeepAlive(ctx, clientv3.LeaseID(id))

@@ -79,12 +79,19 @@ func (b *EtcdBackend) runWatchFeed(rev int64) {
 
 // fireRevision fires the znode changes of one revision: the multi journal when the revision has
 // one (its per-op changes, in op order), else the events on data keys.
+//
+// Each change carries the ACLs that decide whether its events may be delivered (etcd_acl.go),
+// from the ACL cache, which this revision's ACL key puts update before its changes fire and
+// its ACL key deletes after.
 func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
+	b.observeACLPuts(evs)
+	defer b.forgetACLDeletes(evs)
 	journal := b.keys.journal()
 	for _, ev := range evs {
 		if ev.Type == mvccpb.PUT && string(ev.Kv.Key) == journal {
 			changes, err := decodeJournal(ev.Kv.Value, ev.Kv.ModRevision)
 			if err == nil {
+				b.journalACLs(changes)
 				for _, c := range changes {
 					b.watches.fire(c)
 				}
@@ -96,7 +103,7 @@ func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
 	}
 	for _, ev := range evs {
 		if c, ok := b.changeOf(ev); ok {
-			b.watches.fire(c)
+			b.watches.fire(b.keyEventACLs(c))
 		}
 	}
 }
@@ -144,6 +151,7 @@ func (b *EtcdBackend) resyncWatches() (int64, error) {
 type watchedState struct {
 	exists              bool
 	czxid, mzxid, pzxid encoding.Zxid
+	acl                 []encoding.ACL // decides whether a catch-up event is delivered
 }
 
 // readWatchedStates reads the state of paths in batches; it returns the states and the
@@ -177,7 +185,15 @@ func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (ma
 			if err != nil {
 				return nil, 0, err
 			}
-			out[p] = watchedState{exists: true, czxid: encoding.Zxid(z.czxid), mzxid: encoding.Zxid(data.ModRevision), pzxid: encoding.Zxid(z.pzxid)}
+			st := watchedState{exists: true, czxid: encoding.Zxid(z.czxid), mzxid: encoding.Zxid(data.ModRevision), pzxid: encoding.Zxid(z.pzxid)}
+			if aclKV, _, _ := b.keys.metaKeys(p, rangeKVs(r, 2*i+1)); aclKV != nil {
+				e, err := b.acls.observe(p, aclKV)
+				if err != nil {
+					return nil, 0, err
+				}
+				st.acl = e.acl
+			}
+			out[p] = st
 		}
 	}
 	return out, rev, nil
@@ -244,7 +260,9 @@ func (b *EtcdBackend) catchUp(ctx context.Context, regs []registration, eventZxi
 			if r.kind.oneShot() {
 				b.watches.remove(r.w, r.kind, r.path)
 			}
-			if !r.w.closed {
+			// As ZooKeeper's setWatches: the event is withheld from a connection without READ
+			// on the node (NodeDeleted has no node to decide on), and the watch consumed.
+			if !r.w.closed && (ev.Type == encoding.EventNodeDeleted || r.w.auth == nil || r.w.auth.allowed(states[r.path].acl, encoding.PermRead)) {
 				r.w.sink.Event(ev, eventZxid)
 			}
 			b.watches.mu.Unlock()

@@ -124,6 +124,9 @@ type ConnectParams struct {
 	Events EventSink
 	// RemoteAddr is the client's address (the "ip" ACL scheme identity).
 	RemoteAddr net.Addr
+	// AuthIDs are identities the transport established, which the connection holds from the
+	// start: x509:<subject DN> for a verified TLS client certificate.
+	AuthIDs []encoding.ID
 }
 
 // Backend opens and resumes sessions. It is safe for concurrent use.

@@ -141,13 +141,27 @@ func (k keySchema) errorKey() string { return k.prefix + "x" }
 func (k keySchema) journal() string { return k.prefix + "j" }
 
 // journalValue is the value of the journal key: for each change in op order, its kind (one
-// byte), the length of its path (big-endian uint32) and the path.
+// byte), the length of its path (big-endian uint32) and the path. A create's kind byte has bit
+// 0x80 set and is followed by the ACL it gave the node (length as uint32, then the ACL list as
+// in aclValue), which the watch feed needs for the READ check of events (a node created and
+// deleted by one multi leaves no ACL key behind).
+const journalACLFollows = 0x80
+
 func encodeJournal(changes []change) string {
 	var b []byte
 	for _, c := range changes {
-		b = append(b, byte(c.kind))
+		kind := byte(c.kind)
+		if c.kind == changeCreated && c.createdACL != nil {
+			kind |= journalACLFollows
+		}
+		b = append(b, kind)
 		b = binary.BigEndian.AppendUint32(b, uint32(len(c.path)))
 		b = append(b, c.path...)
+		if kind&journalACLFollows != 0 {
+			acl := encoding.AppendRecord(nil, &encoding.SetACLRequest{ACL: c.createdACL})
+			b = binary.BigEndian.AppendUint32(b, uint32(len(acl)))
+			b = append(b, acl...)
+		}
 	}
 	return string(b)
 }
@@ -156,17 +170,46 @@ func encodeJournal(changes []change) string {
 func decodeJournal(v []byte, rev int64) ([]change, error) {
 	var out []change
 	for len(v) > 0 {
-		if len(v) < 5 || changeKind(v[0]) > changeData {
+		kind := changeKind(v[0] &^ journalACLFollows)
+		if len(v) < 5 || kind > changeData {
 			return nil, errors.New("zetcd: corrupt journal value")
 		}
+		hasACL := v[0]&journalACLFollows != 0
 		n := binary.BigEndian.Uint32(v[1:5])
 		if uint64(len(v)-5) < uint64(n) {
 			return nil, errors.New("zetcd: corrupt journal value: short path")
 		}
-		out = append(out, change{kind: changeKind(v[0]), path: string(v[5 : 5+n]), zxid: encoding.Zxid(rev)})
+		c := change{kind: kind, path: string(v[5 : 5+n]), zxid: encoding.Zxid(rev)}
 		v = v[5+n:]
+		if hasACL {
+			if len(v) < 4 || uint64(len(v)-4) < uint64(binary.BigEndian.Uint32(v)) {
+				return nil, errors.New("zetcd: corrupt journal value: short ACL")
+			}
+			m := binary.BigEndian.Uint32(v)
+			var rec encoding.SetACLRequest
+			if err := encoding.DecodeRecord(v[4:4+m], &rec); err != nil {
+				return nil, fmt.Errorf("zetcd: corrupt journal value: %w", err)
+			}
+			c.createdACL = rec.ACL
+			v = v[4+m:]
+		}
+		out = append(out, c)
 	}
 	return out, nil
+}
+
+// pathOfACLKey inverts acl: it returns the znode path of an ACL key.
+func (k keySchema) pathOfACLKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.prefix+"m/")
+	if !ok {
+		return "", false
+	}
+	rest, ok = strings.CutSuffix(rest, "\x00a")
+	i := strings.IndexByte(rest, '/')
+	if !ok || i <= 0 {
+		return "", false
+	}
+	return rest[i:], true
 }
 
 // pathOfDataKey inverts data: it returns the znode path of a data key.

@@ -1,7 +1,7 @@
 package zetcd
 
 import (
-	"net/netip"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -40,47 +40,40 @@ func validatePath(path string) bool {
 	return true
 }
 
-// fixupACL validates and de-duplicates the ACL of a create or setACL the way ZooKeeper's
-// PrepRequestProcessor.fixupACL does (PROTOCOL.md §8): an empty list, an unknown scheme or an
-// invalid id is InvalidACL. authIDs are the authenticated identities of the caller that the
-// "auth" scheme expands to; with none, "auth" is InvalidACL.
-func fixupACL(acl []encoding.ACL, authIDs []encoding.ID) ([]encoding.ACL, error) {
-	if len(acl) == 0 {
+// fixupACL validates the ACL of a create or setACL and expands the "auth" scheme, the way
+// ZooKeeper 3.9's PrepRequestProcessor.fixupACL does (checked against 3.9.6; PROTOCOL.md §8):
+//   - exact duplicates are removed from the request's list first (the first one stays), and an
+//     empty list is InvalidACL;
+//   - world:anyone is kept; any other world id is InvalidACL;
+//   - auth:<anything> becomes one entry per authenticated identity of the caller (authIDs, in
+//     ZooKeeper's order), with no further de-duplication, so auth next to the caller's own
+//     digest id stores that id twice; without one it is InvalidACL;
+//   - digest, ip (and x509 when enabled) ids must be valid for their scheme; any other scheme
+//     (super, sasl, ...) is InvalidACL.
+func fixupACL(acl []encoding.ACL, authIDs []encoding.ID, x509 bool) ([]encoding.ACL, error) {
+	uniq := make([]encoding.ACL, 0, len(acl))
+	for _, a := range acl {
+		if !slices.Contains(uniq, a) {
+			uniq = append(uniq, a)
+		}
+	}
+	if len(uniq) == 0 {
 		return nil, encoding.ErrInvalidACL
 	}
-	out := make([]encoding.ACL, 0, len(acl))
-	add := func(a encoding.ACL) {
-		for _, have := range out {
-			if have == a {
-				return
-			}
-		}
-		out = append(out, a)
-	}
-	for _, a := range acl {
-		switch a.ID.Scheme {
-		case "world":
-			if a.ID.ID != "anyone" {
-				return nil, encoding.ErrInvalidACL
-			}
-			add(a)
-		case "auth":
+	out := make([]encoding.ACL, 0, len(uniq))
+	for _, a := range uniq {
+		switch {
+		case a.ID.Scheme == schemeWorld && a.ID.ID == "anyone":
+			out = append(out, a)
+		case a.ID.Scheme == schemeAuth:
 			if len(authIDs) == 0 {
 				return nil, encoding.ErrInvalidACL
 			}
 			for _, id := range authIDs {
-				add(encoding.ACL{Perms: a.Perms, ID: id})
+				out = append(out, encoding.ACL{Perms: a.Perms, ID: id})
 			}
-		case "digest":
-			if !validDigestID(a.ID.ID) {
-				return nil, encoding.ErrInvalidACL
-			}
-			add(a)
-		case "ip":
-			if !validIPID(a.ID.ID) {
-				return nil, encoding.ErrInvalidACL
-			}
-			add(a)
+		case validACLID(a.ID.Scheme, a.ID.ID, x509):
+			out = append(out, a)
 		default:
 			return nil, encoding.ErrInvalidACL
 		}
@@ -96,14 +89,4 @@ func validDigestID(id string) bool {
 		parts = parts[:len(parts)-1]
 	}
 	return len(parts) == 2
-}
-
-// validIPID accepts an IPv4 or IPv6 address, optionally with a /bits prefix length.
-func validIPID(id string) bool {
-	if strings.Contains(id, "/") {
-		_, err := netip.ParsePrefix(id)
-		return err == nil
-	}
-	_, err := netip.ParseAddr(id)
-	return err == nil
 }

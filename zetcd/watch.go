@@ -39,6 +39,38 @@ type change struct {
 	kind changeKind
 	path string
 	zxid encoding.Zxid
+	// acl, if set, returns the ACL of the changed node (parent false) or of its parent (true)
+	// as it was at the change. ZooKeeper 3.9.2+ delivers an event only to a connection with
+	// READ on the node whose ACL applies: the changed node, the parent for NodeChildrenChanged
+	// (PROTOCOL.md §6.2). ok false means the ACL cannot be known: the event is not delivered.
+	// nil means no check. It may block (etcd_watch.go reads etcd on a cache miss): it is only
+	// called without the registry's lock held.
+	acl func(parent bool) (acl []encoding.ACL, ok bool)
+	// createdACL is the ACL a create gave the node, in a multi's journal (schema.go).
+	createdACL []encoding.ACL
+}
+
+// delivery is an event for one watcher, decided under the registry's lock and handed to its
+// sink after it (deliver), once the ACL check is done.
+type delivery struct {
+	w      *watcher
+	ev     encoding.WatcherEvent
+	parent bool // the parent's ACL decides (NodeChildrenChanged)
+}
+
+// deliver hands the events of change c to their sinks, each only if its connection may READ
+// the node whose ACL applies. A one-shot watch whose event is withheld is consumed all the
+// same, as in ZooKeeper. Called without the registry's lock.
+func (c change) deliver(ds []delivery) {
+	for _, d := range ds {
+		if d.w.auth != nil && c.acl != nil {
+			acl, ok := c.acl(d.parent)
+			if !ok || !d.w.auth.allowed(acl, encoding.PermRead) {
+				continue
+			}
+		}
+		d.w.sink.Event(d.ev, c.zxid)
+	}
 }
 
 // watcher is one connection's set of watches. sinks and indexes are guarded by the registry's mu.
@@ -50,6 +82,9 @@ type watcher struct {
 	// since[kind][path] is the zxid the watch was armed at: only changes after it fire it.
 	since  [numWatchKinds]map[string]encoding.Zxid
 	closed bool
+	// auth is the connection's identities, for the READ check of each event (nil: no check);
+	// set before the watcher is shared.
+	auth *authInfo
 }
 
 func newWatcher(sink EventSink) *watcher {
@@ -95,6 +130,13 @@ func newWatchRegistry(progress encoding.Zxid) *watchRegistry {
 // progress] that the feed already fired are replayed from history. ok is false when history
 // does not reach back to since; the caller must then check the node's state itself (catch-up).
 func (r *watchRegistry) register(w *watcher, kind watchKind, path string, since encoding.Zxid) (ok bool) {
+	var replay []change
+	var ds []delivery
+	defer func() {
+		for i, c := range replay {
+			c.deliver(ds[i : i+1])
+		}
+	}()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w.closed {
@@ -110,7 +152,8 @@ func (r *watchRegistry) register(w *watcher, kind watchKind, path string, since 
 				continue
 			}
 			if ev, hit := eventFor(kind, path, c); hit {
-				w.sink.Event(ev, c.zxid)
+				replay = append(replay, c)
+				ds = append(ds, delivery{w: w, ev: ev, parent: ev.Type == encoding.EventNodeChildrenChanged})
 				if kind.oneShot() {
 					return true // consumed
 				}
@@ -254,6 +297,8 @@ func isAncestorOrSelf(a, p string) bool {
 // connection per trigger, removes the one-shot watches it consumed, and records the change in
 // history. Changes must come in zxid order; call advance after the last change of a zxid.
 func (r *watchRegistry) fire(c change) {
+	var ds []delivery
+	defer func() { c.deliver(ds) }()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.record(c)
@@ -277,7 +322,7 @@ func (r *watchRegistry) fire(c change) {
 				continue
 			}
 			notified[w] = true
-			w.sink.Event(ev, c.zxid)
+			ds = append(ds, delivery{w: w, ev: ev})
 		}
 	}
 	deliver(watchData, c.path)
@@ -313,7 +358,8 @@ func (r *watchRegistry) fire(c change) {
 				continue
 			}
 			notified[w] = true
-			w.sink.Event(encoding.WatcherEvent{Type: encoding.EventNodeChildrenChanged, State: encoding.StateSyncConnected, Path: parent}, c.zxid)
+			ds = append(ds, delivery{w: w, parent: true,
+				ev: encoding.WatcherEvent{Type: encoding.EventNodeChildrenChanged, State: encoding.StateSyncConnected, Path: parent}})
 		}
 	}
 }

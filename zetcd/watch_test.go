@@ -108,8 +108,8 @@ func TestWatchRegistryPersistentAndRecursive(t *testing.T) {
 	r.register(w, watchRecursive, "/r", 0)
 	r.register(w, watchRecursive, "/", 0)
 	for i, c := range []change{
-		{changeCreated, "/p", 1}, {changeCreated, "/p/c", 2}, {changeData, "/p/c", 3},
-		{changeCreated, "/r/a/b", 4}, {changeDeleted, "/rx", 5},
+		{kind: changeCreated, path: "/p"}, {kind: changeCreated, path: "/p/c"}, {kind: changeData, path: "/p/c"},
+		{kind: changeCreated, path: "/r/a/b"}, {kind: changeDeleted, path: "/rx"},
 	} {
 		c.zxid = encoding.Zxid(i + 1)
 		r.fire(c)

@@ -1,0 +1,227 @@
+package zetcd
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+func digestID(userPassword string) encoding.ID {
+	return encoding.ID{Scheme: schemeDigest, ID: generateDigest(userPassword)}
+}
+
+// TestAuthInfoOrder: identities come out in the order ZooKeeper 3.9.6's ConcurrentHashMap keeps
+// them, as whoAmI showed it for these auth packets (in this order) on one connection.
+func TestAuthInfoOrder(t *testing.T) {
+	var a authInfo
+	a.add(encoding.ID{Scheme: schemeIP, ID: "127.0.0.1"})
+	for _, up := range []string{"alice:pw", "alice:pw", "bob", "", "carol:pw:x"} {
+		for _, id := range digestIDs([]byte(up), DigestID("super", "secret")) {
+			a.add(id)
+		}
+	}
+	a.add(encoding.ID{Scheme: schemeIP, ID: "127.0.0.1"})
+	for _, id := range digestIDs([]byte("super:secret"), generateDigest("super:secret")) {
+		a.add(id)
+	}
+	var got []string
+	for _, id := range a.list() {
+		got = append(got, id.Scheme+":"+userOf(id))
+	}
+	want := []string{"digest:bob", "digest:carol", "super:", "digest:super", "digest:", "ip:127.0.0.1", "digest:alice"}
+	if !slices.Equal(got, want) {
+		t.Errorf("order %v, want %v", got, want)
+	}
+	// The "auth" scheme expands to the authenticated ones, in the same order (ZooKeeper 3.9.6
+	// stored bob, super, alice for this set).
+	var b authInfo
+	for _, id := range []encoding.ID{{Scheme: schemeIP, ID: "127.0.0.1"}, digestID("alice:pw"), digestID("bob:pw"), {Scheme: schemeSuper}, digestID("super:secret")} {
+		b.add(id)
+	}
+	if got, want := b.authenticated(), []encoding.ID{digestID("bob:pw"), digestID("super:secret"), digestID("alice:pw")}; !slices.Equal(got, want) {
+		t.Errorf("authenticated %v, want %v", got, want)
+	}
+}
+
+// TestJavaIDSetResize: past 12 identities the table doubles and bins split as Java's do; every
+// identity is still listed once.
+func TestJavaIDSetResize(t *testing.T) {
+	var s javaIDSet
+	for i := 0; i < 100; i++ {
+		s.add(encoding.ID{Scheme: schemeDigest, ID: fmt.Sprintf("u%d:x", i)})
+		s.add(encoding.ID{Scheme: schemeDigest, ID: fmt.Sprintf("u%d:x", i)})
+	}
+	if len(s.bins) != 256 || len(s.list()) != 100 {
+		t.Fatalf("%d bins, %d ids", len(s.bins), len(s.list()))
+	}
+	seen := map[encoding.ID]bool{}
+	for i, bin := range s.bins {
+		for _, e := range bin {
+			if int(e.hash)&(len(s.bins)-1) != i || seen[e.id] {
+				t.Fatalf("%v misplaced or duplicated", e.id)
+			}
+			seen[e.id] = true
+		}
+	}
+}
+
+func TestDigest(t *testing.T) {
+	// zkCli / DigestAuthenticationProvider.main give these.
+	if got, want := DigestID("alice", "pw"), "alice:V55/p2T0OpjQ+low3NVAH4aLvm0="; got != want {
+		t.Errorf("DigestID = %s, want %s", got, want)
+	}
+	if got, want := DigestID("super", "secret"), "super:lK75jTNcA+U9vtVEw5vB51mj/w4="; got != want {
+		t.Errorf("DigestID = %s, want %s", got, want)
+	}
+	if got := digestIDs([]byte("super:secret"), DigestID("super", "secret")); len(got) != 2 || got[0].Scheme != schemeSuper {
+		t.Errorf("super digest: %v", got)
+	}
+	if got := digestIDs([]byte("bob"), ""); len(got) != 1 || userOf(got[0]) != "bob" {
+		t.Errorf("no colon: %v", got)
+	}
+}
+
+// TestValidIPID: the ip ids ZooKeeper 3.9.6 accepted and refused in setACL.
+func TestValidIPID(t *testing.T) {
+	valid := []string{"127.0.0.1", "01.2.3.4", "+1.2.3.4", "1.2.3.4/0", "1.2.3.4/32", "1.2.3.4/+8", "1.2.3.4/08",
+		"::1", "::1/128", "::", "1:2:3:4:5:6:7:8", "0:0:0:0:0:0:0:1", "1:2:3:4:5:6:7::", "::1:2:3:4:5:6:7", "FE80::1", "::1/64"}
+	invalid := []string{"1.2.3", "1.2.3.4.5", "1.2.3.256", "1.2.3.4/33", "1.2.3.4/-1", "1.2.3.4/", "1.2.3.4/a", "1.2.3.4/8/9",
+		"::1/129", "fe80::1%eth0", "::ffff:1.2.3.4", "1:2:3:4:5:6:7:8:9", "1::2::3", "[::1]", "abcde::1", "g::1",
+		"1.2.3.4 ", " 1.2.3.4", "", "localhost", "1.2.3.-4", "1..2.3", "1.2.3.4.", "0x1.2.3.4", "1:2:3:4:5:6:1.2.3.4"}
+	for _, id := range valid {
+		if !validIPID(id) {
+			t.Errorf("%q refused", id)
+		}
+	}
+	for _, id := range invalid {
+		if validIPID(id) {
+			t.Errorf("%q accepted", id)
+		}
+	}
+}
+
+func TestIPMatches(t *testing.T) {
+	cases := []struct {
+		client, expr string
+		want         bool
+	}{
+		{"127.0.0.1", "127.0.0.1", true},
+		{"127.0.0.1", "127.0.0.2", false},
+		{"127.0.0.1", "127.0.0.0/8", true},
+		{"127.0.0.1", "1.2.3.4/0", true},
+		{"10.1.2.3", "10.1.0.0/15", true},
+		{"10.3.2.3", "10.1.0.0/15", false},
+		{"127.0.0.1", "01.2.3.4/+0", true},
+		{"0:0:0:0:0:0:0:1", "::1", true},
+		{"0:0:0:0:0:0:0:1", "::/0", true},
+		{"0:0:0:0:0:0:0:1", "::1/129", false},
+		{"fe80:0:0:0:0:0:0:1%eth0", "fe80::/16", false}, // Java's scoped address does not parse
+		{"127.0.0.1", "::/0", false},                    // families differ
+		{"2001:db8:0:0:0:0:0:1", "2001:DB8::/32", true},
+	}
+	for _, c := range cases {
+		if got := ipMatches(c.client, c.expr); got != c.want {
+			t.Errorf("ipMatches(%q, %q) = %v", c.client, c.expr, got)
+		}
+	}
+}
+
+func TestAllowed(t *testing.T) {
+	acl := func(perms encoding.Perm, scheme, id string) encoding.ACL {
+		return encoding.ACL{Perms: perms, ID: encoding.ID{Scheme: scheme, ID: id}}
+	}
+	var anon, alice, super authInfo
+	anon.add(encoding.ID{Scheme: schemeIP, ID: "127.0.0.1"})
+	alice.add(encoding.ID{Scheme: schemeIP, ID: "127.0.0.1"})
+	alice.add(digestID("alice:pw"))
+	super.add(encoding.ID{Scheme: schemeSuper})
+	aliceOnly := []encoding.ACL{acl(encoding.PermAll, schemeDigest, DigestID("alice", "pw"))}
+	readWorld := []encoding.ACL{acl(encoding.PermRead, schemeWorld, "anyone"), acl(encoding.PermAdmin, schemeIP, "127.0.0.0/8")}
+	for _, c := range []struct {
+		who  *authInfo
+		acl  []encoding.ACL
+		perm encoding.Perm
+		want bool
+	}{
+		{&anon, aliceOnly, encoding.PermRead, false},
+		{&alice, aliceOnly, encoding.PermRead, true},
+		{&super, aliceOnly, encoding.PermAdmin, true},
+		{&anon, nil, encoding.PermWrite, true},
+		{nil, nil, encoding.PermWrite, true},
+		{nil, aliceOnly, encoding.PermRead, false},
+		{&anon, readWorld, encoding.PermRead, true},
+		{&anon, readWorld, encoding.PermWrite, false},
+		{&anon, readWorld, encoding.PermAdmin, true},
+		{&anon, readWorld, encoding.PermRead | encoding.PermWrite, true}, // either bit
+	} {
+		if got := c.who.allowed(c.acl, c.perm); got != c.want {
+			t.Errorf("allowed(%v, %v) = %v", c.acl, c.perm, got)
+		}
+	}
+}
+
+func TestMaskACL(t *testing.T) {
+	in := []encoding.ACL{
+		{Perms: 1, ID: encoding.ID{Scheme: schemeDigest, ID: "alice:V55/p2T0OpjQ+low3NVAH4aLvm0="}},
+		{Perms: 1, ID: encoding.ID{Scheme: schemeDigest, ID: ":b"}},
+		{Perms: 1, ID: encoding.ID{Scheme: schemeDigest, ID: "a:b:"}},
+		{Perms: 1, ID: encoding.ID{Scheme: schemeDigest, ID: "a:b\nc:d"}},
+		{Perms: 1, ID: encoding.ID{Scheme: schemeIP, ID: "10.0.0.0/8"}},
+	}
+	var got []string
+	for _, a := range maskACL(in) {
+		got = append(got, a.ID.ID)
+	}
+	if want := []string{"alice:x", ":x", "a:x", "a:x\nc:x", "10.0.0.0/8"}; !slices.Equal(got, want) {
+		t.Errorf("masked %q, want %q", got, want)
+	}
+}
+
+// TestFixupACL: the cases ZooKeeper 3.9.6 answered (PROTOCOL.md §8 and acl.go).
+func TestFixupACL(t *testing.T) {
+	acl := func(perms encoding.Perm, scheme, id string) encoding.ACL {
+		return encoding.ACL{Perms: perms, ID: encoding.ID{Scheme: scheme, ID: id}}
+	}
+	world := acl(31, schemeWorld, "anyone")
+	alice := digestID("alice:pw")
+	for _, c := range []struct {
+		in   []encoding.ACL
+		auth []encoding.ID
+		want []encoding.ACL // nil: InvalidACL
+	}{
+		{nil, nil, nil},
+		{[]encoding.ACL{}, nil, nil},
+		{[]encoding.ACL{world, world}, nil, []encoding.ACL{world}},
+		{[]encoding.ACL{acl(1, schemeWorld, "anyone"), world, acl(1, schemeWorld, "anyone")}, nil, []encoding.ACL{acl(1, schemeWorld, "anyone"), world}},
+		{[]encoding.ACL{acl(31, schemeWorld, "Anyone")}, nil, nil},
+		{[]encoding.ACL{acl(31, schemeSuper, "")}, nil, nil},
+		{[]encoding.ACL{acl(31, "sasl", "bob")}, nil, nil},
+		{[]encoding.ACL{acl(31, schemeX509, "CN=x")}, nil, nil},
+		{[]encoding.ACL{acl(31, schemeAuth, "")}, nil, nil},
+		{[]encoding.ACL{acl(31, schemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}}},
+		{[]encoding.ACL{acl(31, schemeAuth, ""), acl(31, schemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}}},
+		// Expansion is not de-duplicated against the caller's own id.
+		{[]encoding.ACL{{Perms: 31, ID: alice}, acl(31, schemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}, {Perms: 31, ID: alice}}},
+		{[]encoding.ACL{acl(31, schemeAuth, ""), acl(31, schemeAuth, "ignored")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}, {Perms: 31, ID: alice}}},
+		{[]encoding.ACL{acl(31, schemeDigest, "a")}, nil, nil},
+		{[]encoding.ACL{acl(31, schemeDigest, ":b")}, nil, []encoding.ACL{acl(31, schemeDigest, ":b")}},
+		{[]encoding.ACL{acl(31, schemeIP, "127.0.0.1"), acl(31, "bogus", "x")}, nil, nil},
+		{[]encoding.ACL{acl(-1, schemeWorld, "anyone")}, nil, []encoding.ACL{acl(-1, schemeWorld, "anyone")}},
+	} {
+		got, err := fixupACL(c.in, c.auth, false)
+		if c.want == nil {
+			if err != encoding.ErrInvalidACL {
+				t.Errorf("fixupACL(%v, %v) = %v, %v; want InvalidACL", c.in, c.auth, got, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("fixupACL(%v, %v) = %v, %v; want %v", c.in, c.auth, got, err, c.want)
+		}
+	}
+	if _, err := fixupACL([]encoding.ACL{acl(31, schemeX509, "CN=client,O=zetcd")}, nil, true); err != nil {
+		t.Errorf("x509 enabled: %v", err)
+	}
+}

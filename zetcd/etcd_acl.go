@@ -1,0 +1,499 @@
+package zetcd
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// ACL enforcement on etcd without an extra round trip in the common case (DESIGN.md):
+//
+//   - Reads already fetch the node's meta keys, ACL key included: the check runs on what the
+//     read returned.
+//   - A write needs the ACL of a node it does not otherwise read (the parent, for create and
+//     delete; the node, for setData). It takes it from aclCache, an in-process cache of
+//     (ACL, the ACL key's ModRevision) per path, decides the permission on it, and adds the
+//     compare ModRevision(ACL key) == cached revision to its transaction, so that a stale
+//     cache makes the transaction fail. The Else branch then reads the ACL key, and the error
+//     key (the zxid a failed write consumes) is put only if the failure is final: the compare
+//     held, or the node bearing the ACL is gone. Otherwise the write decides again on the
+//     fresh ACL and retries. A cache miss costs one read.
+//   - A write the cached ACL refuses is settled by one transaction: NoAuth if the ACL key is
+//     still at that revision (its node exists), NoNode if the node is gone, else decide again.
+//   - The cache is filled by every read and write that sees an ACL key, and kept current by
+//     the watch feed, which sees every ACL key change under the prefix (fireRevision). The feed
+//     also uses it to find the ACL that decides whether a watch event may be delivered.
+
+// maxACLCacheEntries bounds the ACL cache; maxInternedACLs bounds the shared ACL lists.
+const (
+	maxACLCacheEntries = 1 << 16
+	maxInternedACLs    = 1 << 10
+)
+
+// maxACLAttempts bounds the decide-and-commit retries of one write whose ACL keeps changing.
+const maxACLAttempts = 100
+
+// aclCache maps znode paths to their ACL and the ACL key's ModRevision. mu guards both maps.
+type aclCache struct {
+	mu sync.Mutex
+	m  map[string]aclEntry
+	// interned shares one ACL list among the nodes that have the same one (most do), keyed by
+	// its encoding.
+	interned map[string][]encoding.ACL
+}
+
+// aclEntry is the ACL of a node as of rev, the ModRevision of its ACL key. An entry the feed
+// maintains stays current: it is then the node's ACL at every revision from rev up to the
+// feed's progress. rev 0 means the node does not exist (never cached).
+type aclEntry struct {
+	acl []encoding.ACL
+	rev int64
+}
+
+func (c *aclCache) get(path string) (aclEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[path]
+	return e, ok
+}
+
+// at returns the ACL of path at revision rev if the cache knows it: an entry no newer than rev.
+func (c *aclCache) at(path string, rev int64) ([]encoding.ACL, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[path]
+	if !ok || e.rev > rev {
+		return nil, false
+	}
+	return e.acl, true
+}
+
+// observe records the ACL key kv of path, unless the cache holds a newer one. It returns the
+// entry kv stands for.
+func (c *aclCache) observe(path string, kv *mvccpb.KeyValue) (aclEntry, error) {
+	v, err := decodeACLValue(kv.Value)
+	if err != nil {
+		return aclEntry{}, fmt.Errorf("%s: %w", path, err)
+	}
+	raw := string(kv.Value[aclListOffset:])
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	acl, ok := c.interned[raw]
+	if !ok {
+		acl = v.ACL
+		if c.interned == nil || len(c.interned) >= maxInternedACLs {
+			c.interned = map[string][]encoding.ACL{}
+		}
+		c.interned[raw] = acl
+	}
+	e := aclEntry{acl: acl, rev: kv.ModRevision}
+	c.putLocked(path, e)
+	return e, nil
+}
+
+// remember records an ACL this process wrote at rev.
+func (c *aclCache) remember(path string, acl []encoding.ACL, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(path, aclEntry{acl: acl, rev: rev})
+}
+
+func (c *aclCache) putLocked(path string, e aclEntry) {
+	if old, ok := c.m[path]; ok && old.rev >= e.rev {
+		return
+	}
+	if c.m == nil {
+		c.m = map[string]aclEntry{}
+	}
+	if len(c.m) >= maxACLCacheEntries {
+		// Forget about a sixteenth, at random (map order).
+		n := maxACLCacheEntries / 16
+		for p := range c.m {
+			if n--; n < 0 {
+				break
+			}
+			delete(c.m, p)
+		}
+	}
+	c.m[path] = e
+}
+
+// forget drops the entry of a node whose ACL key was deleted at rev.
+func (c *aclCache) forget(path string, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[path]; ok && e.rev < rev {
+		delete(c.m, path)
+	}
+}
+
+// aclListOffset is where the ACL list starts in an ACL value (schema.go).
+const aclListOffset = 21
+
+// aclGuard is the ACL decision a write makes on (path's ACL as of rev), and what pins it.
+type aclGuard struct {
+	path    string
+	perm    encoding.Perm
+	rev     int64 // the ACL key's ModRevision the decision is made on; 0: the node is missing
+	allowed bool  // the permission is granted (or the node is missing: existence decides)
+	bypass  bool  // the connection is super: no decision, nothing to pin
+}
+
+// guardACL decides perm on path's ACL from the cache, reading the ACL key on a miss.
+func (s *etcdSession) guardACL(ctx context.Context, path string, perm encoding.Perm) (aclGuard, error) {
+	g := aclGuard{path: path, perm: perm}
+	if s.auth.isSuper() {
+		g.bypass, g.allowed = true, true
+		return g, nil
+	}
+	e, ok := s.b.acls.get(path)
+	if !ok {
+		r, err := s.b.kv.Get(ctx, s.b.keys.acl(path))
+		if err != nil {
+			return g, err
+		}
+		s.zxid(r.Header.Revision)
+		if len(r.Kvs) == 0 {
+			g.allowed = true
+			return g, nil
+		}
+		if e, err = s.b.acls.observe(path, r.Kvs[0]); err != nil {
+			return g, err
+		}
+	}
+	g.rev = e.rev
+	g.allowed = s.auth.allowed(e.acl, perm)
+	return g, nil
+}
+
+// stale reports whether aclKV (the ACL key read in a failed transaction's Else branch; nil if
+// absent) differs from the one the decision was made on, and if so decides again on it.
+func (s *etcdSession) staleGuard(g *aclGuard, aclKV *mvccpb.KeyValue) (bool, error) {
+	if g.bypass || kvModRev(aclKV) == g.rev {
+		return false, nil
+	}
+	g.rev, g.allowed = 0, true
+	if aclKV != nil {
+		e, err := s.b.acls.observe(g.path, aclKV)
+		if err != nil {
+			return true, err
+		}
+		g.rev, g.allowed = e.rev, s.auth.allowed(e.acl, g.perm)
+	}
+	return true, nil
+}
+
+// cmps pins the decision in a write's transaction.
+func (g aclGuard) cmps(k keySchema) []clientv3.Cmp {
+	if g.bypass {
+		return nil
+	}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k.acl(g.path)), "=", g.rev)}
+}
+
+// finalConds are the alternatives under which a failed guarded write is final: the decision
+// still holds, or the node bearing the ACL is gone (NoNode comes first anyway).
+func (g aclGuard) finalConds(k keySchema) [][]clientv3.Cmp {
+	if g.bypass {
+		return [][]clientv3.Cmp{nil}
+	}
+	return [][]clientv3.Cmp{
+		g.cmps(k),
+		{clientv3.Compare(clientv3.CreateRevision(k.data(g.path)), "=", 0)},
+	}
+}
+
+// putErrorIf returns an op that puts the error key if every compare of one of the alternatives
+// holds (a nil alternative always holds), as nested transactions.
+func (b *EtcdBackend) putErrorIf(alts ...[]clientv3.Cmp) clientv3.Op {
+	put := clientv3.OpPut(b.keys.errorKey(), "")
+	var next []clientv3.Op
+	for i := len(alts) - 1; i >= 0; i-- {
+		if len(alts[i]) == 0 {
+			next = []clientv3.Op{put}
+			continue
+		}
+		next = []clientv3.Op{clientv3.OpTxn(alts[i], []clientv3.Op{put}, next)}
+	}
+	if len(next) == 0 {
+		return clientv3.OpTxn(nil, nil, nil)
+	}
+	return next[0]
+}
+
+// failureCmps is the condition under which a single-op write refused by versionCmps has
+// failed for good (failureOp): no offsets key, or no version expected.
+func (b *EtcdBackend) failureCmps(path string, version int32) []clientv3.Cmp {
+	if version == -1 {
+		return nil
+	}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(b.keys.offsets(path)), "=", 0)}
+}
+
+// withEach returns the alternatives alts with base added to each.
+func withEach(base []clientv3.Cmp, alts [][]clientv3.Cmp) [][]clientv3.Cmp {
+	out := make([][]clientv3.Cmp, len(alts))
+	for i, a := range alts {
+		out[i] = append(append([]clientv3.Cmp(nil), base...), a...)
+	}
+	return out
+}
+
+// putRecorded reports whether a response of putErrorIf (or a plain put) put the error key.
+func putRecorded(r *etcdserverpb.ResponseOp) bool {
+	if r.GetResponsePut() != nil {
+		return true
+	}
+	if t := r.GetResponseTxn(); t != nil {
+		for _, sub := range t.Responses {
+			if putRecorded(sub) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// settle answers a write that is refused before its transaction, or checks the refusal of g:
+// in one transaction (retried only if the ACL changes meanwhile) it answers NoNode if the node
+// bearing g's ACL is missing, else NoAuth if g refuses, else code (PROTOCOL.md §3.2: NoNode,
+// then NoAuth, then the rest), each consuming a zxid. With code 0 and a permission that is
+// (or has become) granted it answers 0 and commits nothing: the caller goes on with the write.
+func (s *etcdSession) settle(ctx context.Context, g *aclGuard, code encoding.ErrCode) (encoding.ErrCode, encoding.Zxid, error) {
+	b := s.b
+	dataKey := b.keys.data(g.path)
+	for attempt := 0; attempt < maxACLAttempts; attempt++ {
+		if code == 0 && g.allowed {
+			return 0, 0, nil
+		}
+		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(dataKey), ">", 0)}, g.cmps(b.keys)...)
+		r, err := b.kv.Txn(ctx).If(cmps...).
+			Then(clientv3.OpPut(b.keys.errorKey(), "")).
+			Else(
+				clientv3.OpGet(b.keys.acl(g.path)),
+				b.putErrorIf([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(dataKey), "=", 0)}),
+			).Commit()
+		if err != nil {
+			return 0, 0, err
+		}
+		z := s.zxid(r.Header.Revision)
+		switch {
+		case r.Succeeded && !g.allowed:
+			return encoding.ErrNoAuth, z, nil
+		case r.Succeeded:
+			return code, z, nil
+		case firstKV(r, 0) == nil:
+			return encoding.ErrNoNode, z, nil
+		}
+		if _, err := s.staleGuard(g, firstKV(r, 0)); err != nil {
+			return 0, z, err
+		}
+	}
+	return 0, 0, fmt.Errorf("ACL of %q: too many conflicting changes", g.path)
+}
+
+// orCode returns err, or code as an error when err is nil.
+func orCode(err error, code encoding.ErrCode) error {
+	if err != nil {
+		return err
+	}
+	return code
+}
+
+// readAllowed checks READ (or another perm) on the ACL a read returned, and records it in the
+// cache.
+func (s *etcdSession) readAllowed(path string, n node, perm encoding.Perm) bool {
+	if n.aclRev > 0 {
+		s.b.acls.remember(path, n.Meta.ACL, n.aclRev)
+	}
+	return s.auth.allowed(n.Meta.ACL, perm)
+}
+
+// aclKVAllows checks perm on a node's ACL key as a read returned it (nil: the node has none),
+// and records it in the cache.
+func (s *etcdSession) aclKVAllows(path string, aclKV *mvccpb.KeyValue, perm encoding.Perm) (bool, error) {
+	if aclKV == nil {
+		return false, fmt.Errorf("%s: ACL key missing", path)
+	}
+	e, err := s.b.acls.observe(path, aclKV)
+	if err != nil {
+		return false, err
+	}
+	return s.auth.allowed(e.acl, perm), nil
+}
+
+// aclAtChange returns the ACL of path at revision rev for the watch feed: from the cache if
+// it knows it, else read from etcd at that revision. ok is false if it cannot be known (the
+// revision is compacted, or etcd fails); the event is then not delivered.
+func (b *EtcdBackend) aclAtChange(path string, rev int64) ([]encoding.ACL, bool) {
+	if acl, ok := b.acls.at(path, rev); ok {
+		return acl, true
+	}
+	ctx, cancel := context.WithTimeout(b.bgCtx, 10*time.Second)
+	defer cancel()
+	r, err := b.kv.Get(ctx, b.keys.acl(path), clientv3.WithRev(rev))
+	if err != nil {
+		b.log.Warn("watch feed: cannot read the ACL that decides whether to deliver an event; not delivering it",
+			zap.String("path", path), zap.Int64("revision", rev), zap.Error(err))
+		return nil, false
+	}
+	if len(r.Kvs) == 0 {
+		b.log.Warn("watch feed: node without an ACL at its change; not delivering the event",
+			zap.String("path", path), zap.Int64("revision", rev))
+		return nil, false
+	}
+	v, err := decodeACLValue(r.Kvs[0].Value)
+	if err != nil {
+		b.log.Warn("watch feed: corrupt ACL; not delivering the event", zap.String("path", path), zap.Error(err))
+		return nil, false
+	}
+	return v.ACL, true
+}
+
+// The auth schemes a connection can authenticate with (auth packets, opcode 100).
+
+// Auth adds identities to the connection (PROTOCOL.md §8), as ZooKeeper 3.9 with its default
+// providers answers (checked against 3.9.6): "digest" always succeeds, whatever the bytes, and
+// adds digest:<user>:<hash> (and super first, for the configured super digest); "ip" succeeds
+// and adds the client's address again (a no-op); "x509" succeeds only on a connection with a
+// verified client certificate when x509 is enabled. Any other scheme is AuthFailed, and the
+// server then closes the connection (dispatch.go); the session survives. The reply zxid is 0,
+// as ZooKeeper's.
+func (s *etcdSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error) {
+	switch req.Scheme {
+	case schemeDigest:
+		for _, id := range digestIDs(req.Auth, s.b.superDigest) {
+			s.auth.add(id)
+		}
+		return 0, nil
+	case schemeIP:
+		if ip := remoteIP(s.remote); ip != "" {
+			s.auth.add(encoding.ID{Scheme: schemeIP, ID: ip})
+		}
+		return 0, nil
+	case schemeX509:
+		if s.b.x509 {
+			for _, id := range s.auth.list() {
+				if id.Scheme == schemeX509 {
+					return 0, nil
+				}
+			}
+		}
+	}
+	return 0, encoding.ErrAuthFailed
+}
+
+// The watch feed's side: the ACL cache follows every ACL key change under the prefix, and each
+// change fired gets a resolver of the ACLs that decide its delivery (change.acl).
+
+// observeACLPuts records the ACL keys a revision puts, before its changes fire: a node created
+// in it is then known with its ACL.
+func (b *EtcdBackend) observeACLPuts(evs []*clientv3.Event) {
+	for _, ev := range evs {
+		if ev.Type != mvccpb.PUT {
+			continue
+		}
+		if path, ok := b.keys.pathOfACLKey(string(ev.Kv.Key)); ok {
+			if _, err := b.acls.observe(path, ev.Kv); err != nil {
+				b.log.Warn("watch feed: corrupt ACL value", zap.String("path", path), zap.Error(err))
+			}
+		}
+	}
+}
+
+// forgetACLDeletes drops the nodes whose ACL keys a revision deletes, after its changes fired
+// (a node deleted in it is decided on its ACL before the delete).
+func (b *EtcdBackend) forgetACLDeletes(evs []*clientv3.Event) {
+	for _, ev := range evs {
+		if ev.Type != mvccpb.DELETE {
+			continue
+		}
+		if path, ok := b.keys.pathOfACLKey(string(ev.Kv.Key)); ok {
+			b.acls.forget(path, ev.Kv.ModRevision)
+		}
+	}
+}
+
+// aclSource says where the ACL of one node at a change comes from: known (from a multi's
+// journal), or the cache (else etcd) at revision rev.
+type aclSource struct {
+	known bool
+	acl   []encoding.ACL
+	path  string
+	rev   int64
+}
+
+// withACLs gives c a resolver of its node's and its parent's ACL, memoized (each is looked up
+// at most once, and only if a delivery needs it).
+func (b *EtcdBackend) withACLs(c change, node, parent aclSource) change {
+	var mu sync.Mutex
+	var done, ok [2]bool
+	var acls [2][]encoding.ACL
+	c.acl = func(isParent bool) ([]encoding.ACL, bool) {
+		i, src := 0, node
+		if isParent {
+			i, src = 1, parent
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !done[i] {
+			done[i] = true
+			if src.known {
+				acls[i], ok[i] = src.acl, true
+			} else {
+				acls[i], ok[i] = b.aclAtChange(src.path, src.rev)
+			}
+		}
+		return acls[i], ok[i]
+	}
+	return c
+}
+
+// keyEventACLs resolves the ACLs of a change made by a single-op revision rev (not a multi):
+// a deleted node's ACL as it was before rev, anything else's at rev.
+func (b *EtcdBackend) keyEventACLs(c change) change {
+	rev := int64(c.zxid)
+	node := aclSource{path: c.path, rev: rev}
+	if c.kind == changeDeleted {
+		node.rev = rev - 1
+	}
+	parent, _ := parentPath(c.path)
+	return b.withACLs(c, node, aclSource{path: parent, rev: rev})
+}
+
+// journalACLs resolves the ACLs of a multi's changes, in op order: a node the multi created has
+// the ACL its create gave it (until the multi deletes it), any other node the ACL it had before
+// the multi (a multi cannot set ACLs).
+func (b *EtcdBackend) journalACLs(changes []change) {
+	created := map[string][]encoding.ACL{}
+	source := func(path string, rev int64) aclSource {
+		if acl, ok := created[path]; ok {
+			return aclSource{known: true, acl: acl}
+		}
+		return aclSource{path: path, rev: rev - 1}
+	}
+	for i, c := range changes {
+		rev := int64(c.zxid)
+		parent, _ := parentPath(c.path)
+		node := source(c.path, rev)
+		if c.kind == changeCreated {
+			node = aclSource{path: c.path, rev: rev}
+			if c.createdACL != nil {
+				node = aclSource{known: true, acl: c.createdACL}
+				created[c.path] = c.createdACL
+			}
+		}
+		changes[i] = b.withACLs(c, node, source(parent, rev))
+		if c.kind == changeDeleted {
+			delete(created, c.path)
+		}
+	}
+}
