@@ -644,6 +644,11 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			if j := journalOf(ops, results, s.auth.authenticated(), b.x509); len(j) > 0 {
 				then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
 			}
+			if len(then) == 0 {
+				// Only checks: nothing changes, but ZooKeeper logs the multi all the same,
+				// consuming a zxid.
+				then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
+			}
 		}
 		r, err := b.kv.Txn(ctx).If(m.guards()...).Then(then...).Commit()
 		if err != nil {
