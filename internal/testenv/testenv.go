@@ -75,6 +75,11 @@ type Options struct {
 	Wrap func(zetcd.Backend) zetcd.Backend
 	// ReapInterval is the backend's EtcdConfig.ReapInterval (0: the default, 60s).
 	ReapInterval time.Duration
+	// SuperDigest and X509 are the backend's EtcdConfig.SuperDigest and X509.
+	SuperDigest string
+	X509        bool
+	// Listener, if set, is served instead of a new listener on 127.0.0.1:0 (a TLS listener).
+	Listener net.Listener
 }
 
 // StartZetcdOn starts a zetcd on 127.0.0.1:0 in front of the given etcd, stopped at cleanup.
@@ -84,7 +89,8 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval})
+	b, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval,
+		SuperDigest: opts.SuperDigest, X509: opts.X509})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,9 +104,11 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 		backend = opts.Wrap(b)
 	}
 	srv := zetcd.NewServer(backend, cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ln := opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	go srv.Serve(ln)
 	z := &Zetcd{Addr: ln.Addr().String(), Server: srv, Backend: b}
@@ -114,24 +122,50 @@ func (z *Zetcd) Stop() {
 	z.Backend.Close()
 }
 
+// ServerOptions are settings a behaviour test asks of every server alike (ForEachServerWith).
+type ServerOptions struct {
+	// SuperDigest is ZooKeeper's superDigest, "user:BASE64(SHA1(user:password))"
+	// (zetcd.DigestID): zetcd's EtcdConfig.SuperDigest, ZooKeeper's system property
+	// zookeeper.DigestAuthenticationProvider.superDigest.
+	SuperDigest string
+}
+
+// zkOptions are the ZooKeeper options for opts.
+func (opts ServerOptions) zkOptions() zkserver.Options {
+	var o zkserver.Options
+	if opts.SuperDigest != "" {
+		o.SystemProps = map[string]string{"zookeeper.DigestAuthenticationProvider.superDigest": opts.SuperDigest}
+	}
+	return o
+}
+
 // StartZetcd starts a fresh etcd and one zetcd in front of it; it returns the client address.
-func StartZetcd(t testing.TB) string {
-	return StartZetcdOn(t, StartEtcd(t), Options{}).Addr
+func StartZetcd(t testing.TB) string { return StartZetcdWith(t, ServerOptions{}) }
+
+// StartZetcdWith is StartZetcd with opts.
+func StartZetcdWith(t testing.TB, opts ServerOptions) string {
+	return StartZetcdOn(t, StartEtcd(t), Options{SuperDigest: opts.SuperDigest}).Addr
 }
 
 // StartZooKeeper starts a fresh real ZooKeeper 3.9 and returns its client address. It skips the
 // test on a developer machine without ZooKeeper, and fails it in CI (zkserver.EnvRequire).
-func StartZooKeeper(t testing.TB) string {
-	return zkserver.Start(t, zkserver.Options{}).Addr
+func StartZooKeeper(t testing.TB) string { return StartZooKeeperWith(t, ServerOptions{}) }
+
+// StartZooKeeperWith is StartZooKeeper with opts.
+func StartZooKeeperWith(t testing.TB, opts ServerOptions) string {
+	return zkserver.Start(t, opts.zkOptions()).Addr
 }
 
 // StartXchk starts a fresh real ZooKeeper and a zetcd (on a fresh etcd) cross-checked against
 // it by xchk with FailFast, answering from zetcd, and returns zetcd's address. Every difference
 // closes the connection of the client that caused it, and fails the test at cleanup; so does a
 // request that could not be cross-checked. Skipped like StartZooKeeper without ZooKeeper.
-func StartXchk(t testing.TB) string {
+func StartXchk(t testing.TB) string { return StartXchkWith(t, ServerOptions{}) }
+
+// StartXchkWith is StartXchk with opts, given to both zetcd and ZooKeeper.
+func StartXchkWith(t testing.TB, opts ServerOptions) string {
 	t.Helper()
-	oracle := zkserver.Start(t, zkserver.Options{})
+	oracle := zkserver.Start(t, opts.zkOptions())
 	reg := prometheus.NewRegistry()
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("xchk")
 	var xb *xchk.Backend
@@ -145,7 +179,7 @@ func StartXchk(t testing.TB) string {
 			t.Errorf("xchk found differences between zetcd and ZooKeeper (see the log above): %s", found)
 		}
 	})
-	z := StartZetcdOn(t, StartEtcd(t), Options{Wrap: func(b zetcd.Backend) zetcd.Backend {
+	z := StartZetcdOn(t, StartEtcd(t), Options{SuperDigest: opts.SuperDigest, Wrap: func(b zetcd.Backend) zetcd.Backend {
 		var err error
 		xb, err = xchk.NewBackend(b, xchk.Config{
 			OracleAddr: oracle.Addr,
@@ -190,20 +224,29 @@ func mismatches(t testing.TB, reg *prometheus.Registry) string {
 type Server struct {
 	Name  string
 	Start func(testing.TB) string
+	// StartWith starts it with options (nil for servers that take none).
+	StartWith func(testing.TB, ServerOptions) string
 }
 
 // Servers are the implementations every behaviour test runs against, with the same
 // expectations.
 var Servers = []Server{
-	{"zetcd", StartZetcd},
-	{"zookeeper", StartZooKeeper},
-	{"xchk", StartXchk},
+	{"zetcd", StartZetcd, StartZetcdWith},
+	{"zookeeper", StartZooKeeper, StartZooKeeperWith},
+	{"xchk", StartXchk, StartXchkWith},
 }
 
 // ForEachServer runs f as a subtest against a fresh instance of each of Servers.
 func ForEachServer(t *testing.T, f func(t *testing.T, addr string)) {
 	for _, s := range Servers {
 		t.Run(s.Name, func(t *testing.T) { f(t, s.Start(t)) })
+	}
+}
+
+// ForEachServerWith is ForEachServer with every server started with opts.
+func ForEachServerWith(t *testing.T, opts ServerOptions, f func(t *testing.T, addr string)) {
+	for _, s := range Servers {
+		t.Run(s.Name, func(t *testing.T) { f(t, s.StartWith(t, opts)) })
 	}
 }
 
