@@ -3,6 +3,7 @@ package zetcd
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -263,6 +264,7 @@ func (c *clientConn) connect(req *encoding.ConnectRequest, timeout time.Duration
 		LastZxidSeen: req.LastZxidSeen,
 		Events:       c,
 		RemoteAddr:   c.nc.RemoteAddr(),
+		AuthIDs:      c.transportIDs(),
 	})
 	cancel()
 	if err == nil && sess == nil {
@@ -288,6 +290,22 @@ func (c *clientConn) connect(req *encoding.ConnectRequest, timeout time.Duration
 			zap.Error(fmt.Errorf("session %v: connect: %w", req.SessionID, err)))
 	}
 	return nil
+}
+
+// transportIDs are the identities the connection's transport established: x509:<subject DN>
+// (RFC 2253, as crypto/x509 spells it) for a TLS client certificate the server verified, as
+// ZooKeeper's X509AuthenticationProvider adds on its secure port. Called after the handshake
+// (the first frame has been read).
+func (c *clientConn) transportIDs() []encoding.ID {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	st := tc.ConnectionState()
+	if len(st.VerifiedChains) == 0 || len(st.PeerCertificates) == 0 {
+		return nil
+	}
+	return []encoding.ID{{Scheme: "x509", ID: st.PeerCertificates[0].Subject.String()}}
 }
 
 // writeHandshake writes a ConnectResponse directly, when no session is served.

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -48,12 +47,13 @@ type options struct {
 	pprof             bool
 	drainTimeout      time.Duration
 	reapInterval      time.Duration // --reap-interval
+	security          securityOptions
 }
 
 func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("zetcd", flag.ContinueOnError)
-	fs.StringVar(&o.zkAddr, "zkaddr", "127.0.0.1:2181", "address to serve the ZooKeeper client protocol on")
+	fs.StringVar(&o.zkAddr, "zkaddr", "127.0.0.1:2181", "address to serve the ZooKeeper client protocol on; empty: none (with --tls-zkaddr)")
 	fs.StringVar(&o.endpoints, "endpoints", "", "comma-separated etcd client URLs; empty starts an embedded etcd")
 	fs.StringVar(&o.dataDir, "data-dir", "zetcd.data", "data directory of the embedded etcd (ignored with --endpoints)")
 	fs.StringVar(&o.embeddedClientURL, "embedded-client-url", "http://127.0.0.1:0", "where the embedded etcd serves etcd clients (loopback; port 0 picks a free port)")
@@ -70,7 +70,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
+	o.security.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := o.security.check(o.zkAddr, o.endpoints); err != nil {
 		return o, err
 	}
 	answer, err := xchk.ParseAnswer(*oracleAnswer)
@@ -166,10 +170,17 @@ func run(o options, log *zap.Logger) error {
 		endpoints = strings.Split(o.endpoints, ",")
 	}
 
+	etcdTLS, err := o.security.etcdTLS()
+	if err != nil {
+		return err
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      atLeastWarn(log.Named("etcd-client")),
+		TLS:         etcdTLS,
+		Username:    o.security.etcdUser,
+		Password:    o.security.etcdPassword,
 	})
 	if err != nil {
 		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)
@@ -188,7 +199,8 @@ func run(o options, log *zap.Logger) error {
 	if reap == 0 {
 		reap = -1 // EtcdConfig: negative disables, 0 is the default
 	}
-	backend, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: metrics.WrapKV(cli.KV), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap})
+	backend, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: metrics.WrapKV(cli.KV), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
+		SuperDigest: o.security.superDigest, X509: o.security.x509()})
 	cancel()
 	if err != nil {
 		return err
@@ -228,14 +240,20 @@ func run(o options, log *zap.Logger) error {
 		Stats:             backend,
 		Metrics:           metrics,
 	})
-	ln, err := net.Listen("tcp", o.zkAddr)
+	ports, err := o.security.listen(o.zkAddr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.zkAddr, err)
+		return err
 	}
-	log.Info("serving ZooKeeper clients", zap.String("zkaddr", ln.Addr().String()), zap.Strings("etcd", endpoints), zap.String("prefix", o.prefix))
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	serveErr := make(chan error, len(ports))
+	for _, p := range ports {
+		log.Info("serving ZooKeeper clients", zap.String("addr", p.ln.Addr().String()), zap.Bool("tls", p.tls),
+			zap.Strings("etcd", endpoints), zap.String("prefix", o.prefix))
+		go func() {
+			if err := srv.Serve(p.ln); err != nil {
+				serveErr <- fmt.Errorf("serve %s: %w", p.ln.Addr(), err)
+			}
+		}()
+	}
 
 	if o.metricsAddr != "" {
 		h := newHTTPHandler(reg, probes{
@@ -272,16 +290,14 @@ func run(o options, log *zap.Logger) error {
 		}()
 		return drain(srv, o.drainTimeout, log)
 	case err := <-serveErr:
-		if err != nil {
-			return fmt.Errorf("serve %s: %w", o.zkAddr, err)
-		}
+		// Every acknowledged write is already committed in etcd; closing connections detaches
+		// the sessions so clients resume them (here after a restart, or on another zetcd).
+		srv.Close()
+		return err
 	case err := <-etcdErr:
 		srv.Close()
 		return fmt.Errorf("embedded etcd failed: %w", err)
 	}
-	// Every acknowledged write is already committed in etcd; closing connections detaches the
-	// sessions so clients resume them (here after a restart, or on another zetcd).
-	return srv.Close()
 }
 
 // drain shuts srv down gracefully: connections finish what they have read, within timeout,
