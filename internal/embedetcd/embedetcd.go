@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -26,6 +27,18 @@ type Config struct {
 	CompactionRetention time.Duration
 	// Logger receives etcd's logs (default: none).
 	Logger *zap.Logger
+	// TLS, if set, serves clients over TLS; ClientURL must then be https. Client does not
+	// apply it: clients of a TLS etcd bring their own configuration.
+	TLS *TLS
+}
+
+// TLS is the client-facing TLS of an embedded etcd.
+type TLS struct {
+	CertFile, KeyFile string // the server's certificate and key (PEM)
+	// TrustedCAFile verifies client certificates; with ClientCertAuth every client must
+	// present one (etcd then also accepts its common name as the user name).
+	TrustedCAFile  string
+	ClientCertAuth bool
 }
 
 // Etcd is a running embedded etcd.
@@ -71,6 +84,14 @@ func Start(cfg Config) (*Etcd, error) {
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
 	// A session close deletes all of a session's ephemerals in one transaction.
 	ec.MaxTxnOps = 1 << 16
+	if cfg.TLS != nil {
+		ec.ClientTLSInfo = transport.TLSInfo{
+			CertFile:       cfg.TLS.CertFile,
+			KeyFile:        cfg.TLS.KeyFile,
+			TrustedCAFile:  cfg.TLS.TrustedCAFile,
+			ClientCertAuth: cfg.TLS.ClientCertAuth,
+		}
+	}
 	closing := &atomic.Bool{}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return &quietOnCloseCore{Core: c, closing: closing}
@@ -90,7 +111,7 @@ func Start(cfg Config) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedetcd: start in %s: not ready after 60s", cfg.Dir)
 	}
-	return &Etcd{e: e, Endpoint: "http://" + e.Clients[0].Addr().String(), closing: closing}, nil
+	return &Etcd{e: e, Endpoint: curl.Scheme + "://" + e.Clients[0].Addr().String(), closing: closing}, nil
 }
 
 // Client returns a new client of this etcd; the caller closes it.

@@ -1,0 +1,491 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/embedetcd"
+)
+
+// testPKI is a CA and certificates it signed, as PEM files in a directory.
+type testPKI struct {
+	dir    string
+	ca     *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	CAFile string
+	pool   *x509.CertPool
+	serial int64
+}
+
+func newTestPKI(t testing.TB) *testPKI {
+	t.Helper()
+	p := &testPKI{dir: t.TempDir()}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "zetcd test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ca, err = x509.ParseCertificate(der); err != nil {
+		t.Fatal(err)
+	}
+	p.caKey = key
+	p.CAFile = p.write(t, "ca.pem", "CERTIFICATE", der)
+	p.pool = x509.NewCertPool()
+	p.pool.AddCert(p.ca)
+	p.serial = 1
+	return p
+}
+
+func (p *testPKI) write(t testing.TB, name, typ string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// issue signs a certificate for subject, usable by servers at 127.0.0.1 and by clients; it
+// returns the PEM files and the key pair.
+func (p *testPKI) issue(t testing.TB, name string, subject pkix.Name) (certFile, keyFile string, pair tls.Certificate) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(p.serial),
+		Subject:      subject,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     []string{"localhost"},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile = p.write(t, name+".pem", "CERTIFICATE", der)
+	keyFile = p.write(t, name+"-key.pem", "EC PRIVATE KEY", kder)
+	pair, err = tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile, pair
+}
+
+// secureEtcd is an embedded etcd serving TLS with client certificates required and
+// authentication on. The zetcd user's role may read and write the keys under /zk/ and nothing
+// else, so a zetcd that works with it never touches a key outside its prefix.
+type secureEtcd struct {
+	Endpoint string
+	root     *clientv3.Client
+}
+
+func startSecureEtcd(t testing.TB, pki *testPKI) *secureEtcd {
+	t.Helper()
+	cert, key, _ := pki.issue(t, "etcd-server", pkix.Name{CommonName: "etcd"})
+	e, err := embedetcd.Start(embedetcd.Config{
+		Dir:       t.TempDir(),
+		ClientURL: "https://127.0.0.1:0",
+		TLS:       &embedetcd.TLS{CertFile: cert, KeyFile: key, TrustedCAFile: pki.CAFile, ClientCertAuth: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	_, _, rootPair := pki.issue(t, "etcd-root", pkix.Name{CommonName: "root"})
+	root, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{e.Endpoint},
+		DialTimeout: 5 * time.Second,
+		TLS:         &tls.Config{Certificates: []tls.Certificate{rootPair}, RootCAs: pki.pool},
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	steps := []func() error{
+		func() error { _, err := root.Put(ctx, "/outside", "untouched"); return err },
+		func() error { _, err := root.Put(ctx, "/zk", "next to the prefix"); return err },
+		func() error { _, err := root.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, "zetcd"); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, "zetcd", "/zk/", clientv3.GetPrefixRangeEnd("/zk/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
+		func() error { _, err := root.UserAdd(ctx, "zetcd", "zetcdpw"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "zetcd", "zetcd"); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("secure etcd setup step %d: %v", i, err)
+		}
+	}
+	// The zetcd user may not touch anything else.
+	_, _, pair := pki.issue(t, "etcd-zetcd-check", pkix.Name{CommonName: "zetcd"})
+	zc, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second, Username: "zetcd", Password: "zetcdpw",
+		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pki.pool}, Logger: zap.NewNop(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	if _, err := zc.Get(ctx, "/outside"); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("the zetcd user read /outside: %v", err)
+	}
+	if _, err := zc.Put(ctx, "/zk", "x"); err == nil {
+		t.Fatal("the zetcd user wrote /zk (outside the prefix /zk/)")
+	}
+	if _, err := zc.Get(ctx, "/zk/", clientv3.WithPrefix()); err != nil {
+		t.Fatalf("the zetcd user cannot read its prefix: %v", err)
+	}
+	return &secureEtcd{Endpoint: e.Endpoint, root: root}
+}
+
+// value reads a key as root (the client certificate's CN).
+func (e *secureEtcd) value(t testing.TB, key string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := e.root.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kvs) == 0 {
+		return ""
+	}
+	return string(r.Kvs[0].Value)
+}
+
+// dialTLS connects to a TLS client port with the client certificate pair (none if empty).
+func dialTLS(t testing.TB, addr string, pki *testPKI, pair *tls.Certificate) *rawClient {
+	t.Helper()
+	cfg := &tls.Config{RootCAs: pki.pool}
+	if pair != nil {
+		cfg.Certificates = []tls.Certificate{*pair}
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
+	if resp, err := c.handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true}); err != nil || resp.SessionID == 0 {
+		t.Fatalf("handshake over TLS: %+v %v", resp, err)
+	}
+	return c
+}
+
+// dialTLSResume resumes a session through a TLS client port.
+func dialTLSResume(t testing.TB, addr string, pki *testPKI, pair *tls.Certificate, sess encoding.ConnectResponse) *rawClient {
+	t.Helper()
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
+		&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{*pair}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
+	resp, err := c.handshake(encoding.ConnectRequest{TimeOut: sess.TimeOut, SessionID: sess.SessionID, Passwd: sess.Passwd, HasReadOnly: true})
+	if err != nil || resp.SessionID != sess.SessionID {
+		t.Fatalf("resume over TLS: %+v %v", resp, err)
+	}
+	return c
+}
+
+// TestTLSAndSecureEtcd runs the zetcd binary with a TLS client port that requires client
+// certificates, against an etcd that serves TLS only, requires client certificates and has
+// authentication on, logged in as a user whose role covers the prefix /zk/ and nothing else.
+// A go-zookeeper client and a raw client connect through the TLS port and use every kind of
+// operation; the keys outside the prefix are untouched, and zetcd logged no error.
+func TestTLSAndSecureEtcd(t *testing.T) {
+	pki := newTestPKI(t)
+	etcd := startSecureEtcd(t, pki)
+	etcdCert, etcdKey, _ := pki.issue(t, "zetcd-etcd-client", pkix.Name{CommonName: "zetcd"})
+	srvCert, srvKey, _ := pki.issue(t, "zetcd-server", pkix.Name{CommonName: "zetcd"})
+	_, _, clientPair := pki.issue(t, "zk-client", pkix.Name{CommonName: "client", Organization: []string{"zetcd-test"}})
+	plain, secure, metrics := freePort(t), freePort(t), freePort(t)
+	p := startProcessArgs(t, plain,
+		"--metrics-addr", metrics, "--4lw-whitelist", "*",
+		"--endpoints", etcd.Endpoint,
+		"--etcd-cert", etcdCert, "--etcd-key", etcdKey, "--etcd-cacert", pki.CAFile,
+		"--etcd-user", "zetcd", "--etcd-password", "zetcdpw",
+		"--tls-zkaddr", secure, "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-ca", pki.CAFile,
+		"--super-digest", superDigest,
+		"--reap-interval", "200ms",
+		"--log-level", "error")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("zetcd's log:\n%s", p.logs.String())
+		}
+	})
+
+	// go-zookeeper through the TLS port.
+	conn, events, err := zk.Connect([]string{secure}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
+		zk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
+			return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, network, address,
+				&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{clientPair}})
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	waitSession(t, events)
+	if err := conn.AddAuth("digest", []byte("alice:pw")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create("/app", []byte("v1"), 0, zk.AuthACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create("/app/lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, _, ch, err := conn.GetW("/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Set("/app", []byte("v2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-ch:
+		if ev.Type != zk.EventNodeDataChanged {
+			t.Errorf("watch event %+v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch event over TLS")
+	}
+	if _, err := conn.Multi(&zk.CreateRequest{Path: "/app/m", Data: nil, Acl: zk.WorldACL(zk.PermAll)},
+		&zk.SetDataRequest{Path: "/app/m", Data: []byte("x"), Version: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if kids, _, err := conn.Children("/app"); err != nil || len(kids) != 2 {
+		t.Errorf("children %v %v", kids, err)
+	}
+	if _, err := conn.Sync("/app"); err != nil {
+		t.Error(err)
+	}
+	if acl, _, err := conn.GetACL("/app"); err != nil || len(acl) != 2 {
+		// auth expands to the digest id and to the x509 identity of the certificate.
+		t.Errorf("getACL %v %v", acl, err)
+	}
+	if err := conn.Delete("/app/m", -1); err != nil {
+		t.Error(err)
+	}
+
+	// A raw client through the TLS port holds its certificate's identity.
+	c := dialTLS(t, secure, pki, &clientPair)
+	dn := "CN=client,O=zetcd-test"
+	if got := c.whoAmI(); !slices.Contains(got, "x509:"+dn) {
+		t.Errorf("whoAmI over TLS: %v", got)
+	}
+	c.mustCreateACL("/x509only", aclOf(encoding.PermAll, "x509", dn))
+	if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x509only"}, &encoding.GetDataResponse{}); code != 0 {
+		t.Errorf("getData of an x509 node with its certificate: %v", code)
+	}
+	pc := connectRaw(t, plain)
+	if code := pc.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x509only"}, &encoding.GetDataResponse{}); code != encoding.ErrNoAuth {
+		t.Errorf("getData of an x509 node over the plain port: %v", code)
+	}
+	if code, _ := connectRaw(t, plain).auth("x509", ""); code != encoding.ErrAuthFailed {
+		t.Errorf("auth x509 without a certificate: %v", code)
+	}
+	// The rest of the opcodes, through TLS.
+	c.mustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/box", ACL: rawOpenACL, Flags: encoding.ModeContainer}, &encoding.Create2Response{})
+	c.mustCreate("/box/item", nil, 0)
+	c.mustCall(encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: "/ttl", ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 100}, &encoding.Create2Response{})
+	c.mustCreate("/eph", nil, encoding.ModeEphemeral)
+	var eph encoding.GetEphemeralsResponse
+	if code := c.mustCall(encoding.OpGetEphemerals, &encoding.GetEphemeralsRequest{PrefixPath: "/"}, &eph); code != 0 || !slices.Equal(eph.Ephemerals, []string{"/eph"}) {
+		t.Errorf("getEphemerals: %v %v", code, eph.Ephemerals)
+	}
+	var n encoding.GetAllChildrenNumberResponse
+	if code := c.mustCall(encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: "/box"}, &n); code != 0 || n.TotalNumber != 1 {
+		t.Errorf("getAllChildrenNumber: %v %v", code, n)
+	}
+	var mr encoding.MultiResponse
+	if code := c.mustCall(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+		{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/box"}},
+		{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/box"}},
+	}}, &mr); code != 0 || len(mr.Results) != 2 || mr.Results[1].Err != 0 {
+		t.Errorf("multiRead: %v %+v", code, mr.Results)
+	}
+	c.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/box", Mode: encoding.AddWatchPersistentRecursive}, &encoding.ErrorResponse{})
+	if code := c.mustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/box", Type: encoding.WatcherPersistentRecursive}, nil); code != 0 {
+		t.Errorf("checkWatches: %v", code)
+	}
+	c.delete("/box/item")
+	if evs := c.waitEvents(1); evs[0].String() != "NodeDeleted /box/item" {
+		t.Errorf("recursive watch over TLS: %v", evs)
+	}
+	if code := c.mustCall(encoding.OpReconfig, &encoding.ReconfigRequest{CurConfigID: -1}, &encoding.GetDataResponse{}); code != encoding.ErrReconfigDisabled {
+		t.Errorf("reconfig: %v", code)
+	}
+	// The reaper (elected through etcd, under the prefix) removes the emptied container and
+	// the expired TTL node.
+	waitGoneRaw(t, c, "/box")
+	waitGoneRaw(t, c, "/ttl")
+	// closeSession deletes the ephemerals and revokes the lease.
+	if code := c.mustCall(encoding.OpCloseSession, nil, nil); code != 0 {
+		t.Errorf("closeSession: %v", code)
+	}
+	if pc.exists("/eph") {
+		t.Error("ephemeral survived closeSession")
+	}
+	for cmd, want := range map[string]string{"srvr": "Mode: standalone", "mntr": "zk_znode_count", "cons": "queued", "wchs": "Total watches"} {
+		if out, err := fourLetter(plain, cmd); err != nil || !strings.Contains(out, want) {
+			t.Errorf("%s: %q %v", cmd, out, err)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := http.Get("http://" + metrics + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %s", path, resp.Status)
+		}
+	}
+
+	// setACL, create2, setWatches, removeWatches; a session resumed through TLS; a session
+	// that expires (its ephemerals deleted by zetcd, its lease revoked).
+	s := dialTLS(t, secure, pki, &clientPair)
+	s.mustCall(encoding.OpCreate2, &encoding.CreateRequest{Path: "/two", ACL: rawOpenACL}, &encoding.Create2Response{})
+	if code := s.setACL("/two", worldACL(encoding.PermRead|encoding.PermAdmin)); code != 0 {
+		t.Errorf("setACL: %v", code)
+	}
+	rel := s.create("/w", nil, 0)
+	s.mustCall(encoding.OpSetWatches, &encoding.SetWatches{RelativeZxid: rel, DataWatches: []string{"/w"}, ExistWatches: []string{}, ChildWatches: []string{"/w"}}, nil)
+	if code := s.mustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "/w", Type: encoding.WatcherChildren}, nil); code != 0 {
+		t.Errorf("removeWatches: %v", code)
+	}
+	s.mustCreate("/eph2", nil, encoding.ModeEphemeral)
+	s.close()
+	rc := dialTLSResume(t, secure, pki, &clientPair, s.Session)
+	if !rc.exists("/eph2") {
+		t.Error("ephemeral gone after resuming over TLS")
+	}
+	rc.close()
+	deadline := time.Now().Add(30 * time.Second)
+	for pc2 := connectRaw(t, plain); pc2.exists("/eph2"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the session's ephemeral outlived its expiry")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// A client without a certificate is refused by the TLS port.
+	raw, err := net.Dial("tcp", secure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := tls.Client(raw, &tls.Config{RootCAs: pki.pool})
+	tc.SetDeadline(time.Now().Add(10 * time.Second))
+	_, err = tc.Write(encoding.AppendFrame(nil, &encoding.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16)}))
+	if err == nil {
+		_, err = tc.Read(make([]byte, 64))
+	}
+	if err == nil {
+		t.Error("the TLS port served a client without a certificate")
+	}
+	tc.Close()
+
+	// Nothing outside the prefix was touched (etcd would have refused it anyway).
+	if v := etcd.value(t, "/outside"); v != "untouched" {
+		t.Errorf("/outside = %q", v)
+	}
+	if v := etcd.value(t, "/zk"); v != "next to the prefix" {
+		t.Errorf("/zk = %q", v)
+	}
+	p.stop(t)
+	if logs := p.logs.String(); strings.Contains(logs, "permission denied") || strings.Contains(logs, `"level":"error"`) {
+		t.Errorf("zetcd logged errors:\n%s", logs)
+	}
+}
+
+func waitSession(t testing.TB, events <-chan zk.Event) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				go func() {
+					for range events {
+					}
+				}()
+				return
+			}
+			if ev.State == zk.StateAuthFailed {
+				t.Fatal("auth failed")
+			}
+		case <-deadline:
+			t.Fatal("no session after 20s")
+		}
+	}
+}
+
+// waitGoneRaw polls until path does not exist, failing the test after 10s.
+func waitGoneRaw(t testing.TB, c *rawClient, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.exists(path) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists after 10s", path)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
