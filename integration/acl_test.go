@@ -3,7 +3,9 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-zookeeper/zk"
@@ -762,4 +764,28 @@ func TestACLGoZookeeper(t *testing.T) {
 			t.Errorf("set after auth: %v", err)
 		}
 	})
+}
+
+// TestACLIPv6: the ip scheme with an IPv6 client, whose identity is its address as Java spells
+// it (eight groups, no "::"). zetcd only: the test ZooKeeper listens on 127.0.0.1.
+func TestACLIPv6(t *testing.T) {
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	z := testenv.StartZetcdOn(t, startEtcd(t), testenv.Options{Listener: ln})
+	c := connectRaw(t, z.Addr)
+	if got := c.whoAmI(); !slices.Equal(got, []string{"ip:0:0:0:0:0:0:0:1"}) {
+		t.Errorf("whoAmI from ::1: %v", got)
+	}
+	for p, want := range map[string]encoding.ErrCode{
+		"::1": 0, "::/0": 0, "0:0:0:0:0:0:0:1/128": 0, "::1/64": 0, "::/127": 0, "::2/127": encoding.ErrNoAuth,
+		"::2": encoding.ErrNoAuth, "127.0.0.1": encoding.ErrNoAuth, "1.2.3.4/0": encoding.ErrNoAuth, "fe80::/10": encoding.ErrNoAuth,
+	} {
+		path := "/n" + strings.NewReplacer(":", "_", "/", "-", ".", "_").Replace(p)
+		c.mustCreateACL(path, aclOf(encoding.PermRead, "ip", p), aclOf(encoding.PermAll, "digest", zetcd.DigestID("a", "b")))
+		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path}, &encoding.GetDataResponse{}); code != want {
+			t.Errorf("getData with ACL ip:%s from ::1: %v, want %v", p, code, want)
+		}
+	}
 }
