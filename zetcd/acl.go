@@ -75,14 +75,14 @@ func (a *authInfo) allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 	if len(acl) == 0 {
 		return true
 	}
-	var ids []encoding.ID
-	if a != nil {
-		ids = a.list()
+	if a == nil {
+		a = &authInfo{}
 	}
-	for _, id := range ids {
-		if id.Scheme == schemeSuper {
-			return true
-		}
+	// Called for every watch event delivered: no copy of the identities.
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ids.has(schemeSuper) {
+		return true
 	}
 	for _, e := range acl {
 		if e.Perms&perm == 0 {
@@ -91,18 +91,21 @@ func (a *authInfo) allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 		if e.ID.Scheme == schemeWorld && e.ID.ID == "anyone" {
 			return true
 		}
-		for _, id := range ids {
-			if id.Scheme != e.ID.Scheme {
-				continue
-			}
-			switch id.Scheme {
-			case schemeDigest, schemeX509:
-				if id.ID == e.ID.ID {
-					return true
+		for _, bin := range a.ids.bins {
+			for _, h := range bin {
+				id := h.id
+				if id.Scheme != e.ID.Scheme {
+					continue
 				}
-			case schemeIP:
-				if ipMatches(id.ID, e.ID.ID) {
-					return true
+				switch id.Scheme {
+				case schemeDigest, schemeX509:
+					if id.ID == e.ID.ID {
+						return true
+					}
+				case schemeIP:
+					if ipMatches(id.ID, e.ID.ID) {
+						return true
+					}
 				}
 			}
 		}
@@ -112,12 +115,9 @@ func (a *authInfo) allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 
 // isSuper reports whether the connection holds the super identity.
 func (a *authInfo) isSuper() bool {
-	for _, id := range a.list() {
-		if id.Scheme == schemeSuper {
-			return true
-		}
-	}
-	return false
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ids.has(schemeSuper)
 }
 
 // digestIDs returns the identities a digest auth packet adds: digest:<user>:<base64 sha1> and,
@@ -497,6 +497,18 @@ func (s *javaIDSet) resize() {
 		next[i], next[i+n] = lo, hi
 	}
 	s.bins = next
+}
+
+// has reports whether the set holds an identity of scheme.
+func (s *javaIDSet) has(scheme string) bool {
+	for _, bin := range s.bins {
+		for _, e := range bin {
+			if e.id.Scheme == scheme {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *javaIDSet) list() []encoding.ID {
