@@ -697,6 +697,22 @@ func TestACLWatches(t *testing.T) {
 			t.Fatalf("multi: %v %+v", code, mr.Results)
 		}
 		events("multi", "NodeCreated /m1")
+		// Create, change and delete in one multi: each event decided by the ACL the create gave.
+		admin.mustCreateACL("/mm", open)
+		c.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/mm", Mode: encoding.AddWatchPersistentRecursive}, &encoding.ErrorResponse{})
+		mr = encoding.MultiResponse{}
+		if code := admin.mustCall(encoding.OpMulti, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+			{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: "/mm/a", ACL: []encoding.ACL{open}}},
+			{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: "/mm/b", ACL: []encoding.ACL{secret}}},
+			{Op: encoding.OpSetData, Record: &encoding.SetDataRequest{Path: "/mm/a", Version: -1}},
+			{Op: encoding.OpSetData, Record: &encoding.SetDataRequest{Path: "/mm/b", Version: -1}},
+			{Op: encoding.OpDelete, Record: &encoding.DeleteRequest{Path: "/mm/a", Version: -1}},
+			{Op: encoding.OpDelete, Record: &encoding.DeleteRequest{Path: "/mm/b", Version: -1}},
+			{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: "/mm/b", ACL: []encoding.ACL{open}}},
+		}}, &mr); code != 0 || mr.Results[0].Err != 0 {
+			t.Fatalf("multi: %v %+v", code, mr.Results)
+		}
+		events("multi with create, setData and delete", "NodeCreated /mm/a", "NodeDataChanged /mm/a", "NodeDeleted /mm/a", "NodeCreated /mm/b")
 
 		rel := c.create("/swbase", nil, 0)
 		admin.mustCreateACL("/sw", secret)
