@@ -85,6 +85,9 @@ func TestReaperOneLeader(t *testing.T) {
 	}
 	paths = append(paths, "/ttl")
 	waitUntil(t, "the containers and the TTL node to be reaped", gone(s1, paths...))
+	// The reaper counts a node after its delete commits, so a reader can see the node gone
+	// first: wait for the count rather than read it at once.
+	waitUntil(t, "the leader to count 7 reaped nodes", func() bool { return leader.reaper.reaped.Load() >= 7 })
 	if got := leader.reaper.reaped.Load(); got != 7 {
 		t.Errorf("leader reaped %d nodes, want 7", got)
 	}
@@ -109,6 +112,7 @@ func TestReaperOneLeader(t *testing.T) {
 	waitUntil(t, "the other backend to take over", func() bool { return other.reaper.leader.Load() })
 	churn(otherSession, "/after")
 	waitUntil(t, "the new leader to reap", gone(otherSession, "/after"))
+	waitUntil(t, "the new leader to count its reaped node", func() bool { return other.reaper.reaped.Load() >= 1 })
 	if got := other.reaper.reaped.Load(); got != 1 {
 		t.Errorf("new leader reaped %d nodes, want 1", got)
 	}
