@@ -73,8 +73,14 @@ func (c *rawClient) handshake(req encoding.ConnectRequest) (encoding.ConnectResp
 // connectRaw dials and opens a new session with the 45-byte (readOnly flag) handshake.
 func connectRaw(t testing.TB, addr string) *rawClient {
 	t.Helper()
+	return connectRawTimeout(t, addr, 10000)
+}
+
+// connectRawTimeout is connectRaw asking for the given session timeout in ms.
+func connectRawTimeout(t testing.TB, addr string, timeoutMs int32) *rawClient {
+	t.Helper()
 	c := dialRaw(t, addr)
-	resp, err := c.handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true})
+	resp, err := c.handshake(encoding.ConnectRequest{TimeOut: timeoutMs, HasReadOnly: true})
 	if err != nil {
 		t.Fatalf("handshake with %s: %v", addr, err)
 	}
@@ -160,7 +166,13 @@ func (c *rawClient) mustCall(op encoding.Op, req, resp encoding.Record) encoding
 // frames before closing or does not close within the deadline.
 func (c *rawClient) expectClosed(maxFrames int) {
 	c.t.Helper()
-	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	c.expectClosedWithin(maxFrames, 10*time.Second)
+}
+
+// expectClosedWithin is expectClosed with a deadline of its own.
+func (c *rawClient) expectClosedWithin(maxFrames int, d time.Duration) {
+	c.t.Helper()
+	c.conn.SetReadDeadline(time.Now().Add(d))
 	for i := 0; ; i++ {
 		_, _, err := c.readReply()
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isConnReset(err) {

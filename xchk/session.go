@@ -512,6 +512,9 @@ func (s *session) endTwin(ctx context.Context, oc *oracleConn) error {
 // neither happens within twice the timeout (the zetcd server was closed, or the session was
 // resumed on another zetcd process), the oracle connection is closed and ZooKeeper expires the
 // twin by itself.
+// Done is zetcd's: the client's connection follows the zetcd session.
+func (s *session) Done() <-chan struct{} { return s.inner.Done() }
+
 func (s *session) Detach() {
 	s.inner.Detach()
 	s.events.stop()

@@ -29,6 +29,11 @@ const (
 	endDropped endReason = iota
 	// endExpired: no packet arrived within the session timeout. The session is expired.
 	endExpired
+	// endGone: the backend reported (Session.Done) that the session ended or moved without
+	// this connection: expired in the store, or resumed through another zetcd. ZooKeeper
+	// closes such a connection; the client then learns the session's fate when it reconnects.
+	// The Session is only detached; no expiry timer.
+	endGone
 	// endServerClose: Server.Close. The session is detached; no expiry timer.
 	endServerClose
 	// endSuperseded: the session was resumed on another connection of this server, which
@@ -535,6 +540,11 @@ func (c *clientConn) runWriter() {
 				continue
 			case <-c.closing:
 				return
+			case <-c.sess.Done():
+				c.log.Info("session ended or moved elsewhere; closing its connection here")
+				c.setEnd(endGone)
+				c.shutdown()
+				return
 			}
 		}
 		for i := range batch {
@@ -633,6 +643,9 @@ func (c *clientConn) endSession() {
 		c.s.sessions.remove(c)
 		c.log.Debug("session closed by the client")
 	case endSuperseded:
+		c.sess.Detach()
+	case endGone:
+		c.s.sessions.remove(c)
 		c.sess.Detach()
 	case endServerClose:
 		c.s.sessions.remove(c)

@@ -56,12 +56,14 @@ type EtcdBackend struct {
 	watcher clientv3.Watcher
 	// watches holds every watch of this process, fed by one etcd watch (etcd_watch.go).
 	watches *watchRegistry
-	keys    keySchema
-	log     *zap.Logger
-	grace   time.Duration
-	nowFn   func() time.Time
-	bgCtx   context.Context
-	cancel  context.CancelFunc
+	// local holds the Session objects this process serves (etcd_session.go).
+	local  localSessions
+	keys   keySchema
+	log    *zap.Logger
+	grace  time.Duration
+	nowFn  func() time.Time
+	bgCtx  context.Context
+	cancel context.CancelFunc
 	// seqs serializes this process's sequential creates per parent (etcd_seq.go).
 	seqs seqCounters
 	// multiLocks serializes this process's multis per znode (etcd_multi.go).

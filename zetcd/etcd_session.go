@@ -8,8 +8,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -40,7 +42,65 @@ type etcdSession struct {
 
 	mu              sync.Mutex
 	cancelKeepAlive context.CancelFunc // nil once detached
+
+	// gone is closed (once, by markGone) when the watch feed sees the session key deleted
+	// (expired in etcd, closed elsewhere) or rewritten by a newer owner (resumed elsewhere).
+	gone     chan struct{}
+	goneOnce sync.Once
+	// ending is set when this connection ends the session itself (end): the session key's
+	// deletion is then no news.
+	ending atomic.Bool
 }
+
+// localSessions tracks the Session objects this process serves, by id, so that the watch feed
+// can tell them their session ended or moved elsewhere. mu guards m.
+type localSessions struct {
+	mu sync.Mutex
+	m  map[encoding.SessionID]map[*etcdSession]struct{}
+}
+
+func (t *localSessions) add(s *etcdSession) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.m == nil {
+		t.m = map[encoding.SessionID]map[*etcdSession]struct{}{}
+	}
+	if t.m[s.id] == nil {
+		t.m[s.id] = map[*etcdSession]struct{}{}
+	}
+	t.m[s.id][s] = struct{}{}
+}
+
+func (t *localSessions) remove(s *etcdSession) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m[s.id], s)
+	if len(t.m[s.id]) == 0 {
+		delete(t.m, s.id)
+	}
+}
+
+// observeSessionKeys marks gone every local Session object whose session key one of evs
+// deletes, or rewrites at a revision after the object took the session (a resume elsewhere).
+func (b *EtcdBackend) observeSessionKeys(evs []*clientv3.Event) {
+	for _, ev := range evs {
+		id, ok := b.keys.sessionOfKey(string(ev.Kv.Key))
+		if !ok {
+			continue
+		}
+		b.local.mu.Lock()
+		for s := range b.local.m[id] {
+			if !s.ending.Load() && (ev.Type == mvccpb.DELETE || ev.Kv.ModRevision > s.ownerRev) {
+				s.markGone()
+			}
+		}
+		b.local.mu.Unlock()
+	}
+}
+
+func (s *etcdSession) markGone() { s.goneOnce.Do(func() { close(s.gone) }) }
+
+func (s *etcdSession) Done() <-chan struct{} { return s.gone }
 
 var _ Session = (*etcdSession)(nil)
 
@@ -48,7 +108,8 @@ func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout
 	if events == nil {
 		events = discardEvents{}
 	}
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, watcher: newWatcher(events), auth: &authInfo{}}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, watcher: newWatcher(events), auth: &authInfo{}, gone: make(chan struct{})}
+	b.local.add(s)
 	s.watcher.session = id
 	s.watcher.auth = s.auth
 	ctx, cancel := context.WithCancel(b.bgCtx)
@@ -72,6 +133,7 @@ func (s *etcdSession) Password() []byte       { return s.passwd }
 func (s *etcdSession) Timeout() time.Duration { return s.timeout }
 
 func (s *etcdSession) Detach() {
+	s.b.local.remove(s)
 	s.b.watches.closeWatcher(s.watcher)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,6 +160,7 @@ func (s *etcdSession) Expire(ctx context.Context) error {
 // zxid, parents' pzxid updated, as ZooKeeper's closeSession), then revokes the lease. It does
 // nothing when the session was resumed by another connection (owned=false).
 func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, err error) {
+	s.ending.Store(true)
 	s.Detach()
 	b := s.b
 	skey := b.keys.session(s.id)

@@ -84,6 +84,7 @@ func (b *EtcdBackend) runWatchFeed(rev int64) {
 // from the ACL cache, which this revision's ACL key puts update before its changes fire and
 // its ACL key deletes after.
 func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
+	b.observeSessionKeys(evs)
 	b.observeACLPuts(evs)
 	defer b.forgetACLDeletes(evs)
 	journal := b.keys.journal()

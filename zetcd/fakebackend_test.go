@@ -99,6 +99,7 @@ func (b *fakeBackend) Connect(ctx context.Context, p ConnectParams) (Session, er
 		passwd:   st.passwd,
 		timeout:  p.Timeout,
 		events:   p.Events,
+		gone:     make(chan struct{}),
 		closed:   make(chan struct{}),
 		expired:  make(chan struct{}),
 		detached: make(chan struct{}),
@@ -140,6 +141,7 @@ type fakeSession struct {
 	passwd  []byte
 	timeout time.Duration
 	events  EventSink
+	gone    chan struct{} // closed by a test: the session ended elsewhere (Done)
 
 	inCall    atomic.Int32
 	lifecycle atomic.Bool // a life-cycle method has been called
@@ -424,6 +426,8 @@ func (s *fakeSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encod
 	defer s.call()()
 	return s.readZxid(), nil
 }
+
+func (s *fakeSession) Done() <-chan struct{} { return s.gone }
 
 // AwaitEvents: the fake hands its events to the sink synchronously, so there is nothing to wait for.
 func (s *fakeSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error { return nil }

@@ -105,6 +105,12 @@ type Session interface {
 	// does, except that it does nothing when the session has been resumed by another connection
 	// (on this or another zetcd process) since this Session was returned by Connect.
 	Expire(ctx context.Context) error
+	// Done is closed when the backend learns that the session ended or moved without this
+	// connection: it expired in the store (etcd expired its lease), or another connection (on
+	// this or another zetcd process) resumed it. The server then closes this connection and
+	// Detaches the Session, as ZooKeeper closes a connection whose session is gone. A backend
+	// that cannot tell returns nil (never closed).
+	Done() <-chan struct{}
 	// Detach tells the backend the client's connection is gone without ending the session: the
 	// backend stops keeping it alive, and the client may resume it (here or on another zetcd)
 	// until it expires. Detach is idempotent and does not block on the network.

@@ -98,6 +98,8 @@ func (s *metricsSession) Expire(ctx context.Context) error {
 	return err
 }
 
+func (s *metricsSession) Done() <-chan struct{} { return s.inner.Done() }
+
 func (s *metricsSession) Detach() {
 	s.inner.Detach()
 	s.leave()

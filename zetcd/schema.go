@@ -136,6 +136,19 @@ func (k keySchema) session(id encoding.SessionID) string {
 	return k.prefix + "s/" + fmt.Sprintf("%016x", uint64(id))
 }
 
+// sessionOfKey inverts session: the session id of a session key.
+func (k keySchema) sessionOfKey(key string) (encoding.SessionID, bool) {
+	hex, ok := strings.CutPrefix(key, k.prefix+"s/")
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	return encoding.SessionID(v), true
+}
+
 func (k keySchema) errorKey() string { return k.prefix + "x" }
 
 func (k keySchema) journal() string { return k.prefix + "j" }

@@ -478,6 +478,26 @@ func TestConnSessionsIndependent(t *testing.T) {
 	}
 }
 
+// TestConnSessionGone: when the backend reports the session ended or moved elsewhere
+// (Session.Done), the server closes the connection and only detaches the Session: no expiry,
+// no close.
+func TestConnSessionGone(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	c.call(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{})
+	s := ts.b.obj(c.sid)
+	close(s.gone)
+	c.expectEOF()
+	select {
+	case <-s.detached:
+	case <-time.After(5 * time.Second):
+		t.Fatal("session not detached after Done")
+	}
+	if s.expireCalls.Load() != 0 || s.closeCalls.Load() != 0 {
+		t.Errorf("Expire called %d times, Close %d times; want neither", s.expireCalls.Load(), s.closeCalls.Load())
+	}
+}
+
 // TestConnEventBeforeReply: an event the handler hands to the EventSink while serving a
 // request is written before that request's reply, and carries xid -1 and the event's zxid.
 func TestConnEventBeforeReply(t *testing.T) {

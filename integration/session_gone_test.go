@@ -1,0 +1,66 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// TestSessionMovedClosesOldConnection: a session resumed through another zetcd while its old
+// connection is still open: the old zetcd closes that connection, as ZooKeeper closes other
+// connections bound to a resumed session.
+func TestSessionMovedClosesOldConnection(t *testing.T) {
+	cluster := startEtcd(t)
+	a := startZetcdOn(t, cluster)
+	b := startZetcdOn(t, cluster)
+	// A long session timeout, so that only the move can close the connection within the test.
+	old := connectRawTimeout(t, a.Addr, 40000)
+	old.create("/moved", nil, encoding.ModeEphemeral)
+
+	moved := dialRaw(t, b.Addr)
+	resp, err := moved.handshake(encoding.ConnectRequest{SessionID: old.Session.SessionID, Passwd: old.Session.Passwd, TimeOut: 40000, HasReadOnly: true})
+	if err != nil || resp.SessionID != old.Session.SessionID {
+		t.Fatalf("resume on the second zetcd: %+v %v", resp, err)
+	}
+	old.expectClosedWithin(0, 5*time.Second)
+	// The session lives on through b, ephemeral included.
+	var ex encoding.ExistsResponse
+	if code := moved.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/moved"}, &ex); code != 0 || ex.Stat.EphemeralOwner != resp.SessionID {
+		t.Errorf("after the move: exists /moved: %v %+v", code, ex.Stat)
+	}
+}
+
+// TestSessionExpiredInEtcdClosesConnection: when etcd ends a session behind zetcd's back (its
+// lease revoked or expired, e.g. while zetcd was cut off from etcd), zetcd closes the client's
+// connection, and the client's resume is answered as expired.
+func TestSessionExpiredInEtcdClosesConnection(t *testing.T) {
+	cluster := startEtcd(t)
+	z := startZetcdOn(t, cluster)
+	c := connectRawTimeout(t, z.Addr, 40000)
+	c.create("/doomed", nil, encoding.ModeEphemeral)
+
+	cli := cluster.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(c.Session.SessionID)); err != nil {
+		t.Fatal(err)
+	}
+	c.expectClosedWithin(0, 5*time.Second)
+
+	again := dialRaw(t, z.Addr)
+	resp, err := again.handshake(encoding.ConnectRequest{SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, TimeOut: 10000, HasReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.TimeOut != 0 {
+		t.Errorf("resume after etcd ended the session: %+v, want the expired answer (timeout 0)", resp)
+	}
+	other := connectRaw(t, z.Addr)
+	if code := other.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/doomed"}, nil); code != encoding.ErrNoNode {
+		t.Errorf("ephemeral of the ended session: %v, want NoNode", code)
+	}
+}
