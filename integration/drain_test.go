@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/internal/testenv"
 )
 
 // orderedHosts is a go-zookeeper HostProvider that tries its servers in its own order, so a
@@ -48,32 +50,8 @@ func (h *orderedHosts) Connected() {
 // connectOrdered opens a session through servers tried in order and waits until it has one.
 func connectOrdered(t *testing.T, servers []string) *zk.Conn {
 	t.Helper()
-	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithHostProvider(&orderedHosts{servers: servers}),
-		zk.WithLogInfo(false), zk.WithLogger(silentZKLogger{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return conn
-			}
-		case <-deadline:
-			t.Fatalf("no session from %v after 20s", servers)
-		}
-	}
+	return testenv.ConnectServers(t, servers, &orderedHosts{servers: servers})
 }
-
-type silentZKLogger struct{}
-
-func (silentZKLogger) Printf(string, ...any) {}
 
 // TestProcessDrain: two zetcd processes share one etcd. Clients given both addresses start on
 // the first and keep writing; the first gets SIGTERM and drains. Every client resumes on the

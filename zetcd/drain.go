@@ -35,14 +35,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	s.draining = true
-	lns := make([]net.Listener, 0, len(s.listeners))
-	for ln := range s.listeners {
-		lns = append(lns, ln)
-	}
-	conns := make([]*clientConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
+	lns, conns := s.snapshotLocked()
 	s.mu.Unlock()
 
 	var errs []error

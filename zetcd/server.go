@@ -243,6 +243,19 @@ func (s *Server) serveConn(c *clientConn) {
 	c.serve()
 }
 
+// snapshotLocked copies the listeners and connections out of their sets; s.mu must be held.
+func (s *Server) snapshotLocked() ([]net.Listener, []*clientConn) {
+	lns := make([]net.Listener, 0, len(s.listeners))
+	for ln := range s.listeners {
+		lns = append(lns, ln)
+	}
+	conns := make([]*clientConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	return lns, conns
+}
+
 // Close stops every listener, closes every connection and waits for all connection goroutines
 // and Serve calls to return. Sessions are detached, not ended: their clients resume them on
 // another zetcd (or on this one, if it is restarted before they expire). Pending expiry timers
@@ -255,14 +268,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	lns := make([]net.Listener, 0, len(s.listeners))
-	for ln := range s.listeners {
-		lns = append(lns, ln)
-	}
-	conns := make([]*clientConn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
+	lns, conns := s.snapshotLocked()
 	s.mu.Unlock()
 
 	s.cancel()

@@ -253,7 +253,21 @@ func ForEachServerWith(t *testing.T, opts ServerOptions, f func(t *testing.T, ad
 // Connect opens a go-zookeeper session, waits until it has one, and closes it at cleanup.
 func Connect(t testing.TB, addr string) *zk.Conn {
 	t.Helper()
-	conn, events, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	return ConnectServers(t, []string{addr}, nil)
+}
+
+// ConnectServers is Connect to a list of servers; hosts, if not nil, chooses among them (go-
+// zookeeper's default shuffles them).
+func ConnectServers(t testing.TB, servers []string, hosts zk.HostProvider) *zk.Conn {
+	t.Helper()
+	var conn *zk.Conn
+	var events <-chan zk.Event
+	var err error
+	if hosts != nil {
+		conn, events, err = zk.Connect(servers, 10*time.Second, zk.WithHostProvider(hosts), zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	} else {
+		conn, events, err = zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +284,7 @@ func Connect(t testing.TB, addr string) *zk.Conn {
 				return conn
 			}
 		case <-deadline:
-			t.Fatalf("no session from %s after 20s", addr)
+			t.Fatalf("no session from %v after 20s", servers)
 		}
 	}
 }
