@@ -204,26 +204,7 @@ func TestProcessDrain(t *testing.T) {
 	if after <= before {
 		t.Errorf("no write acknowledged after the drain (%d before, %d after)", before, after)
 	}
-	n := 0
-	acked.Range(func(k, v any) bool {
-		data, _, err := obs.Get(k.(string))
-		if err != nil || string(data) != v.(string) {
-			t.Errorf("acknowledged %s=%q: now %q, %v", k, v, data, err)
-		}
-		n++
-		return true
-	})
-	for i := 0; i < clients; i++ {
-		data, _, err := obs.Get(fmt.Sprintf("/drain/counter-%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got int64
-		fmt.Sscan(string(data), &got)
-		if got < lastSet[i].Load() {
-			t.Errorf("counter-%d = %d, but %d was acknowledged", i, got, lastSet[i].Load())
-		}
-	}
+	n := checkAcknowledged(t, obs, &acked, "/drain/counter-", lastSet[:])
 	t.Logf("%d clients moved with sessions, ephemerals and watches; %d acknowledged creates all present (%d requests failed around the move)",
 		clients, n, failures.Load())
 }

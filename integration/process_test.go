@@ -200,28 +200,37 @@ func TestProcessKill9KeepsAcknowledgedWrites(t *testing.T) {
 
 	p2 := startProcess(t, dataDir, addr)
 	c := connect(t, addr)
+	n := checkAcknowledged(t, c, &acked, "/load/counter-", lastSet[:])
+	t.Logf("%d acknowledged creates (and %d sets) all present after kill -9 and restart", n, total.Load())
+	p2.stop(t)
+}
+
+// checkAcknowledged checks that every acknowledged write of a load is there: each create in
+// acked (path → data) with its data, and each counter node counterPrefix<i> at least at the
+// last value acknowledged for it. It returns the number of creates checked.
+func checkAcknowledged(t *testing.T, c *zk.Conn, acked *sync.Map, counterPrefix string, lastSet []atomic.Int64) int {
+	t.Helper()
 	n := 0
 	acked.Range(func(k, v any) bool {
 		data, _, err := c.Get(k.(string))
 		if err != nil || string(data) != v.(string) {
-			t.Errorf("acknowledged %s=%q: after restart %q, %v", k, v, data, err)
+			t.Errorf("acknowledged %s=%q: now %q, %v", k, v, data, err)
 		}
 		n++
 		return true
 	})
-	for w := 0; w < writers; w++ {
-		data, _, err := c.Get(fmt.Sprintf("/load/counter-%d", w))
+	for i := range lastSet {
+		data, _, err := c.Get(fmt.Sprintf("%s%d", counterPrefix, i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got int64
 		fmt.Sscan(string(data), &got)
-		if got < lastSet[w].Load() {
-			t.Errorf("counter-%d = %d after restart, but %d was acknowledged", w, got, lastSet[w].Load())
+		if got < lastSet[i].Load() {
+			t.Errorf("%s%d = %d, but %d was acknowledged", counterPrefix, i, got, lastSet[i].Load())
 		}
 	}
-	t.Logf("%d acknowledged creates (and %d sets) all present after kill -9 and restart", n, total.Load())
-	p2.stop(t)
+	return n
 }
 
 // TestProcessResumeOnAnotherZetcd: two zetcd servers on one etcd; a session opened on one is
