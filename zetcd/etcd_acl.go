@@ -230,7 +230,7 @@ func (b *EtcdBackend) putErrorIf(alts ...[]clientv3.Cmp) clientv3.Op {
 }
 
 // failureCmps is the condition under which a single-op write refused by versionCmps has
-// failed for good (failureOp): no offsets key, or no version expected.
+// failed for good, so that it consumes a revision: no offsets key, or no version expected.
 func (b *EtcdBackend) failureCmps(path string, version int32) []clientv3.Cmp {
 	if version == -1 {
 		return nil

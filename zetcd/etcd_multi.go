@@ -830,8 +830,8 @@ func (s *etcdSession) slowWrite(ctx context.Context, opName string, o mop) (enco
 
 // versionCmps are the compares of a single-op write that expects the node at version (-1: any).
 // etcd's data Version is version+1 unless a multi left an offsets key on the node, which the
-// compares therefore require absent; failureOp and failureRecorded let the caller tell that
-// case apart and hand the write to the multi engine (slowWrite).
+// compares therefore require absent; failureCmps (etcd_acl.go) lets the caller tell that case
+// apart and hand the write to the multi engine (slowWrite).
 func (b *EtcdBackend) versionCmps(path string, version int32) []clientv3.Cmp {
 	if version == -1 {
 		return nil
@@ -840,27 +840,6 @@ func (b *EtcdBackend) versionCmps(path string, version int32) []clientv3.Cmp {
 		clientv3.Compare(clientv3.Version(b.keys.data(path)), "=", int64(version)+1),
 		clientv3.Compare(clientv3.CreateRevision(b.keys.offsets(path)), "=", 0),
 	}
-}
-
-// failureOp is the Else op that makes a refused single-op write consume a revision (the error
-// key), except when the node has an offsets key and versionCmps may be what refused it: then
-// it writes nothing.
-func (b *EtcdBackend) failureOp(path string, version int32) clientv3.Op {
-	put := clientv3.OpPut(b.keys.errorKey(), "")
-	if version == -1 {
-		return put
-	}
-	return clientv3.OpTxn(
-		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(b.keys.offsets(path)), "=", 0)},
-		[]clientv3.Op{put}, nil)
-}
-
-// failureRecorded reports whether the failureOp answered at r.Responses[i] consumed a revision.
-func failureRecorded(r *clientv3.TxnResponse, i int) bool {
-	if t := r.Responses[i].GetResponseTxn(); t != nil {
-		return t.Succeeded
-	}
-	return true
 }
 
 // pathLocks serializes this process's multis per znode path. mu protects m and refs.
