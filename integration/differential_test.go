@@ -197,13 +197,13 @@ func describeResp(r encoding.Record, rel func(encoding.Zxid) string, self encodi
 	return fmt.Sprintf("%+v", r)
 }
 
-// TestDifferentialCore runs one script against zetcd and ZooKeeper and requires the same answer
-// to every request: error codes, data, children, and every Stat field (zxids relative to the
-// script's start, times only as "ctime == mtime").
-func TestDifferentialCore(t *testing.T) {
+// compareScript runs steps against every server and requires zetcd's answers to equal
+// ZooKeeper's, step by step.
+func compareScript(t *testing.T, steps []step) {
+	t.Helper()
 	results := map[string][]string{}
 	forEachServer(t, func(t *testing.T, addr string) {
-		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, coreScript())
+		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, steps)
 	})
 	z, zk := results["zetcd"], results["zookeeper"]
 	if z == nil || zk == nil {
@@ -219,6 +219,13 @@ func TestDifferentialCore(t *testing.T) {
 			t.Log("zookeeper:", l)
 		}
 	}
+}
+
+// TestDifferentialCore runs one script against zetcd and ZooKeeper and requires the same answer
+// to every request: error codes, data, children, and every Stat field (zxids relative to the
+// script's start, times only as "ctime == mtime").
+func TestDifferentialCore(t *testing.T) {
+	compareScript(t, coreScript())
 }
 
 // multiScript exercises multi and the 3.5–3.9 operations: every multi shape, success and
@@ -285,22 +292,5 @@ func multiScript() []step {
 // TestDifferentialMulti runs multiScript against zetcd and ZooKeeper and requires the same
 // answers, as TestDifferentialCore does.
 func TestDifferentialMulti(t *testing.T) {
-	results := map[string][]string{}
-	forEachServer(t, func(t *testing.T, addr string) {
-		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, multiScript())
-	})
-	z, zk := results["zetcd"], results["zookeeper"]
-	if z == nil || zk == nil {
-		t.Skip("needs both zetcd and ZooKeeper")
-	}
-	for i := range zk {
-		if z[i] != zk[i] {
-			t.Errorf("step %d differs:\n  zetcd:     %s\n  zookeeper: %s", i, z[i], zk[i])
-		}
-	}
-	if t.Failed() || testing.Verbose() {
-		for _, l := range zk {
-			t.Log("zookeeper:", l)
-		}
-	}
+	compareScript(t, multiScript())
 }
