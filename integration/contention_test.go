@@ -19,6 +19,38 @@ const (
 	contentionCreates  = 25
 )
 
+// runSessions connects n sessions to addr, starts work(i, session i) on all of them at once, and
+// returns how long they took together; a session whose work returns an error fails the test.
+func runSessions(t *testing.T, addr string, n int, work func(i int, c *zk.Conn) error) time.Duration {
+	t.Helper()
+	conns := make([]*zk.Conn, n)
+	for i := range conns {
+		conns[i] = connect(t, addr)
+	}
+	errs := make(chan error, n)
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i, c := range conns {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			start.Wait()
+			if err := work(i, c); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	t0 := time.Now()
+	start.Done()
+	done.Wait()
+	elapsed := time.Since(t0)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	return elapsed
+}
+
 // TestContentionSequential: 64 sessions create sequential children of one parent at the same
 // time. Every create succeeds once, the suffixes are unique and gapless (0 … n-1), and each
 // session sees its own suffixes increase. The rate is logged, never asserted.
@@ -29,37 +61,17 @@ func TestContentionSequential(t *testing.T) {
 		if _, err := setup.Create("/seq", nil, 0, openACL); err != nil {
 			t.Fatal(err)
 		}
-		conns := make([]*zk.Conn, contentionSessions)
-		for i := range conns {
-			conns[i] = connect(t, addr)
-		}
 		names := make([][]string, contentionSessions)
-		errs := make(chan error, contentionSessions)
-		var start, done sync.WaitGroup
-		start.Add(1)
-		for i, c := range conns {
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				start.Wait()
-				for j := 0; j < contentionCreates; j++ {
-					p, err := c.Create("/seq/n-", []byte{byte(i)}, zk.FlagSequence, openACL)
-					if err != nil {
-						errs <- fmt.Errorf("session %d create %d: %w", i, j, err)
-						return
-					}
-					names[i] = append(names[i], p)
+		elapsed := runSessions(t, addr, contentionSessions, func(i int, c *zk.Conn) error {
+			for j := 0; j < contentionCreates; j++ {
+				p, err := c.Create("/seq/n-", []byte{byte(i)}, zk.FlagSequence, openACL)
+				if err != nil {
+					return fmt.Errorf("session %d create %d: %w", i, j, err)
 				}
-			}()
-		}
-		t0 := time.Now()
-		start.Done()
-		done.Wait()
-		elapsed := time.Since(t0)
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
+				names[i] = append(names[i], p)
+			}
+			return nil
+		})
 		total := contentionSessions * contentionCreates
 		t.Logf("%d sessions × %d sequential creates under one parent: %v, %.0f creates/s",
 			contentionSessions, contentionCreates, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
@@ -112,51 +124,30 @@ func TestContentionMulti(t *testing.T) {
 		if _, err := setup.Create("/kids", nil, 0, openACL); err != nil {
 			t.Fatal(err)
 		}
-		conns := make([]*zk.Conn, sessions)
-		for i := range conns {
-			conns[i] = connect(t, addr)
-		}
 		var conflicts atomic.Int64
-		errs := make(chan error, sessions)
-		var start, done sync.WaitGroup
-		start.Add(1)
-		for i, c := range conns {
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				start.Wait()
-				for n := 0; n < increments; {
-					data, st, err := c.Get("/ctr")
-					if err != nil {
-						errs <- fmt.Errorf("session %d: get: %w", i, err)
-						return
-					}
-					v, _ := strconv.Atoi(string(data))
-					_, err = c.Multi(
-						&zk.CheckVersionRequest{Path: "/ctr", Version: st.Version},
-						&zk.SetDataRequest{Path: "/ctr", Data: []byte(strconv.Itoa(v + 1)), Version: st.Version},
-						&zk.CreateRequest{Path: "/kids/k-", Data: []byte(strconv.Itoa(v)), Acl: openACL, Flags: zk.FlagSequence},
-					)
-					switch {
-					case err == nil:
-						n++
-					case errors.Is(err, zk.ErrBadVersion):
-						conflicts.Add(1)
-					default:
-						errs <- fmt.Errorf("session %d: multi: %w", i, err)
-						return
-					}
+		elapsed := runSessions(t, addr, sessions, func(i int, c *zk.Conn) error {
+			for n := 0; n < increments; {
+				data, st, err := c.Get("/ctr")
+				if err != nil {
+					return fmt.Errorf("session %d: get: %w", i, err)
 				}
-			}()
-		}
-		t0 := time.Now()
-		start.Done()
-		done.Wait()
-		elapsed := time.Since(t0)
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
+				v, _ := strconv.Atoi(string(data))
+				_, err = c.Multi(
+					&zk.CheckVersionRequest{Path: "/ctr", Version: st.Version},
+					&zk.SetDataRequest{Path: "/ctr", Data: []byte(strconv.Itoa(v + 1)), Version: st.Version},
+					&zk.CreateRequest{Path: "/kids/k-", Data: []byte(strconv.Itoa(v)), Acl: openACL, Flags: zk.FlagSequence},
+				)
+				switch {
+				case err == nil:
+					n++
+				case errors.Is(err, zk.ErrBadVersion):
+					conflicts.Add(1)
+				default:
+					return fmt.Errorf("session %d: multi: %w", i, err)
+				}
+			}
+			return nil
+		})
 		total := sessions * increments
 		t.Logf("%d sessions × %d conflicting multis: %v, %.0f successful multis/s, %d BadVersion retries",
 			sessions, increments, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds(), conflicts.Load())
@@ -198,40 +189,20 @@ func TestContentionMultiParent(t *testing.T) {
 		if _, err := setup.Create("/mp", nil, 0, openACL); err != nil {
 			t.Fatal(err)
 		}
-		conns := make([]*zk.Conn, sessions)
-		for i := range conns {
-			conns[i] = connect(t, addr)
-		}
-		errs := make(chan error, sessions)
-		var start, done sync.WaitGroup
-		start.Add(1)
-		for i, c := range conns {
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				start.Wait()
-				for n := 0; n < multis; n++ {
-					own := fmt.Sprintf("/mp/own-%d-%d", i, n)
-					_, err := c.Multi(
-						&zk.CreateRequest{Path: "/mp/s-", Acl: openACL, Flags: zk.FlagSequence},
-						&zk.CreateRequest{Path: own, Acl: openACL},
-						&zk.SetDataRequest{Path: own, Data: []byte("x"), Version: 0},
-					)
-					if err != nil {
-						errs <- fmt.Errorf("session %d multi %d: %w", i, n, err)
-						return
-					}
+		elapsed := runSessions(t, addr, sessions, func(i int, c *zk.Conn) error {
+			for n := 0; n < multis; n++ {
+				own := fmt.Sprintf("/mp/own-%d-%d", i, n)
+				_, err := c.Multi(
+					&zk.CreateRequest{Path: "/mp/s-", Acl: openACL, Flags: zk.FlagSequence},
+					&zk.CreateRequest{Path: own, Acl: openACL},
+					&zk.SetDataRequest{Path: own, Data: []byte("x"), Version: 0},
+				)
+				if err != nil {
+					return fmt.Errorf("session %d multi %d: %w", i, n, err)
 				}
-			}()
-		}
-		t0 := time.Now()
-		start.Done()
-		done.Wait()
-		elapsed := time.Since(t0)
-		close(errs)
-		for err := range errs {
-			t.Error(err)
-		}
+			}
+			return nil
+		})
 		total := sessions * multis
 		t.Logf("%d sessions × %d multis under one parent: %v, %.0f multis/s", sessions, multis, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
 		children, st, err := setup.Children("/mp")
