@@ -660,3 +660,57 @@ func newTestBackendOn(t *testing.T, cli *clientv3.Client, cfg EtcdConfig) (*Etcd
 	t.Cleanup(b.Close)
 	return b, kv, cli
 }
+
+// TestEtcdPersistentWatchArmedNow: a persistent watch set by addWatch or re-armed by setWatches2
+// fires for no change acknowledged before it was set, even while this process's watch feed is
+// behind (here: not yet started) — as on ZooKeeper, where the watch is set after every write
+// already answered. The writes go through another zetcd process on the same etcd.
+func TestEtcdPersistentWatchArmedNow(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := context.Background()
+	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), manualWatchFeed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	start, _ := b.watches.progressNow()
+	wb, _, _ := newTestBackendOn(t, cli, EtcdConfig{})
+	writer := openTestSession(t, wb)
+
+	sink := &recordingSink{}
+	watching, err := b.Connect(ctx, ConnectParams{Timeout: 10 * time.Second, Events: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/added", "/rearmed", "/rearmed-rec"} {
+		if _, _, err := writer.Create(ctx, &encoding.CreateRequest{Path: p, ACL: openACL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := watching.AddWatch(ctx, &encoding.AddWatchRequest{Path: "/added", Mode: encoding.AddWatchPersistent}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watching.SetWatches2(ctx, &encoding.SetWatches2{
+		PersistentWatches: []string{"/rearmed"}, PersistentRecursiveWatches: []string{"/rearmed-rec"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go b.runWatchFeed(int64(start))
+
+	var want []string
+	var last encoding.Zxid
+	for _, p := range []string{"/added", "/rearmed", "/rearmed-rec"} {
+		_, z, err := writer.SetData(ctx, &encoding.SetDataRequest{Path: p, Data: []byte("x"), Version: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, fmt.Sprintf("NodeDataChanged %s @%d", p, z))
+		last = z
+	}
+	if err := watching.AwaitEvents(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.take(); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v (no NodeCreated from before the watches were set)", got, want)
+	}
+}

@@ -132,12 +132,11 @@ func (b *EtcdBackend) changeOf(ev *clientv3.Event) (change, bool) {
 func (b *EtcdBackend) resyncWatches() (int64, error) {
 	ctx, cancel := context.WithTimeout(b.bgCtx, 30*time.Second)
 	defer cancel()
-	r, err := b.kv.Get(ctx, b.keys.errorKey(), clientv3.WithKeysOnly())
+	cur, err := b.currentRevision(ctx)
 	if err != nil {
 		b.log.Error("resync watches: read current revision", zap.Error(err))
 		return 0, err
 	}
-	cur := r.Header.Revision
 	b.watches.resetHistory(encoding.Zxid(cur))
 	regs := b.watches.snapshot()
 	if err := b.catchUp(ctx, regs, -1); err != nil {
@@ -146,6 +145,17 @@ func (b *EtcdBackend) resyncWatches() (int64, error) {
 	}
 	b.watches.advance(encoding.Zxid(cur))
 	return cur, nil
+}
+
+// currentRevision reads etcd's newest revision. A watch armed there fires for no change that
+// any client was answered about before the request that set it, wherever that change was made,
+// as a watch ZooKeeper sets now; the feed's own progress may still lag behind such changes.
+func (b *EtcdBackend) currentRevision(ctx context.Context) (int64, error) {
+	r, err := b.kv.Get(ctx, b.keys.errorKey(), clientv3.WithKeysOnly(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, err
+	}
+	return r.Header.Revision, nil
 }
 
 // watchedState is what catch-up needs to know of one path.
@@ -319,15 +329,23 @@ func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists map[watchKind][]string) (encoding.Zxid, error) {
 	var regs []registration
 	for kind, paths := range lists {
+		if kind == watchPersistent || kind == watchRecursive {
+			continue
+		}
 		for _, p := range paths {
-			p = normalizeReadPath(p)
-			if kind == watchPersistent || kind == watchRecursive {
-				// Re-armed without catch-up, from the feed's current progress.
-				progress, _ := s.b.watches.progressNow()
-				s.b.watches.register(s.watcher, kind, p, max(progress, encoding.Zxid(s.lastRev)))
-				continue
+			regs = append(regs, registration{w: s.watcher, kind: kind, path: normalizeReadPath(p), since: rel})
+		}
+	}
+	if persistent := len(lists[watchPersistent]) + len(lists[watchRecursive]); persistent > 0 {
+		// Persistent watches are re-armed without catch-up, as ZooKeeper does: from now on.
+		rev, err := s.b.currentRevision(ctx)
+		if err != nil {
+			return s.etcdFailure("setWatches", "", err)
+		}
+		for _, kind := range []watchKind{watchPersistent, watchRecursive} {
+			for _, p := range lists[kind] {
+				s.b.watches.register(s.watcher, kind, normalizeReadPath(p), encoding.Zxid(rev))
 			}
-			regs = append(regs, registration{w: s.watcher, kind: kind, path: p, since: rel})
 		}
 	}
 	if err := s.b.catchUp(ctx, regs, -1); err != nil {
@@ -351,7 +369,8 @@ func (s *etcdSession) SetWatches2(ctx context.Context, req *encoding.SetWatches2
 }
 
 // AddWatch arms a persistent or persistent-recursive watch; the node need not exist. It takes
-// no etcd round trip: the watch is armed at the newest zxid the feed or this session has seen.
+// one etcd round trip to learn the current revision: arming at the feed's progress instead would
+// let a change another client was already answered about fire the new watch.
 func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (encoding.Zxid, error) {
 	kind := watchPersistent
 	switch req.Mode {
@@ -361,10 +380,12 @@ func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchReques
 	default:
 		return s.zxid(0), encoding.ErrBadArguments
 	}
-	progress, _ := s.b.watches.progressNow()
-	z := s.zxid(int64(progress))
-	s.b.watches.register(s.watcher, kind, normalizeReadPath(req.Path), z)
-	return z, nil
+	rev, err := s.b.currentRevision(ctx)
+	if err != nil {
+		return s.etcdFailure("addWatch", req.Path, err)
+	}
+	s.b.watches.register(s.watcher, kind, normalizeReadPath(req.Path), encoding.Zxid(rev))
+	return s.zxid(rev), nil
 }
 
 // watchKindsOf maps a checkWatches/removeWatches WatcherType onto the tables it covers
