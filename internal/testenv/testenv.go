@@ -185,8 +185,10 @@ func StartXchkWith(t testing.TB, opts ServerOptions) string {
 			OracleAddr: oracle.Addr,
 			Answer:     xchk.AnswerZetcd,
 			FailFast:   true,
-			// Generous: on a loaded CI machine a slow oracle must not turn into a failed test.
+			// Generous: on a loaded CI machine a slow oracle (or an event it is slow to
+			// deliver) must not turn into a failed test.
 			OracleTimeout: 10 * time.Second,
+			EventWait:     10 * time.Second,
 			Logger:        log,
 			Registerer:    reg,
 		})
