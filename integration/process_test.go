@@ -283,3 +283,46 @@ func TestProcessResumeOnAnotherZetcd(t *testing.T) {
 		t.Errorf("ephemeral after closeSession on the other zetcd: %v", code)
 	}
 }
+
+// TestProcessKill9OrphanedSession: the zetcd serving a session is killed with SIGKILL and the
+// client never comes back. Another zetcd on the same etcd ends the session at its timeout as
+// ZooKeeper expires one: the ephemeral is deleted, the watch held on the other zetcd fires, and
+// the parent's pzxid is the zxid of that deletion (etcd's own lease expiry would leave it
+// behind, and a reconnecting client's setWatches catch-up would miss the change).
+func TestProcessKill9OrphanedSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the zetcd binary")
+	}
+	cluster := startEtcd(t)
+	endpoint := cluster.Etcd.Endpoint
+	a := startProcessArgs(t, freePort(t), "--endpoints", endpoint)
+	b := startProcessArgs(t, freePort(t), "--endpoints", endpoint)
+
+	owner := connectRawTimeout(t, a.Addr, 4000)
+	owner.mustCreate("/o", nil, 0)
+	owner.mustCreate("/o/e", nil, encoding.ModeEphemeral)
+	watcher := connectRawTimeout(t, b.Addr, 40000)
+	if code := watcher.watch("getChildren", "/o"); code != 0 {
+		t.Fatal(code)
+	}
+	before, _ := watcher.stat("/o")
+
+	a.kill()
+	watcher.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	hdr, body, err := watcher.readReply()
+	if err != nil {
+		t.Fatalf("no event within 30s of the kill: %v", err)
+	}
+	var ev encoding.WatcherEvent
+	if err := encoding.DecodeRecord(body, &ev); err != nil || hdr.Xid != encoding.XidNotification {
+		t.Fatalf("want a notification, got %+v (%v)", hdr, err)
+	}
+	if ev.Type != encoding.EventNodeChildrenChanged || ev.Path != "/o" {
+		t.Fatalf("event %v %s, want NodeChildrenChanged /o", ev.Type, ev.Path)
+	}
+	after, _ := watcher.stat("/o")
+	if after.Pzxid != hdr.Zxid || after.NumChildren != 0 || after.Cversion != before.Cversion+1 {
+		t.Errorf("parent after the expiry: pzxid %d numChildren %d cversion %d; want pzxid %d (the event's zxid), 0, %d",
+			after.Pzxid, after.NumChildren, after.Cversion, hdr.Zxid, before.Cversion+1)
+	}
+}

@@ -27,13 +27,14 @@ type EtcdConfig struct {
 	// Logger (default: no logging).
 	Logger *zap.Logger
 	// LeaseGrace is added to a session's timeout to form its etcd lease TTL, so that the zetcd
-	// serving a session expires it itself (with exact parent stats) before etcd would. If every
-	// zetcd serving the session has died, etcd expires the lease after timeout+grace.
-	// Default 2s.
+	// serving a session expires it itself (with exact parent stats) before etcd would. If that
+	// zetcd has died, the elected leader does (etcd_orphans.go); if every zetcd has died, etcd
+	// expires the lease after timeout+grace. Default 2s.
 	LeaseGrace time.Duration
 	// ReapInterval is how often the reaper looks for empty containers and expired TTL nodes to
-	// delete (etcd_reaper.go); one zetcd per cluster and prefix, elected, does it. Default
-	// DefaultReapInterval (ZooKeeper's 60s); negative disables reaping in this process.
+	// delete (etcd_reaper.go); one zetcd per cluster and prefix, elected, does it, and also
+	// ends the orphaned sessions of dead zetcd processes (etcd_orphans.go). Default
+	// DefaultReapInterval (ZooKeeper's 60s); negative keeps this process out of the election.
 	ReapInterval time.Duration
 	// SuperDigest is ZooKeeper's superDigest ("user:BASE64(SHA1(user:password))", see DigestID):
 	// a connection that authenticates with that digest gets the super identity, which passes
@@ -70,6 +71,10 @@ type EtcdBackend struct {
 	multiLocks pathLocks
 	// reaper deletes containers and TTL nodes when this process is elected (etcd_reaper.go).
 	reaper reaper
+	// process is this process's identity and process key; orphans the sessions of dead
+	// processes that this process, when elected, ends (etcd_orphans.go).
+	process processRegistration
+	orphans orphanAdoptions
 	// acls caches node ACLs for writes and the watch feed (etcd_acl.go).
 	acls aclCache
 	// superDigest and x509 are EtcdConfig's SuperDigest and X509.
@@ -112,9 +117,14 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 
 		superDigest: cfg.SuperDigest,
 		x509:        cfg.X509,
+		orphans:     orphanAdoptions{m: map[encoding.SessionID]int64{}, scan: make(chan struct{}, 1)},
 	}
 	rev, err := b.bootstrap(ctx)
 	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := b.registerProcess(ctx); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -132,10 +142,12 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 }
 
 // Close stops the backend's background work (session keepalives, the reaper, which hands its
-// role over). It does not end sessions.
+// role over, the process key, which it deletes). It does not end sessions: their clients resume
+// them on another zetcd, or the leader ends them at their timeout (etcd_orphans.go).
 func (b *EtcdBackend) Close() {
 	b.cancel()
 	b.stopReaper()
+	<-b.process.done
 }
 
 func (b *EtcdBackend) nowMs() int64 { return b.nowFn().UnixMilli() }
@@ -216,7 +228,8 @@ func (b *EtcdBackend) openSession(ctx context.Context, p ConnectParams) (Session
 		return nil, fmt.Errorf("zetcd: create session: password: %w", err)
 	}
 	timeoutMs := int32(p.Timeout / time.Millisecond)
-	put, err := b.kv.Put(ctx, b.keys.session(id), encodeSessionValue(passwd, timeoutMs), clientv3.WithLease(grant.ID))
+	val := encodeSessionValue(sessionValue{passwd: passwd, timeoutMs: timeoutMs, owner: b.process.id})
+	put, err := b.kv.Put(ctx, b.keys.session(id), val, clientv3.WithLease(grant.ID))
 	if err != nil {
 		b.revokeQuietly(grant.ID)
 		return nil, fmt.Errorf("zetcd: create session %s: %w", id, err)
@@ -229,8 +242,9 @@ func (b *EtcdBackend) openSession(ctx context.Context, p ConnectParams) (Session
 }
 
 // resumeSession checks the password against the session key and takes ownership of the session
-// by rewriting the key: the session key's ModRevision names the connection that owns it, so a
-// zetcd that lost the session to another connection will not expire it.
+// by rewriting the key with this process as its owner: the session key's ModRevision names the
+// connection that owns it, so a zetcd that lost the session to another connection (or the leader
+// that adopted it as an orphan) will not expire it.
 func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Session, error) {
 	key := b.keys.session(p.SessionID)
 	get, err := b.kv.Get(ctx, key)
@@ -241,11 +255,11 @@ func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Sessi
 		return nil, ErrSessionExpired
 	}
 	kv := get.Kvs[0]
-	passwd, timeoutMs, err := decodeSessionValue(kv.Value)
+	sv, err := decodeSessionValue(kv.Value)
 	if err != nil {
 		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
 	}
-	if !bytes.Equal(passwd, p.Passwd) {
+	if !bytes.Equal(sv.passwd, p.Passwd) {
 		return nil, ErrSessionExpired
 	}
 	if int64(p.LastZxidSeen) > get.Header.Revision {
@@ -253,7 +267,7 @@ func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Sessi
 	}
 	txn, err := b.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(key, string(kv.Value), clientv3.WithIgnoreLease())).
+		Then(clientv3.OpPut(key, encodeSessionValue(sessionValue{passwd: sv.passwd, timeoutMs: sv.timeoutMs, owner: b.process.id}), clientv3.WithIgnoreLease())).
 		Commit()
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -265,7 +279,7 @@ func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Sessi
 		// Another connection resumed or ended it at the same moment; the client retries.
 		return nil, fmt.Errorf("zetcd: resume session %s: raced with another connection", p.SessionID)
 	}
-	return b.startSession(p.SessionID, passwd, time.Duration(timeoutMs)*time.Millisecond, txn.Header.Revision, p.Events), nil
+	return b.startSession(p.SessionID, sv.passwd, time.Duration(sv.timeoutMs)*time.Millisecond, txn.Header.Revision, p.Events), nil
 }
 
 func (b *EtcdBackend) revokeQuietly(id clientv3.LeaseID) {

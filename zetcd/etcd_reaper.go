@@ -22,14 +22,15 @@ import (
 // schema.go), reads the candidates in batches, and deletes each one that qualifies with a guarded
 // Txn (still no children, data key unchanged since read), so a concurrent create of a child or
 // setData wins. Each deletion is one revision, like the deleteContainer txn ZooKeeper's leader
-// logs.
+// logs. The elected process also ends orphaned sessions (etcd_orphans.go).
 
 const (
 	// DefaultReapInterval is ZooKeeper's znode.container.checkIntervalMs.
 	DefaultReapInterval = 60 * time.Second
 	// reaperSessionTTL is the lease TTL (seconds) of the reaper's election session: how long a
-	// dead leader keeps the role from the others.
-	reaperSessionTTL = 10
+	// dead leader keeps the role from the others. As short as a process key's, so that a new
+	// leader adopts the dead leader's orphaned sessions before etcd expires them.
+	reaperSessionTTL = processTTL
 	// reapBatch is how many candidates one read Txn covers (three ranges each).
 	reapBatch = 40
 	// maxReapsPerPass is ZooKeeper's znode.container.maxPerMinute, per pass.
@@ -137,7 +138,17 @@ func (b *EtcdBackend) leadReaper(c *reaperCandidate, interval time.Duration) err
 	}
 	b.reaper.leader.Store(true)
 	defer b.reaper.leader.Store(false)
-	b.log.Info("reaper: elected; reaping containers and TTL nodes", zap.Duration("interval", interval))
+	b.log.Info("reaper: elected; reaping containers and TTL nodes, ending orphaned sessions", zap.Duration("interval", interval))
+	orphansCtx, stopOrphans := context.WithCancel(b.bgCtx)
+	orphansDone := make(chan struct{})
+	go func() {
+		defer close(orphansDone)
+		b.leadOrphans(orphansCtx)
+	}()
+	defer func() {
+		stopOrphans()
+		<-orphansDone
+	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

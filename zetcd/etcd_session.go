@@ -162,14 +162,22 @@ func (s *etcdSession) Expire(ctx context.Context) error {
 func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, err error) {
 	s.ending.Store(true)
 	s.Detach()
-	b := s.b
-	skey := b.keys.session(s.id)
+	return s.b.endSession(ctx, s.id, s.ownerRev)
+}
+
+// endSession ends session id on behalf of the connection (or orphan adoption, etcd_orphans.go)
+// that took it when its session key had ModRevision ownerRev; see etcdSession.end. It lists the
+// lease's keys, then deletes the session key and the ephemerals, guarded by the session key's
+// ModRevision (not resumed since) and each ephemeral's lease (none deleted or created since;
+// else it lists again).
+func (b *EtcdBackend) endSession(ctx context.Context, id encoding.SessionID, ownerRev int64) (zxid encoding.Zxid, owned bool, err error) {
+	skey := b.keys.session(id)
 	for attempt := 0; attempt < 10; attempt++ {
-		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(s.id), clientv3.WithAttachedKeys())
+		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id), clientv3.WithAttachedKeys())
 		if err != nil {
-			return 0, true, fmt.Errorf("session %s: close: list ephemerals: %w", s.id, err)
+			return 0, true, fmt.Errorf("session %s: close: list ephemerals: %w", id, err)
 		}
-		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(skey), "=", s.ownerRev)}
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(skey), "=", ownerRev)}
 		ops := []clientv3.Op{clientv3.OpDelete(skey)}
 		parents := map[string]bool{}
 		var paths []string
@@ -183,7 +191,7 @@ func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, 
 		sort.Strings(paths)
 		for _, p := range paths {
 			dk := b.keys.data(p)
-			cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(dk), "=", int64(s.id)))
+			cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(dk), "=", int64(id)))
 			ops = append(ops, clientv3.OpDelete(dk), clientv3.OpDelete(b.keys.metaPrefix(p), clientv3.WithPrefix()))
 			if parent, ok := parentPath(p); ok && !parents[parent] {
 				parents[parent] = true
@@ -192,20 +200,20 @@ func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, 
 		}
 		txn, err := b.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(skey, clientv3.WithKeysOnly())).Commit()
 		if err != nil {
-			return 0, true, fmt.Errorf("session %s: close: %w", s.id, err)
+			return 0, true, fmt.Errorf("session %s: close: %w", id, err)
 		}
 		if txn.Succeeded {
-			b.revokeQuietly(clientv3.LeaseID(s.id))
+			b.revokeQuietly(clientv3.LeaseID(id))
 			return encoding.Zxid(txn.Header.Revision), true, nil
 		}
 		sk := txn.Responses[0].GetResponseRange().Kvs
-		if len(sk) == 0 || sk[0].ModRevision != s.ownerRev {
+		if len(sk) == 0 || sk[0].ModRevision != ownerRev {
 			// Resumed elsewhere, or already ended (lease expired in etcd): not ours to end.
 			return encoding.Zxid(txn.Header.Revision), false, nil
 		}
 		// An ephemeral was deleted or created concurrently: read the lease's keys again.
 	}
-	return 0, true, fmt.Errorf("session %s: close: too many conflicting retries", s.id)
+	return 0, true, fmt.Errorf("session %s: close: too many conflicting retries", id)
 }
 
 // discardEvents is the EventSink of a session opened without one (backend-level tests).

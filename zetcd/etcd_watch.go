@@ -85,6 +85,7 @@ func (b *EtcdBackend) runWatchFeed(rev int64) {
 // its ACL key deletes after.
 func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
 	b.observeSessionKeys(evs)
+	b.observeProcessKeys(evs)
 	b.observeACLPuts(evs)
 	defer b.forgetACLDeletes(evs)
 	journal := b.keys.journal()

@@ -32,7 +32,12 @@ package zetcd
 //	                       with the node, deleted with it, so that the reaper (etcd_reaper.go)
 //	                       finds its candidates with one range instead of a scan of the tree.
 //	P e/reaper/            election prefix of the one zetcd process per cluster that reaps.
-//	P s/<session id hex>   session key, attached to the session's lease: password and timeout.
+//	P s/<session id hex>   session key, attached to the session's lease: password, timeout and
+//	                       the process id of the zetcd serving it (sessionValue).
+//	P p/<process id hex>   process key, one per live zetcd process, attached to a short lease
+//	                       of its own (empty value): a session whose serving process has no
+//	                       process key is orphaned, and the elected leader ends it at its
+//	                       timeout (etcd_orphans.go).
 //	P x                    error key: a failed write puts it so that it consumes a zxid (revision)
 //	                       as a failed write does in ZooKeeper.
 //	P j                    journal key: a successful multi puts its per-op changes here (value:
@@ -147,6 +152,20 @@ func (k keySchema) sessionOfKey(key string) (encoding.SessionID, bool) {
 		return 0, false
 	}
 	return encoding.SessionID(v), true
+}
+
+// process is the process key of a zetcd process; processKeysPrefix lists them all.
+func (k keySchema) process(id uint64) string  { return k.processKeysPrefix() + fmt.Sprintf("%016x", id) }
+func (k keySchema) processKeysPrefix() string { return k.prefix + "p/" }
+
+// processOfKey inverts process.
+func (k keySchema) processOfKey(key string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(key, k.processKeysPrefix())
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(hex, 16, 64)
+	return v, err == nil
 }
 
 func (k keySchema) errorKey() string { return k.prefix + "x" }
@@ -304,22 +323,37 @@ func decodeACLValue(b []byte) (aclValue, error) {
 	return v, nil
 }
 
-// sessionValue is the value of a session key: the 16-byte password, then the negotiated timeout
-// in ms (int32).
-const sessionValueLen = 20
+// sessionValue is the value of a session key: the 16-byte password, the negotiated timeout in
+// ms (int32), then the process id of the zetcd serving the session (uint64). Values written
+// before the process id existed (20 bytes) decode with process id 0, which names no process.
+type sessionValue struct {
+	passwd    []byte
+	timeoutMs int32
+	owner     uint64
+}
 
-func encodeSessionValue(passwd []byte, timeoutMs int32) string {
+const (
+	sessionValueLen       = 28
+	sessionValueLenNoProc = 20
+)
+
+func encodeSessionValue(v sessionValue) string {
 	b := make([]byte, sessionValueLen)
-	copy(b, passwd)
-	binary.BigEndian.PutUint32(b[16:], uint32(timeoutMs))
+	copy(b, v.passwd)
+	binary.BigEndian.PutUint32(b[16:], uint32(v.timeoutMs))
+	binary.BigEndian.PutUint64(b[20:], v.owner)
 	return string(b)
 }
 
-func decodeSessionValue(b []byte) (passwd []byte, timeoutMs int32, err error) {
-	if len(b) != sessionValueLen {
-		return nil, 0, errors.New("zetcd: corrupt session value")
+func decodeSessionValue(b []byte) (sessionValue, error) {
+	if len(b) != sessionValueLen && len(b) != sessionValueLenNoProc {
+		return sessionValue{}, errors.New("zetcd: corrupt session value")
 	}
-	return b[:16:16], int32(binary.BigEndian.Uint32(b[16:])), nil
+	v := sessionValue{passwd: b[:16:16], timeoutMs: int32(binary.BigEndian.Uint32(b[16:20]))}
+	if len(b) == sessionValueLen {
+		v.owner = binary.BigEndian.Uint64(b[20:])
+	}
+	return v, nil
 }
 
 // systemPaths are the nodes every ZooKeeper server has. They report all-zero zxids and times

@@ -66,7 +66,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint serving /metrics, /healthz and /readyz; empty disables it")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
-	fs.DurationVar(&o.reapInterval, "reap-interval", zetcd.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it; 0 disables it in this process")
+	fs.DurationVar(&o.reapInterval, "reap-interval", zetcd.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it (and ends the sessions of dead zetcd processes); 0 keeps this process out of that election")
 	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")

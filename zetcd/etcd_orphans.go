@@ -1,0 +1,285 @@
+package zetcd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// Orphaned sessions. The zetcd serving a session keeps its lease alive and, when the client goes
+// silent for its timeout, ends it itself in one transaction that also moves the parents' pzxid
+// (endSession). If that zetcd dies and the client does not resume elsewhere, nobody does: etcd
+// expires the lease after timeout+grace and deletes the ephemerals with it, but leaves their
+// parents' pzxid behind, so a reconnecting client's setWatches catch-up would miss the
+// NodeChildrenChanged. Instead, the elected leader (the reaper, etcd_reaper.go) adopts such
+// sessions and ends them exactly as their own zetcd would have, before etcd's expiry.
+//
+// Every process writes a process key (schema.go) under a short lease of its own, and names
+// itself in the session keys it writes. A session whose named process has no process key is an
+// orphan. The leader looks for orphans when it is elected, when the watch feed sees a process
+// key deleted, and every orphanScanInterval. Whether an orphan is due is decided by its lease
+// alone: a lease kept alive by anyone has more than grace left (its TTL is timeout+grace and
+// keepalives come every TTL/3), so an adopted session that is in fact still served — its
+// process key lost to a slow etcd, say — is never ended; one whose lease has at most grace left
+// has had no keepalive for its timeout. An orphan resumed elsewhere has a rewritten session
+// key, which ends the adoption (and guards endSession).
+
+const (
+	// processTTL is the lease TTL (seconds) of a process key: how soon after a zetcd dies the
+	// leader learns its sessions are orphaned. It must stay below the smallest session lease
+	// TTL (min session timeout + grace) for the leader to act before etcd expires the lease.
+	processTTL = 3
+	// orphanScanInterval is the leader's periodic scan, behind the scans the watch feed
+	// triggers; it bounds the delay when a trigger was missed (a leader change in between).
+	orphanScanInterval = 10 * time.Second
+	// orphanScanPage is how many session keys one scan request reads.
+	orphanScanPage = 1000
+)
+
+// processRegistration is this process's identity and process key.
+type processRegistration struct {
+	id   uint64 // random, nonzero; written into the session keys this process owns
+	done chan struct{}
+}
+
+// orphanAdoptions is the leader's set of adopted sessions, by id, with the session key
+// ModRevision each adoption holds. mu guards m.
+type orphanAdoptions struct {
+	mu sync.Mutex
+	m  map[encoding.SessionID]int64
+	// scan is poked (never blocking) by the watch feed when a process key is deleted.
+	scan chan struct{}
+}
+
+func newProcessID() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		if id := binary.BigEndian.Uint64(b[:]); id != 0 {
+			return id, nil
+		}
+	}
+}
+
+// registerProcess writes this process's key under a lease of processTTL and keeps it alive
+// until the backend closes, writing it again under a new lease if etcd ever expires the old
+// one. On close it revokes the lease, so that the leader adopts this process's sessions at once.
+func (b *EtcdBackend) registerProcess(ctx context.Context) error {
+	id, err := newProcessID()
+	if err != nil {
+		return fmt.Errorf("zetcd: process id: %w", err)
+	}
+	b.process = processRegistration{id: id, done: make(chan struct{})}
+	lease, err := b.putProcessKey(ctx)
+	if err != nil {
+		return err
+	}
+	go func() {
+		defer close(b.process.done)
+		for {
+			ch, err := b.lease.KeepAlive(b.bgCtx, lease)
+			if err == nil {
+				for range ch {
+				}
+			}
+			if b.bgCtx.Err() != nil {
+				break
+			}
+			b.log.Warn("process key lease lost; registering again", zap.Error(err))
+			for b.bgCtx.Err() == nil {
+				ctx, cancel := context.WithTimeout(b.bgCtx, 5*time.Second)
+				lease, err = b.putProcessKey(ctx)
+				cancel()
+				if err == nil {
+					break
+				}
+				b.log.Warn("register process key", zap.Error(err))
+				select {
+				case <-b.bgCtx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+			if b.bgCtx.Err() != nil {
+				break
+			}
+		}
+		// bgCtx is done: revoke with a context of its own, briefly.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := b.lease.Revoke(ctx, lease); err != nil {
+			b.log.Debug("revoke process key lease", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+func (b *EtcdBackend) putProcessKey(ctx context.Context) (clientv3.LeaseID, error) {
+	grant, err := b.lease.Grant(ctx, processTTL)
+	if err != nil {
+		return 0, fmt.Errorf("zetcd: process key: grant lease: %w", err)
+	}
+	if _, err := b.kv.Put(ctx, b.keys.process(b.process.id), "", clientv3.WithLease(grant.ID)); err != nil {
+		b.revokeQuietly(grant.ID)
+		return 0, fmt.Errorf("zetcd: process key: %w", err)
+	}
+	return grant.ID, nil
+}
+
+// observeProcessKeys asks the leader for an orphan scan when one of evs deletes a process key.
+func (b *EtcdBackend) observeProcessKeys(evs []*clientv3.Event) {
+	for _, ev := range evs {
+		if ev.Type != mvccpb.DELETE {
+			continue
+		}
+		if _, ok := b.keys.processOfKey(string(ev.Kv.Key)); ok {
+			select {
+			case b.orphans.scan <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+// leadOrphans runs the leader's orphan scans until ctx ends (leadership lost or backend closed);
+// the adoptions it started end with ctx too.
+func (b *EtcdBackend) leadOrphans(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTicker(orphanScanInterval)
+	defer t.Stop()
+	for {
+		if err := b.scanOrphans(ctx, &wg); err != nil && ctx.Err() == nil {
+			b.log.Warn("orphaned sessions: scan failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-b.orphans.scan:
+		}
+	}
+}
+
+// scanOrphans adopts every session whose owning process has no process key.
+func (b *EtcdBackend) scanOrphans(ctx context.Context, wg *sync.WaitGroup) error {
+	ctx = WithOpLabel(ctx, opLabelOther)
+	procs, err := b.kv.Get(ctx, b.keys.processKeysPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return err
+	}
+	live := map[uint64]bool{}
+	for _, kv := range procs.Kvs {
+		if id, ok := b.keys.processOfKey(string(kv.Key)); ok {
+			live[id] = true
+		}
+	}
+	// Sessions read after the process keys: a session taken over since by a live process names
+	// it, and one whose process died since is found by the scan its deletion triggers.
+	from := b.keys.sessionKeysPrefix()
+	end := clientv3.GetPrefixRangeEnd(from)
+	for {
+		r, err := b.kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(orphanScanPage))
+		if err != nil {
+			return err
+		}
+		for _, kv := range r.Kvs {
+			id, ok := b.keys.sessionOfKey(string(kv.Key))
+			if !ok {
+				continue
+			}
+			sv, err := decodeSessionValue(kv.Value)
+			if err != nil {
+				b.log.Error("orphaned sessions: undecodable session key", zap.String("session", id.String()), zap.Error(err))
+				continue
+			}
+			if !live[sv.owner] {
+				b.adoptOrphan(ctx, wg, id, kv.ModRevision, sv.owner)
+			}
+		}
+		if !r.More || len(r.Kvs) == 0 {
+			return nil
+		}
+		from = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// adoptOrphan starts watching session id, taken at session key ModRevision ownerRev, unless an
+// adoption of that same ownership is running.
+func (b *EtcdBackend) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id encoding.SessionID, ownerRev int64, owner uint64) {
+	o := &b.orphans
+	o.mu.Lock()
+	if rev, ok := o.m[id]; ok && rev == ownerRev {
+		o.mu.Unlock()
+		return
+	}
+	o.m[id] = ownerRev
+	o.mu.Unlock()
+	b.log.Info("adopting orphaned session", zap.String("session", id.String()), zap.String("process", fmt.Sprintf("%016x", owner)))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() {
+			o.mu.Lock()
+			if o.m[id] == ownerRev {
+				delete(o.m, id)
+			}
+			o.mu.Unlock()
+		}()
+		b.watchOrphan(ctx, id, ownerRev)
+	}()
+}
+
+// watchOrphan waits until the orphan's lease has at most grace left, then ends the session. It
+// returns early when the session was resumed (its key rewritten) or ended, or ctx ends.
+func (b *EtcdBackend) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64) {
+	log := b.log.With(zap.String("session", id.String()))
+	for {
+		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id))
+		if err == nil && ttl.TTL <= 0 {
+			return // expired in etcd (or revoked) already
+		}
+		var wait time.Duration
+		if err == nil {
+			var sk *clientv3.GetResponse
+			sk, err = b.kv.Get(ctx, b.keys.session(id), clientv3.WithKeysOnly())
+			if err == nil && (len(sk.Kvs) == 0 || sk.Kvs[0].ModRevision != ownerRev) {
+				return // ended, or resumed by a connection somewhere
+			}
+			wait = time.Duration(ttl.TTL)*time.Second - b.grace
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("orphaned session: read lease", zap.Error(err))
+			wait = time.Second
+		}
+		if wait <= 0 {
+			zxid, owned, err := b.endSession(WithOpLabel(ctx, opLabelExpire), id, ownerRev)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				log.Warn("orphaned session: expire", zap.Error(err))
+			case err == nil && owned:
+				log.Info("expired orphaned session", zap.Int64("zxid", int64(zxid)))
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
