@@ -447,18 +447,26 @@ func TestEtcdSessionLifecycle(t *testing.T) {
 	}
 }
 
-// TestEtcdWatchFeedCompaction: a watch feed that starts behind an etcd compaction resynchronises
-// every registered watch from etcd's state (the missed change fires with zxid -1) and then
-// carries on feeding live changes.
-func TestEtcdWatchFeedCompaction(t *testing.T) {
-	cli := startEtcd(t)
-	ctx := context.Background()
-	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), manualWatchFeed: true})
+// newHeldFeedBackend starts an etcd and a backend on it whose watch feed is held back: the test
+// starts it with go b.runWatchFeed(int64(start)).
+func newHeldFeedBackend(t *testing.T) (b *EtcdBackend, cli *clientv3.Client, start encoding.Zxid) {
+	t.Helper()
+	cli = startEtcd(t)
+	b, err := NewEtcdBackend(context.Background(), EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), manualWatchFeed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	start, _ := b.watches.progressNow()
+	start, _ = b.watches.progressNow()
+	return b, cli, start
+}
+
+// TestEtcdWatchFeedCompaction: a watch feed that starts behind an etcd compaction resynchronises
+// every registered watch from etcd's state (the missed change fires with zxid -1) and then
+// carries on feeding live changes.
+func TestEtcdWatchFeedCompaction(t *testing.T) {
+	ctx := context.Background()
+	b, cli, start := newHeldFeedBackend(t)
 
 	sink := &recordingSink{}
 	watching, err := b.Connect(ctx, ConnectParams{Timeout: 10 * time.Second, Events: sink})
@@ -669,14 +677,8 @@ func newTestBackendOn(t *testing.T, cli *clientv3.Client, cfg EtcdConfig) (*Etcd
 // behind (here: not yet started) — as on ZooKeeper, where the watch is set after every write
 // already answered. The writes go through another zetcd process on the same etcd.
 func TestEtcdPersistentWatchArmedNow(t *testing.T) {
-	cli := startEtcd(t)
 	ctx := context.Background()
-	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), manualWatchFeed: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	start, _ := b.watches.progressNow()
+	b, cli, start := newHeldFeedBackend(t)
 	wb, _, _ := newTestBackendOn(t, cli, EtcdConfig{})
 	writer := openTestSession(t, wb)
 
