@@ -682,6 +682,13 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			}
 			return results, failed, z, nil
 		}
+		// The ACL keys this multi wrote, for the writes that follow (the feed would record
+		// them too, but perhaps only after the next write of this session needs one).
+		for p, n := range m.nodes {
+			if n.touched && n.exists && n.created {
+				b.acls.remember(p, n.meta.ACL, r.Header.Revision)
+			}
+		}
 		for i := range results {
 			switch rec := results[i].Record.(type) {
 			case *encoding.Create2Response:
