@@ -259,6 +259,29 @@ func TestWatchSetWatches(t *testing.T) {
 	}
 }
 
+// TestWatchSetWatchesNullList: a null watch list in setWatches is answered MarshallingError, as
+// ZooKeeper 3.9 does; the lists before it are still set, those after it are not, the
+// connection carries on, and the reply's zxid is not older than a write already answered.
+func TestWatchSetWatchesNullList(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		x := connectRaw(t, addr)
+		x.create("/a", nil, 0)
+		rel := x.create("/b", nil, 0)
+		c := connectRaw(t, addr)
+		hdr, err := c.call(encoding.OpSetWatches, &encoding.SetWatches{RelativeZxid: rel, DataWatches: []string{"/a"}, ExistWatches: nil, ChildWatches: []string{"/b"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Err != encoding.ErrMarshallingError || hdr.Zxid < rel {
+			t.Errorf("setWatches with a null list: err %v zxid %d; want MarshallingError and a zxid of at least %d", hdr.Err, hdr.Zxid, rel)
+		}
+		x.setData("/a", []byte("1"))
+		x.create("/b/c", nil, 0)
+		c.barrier()
+		wantEvents(t, "after a null exist list", c.takeEvents(), "NodeDataChanged /a")
+	})
+}
+
 // TestWatchPersistent: addWatch persistent and persistent-recursive (PROTOCOL.md §6.1–6.2).
 func TestWatchPersistent(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {

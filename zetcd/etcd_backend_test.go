@@ -696,6 +696,7 @@ func TestEtcdPersistentWatchArmedNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := watching.SetWatches2(ctx, &encoding.SetWatches2{
+		DataWatches: []string{}, ExistWatches: []string{}, ChildWatches: []string{},
 		PersistentWatches: []string{"/rearmed"}, PersistentRecursiveWatches: []string{"/rearmed-rec"},
 	}); err != nil {
 		t.Fatal(err)

@@ -108,7 +108,8 @@ func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout
 	if events == nil {
 		events = discardEvents{}
 	}
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, watcher: newWatcher(events), auth: &authInfo{}, gone: make(chan struct{})}
+	// Replies never carry a zxid older than the session's own creation or resumption.
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, watcher: newWatcher(events), auth: &authInfo{}, gone: make(chan struct{})}
 	b.local.add(s)
 	s.watcher.session = id
 	s.watcher.auth = s.auth

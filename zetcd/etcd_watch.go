@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -327,45 +328,57 @@ func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 	}
 }
 
-func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists map[watchKind][]string) (encoding.Zxid, error) {
-	var regs []registration
-	for kind, paths := range lists {
-		if kind == watchPersistent || kind == watchRecursive {
-			continue
-		}
-		for _, p := range paths {
-			regs = append(regs, registration{w: s.watcher, kind: kind, path: normalizeReadPath(p), since: rel})
-		}
+// watchList is one watch list of a setWatches request; nil is a null list.
+type watchList struct {
+	kind  watchKind
+	paths []string
+}
+
+// setWatches re-arms the lists in the request's order, as ZooKeeper does: the standard watches
+// with catch-up from rel (events with zxid -1), the persistent ones from now on. ZooKeeper walks
+// the lists in order and fails on a null one with MarshallingError, keeping what the lists
+// before it set; so does this. The reply carries etcd's current revision, which is also where
+// the persistent watches are armed: the feed's progress may lag it.
+func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists []watchList) (encoding.Zxid, error) {
+	var result error
+	if i := slices.IndexFunc(lists, func(l watchList) bool { return l.paths == nil }); i >= 0 {
+		lists, result = lists[:i], encoding.ErrMarshallingError
 	}
-	if persistent := len(lists[watchPersistent]) + len(lists[watchRecursive]); persistent > 0 {
-		// Persistent watches are re-armed without catch-up, as ZooKeeper does: from now on.
-		rev, err := s.b.currentRevision(ctx)
-		if err != nil {
-			return s.etcdFailure("setWatches", "", err)
-		}
-		for _, kind := range []watchKind{watchPersistent, watchRecursive} {
-			for _, p := range lists[kind] {
-				s.b.watches.register(s.watcher, kind, normalizeReadPath(p), encoding.Zxid(rev))
+	rev, err := s.b.currentRevision(ctx)
+	if err != nil {
+		return s.etcdFailure("setWatches", "", err)
+	}
+	var regs []registration
+	for _, l := range lists {
+		if l.kind.oneShot() {
+			for _, p := range l.paths {
+				regs = append(regs, registration{w: s.watcher, kind: l.kind, path: normalizeReadPath(p), since: rel})
 			}
 		}
 	}
 	if err := s.b.catchUp(ctx, regs, -1); err != nil {
 		return s.etcdFailure("setWatches", "", err)
 	}
-	progress, _ := s.b.watches.progressNow()
-	return s.zxid(int64(progress)), nil
+	for _, l := range lists {
+		if !l.kind.oneShot() {
+			for _, p := range l.paths {
+				s.b.watches.register(s.watcher, l.kind, normalizeReadPath(p), encoding.Zxid(rev))
+			}
+		}
+	}
+	return s.zxid(rev), result
 }
 
 func (s *etcdSession) SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error) {
-	return s.setWatches(ctx, req.RelativeZxid, map[watchKind][]string{
-		watchData: req.DataWatches, watchExist: req.ExistWatches, watchChild: req.ChildWatches,
+	return s.setWatches(ctx, req.RelativeZxid, []watchList{
+		{watchData, req.DataWatches}, {watchExist, req.ExistWatches}, {watchChild, req.ChildWatches},
 	})
 }
 
 func (s *etcdSession) SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error) {
-	return s.setWatches(ctx, req.RelativeZxid, map[watchKind][]string{
-		watchData: req.DataWatches, watchExist: req.ExistWatches, watchChild: req.ChildWatches,
-		watchPersistent: req.PersistentWatches, watchRecursive: req.PersistentRecursiveWatches,
+	return s.setWatches(ctx, req.RelativeZxid, []watchList{
+		{watchData, req.DataWatches}, {watchExist, req.ExistWatches}, {watchChild, req.ChildWatches},
+		{watchPersistent, req.PersistentWatches}, {watchRecursive, req.PersistentRecursiveWatches},
 	})
 }
 
