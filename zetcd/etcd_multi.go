@@ -750,26 +750,29 @@ func (s *etcdSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*e
 // is MarshallingError, which in ZooKeeper consumes no zxid for multiRead.
 func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
 	b := s.b
-	var ops []clientv3.Op
 	for _, o := range req.Ops {
-		switch r := o.Record.(type) {
-		case *encoding.GetDataRequest:
-			ops = append(ops, b.nodeReadOps(normalizeReadPath(r.Path), false)...)
-		case *encoding.GetChildrenRequest:
-			p := normalizeReadPath(r.Path)
-			ops = append(ops,
-				clientv3.OpGet(b.keys.data(p), clientv3.WithKeysOnly()),
-				clientv3.OpGet(b.keys.childrenPrefix(p), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-				clientv3.OpGet(b.keys.acl(p)))
+		switch o.Record.(type) {
+		case *encoding.GetDataRequest, *encoding.GetChildrenRequest:
 		default:
 			return nil, s.zxid(0), encoding.ErrMarshallingError
 		}
 	}
 	resp := &encoding.MultiResponse{}
-	if len(ops) == 0 {
+	if len(req.Ops) == 0 {
 		return resp, s.zxid(0), nil
 	}
-	r, err := b.kv.Txn(ctx).Then(ops...).Commit()
+	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
+		var ops []clientv3.Op
+		for _, o := range req.Ops {
+			switch r := o.Record.(type) {
+			case *encoding.GetDataRequest:
+				ops = append(ops, b.nodeReadOps(normalizeReadPath(r.Path), false, opts...)...)
+			case *encoding.GetChildrenRequest:
+				ops = append(ops, b.childListOps(normalizeReadPath(r.Path), opts...)...)
+			}
+		}
+		return ops
+	})
 	if err != nil {
 		z, err := s.etcdFailure("multiRead", "", err)
 		return nil, z, err

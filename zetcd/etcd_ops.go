@@ -61,16 +61,54 @@ func rangeCount(r *clientv3.TxnResponse, i int) int64 {
 }
 
 // nodeReadOps reads a node: data key, meta keys, and the count (or names) of its children.
-func (b *EtcdBackend) nodeReadOps(path string, childNames bool) []clientv3.Op {
-	children := clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithCountOnly())
+// opts are added to every range (a serializable read, see read).
+func (b *EtcdBackend) nodeReadOps(path string, childNames bool, opts ...clientv3.OpOption) []clientv3.Op {
+	children := clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithCountOnly())...)
 	if childNames {
-		children = clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		children = clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
 	}
 	return []clientv3.Op{
-		clientv3.OpGet(b.keys.data(path)),
-		clientv3.OpGet(b.keys.metaPrefix(path), clientv3.WithPrefix()),
+		clientv3.OpGet(b.keys.data(path), opts...),
+		clientv3.OpGet(b.keys.metaPrefix(path), rangeOpts(opts, clientv3.WithPrefix())...),
 		children,
 	}
+}
+
+// rangeOpts is fixed followed by opts, in a slice of its own: opts may be shared by several
+// ranges, and appending to it could write into another range's options.
+func rangeOpts(opts []clientv3.OpOption, fixed ...clientv3.OpOption) []clientv3.OpOption {
+	return append(fixed, opts...)
+}
+
+// childListOps reads what getChildren needs: the data key's existence, the child keys and the
+// ACL key (no Stat). opts as nodeReadOps.
+func (b *EtcdBackend) childListOps(path string, opts ...clientv3.OpOption) []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(b.keys.data(path), rangeOpts(opts, clientv3.WithKeysOnly())...),
+		clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithKeysOnly())...),
+		clientv3.OpGet(b.keys.acl(path), opts...),
+	}
+}
+
+// read runs a session's read-only transaction, its ranges built by ops with the options given.
+// It is served first serializably: by the etcd member this zetcd's client talks to, from its
+// own applied state and without a round of consensus, as a ZooKeeper follower serves reads from
+// its own copy. That answer stands only if it is no older than what the session must not go
+// behind: the newest revision it has been answered with (its own writes, a sync), and the
+// watch feed's progress (no read may precede an event already delivered). Otherwise — a member
+// that lags, or has no leader (WithRequireLeader: a partitioned member refuses instead of
+// serving old data for ever), or any error — the read runs again, linearizably.
+func (s *etcdSession) read(ctx context.Context, ops func(opts ...clientv3.OpOption) []clientv3.Op) (*clientv3.TxnResponse, error) {
+	progress, _ := s.b.watches.progressNow()
+	floor := max(s.lastRev, int64(progress))
+	r, err := s.b.kv.Txn(clientv3.WithRequireLeader(ctx)).Then(ops(clientv3.WithSerializable())...).Commit()
+	if err == nil && r.Header.Revision >= floor {
+		return r, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return s.b.kv.Txn(ctx).Then(ops()...).Commit()
 }
 
 // nodeFromOps decodes the results of nodeReadOps starting at response i; ok is false when the
@@ -95,7 +133,9 @@ func (b *EtcdBackend) nodeFromOps(path string, r *clientv3.TxnResponse, i int, c
 // readNode reads one node in one round trip.
 func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames bool) (node, []string, encoding.Zxid, error) {
 	path = normalizeReadPath(path)
-	r, err := s.b.kv.Txn(ctx).Then(s.b.nodeReadOps(path, childNames)...).Commit()
+	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
+		return s.b.nodeReadOps(path, childNames, opts...)
+	})
 	if err != nil {
 		z, err := s.etcdFailure(op, path, err)
 		return node{}, nil, z, err
@@ -197,11 +237,9 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
 	path := normalizeReadPath(req.Path)
 	prefix := s.b.keys.childrenPrefix(path)
-	r, err := s.b.kv.Txn(ctx).Then(
-		clientv3.OpGet(s.b.keys.data(path), clientv3.WithKeysOnly()),
-		clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(s.b.keys.acl(path)),
-	).Commit()
+	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
+		return s.b.childListOps(path, opts...)
+	})
 	if err != nil {
 		z, err := s.etcdFailure("getChildren", path, err)
 		return nil, z, err
@@ -230,8 +268,9 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 	return &encoding.GetChildrenResponse{Children: children}, z, nil
 }
 
-// Sync makes sure the session's later reads see every write committed before it; etcd reads
-// are linearizable already, so one linearizable read of the error key is the barrier.
+// Sync makes sure the session's later reads see every write committed before it: one
+// linearizable read of the error key raises the session's floor (see read) to etcd's current
+// revision, so no later read is served from a member that has not applied that far.
 func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
 	r, err := s.b.kv.Get(ctx, s.b.keys.errorKey(), clientv3.WithKeysOnly())
 	if err != nil {
