@@ -272,12 +272,12 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 // linearizable read of the error key raises the session's floor (see read) to etcd's current
 // revision, so no later read is served from a member that has not applied that far.
 func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
-	r, err := s.b.kv.Get(ctx, s.b.keys.errorKey(), clientv3.WithKeysOnly())
+	rev, err := s.b.currentRevision(ctx)
 	if err != nil {
 		z, err := s.etcdFailure("sync", req.Path, err)
 		return nil, z, err
 	}
-	return &encoding.SyncResponse{Path: req.Path}, s.zxid(r.Header.Revision), nil
+	return &encoding.SyncResponse{Path: req.Path}, s.zxid(rev), nil
 }
 
 func (s *etcdSession) Create(ctx context.Context, req *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
