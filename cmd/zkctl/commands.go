@@ -32,6 +32,15 @@ func init() {
 // dial opens the session of the global flags.
 func (e *env) dial() (*client, error) { return connect(e.server, e.auth, e.timeout) }
 
+// dialFor checks the path a command was given before connecting for it, so that a malformed
+// path is a usage error rather than a server round trip.
+func (e *env) dialFor(path string) (*client, error) {
+	if err := validatePath(path); err != nil {
+		return nil, err
+	}
+	return e.dial()
+}
+
 // statJSON is a Stat as --json prints it.
 type statJSON struct {
 	Czxid          int64 `json:"czxid"`
@@ -195,10 +204,7 @@ func cmdGet(e *env, args []string) error {
 		return err
 	}
 	p := fs.Arg(0)
-	if err := validatePath(p); err != nil {
-		return err
-	}
-	c, err := e.dial()
+	c, err := e.dialFor(p)
 	if err != nil {
 		return err
 	}
@@ -282,10 +288,7 @@ func cmdSet(e *env, args []string) error {
 		return err
 	}
 	p := fs.Arg(0)
-	if err := validatePath(p); err != nil {
-		return err
-	}
-	c, err := e.dial()
+	c, err := e.dialFor(p)
 	if err != nil {
 		return err
 	}
@@ -408,10 +411,7 @@ func cmdDelete(e *env, args []string) error {
 		return err
 	}
 	p := fs.Arg(0)
-	if err := validatePath(p); err != nil {
-		return err
-	}
-	c, err := e.dial()
+	c, err := e.dialFor(p)
 	if err != nil {
 		return err
 	}
@@ -624,10 +624,7 @@ func cmdGetACL(e *env, args []string) error {
 		return err
 	}
 	p := fs.Arg(0)
-	if err := validatePath(p); err != nil {
-		return err
-	}
-	c, err := e.dial()
+	c, err := e.dialFor(p)
 	if err != nil {
 		return err
 	}
@@ -690,10 +687,7 @@ func cmdSync(e *env, args []string) error {
 		return err
 	}
 	p := fs.Arg(0)
-	if err := validatePath(p); err != nil {
-		return err
-	}
-	c, err := e.dial()
+	c, err := e.dialFor(p)
 	if err != nil {
 		return err
 	}
