@@ -277,6 +277,25 @@ func (b *EtcdBackend) readMultiState(ctx context.Context, paths []string) (*mult
 }
 
 // apply simulates one op; a non-zero code means the op fails with it.
+// versioned makes setData's and check's tests, in ZooKeeper's order: a valid path, an existing
+// node, perm on it, then the version (-1 matches any).
+func (m *multiState) versioned(o mop, perm encoding.Perm) (*mnode, encoding.ErrCode) {
+	if !validatePath(o.path) {
+		return nil, encoding.ErrBadArguments
+	}
+	n := m.node(o.path)
+	if !n.exists {
+		return nil, encoding.ErrNoNode
+	}
+	if !m.auth.allowed(n.meta.ACL, perm) {
+		return nil, encoding.ErrNoAuth
+	}
+	if o.version != -1 && o.version != n.stat.Version {
+		return nil, encoding.ErrBadVersion
+	}
+	return n, 0
+}
+
 func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding.MultiResult, encoding.ErrCode) {
 	switch o.op {
 	case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
@@ -284,18 +303,9 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 	case encoding.OpDelete:
 		return m.delete(o)
 	case encoding.OpSetData:
-		if !validatePath(o.path) {
-			return encoding.MultiResult{}, encoding.ErrBadArguments
-		}
-		n := m.node(o.path)
-		if !n.exists {
-			return encoding.MultiResult{}, encoding.ErrNoNode
-		}
-		if !m.auth.allowed(n.meta.ACL, encoding.PermWrite) {
-			return encoding.MultiResult{}, encoding.ErrNoAuth
-		}
-		if o.version != -1 && o.version != n.stat.Version {
-			return encoding.MultiResult{}, encoding.ErrBadVersion
+		n, code := m.versioned(o, encoding.PermWrite)
+		if code != 0 {
+			return encoding.MultiResult{}, code
 		}
 		n.touched = true
 		n.dataWrites++
@@ -305,18 +315,8 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 		n.stat.DataLength = int32(len(o.data))
 		return encoding.MultiResult{Op: encoding.OpSetData, Record: &encoding.SetDataResponse{Stat: n.statNow()}}, 0
 	case encoding.OpCheck:
-		if !validatePath(o.path) {
-			return encoding.MultiResult{}, encoding.ErrBadArguments
-		}
-		n := m.node(o.path)
-		if !n.exists {
-			return encoding.MultiResult{}, encoding.ErrNoNode
-		}
-		if !m.auth.allowed(n.meta.ACL, encoding.PermRead) {
-			return encoding.MultiResult{}, encoding.ErrNoAuth
-		}
-		if o.version != -1 && o.version != n.stat.Version {
-			return encoding.MultiResult{}, encoding.ErrBadVersion
+		if _, code := m.versioned(o, encoding.PermRead); code != 0 {
+			return encoding.MultiResult{}, code
 		}
 		return encoding.MultiResult{Op: encoding.OpCheck}, 0
 	}
