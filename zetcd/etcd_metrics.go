@@ -22,31 +22,31 @@ type metricsKV struct {
 
 func (k *metricsKV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {
 	r, err := k.KV.Put(ctx, key, val, opts...)
-	k.m.etcdCall(ctx, err)
+	k.m.CountEtcdCall(ctx, err)
 	return r, err
 }
 
 func (k *metricsKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	r, err := k.KV.Get(ctx, key, opts...)
-	k.m.etcdCall(ctx, err)
+	k.m.CountEtcdCall(ctx, err)
 	return r, err
 }
 
 func (k *metricsKV) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
 	r, err := k.KV.Delete(ctx, key, opts...)
-	k.m.etcdCall(ctx, err)
+	k.m.CountEtcdCall(ctx, err)
 	return r, err
 }
 
 func (k *metricsKV) Compact(ctx context.Context, rev int64, opts ...clientv3.CompactOption) (*clientv3.CompactResponse, error) {
 	r, err := k.KV.Compact(ctx, rev, opts...)
-	k.m.etcdCall(ctx, err)
+	k.m.CountEtcdCall(ctx, err)
 	return r, err
 }
 
 func (k *metricsKV) Do(ctx context.Context, op clientv3.Op) (clientv3.OpResponse, error) {
 	r, err := k.KV.Do(ctx, op)
-	k.m.etcdCall(ctx, err)
+	k.m.CountEtcdCall(ctx, err)
 	return r, err
 }
 
@@ -67,6 +67,6 @@ func (t *metricsTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(
 
 func (t *metricsTxn) Commit() (*clientv3.TxnResponse, error) {
 	r, err := t.Txn.Commit()
-	t.m.etcdCall(t.ctx, err)
+	t.m.CountEtcdCall(t.ctx, err)
 	return r, err
 }

@@ -174,7 +174,7 @@ func (b *EtcdBackend) leadOrphans(ctx context.Context) {
 
 // scanOrphans adopts every session whose owning process has no process key.
 func (b *EtcdBackend) scanOrphans(ctx context.Context, wg *sync.WaitGroup) error {
-	ctx = WithOpLabel(ctx, opLabelOther)
+	ctx = WithOpLabel(ctx, OpLabelOther)
 	procs, err := b.kv.Get(ctx, b.keys.processKeysPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return err
@@ -267,7 +267,7 @@ func (b *EtcdBackend) watchOrphan(ctx context.Context, id encoding.SessionID, ow
 			wait = time.Second
 		}
 		if wait <= 0 {
-			zxid, owned, err := b.endSession(WithOpLabel(ctx, opLabelExpire), id, ownerRev)
+			zxid, owned, err := b.endSession(WithOpLabel(ctx, OpLabelExpire), id, ownerRev)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				log.Warn("orphaned session: expire", zap.Error(err))

@@ -27,7 +27,7 @@ func (k keySchema) sessionKeysPrefix() string { return k.prefix + "s/" }
 
 // Stats counts the znodes and the sessions in one Txn.
 func (b *EtcdBackend) Stats(ctx context.Context) (BackendStats, error) {
-	r, err := b.kv.Txn(WithOpLabel(ctx, opLabelStats)).Then(
+	r, err := b.kv.Txn(WithOpLabel(ctx, OpLabelStats)).Then(
 		clientv3.OpGet(b.keys.dataKeysPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		clientv3.OpGet(b.keys.sessionKeysPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	).Commit()
@@ -43,7 +43,7 @@ func (b *EtcdBackend) Stats(ctx context.Context) (BackendStats, error) {
 
 // TreeStats reads every data key, in pages of treeScanPage at the revision of the first page.
 func (b *EtcdBackend) TreeStats(ctx context.Context) (TreeStats, error) {
-	ctx = WithOpLabel(ctx, opLabelStats)
+	ctx = WithOpLabel(ctx, OpLabelStats)
 	prefix := b.keys.dataKeysPrefix()
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	ts := TreeStats{NodeCount: 1, Ephemerals: map[encoding.SessionID][]string{}}

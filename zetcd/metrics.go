@@ -88,10 +88,10 @@ func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 
 // Operation labels for etcd round trips that serve no client request.
 const (
-	opLabelOther   = "other"   // background work: watch feed resync, reaper, keepalive bookkeeping
-	opLabelStats   = "stats"   // four-letter words and metrics scrapes reading the tree
-	opLabelConnect = "connect" // opening or resuming a session
-	opLabelExpire  = "expire"  // ending a session whose client went silent
+	OpLabelOther   = "other"   // background work: watch feed resync, reaper, keepalive bookkeeping
+	OpLabelStats   = "stats"   // four-letter words and metrics scrapes reading the tree
+	OpLabelConnect = "connect" // opening or resuming a session
+	OpLabelExpire  = "expire"  // ending a session whose client went silent
 )
 
 type opLabelKey struct{}
@@ -107,7 +107,7 @@ func OpLabel(ctx context.Context) string {
 	if op, ok := ctx.Value(opLabelKey{}).(string); ok {
 		return op
 	}
-	return opLabelOther
+	return OpLabelOther
 }
 
 // codeLabel is the code label of a request's outcome: "OK", the ZooKeeper error code's name,
@@ -128,9 +128,9 @@ func (m *Metrics) observe(op string, start time.Time, err error) {
 	m.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
-// etcdCall counts one etcd round trip made for ctx's operation, and its error if any. A
+// CountEtcdCall counts one etcd round trip made for ctx's operation, and its error if any. A
 // cancelled context is the caller giving up, not etcd failing.
-func (m *Metrics) etcdCall(ctx context.Context, err error) {
+func (m *Metrics) CountEtcdCall(ctx context.Context, err error) {
 	op := OpLabel(ctx)
 	m.roundTrips.WithLabelValues(op).Inc()
 	if err != nil && !errors.Is(err, context.Canceled) {

@@ -29,7 +29,7 @@ var _ Backend = (*metricsBackend)(nil)
 func (b *metricsBackend) Unwrap() Backend { return b.inner }
 
 func (b *metricsBackend) Connect(ctx context.Context, p ConnectParams) (Session, error) {
-	s, err := b.inner.Connect(WithOpLabel(ctx, opLabelConnect), p)
+	s, err := b.inner.Connect(WithOpLabel(ctx, OpLabelConnect), p)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func (s *metricsSession) Close(ctx context.Context) (encoding.Zxid, error) {
 }
 
 func (s *metricsSession) Expire(ctx context.Context) error {
-	err := s.inner.Expire(WithOpLabel(ctx, opLabelExpire))
+	err := s.inner.Expire(WithOpLabel(ctx, OpLabelExpire))
 	s.leave()
 	return err
 }

@@ -37,7 +37,7 @@ func TestMetricsDecorators(t *testing.T) {
 	if got := testutil.ToFloat64(m.sessions); got != 1 {
 		t.Errorf("sessions = %v after Connect", got)
 	}
-	if testutil.ToFloat64(m.roundTrips.WithLabelValues(opLabelConnect)) < 1 {
+	if testutil.ToFloat64(m.roundTrips.WithLabelValues(OpLabelConnect)) < 1 {
 		t.Error("Connect's round trips not attributed to connect")
 	}
 
