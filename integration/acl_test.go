@@ -12,14 +12,14 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/zetcd"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // ACLs and authentication (PROTOCOL.md §8), against zetcd, ZooKeeper and xchk, all with the same
 // super digest. Every expectation here was first observed on ZooKeeper 3.9.6.
 
 // superDigest is the super user's digest: user "super", password "secret".
-var superDigest = zetcd.DigestID("super", "secret")
+var superDigest = znode.DigestID("super", "secret")
 
 // aclServers runs f against each server started with superDigest.
 func aclServers(t *testing.T, f func(t *testing.T, addr string)) {
@@ -33,7 +33,7 @@ func aclOf(perms encoding.Perm, scheme, id string) encoding.ACL {
 func worldACL(perms encoding.Perm) encoding.ACL { return aclOf(perms, "world", "anyone") }
 
 func digestACL(perms encoding.Perm, user, password string) encoding.ACL {
-	return aclOf(perms, "digest", zetcd.DigestID(user, password))
+	return aclOf(perms, "digest", znode.DigestID(user, password))
 }
 
 // auth sends an auth packet and returns the reply's code (and zxid).
@@ -799,7 +799,7 @@ func TestACLIPv6(t *testing.T) {
 		"::2": encoding.ErrNoAuth, "127.0.0.1": encoding.ErrNoAuth, "1.2.3.4/0": encoding.ErrNoAuth, "fe80::/10": encoding.ErrNoAuth,
 	} {
 		path := "/n" + strings.NewReplacer(":", "_", "/", "-", ".", "_").Replace(p)
-		c.mustCreateACL(path, aclOf(encoding.PermRead, "ip", p), aclOf(encoding.PermAll, "digest", zetcd.DigestID("a", "b")))
+		c.mustCreateACL(path, aclOf(encoding.PermRead, "ip", p), aclOf(encoding.PermAll, "digest", znode.DigestID("a", "b")))
 		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path}, &encoding.GetDataResponse{}); code != want {
 			t.Errorf("getData with ACL ip:%s from ::1: %v, want %v", p, code, want)
 		}

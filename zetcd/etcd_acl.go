@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // ACL enforcement on etcd without an extra round trip in the common case (DESIGN.md):
@@ -150,7 +151,7 @@ type aclGuard struct {
 // guardACL decides perm on path's ACL from the cache, reading the ACL key on a miss.
 func (s *etcdSession) guardACL(ctx context.Context, path string, perm encoding.Perm) (aclGuard, error) {
 	g := aclGuard{path: path, perm: perm}
-	if s.auth.isSuper() {
+	if s.auth.IsSuper() {
 		g.bypass, g.allowed = true, true
 		return g, nil
 	}
@@ -170,7 +171,7 @@ func (s *etcdSession) guardACL(ctx context.Context, path string, perm encoding.P
 		}
 	}
 	g.rev = e.rev
-	g.allowed = s.auth.allowed(e.acl, perm)
+	g.allowed = s.auth.Allowed(e.acl, perm)
 	return g, nil
 }
 
@@ -186,7 +187,7 @@ func (s *etcdSession) staleGuard(g *aclGuard, aclKV *mvccpb.KeyValue) (bool, err
 		if err != nil {
 			return true, err
 		}
-		g.rev, g.allowed = e.rev, s.auth.allowed(e.acl, g.perm)
+		g.rev, g.allowed = e.rev, s.auth.Allowed(e.acl, g.perm)
 	}
 	return true, nil
 }
@@ -314,7 +315,7 @@ func (s *etcdSession) readAllowed(path string, n node, perm encoding.Perm) bool 
 	if n.aclRev > 0 {
 		s.b.acls.remember(path, n.Meta.ACL, n.aclRev)
 	}
-	return s.auth.allowed(n.Meta.ACL, perm)
+	return s.auth.Allowed(n.Meta.ACL, perm)
 }
 
 // aclKVAllows checks perm on a node's ACL key as a read returned it (nil: the node has none),
@@ -327,7 +328,7 @@ func (s *etcdSession) aclKVAllows(path string, aclKV *mvccpb.KeyValue, perm enco
 	if err != nil {
 		return false, err
 	}
-	return s.auth.allowed(e.acl, perm), nil
+	return s.auth.Allowed(e.acl, perm), nil
 }
 
 // aclAtChange returns the ACL of path at revision rev for the watch feed: from the cache if
@@ -369,20 +370,20 @@ func (b *EtcdBackend) aclAtChange(path string, rev int64) ([]encoding.ACL, bool)
 // as ZooKeeper's.
 func (s *etcdSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error) {
 	switch req.Scheme {
-	case schemeDigest:
-		for _, id := range digestIDs(req.Auth, s.b.superDigest) {
-			s.auth.add(id)
+	case znode.SchemeDigest:
+		for _, id := range znode.DigestIDs(req.Auth, s.b.superDigest) {
+			s.auth.Add(id)
 		}
 		return 0, nil
-	case schemeIP:
-		if ip := remoteIP(s.remote); ip != "" {
-			s.auth.add(encoding.ID{Scheme: schemeIP, ID: ip})
+	case znode.SchemeIP:
+		if ip := znode.RemoteIP(s.remote); ip != "" {
+			s.auth.Add(encoding.ID{Scheme: znode.SchemeIP, ID: ip})
 		}
 		return 0, nil
-	case schemeX509:
+	case znode.SchemeX509:
 		if s.b.x509 {
-			for _, id := range s.auth.list() {
-				if id.Scheme == schemeX509 {
+			for _, id := range s.auth.List() {
+				if id.Scheme == znode.SchemeX509 {
 					return 0, nil
 				}
 			}
@@ -465,7 +466,7 @@ func (b *EtcdBackend) keyEventACLs(c change) change {
 	if c.kind == changeDeleted {
 		node.rev = rev - 1
 	}
-	parent, _ := parentPath(c.path)
+	parent, _ := znode.Parent(c.path)
 	return b.withACLs(c, node, aclSource{path: parent, rev: rev})
 }
 
@@ -482,7 +483,7 @@ func (b *EtcdBackend) journalACLs(changes []change) {
 	}
 	for i, c := range changes {
 		rev := int64(c.zxid)
-		parent, _ := parentPath(c.path)
+		parent, _ := znode.Parent(c.path)
 		node := source(c.path, rev)
 		if c.kind == changeCreated {
 			node = aclSource{path: c.path, rev: rev}

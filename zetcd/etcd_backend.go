@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // EtcdConfig configures an EtcdBackend.
@@ -36,7 +37,7 @@ type EtcdConfig struct {
 	// ends the orphaned sessions of dead zetcd processes (etcd_orphans.go). Default
 	// DefaultReapInterval (ZooKeeper's 60s); negative keeps this process out of the election.
 	ReapInterval time.Duration
-	// SuperDigest is ZooKeeper's superDigest ("user:BASE64(SHA1(user:password))", see DigestID):
+	// SuperDigest is ZooKeeper's superDigest ("user:BASE64(SHA1(user:password))", see znode.DigestID):
 	// a connection that authenticates with that digest gets the super identity, which passes
 	// every ACL check. Empty: no super user.
 	SuperDigest string
@@ -158,8 +159,8 @@ func (b *EtcdBackend) bootstrap(ctx context.Context) (int64, error) {
 	all := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	read := []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	var puts, gets []clientv3.Op
-	acls := make([][]encoding.ACL, len(systemPaths))
-	for i, p := range systemPaths {
+	acls := make([][]encoding.ACL, len(znode.SystemPaths))
+	for i, p := range znode.SystemPaths {
 		acls[i] = all
 		if p == "/zookeeper/config" {
 			acls[i] = read
@@ -178,7 +179,7 @@ func (b *EtcdBackend) bootstrap(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("zetcd: bootstrap system nodes under %q: %w", b.keys.prefix, err)
 	}
-	for i, p := range systemPaths {
+	for i, p := range znode.SystemPaths {
 		if r.Succeeded {
 			b.acls.remember(p, acls[i], r.Header.Revision)
 		} else if kv := firstKV(r, i); kv != nil {
@@ -200,11 +201,11 @@ func (b *EtcdBackend) Connect(ctx context.Context, p ConnectParams) (Session, er
 	if s, ok := sess.(*etcdSession); ok && err == nil {
 		s.remote = p.RemoteAddr
 		// Every connection holds ip:<its address>, and what its transport established.
-		if ip := remoteIP(p.RemoteAddr); ip != "" {
-			s.auth.add(encoding.ID{Scheme: schemeIP, ID: ip})
+		if ip := znode.RemoteIP(p.RemoteAddr); ip != "" {
+			s.auth.Add(encoding.ID{Scheme: znode.SchemeIP, ID: ip})
 		}
 		for _, id := range p.AuthIDs {
-			s.auth.add(id)
+			s.auth.Add(id)
 		}
 	}
 	return sess, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // countingKV counts etcd round trips: every KV call and every committed Txn is one.
@@ -551,7 +552,7 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 			t.Errorf("%s: %d etcd round trips, want %d", name, got, want)
 		}
 	}
-	aliceAll := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "digest", ID: DigestID("alice", "pw")}}}
+	aliceAll := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "digest", ID: znode.DigestID("alice", "pw")}}}
 	readable := append([]encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}, aliceAll...)
 	create := func(s Session, path string, acl []encoding.ACL) func() error {
 		return func() error { _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: path, ACL: acl}); return err }
@@ -630,7 +631,7 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 	})
 
 	// The super user: no ACL decision, no compare.
-	sb, skv, _ := newTestBackendOn(t, cli, EtcdConfig{SuperDigest: DigestID("super", "secret")})
+	sb, skv, _ := newTestBackendOn(t, cli, EtcdConfig{SuperDigest: znode.DigestID("super", "secret")})
 	super := openTestSession(t, sb)
 	if _, err := super.Auth(ctx, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("super:secret")}); err != nil {
 		t.Fatal(err)

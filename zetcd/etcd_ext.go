@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // The ZooKeeper 3.5–3.9 operations other than multi: containers, TTL nodes, getEphemerals,
@@ -22,7 +22,7 @@ import (
 // need a TTL that createContainer cannot carry) and invalid flags are BadArguments; sequential
 // flags still add the suffix.
 func (s *etcdSession) CreateContainer(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	path, stat, z, err := s.create(ctx, "createContainer", req.Path, req.Data, req.ACL, req.Flags, -1, nodeKind(encoding.OpCreateContainer, req.Flags))
+	path, stat, z, err := s.create(ctx, "createContainer", req.Path, req.Data, req.ACL, req.Flags, -1, znode.Kind(encoding.OpCreateContainer, req.Flags))
 	if err != nil {
 		return nil, z, err
 	}
@@ -85,7 +85,7 @@ const descendantsBatch = 16
 // the revision of the first, until a depth is empty. Like ZooKeeper, "/" counts every node but
 // the root (3 on a fresh server) and "" counts one more (ZooKeeper's root alias).
 func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
-	path := normalizeReadPath(req.Path)
+	path := znode.NormalizeRead(req.Path)
 	b := s.b
 	base := depth(path)
 	under := path
@@ -146,41 +146,10 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 // ("ip", the client's address).
 func (s *etcdSession) WhoAmI(ctx context.Context, req *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
 	infos := []encoding.ClientInfo{}
-	for _, id := range s.auth.list() {
-		infos = append(infos, encoding.ClientInfo{AuthScheme: id.Scheme, User: userOf(id)})
+	for _, id := range s.auth.List() {
+		infos = append(infos, encoding.ClientInfo{AuthScheme: id.Scheme, User: znode.UserOf(id)})
 	}
 	return &encoding.WhoAmIResponse{ClientInfo: infos}, s.zxid(0), nil
-}
-
-// remoteIP is the address part of a client address as ZooKeeper's ip scheme spells it: Java's
-// InetAddress.getHostAddress, which writes IPv6 addresses as eight groups without "::"
-// ("0:0:0:0:0:0:0:1"), followed by "%zone" when scoped.
-func remoteIP(a net.Addr) string {
-	switch a := a.(type) {
-	case nil:
-		return ""
-	case *net.TCPAddr:
-		if v4 := a.IP.To4(); v4 != nil {
-			return v4.String()
-		}
-		if len(a.IP) != net.IPv6len {
-			return a.IP.String()
-		}
-		groups := make([]string, 8)
-		for i := range groups {
-			groups[i] = strconv.FormatUint(uint64(a.IP[2*i])<<8|uint64(a.IP[2*i+1]), 16)
-		}
-		host := strings.Join(groups, ":")
-		if a.Zone != "" {
-			host += "%" + a.Zone
-		}
-		return host
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return a.String()
-	}
-	return host
 }
 
 // Reconfig (16) is answered as a ZooKeeper 3.9 with its default reconfigEnabled=false answers:

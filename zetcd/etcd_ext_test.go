@@ -3,6 +3,8 @@ package zetcd
 import (
 	"net"
 	"testing"
+
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 func TestRemoteIP(t *testing.T) {
@@ -17,8 +19,8 @@ func TestRemoteIP(t *testing.T) {
 		{&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 1, Zone: "eth0"}, "fe80:0:0:0:0:0:0:1%eth0"},
 		{&net.UnixAddr{Name: "/tmp/s", Net: "unix"}, "/tmp/s"},
 	} {
-		if got := remoteIP(tc.addr); got != tc.want {
-			t.Errorf("remoteIP(%v) = %q, want %q", tc.addr, got, tc.want)
+		if got := znode.RemoteIP(tc.addr); got != tc.want {
+			t.Errorf("znode.RemoteIP(%v) = %q, want %q", tc.addr, got, tc.want)
 		}
 	}
 }

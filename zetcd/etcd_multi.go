@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // The multi engine: multi (14), and the single-op writes whose one-Txn fast path cannot express
@@ -131,25 +132,6 @@ func parseMulti(ops []encoding.MultiOp) ([]mop, multiRefusal) {
 	return out, multiAccepted
 }
 
-// nodeKind is what a create makes, which ZooKeeper decides from the opcode as well as the flags:
-// createContainer makes a container whatever its (non-TTL) flags, createTTL a TTL node, create
-// and create2 a session ephemeral or a persistent node (container flags with opcode create or
-// create2 make a plain persistent node in ZooKeeper 3.9). It is stored as the ACL value's Mode.
-func nodeKind(op encoding.Op, flags encoding.CreateMode) encoding.CreateMode {
-	switch {
-	case op == encoding.OpCreateContainer:
-		return encoding.ModeContainer
-	case op == encoding.OpCreateTTL:
-		return encoding.ModePersistentWithTTL
-	case flags.IsEphemeral():
-		return encoding.ModeEphemeral
-	}
-	return encoding.ModePersistent
-}
-
-// isReaped reports whether nodes of kind have a reap index key.
-func isReaped(kind encoding.CreateMode) bool { return kind.IsContainer() || kind.IsTTL() }
-
 // mnode is one znode in a multi's overlay: the keys read at the read revision, and its state
 // after the ops simulated so far.
 type mnode struct {
@@ -188,8 +170,8 @@ type multiState struct {
 	rev   int64
 	nodes map[string]*mnode
 	// auth is the identities of the connection running the multi, for the ACL checks; x509
-	// says whether x509 ACL ids are valid (fixupACL).
-	auth *authInfo
+	// says whether x509 ACL ids are valid (znode.FixupACL).
+	auth *znode.Identities
 	x509 bool
 }
 
@@ -213,14 +195,14 @@ func multiReadSet(ops []mop, extra []string) []string {
 	for _, o := range ops {
 		switch o.op {
 		case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
-			if parent, ok := parentPath(o.path); ok {
+			if parent, ok := znode.Parent(o.path); ok {
 				set[parent] = true
 			}
 			if !o.flags.IsSequential() {
 				set[o.path] = true
 			}
 		case encoding.OpDelete:
-			if parent, ok := parentPath(o.path); ok {
+			if parent, ok := znode.Parent(o.path); ok {
 				set[parent] = true
 			}
 			set[o.path] = true
@@ -280,14 +262,14 @@ func (b *EtcdBackend) readMultiState(ctx context.Context, paths []string) (*mult
 // versioned makes setData's and check's tests, in ZooKeeper's order: a valid path, an existing
 // node, perm on it, then the version (-1 matches any).
 func (m *multiState) versioned(o mop, perm encoding.Perm) (*mnode, encoding.ErrCode) {
-	if !validatePath(o.path) {
+	if !znode.ValidatePath(o.path) {
 		return nil, encoding.ErrBadArguments
 	}
 	n := m.node(o.path)
 	if !n.exists {
 		return nil, encoding.ErrNoNode
 	}
-	if !m.auth.allowed(n.meta.ACL, perm) {
+	if !m.auth.Allowed(n.meta.ACL, perm) {
 		return nil, encoding.ErrNoAuth
 	}
 	if o.version != -1 && o.version != n.stat.Version {
@@ -329,14 +311,14 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	if !mode.Valid() {
 		return encoding.MultiResult{}, encoding.ErrBadArguments
 	}
-	if mode.IsTTL() && (o.ttl <= 0 || o.ttl > maxTTL) || !mode.IsTTL() && o.ttl >= 0 {
+	if mode.IsTTL() && (o.ttl <= 0 || o.ttl > znode.MaxTTL) || !mode.IsTTL() && o.ttl >= 0 {
 		return encoding.MultiResult{}, encoding.ErrBadArguments
 	}
-	parentP, ok := parentPath(o.path)
+	parentP, ok := znode.Parent(o.path)
 	if !ok || strings.IndexByte(o.path, 0) >= 0 {
 		return encoding.MultiResult{}, encoding.ErrBadArguments
 	}
-	acl, err := fixupACL(o.acl, m.auth.authenticated(), m.x509)
+	acl, err := znode.FixupACL(o.acl, m.auth.Authenticated(), m.x509)
 	if err != nil {
 		return encoding.MultiResult{}, encoding.ErrInvalidACL
 	}
@@ -344,14 +326,14 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	if !parent.exists {
 		return encoding.MultiResult{}, encoding.ErrNoNode
 	}
-	if !m.auth.allowed(parent.meta.ACL, encoding.PermCreate) {
+	if !m.auth.Allowed(parent.meta.ACL, encoding.PermCreate) {
 		return encoding.MultiResult{}, encoding.ErrNoAuth
 	}
 	name := o.path
 	if mode.IsSequential() {
-		name = sequentialName(o.path, parent.c)
+		name = znode.SequentialName(o.path, parent.c)
 	}
-	if !validatePath(name) {
+	if !znode.ValidatePath(name) {
 		return encoding.MultiResult{}, encoding.ErrBadArguments
 	}
 	n := m.node(name)
@@ -361,7 +343,7 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	if parent.stat.EphemeralOwner != 0 {
 		return encoding.MultiResult{}, encoding.ErrNoChildrenForEphemerals
 	}
-	kind := nodeKind(o.op, mode)
+	kind := znode.Kind(o.op, mode)
 	var lease encoding.SessionID
 	if kind == encoding.ModeEphemeral {
 		lease = owner
@@ -394,15 +376,15 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 
 // delete simulates a delete, with the checks of etcdSession.Delete in ZooKeeper's order.
 func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
-	parentP, ok := parentPath(o.path)
-	if !ok || strings.IndexByte(o.path, 0) >= 0 || isSystemPath(o.path) || o.path == "" {
+	parentP, ok := znode.Parent(o.path)
+	if !ok || strings.IndexByte(o.path, 0) >= 0 || znode.IsSystem(o.path) || o.path == "" {
 		return encoding.MultiResult{}, encoding.ErrBadArguments
 	}
 	parent := m.node(parentP)
 	if !parent.exists {
 		return encoding.MultiResult{}, encoding.ErrNoNode
 	}
-	if !m.auth.allowed(parent.meta.ACL, encoding.PermDelete) {
+	if !m.auth.Allowed(parent.meta.ACL, encoding.PermDelete) {
 		return encoding.MultiResult{}, encoding.ErrNoAuth
 	}
 	n := m.node(o.path)
@@ -550,7 +532,7 @@ func (m *multiState) writes() []clientv3.Op {
 			}
 		}
 		if n.created {
-			if isReaped(n.meta.Mode) {
+			if znode.IsReaped(n.meta.Mode) {
 				ops = append(ops, clientv3.OpPut(k.reapIndex(p), ""))
 			} else if recreated {
 				ops = append(ops, clientv3.OpDelete(k.reapIndex(p)))
@@ -641,7 +623,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 				}
 			}
 			then = m.writes()
-			if j := journalOf(ops, results, s.auth.authenticated(), b.x509); len(j) > 0 {
+			if j := journalOf(ops, results, s.auth.Authenticated(), b.x509); len(j) > 0 {
 				then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
 			}
 			if len(then) == 0 {
@@ -703,7 +685,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 }
 
 // journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches,
-// with the ACL each create gave its node (fixupACL again, with the same authenticated ids).
+// with the ACL each create gave its node (znode.FixupACL again, with the same authenticated ids).
 func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID, x509 bool) []change {
 	var out []change
 	for i, o := range ops {
@@ -716,7 +698,7 @@ func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID,
 			case *encoding.Create2Response:
 				path = r.Path
 			}
-			acl, _ := fixupACL(o.acl, authIDs, x509)
+			acl, _ := znode.FixupACL(o.acl, authIDs, x509)
 			out = append(out, change{kind: changeCreated, path: path, createdACL: acl})
 		case encoding.OpDelete:
 			out = append(out, change{kind: changeDeleted, path: o.path})
@@ -766,9 +748,9 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 		for _, o := range req.Ops {
 			switch r := o.Record.(type) {
 			case *encoding.GetDataRequest:
-				ops = append(ops, b.nodeReadOps(normalizeReadPath(r.Path), false, opts...)...)
+				ops = append(ops, b.nodeReadOps(znode.NormalizeRead(r.Path), false, opts...)...)
 			case *encoding.GetChildrenRequest:
-				ops = append(ops, b.childListOps(normalizeReadPath(r.Path), opts...)...)
+				ops = append(ops, b.childListOps(znode.NormalizeRead(r.Path), opts...)...)
 			}
 		}
 		return ops
@@ -784,7 +766,7 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 	for _, o := range req.Ops {
 		switch rq := o.Record.(type) {
 		case *encoding.GetDataRequest:
-			p := normalizeReadPath(rq.Path)
+			p := znode.NormalizeRead(rq.Path)
 			n, _, ok, err := b.nodeFromOps(p, r, i, false)
 			i += 3
 			if err != nil {
@@ -800,7 +782,7 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 			}
 			resp.Results = append(resp.Results, encoding.MultiResult{Op: encoding.OpGetData, Record: &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}})
 		case *encoding.GetChildrenRequest:
-			p := normalizeReadPath(rq.Path)
+			p := znode.NormalizeRead(rq.Path)
 			exists, kvs, aclKV := firstKV(r, i) != nil, rangeKVs(r, i+1), firstKV(r, i+2)
 			i += 3
 			if !exists {

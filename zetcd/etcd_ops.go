@@ -9,15 +9,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // The Handler of an etcdSession. Every write is one guarded etcd Txn in the common case: the
 // compares encode ZooKeeper's preconditions, Then applies the change, and Else reads what is
 // needed to pick ZooKeeper's error code and puts the error key so the failed write consumes a
 // revision (zxid). Every read is one Txn of ranges.
-
-// maxTTL is the largest TTL ZooKeeper accepts for TTL nodes: 2^40-1 ms.
-const maxTTL = 1<<40 - 1
 
 // zxid records rev as seen by this session and returns it; replies never go back in zxid.
 func (s *etcdSession) zxid(rev int64) encoding.Zxid {
@@ -132,7 +130,7 @@ func (b *EtcdBackend) nodeFromOps(path string, r *clientv3.TxnResponse, i int, c
 
 // readNode reads one node in one round trip.
 func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames bool) (node, []string, encoding.Zxid, error) {
-	path = normalizeReadPath(path)
+	path = znode.NormalizeRead(path)
 	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
 		return s.b.nodeReadOps(path, childNames, opts...)
 	})
@@ -156,7 +154,7 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 		return nil, s.zxid(0), encoding.ErrBadArguments
 	}
 	n, _, z, err := s.readNode(ctx, "exists", req.Path, false)
-	if err == nil && !s.readAllowed(normalizeReadPath(req.Path), n, encoding.PermRead) {
+	if err == nil && !s.readAllowed(znode.NormalizeRead(req.Path), n, encoding.PermRead) {
 		// 3.9.2+: READ on a node that exists; no watch is set.
 		return nil, z, encoding.ErrNoAuth
 	}
@@ -167,7 +165,7 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 			kind = watchExist
 		}
 		if err == nil || err == encoding.ErrNoNode {
-			if werr := s.arm(ctx, kind, normalizeReadPath(req.Path), z); werr != nil {
+			if werr := s.arm(ctx, kind, znode.NormalizeRead(req.Path), z); werr != nil {
 				z, werr := s.etcdFailure("exists", req.Path, werr)
 				return nil, z, werr
 			}
@@ -184,11 +182,11 @@ func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest)
 	if err != nil {
 		return nil, z, err
 	}
-	if !s.readAllowed(normalizeReadPath(req.Path), n, encoding.PermRead) {
+	if !s.readAllowed(znode.NormalizeRead(req.Path), n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
-		if err := s.arm(ctx, watchData, normalizeReadPath(req.Path), z); err != nil {
+		if err := s.arm(ctx, watchData, znode.NormalizeRead(req.Path), z); err != nil {
 			z, err := s.etcdFailure("getData", req.Path, err)
 			return nil, z, err
 		}
@@ -202,12 +200,12 @@ func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (
 		return nil, z, err
 	}
 	// READ or ADMIN; without ADMIN, digest ids are masked (PROTOCOL.md §3.3).
-	if !s.readAllowed(normalizeReadPath(req.Path), n, encoding.PermRead|encoding.PermAdmin) {
+	if !s.readAllowed(znode.NormalizeRead(req.Path), n, encoding.PermRead|encoding.PermAdmin) {
 		return nil, z, encoding.ErrNoAuth
 	}
 	acl := n.Meta.ACL
-	if !s.auth.allowed(acl, encoding.PermAdmin) {
-		acl = maskACL(acl)
+	if !s.auth.Allowed(acl, encoding.PermAdmin) {
+		acl = znode.MaskACL(acl)
 	}
 	return &encoding.GetACLResponse{ACL: acl, Stat: n.Stat}, z, nil
 }
@@ -217,11 +215,11 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 	if err != nil {
 		return nil, z, err
 	}
-	if !s.readAllowed(normalizeReadPath(req.Path), n, encoding.PermRead) {
+	if !s.readAllowed(znode.NormalizeRead(req.Path), n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
-		if err := s.arm(ctx, watchChild, normalizeReadPath(req.Path), z); err != nil {
+		if err := s.arm(ctx, watchChild, znode.NormalizeRead(req.Path), z); err != nil {
 			z, err := s.etcdFailure("getChildren2", req.Path, err)
 			return nil, z, err
 		}
@@ -235,7 +233,7 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 // GetChildren needs no Stat, so it reads only the data key's existence, the ACL key and the
 // child keys.
 func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
-	path := normalizeReadPath(req.Path)
+	path := znode.NormalizeRead(req.Path)
 	prefix := s.b.keys.childrenPrefix(path)
 	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
 		return s.b.childListOps(path, opts...)
@@ -281,7 +279,7 @@ func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*enc
 }
 
 func (s *etcdSession) Create(ctx context.Context, req *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
-	path, _, z, err := s.create(ctx, "create", req.Path, req.Data, req.ACL, req.Flags, -1, nodeKind(encoding.OpCreate, req.Flags))
+	path, _, z, err := s.create(ctx, "create", req.Path, req.Data, req.ACL, req.Flags, -1, znode.Kind(encoding.OpCreate, req.Flags))
 	if err != nil {
 		return nil, z, err
 	}
@@ -289,7 +287,7 @@ func (s *etcdSession) Create(ctx context.Context, req *encoding.CreateRequest) (
 }
 
 func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	path, stat, z, err := s.create(ctx, "create2", req.Path, req.Data, req.ACL, req.Flags, -1, nodeKind(encoding.OpCreate2, req.Flags))
+	path, stat, z, err := s.create(ctx, "create2", req.Path, req.Data, req.ACL, req.Flags, -1, znode.Kind(encoding.OpCreate2, req.Flags))
 	if err != nil {
 		return nil, z, err
 	}
@@ -297,7 +295,7 @@ func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) 
 }
 
 // create runs ZooKeeper's create checks in PrepRequestProcessor's order (PROTOCOL.md §3.2).
-// ttl is -1 for every opcode but createTTL. kind is the node made (nodeKind): the flags in mode
+// ttl is -1 for every opcode but createTTL. kind is the node made (znode.Kind): the flags in mode
 // decide the checks and the sequence suffix, the opcode and flags together what the node is.
 func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64, kind encoding.CreateMode) (string, encoding.Stat, encoding.Zxid, error) {
 	fail := func(code encoding.ErrCode) (string, encoding.Stat, encoding.Zxid, error) {
@@ -307,14 +305,14 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 	if !mode.Valid() {
 		return fail(encoding.ErrBadArguments)
 	}
-	if mode.IsTTL() && (ttl <= 0 || ttl > maxTTL) || !mode.IsTTL() && ttl >= 0 {
+	if mode.IsTTL() && (ttl <= 0 || ttl > znode.MaxTTL) || !mode.IsTTL() && ttl >= 0 {
 		return fail(encoding.ErrBadArguments)
 	}
-	parent, ok := parentPath(path)
+	parent, ok := znode.Parent(path)
 	if !ok || strings.IndexByte(path, 0) >= 0 {
 		return fail(encoding.ErrBadArguments)
 	}
-	acl, err := fixupACL(acl, s.auth.authenticated(), s.b.x509)
+	acl, err := znode.FixupACL(acl, s.auth.Authenticated(), s.b.x509)
 	if err != nil {
 		return fail(encoding.ErrInvalidACL)
 	}
@@ -364,12 +362,12 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 		}
 		counter = seq.counter()
 	}
-	if !validatePath(path) || mode.IsSequential() {
+	if !znode.ValidatePath(path) || mode.IsSequential() {
 		// Names that fail validation are refused after the parent lookup (NoNode wins).
 		if mode.IsSequential() {
-			name = sequentialName(path, counter)
+			name = znode.SequentialName(path, counter)
 		}
-		if !validatePath(name) {
+		if !znode.ValidatePath(name) {
 			code, z, err := s.settle(ctx, &g, encoding.ErrBadArguments)
 			if err != nil {
 				z, err = s.etcdFailure(op, path, err)
@@ -428,7 +426,7 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 			clientv3.OpPut(b.keys.acl(name), aclVal, clientv3.WithLease(lease)),
 			clientv3.OpPut(createsKey, ""),
 		}
-		if isReaped(kind) {
+		if znode.IsReaped(kind) {
 			thenOps = append(thenOps, clientv3.OpPut(b.keys.reapIndex(name), ""))
 		}
 		r, err := b.kv.Txn(ctx).If(cmps...).Then(thenOps...).Else(elseOps...).Commit()
@@ -473,7 +471,7 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 				}
 				if seq != nil {
 					counter = seq.counter()
-					name = sequentialName(path, counter)
+					name = znode.SequentialName(path, counter)
 				}
 				continue
 			}
@@ -487,7 +485,7 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 		case counterMoved:
 			// Another create under the parent took our sequence number: take the next.
 			counter = seq.counter()
-			name = sequentialName(path, counter)
+			name = znode.SequentialName(path, counter)
 			continue
 		case nodeKV != nil:
 			code = encoding.ErrNodeExists
@@ -507,8 +505,8 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 // NoAuth (DELETE on the parent), NoNode, BadVersion, NotEmpty, in that order).
 func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (encoding.Zxid, error) {
 	path := req.Path
-	parent, ok := parentPath(path)
-	if !ok || strings.IndexByte(path, 0) >= 0 || isSystemPath(path) || path == "" {
+	parent, ok := znode.Parent(path)
+	if !ok || strings.IndexByte(path, 0) >= 0 || znode.IsSystem(path) || path == "" {
 		return s.fail(ctx, "delete", path, encoding.ErrBadArguments)
 	}
 	b := s.b
@@ -577,7 +575,7 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 // returned Stat needs (PROTOCOL.md §3.2: NoNode, NoAuth (WRITE), BadVersion).
 func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest) (*encoding.SetDataResponse, encoding.Zxid, error) {
 	path := req.Path
-	if !validatePath(path) {
+	if !znode.ValidatePath(path) {
 		z, err := s.fail(ctx, "setData", path, encoding.ErrBadArguments)
 		return nil, z, err
 	}
@@ -657,10 +655,10 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		z, err := s.fail(ctx, "setACL", path, code)
 		return nil, z, err
 	}
-	if !validatePath(path) {
+	if !znode.ValidatePath(path) {
 		return fail(encoding.ErrBadArguments)
 	}
-	acl, err := fixupACL(req.ACL, s.auth.authenticated(), s.b.x509)
+	acl, err := znode.FixupACL(req.ACL, s.auth.Authenticated(), s.b.x509)
 	if err != nil {
 		return fail(encoding.ErrInvalidACL)
 	}

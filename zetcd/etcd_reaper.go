@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // The reaper deletes containers and TTL nodes as ZooKeeper's ContainerManager does
@@ -264,8 +265,8 @@ func (b *EtcdBackend) reapCandidates(ctx context.Context, paths []string) (int, 
 // guarded Txn that fails if the node has changed (setData, or deleted and created again) or has
 // a child since it was read.
 func (b *EtcdBackend) reapNode(ctx context.Context, path string, dataRev int64) (bool, error) {
-	parent, ok := parentPath(path)
-	if !ok || isSystemPath(path) {
+	parent, ok := znode.Parent(path)
+	if !ok || znode.IsSystem(path) {
 		return false, nil
 	}
 	r, err := b.kv.Txn(ctx).If(

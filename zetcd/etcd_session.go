@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // etcdSession is one session served by this process. Its id is its etcd lease id.
@@ -38,7 +39,7 @@ type etcdSession struct {
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
 	remote net.Addr
 	// auth holds the connection's identities (acl.go); shared with watcher.
-	auth *authInfo
+	auth *znode.Identities
 
 	mu              sync.Mutex
 	cancelKeepAlive context.CancelFunc // nil once detached
@@ -109,7 +110,7 @@ func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout
 		events = discardEvents{}
 	}
 	// Replies never carry a zxid older than the session's own creation or resumption.
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, watcher: newWatcher(events), auth: &authInfo{}, gone: make(chan struct{})}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, watcher: newWatcher(events), auth: &znode.Identities{}, gone: make(chan struct{})}
 	b.local.add(s)
 	s.watcher.session = id
 	s.watcher.auth = s.auth
@@ -194,7 +195,7 @@ func (b *EtcdBackend) endSession(ctx context.Context, id encoding.SessionID, own
 			dk := b.keys.data(p)
 			cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(dk), "=", int64(id)))
 			ops = append(ops, clientv3.OpDelete(dk), clientv3.OpDelete(b.keys.metaPrefix(p), clientv3.WithPrefix()))
-			if parent, ok := parentPath(p); ok && !parents[parent] {
+			if parent, ok := znode.Parent(p); ok && !parents[parent] {
 				parents[parent] = true
 				ops = append(ops, clientv3.OpPut(b.keys.childDeletes(parent), ""))
 			}

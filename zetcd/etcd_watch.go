@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // Watches on etcd: ONE etcd watch per process, on the whole prefix, feeds the in-memory
@@ -275,7 +276,7 @@ func (b *EtcdBackend) catchUp(ctx context.Context, regs []registration, eventZxi
 			}
 			// As ZooKeeper's setWatches: the event is withheld from a connection without READ
 			// on the node (NodeDeleted has no node to decide on), and the watch consumed.
-			if !r.w.closed && (ev.Type == encoding.EventNodeDeleted || r.w.auth == nil || r.w.auth.allowed(states[r.path].acl, encoding.PermRead)) {
+			if !r.w.closed && (ev.Type == encoding.EventNodeDeleted || r.w.auth == nil || r.w.auth.Allowed(states[r.path].acl, encoding.PermRead)) {
 				r.w.sink.Event(ev, eventZxid)
 			}
 			b.watches.mu.Unlock()
@@ -352,7 +353,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	for _, l := range lists {
 		if l.kind.oneShot() {
 			for _, p := range l.paths {
-				regs = append(regs, registration{w: s.watcher, kind: l.kind, path: normalizeReadPath(p), since: rel})
+				regs = append(regs, registration{w: s.watcher, kind: l.kind, path: znode.NormalizeRead(p), since: rel})
 			}
 		}
 	}
@@ -362,7 +363,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	for _, l := range lists {
 		if !l.kind.oneShot() {
 			for _, p := range l.paths {
-				s.b.watches.register(s.watcher, l.kind, normalizeReadPath(p), encoding.Zxid(rev))
+				s.b.watches.register(s.watcher, l.kind, znode.NormalizeRead(p), encoding.Zxid(rev))
 			}
 		}
 	}
@@ -398,7 +399,7 @@ func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchReques
 	if err != nil {
 		return s.etcdFailure("addWatch", req.Path, err)
 	}
-	s.b.watches.register(s.watcher, kind, normalizeReadPath(req.Path), encoding.Zxid(rev))
+	s.b.watches.register(s.watcher, kind, znode.NormalizeRead(req.Path), encoding.Zxid(rev))
 	return s.zxid(rev), nil
 }
 
@@ -425,7 +426,7 @@ func (s *etcdSession) checkOrRemove(path string, t encoding.WatcherType, dryRun 
 	if !ok {
 		return s.zxid(0), encoding.ErrBadArguments
 	}
-	if !s.b.watches.removeKinds(s.watcher, normalizeReadPath(path), kinds, dryRun) {
+	if !s.b.watches.removeKinds(s.watcher, znode.NormalizeRead(path), kinds, dryRun) {
 		return s.zxid(0), encoding.ErrNoWatcher
 	}
 	return s.zxid(0), nil

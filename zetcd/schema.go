@@ -60,6 +60,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // keySchema builds the etcd keys of a tree stored under one prefix.
@@ -74,27 +75,6 @@ func depth(path string) int {
 		return 0
 	}
 	return strings.Count(path, "/")
-}
-
-// normalizeReadPath maps ZooKeeper's alias "" for the root onto "/".
-func normalizeReadPath(path string) string {
-	if path == "" {
-		return "/"
-	}
-	return path
-}
-
-// parentPath returns the parent of a path as ZooKeeper computes it: the text before the last '/',
-// with "" (the root's alias) mapped to "/". ok is false when the path has no '/'.
-func parentPath(path string) (parent string, ok bool) {
-	i := strings.LastIndexByte(path, '/')
-	if i < 0 {
-		return "", false
-	}
-	if i == 0 {
-		return "/", true
-	}
-	return path[:i], true
 }
 
 func (k keySchema) data(path string) string {
@@ -356,18 +336,6 @@ func decodeSessionValue(b []byte) (sessionValue, error) {
 	return v, nil
 }
 
-// systemPaths are the nodes every ZooKeeper server has. They report all-zero zxids and times
-// until changed, and cannot be deleted.
-var systemPaths = []string{"/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"}
-
-func isSystemPath(path string) bool {
-	switch path {
-	case "/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config":
-		return true
-	}
-	return false
-}
-
 // aversionOffset: ZooKeeper reports aversion -1 for /zookeeper/config on a fresh server.
 func aversionOffset(path string) int32 {
 	if path == "/zookeeper/config" {
@@ -536,7 +504,7 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 		c += creates.Version
 	}
 	zx := func(rev int64) encoding.Zxid { return encoding.Zxid(rev) }
-	if isSystemPath(n.path) {
+	if znode.IsSystem(n.path) {
 		boot := n.data.CreateRevision
 		zx = func(rev int64) encoding.Zxid {
 			if rev == boot {
@@ -562,10 +530,4 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 		Pzxid:          zx(pzxid),
 	}
 	return out, nil
-}
-
-// sequentialName appends ZooKeeper's sequence suffix: the parent's create counter formatted
-// "%010d" as a signed int32 (after 2147483647 comes -2147483648).
-func sequentialName(path string, counter int64) string {
-	return fmt.Sprintf("%s%010d", path, int32(counter))
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // This file is the in-memory side of ZooKeeper watches (PROTOCOL.md §6): the watch tables, the
@@ -65,7 +66,7 @@ func (c change) deliver(ds []delivery) {
 	for _, d := range ds {
 		if d.w.auth != nil && c.acl != nil {
 			acl, ok := c.acl(d.parent)
-			if !ok || !d.w.auth.allowed(acl, encoding.PermRead) {
+			if !ok || !d.w.auth.Allowed(acl, encoding.PermRead) {
 				continue
 			}
 		}
@@ -84,7 +85,7 @@ type watcher struct {
 	closed bool
 	// auth is the connection's identities, for the READ check of each event (nil: no check);
 	// set before the watcher is shared.
-	auth *authInfo
+	auth *znode.Identities
 }
 
 func newWatcher(sink EventSink) *watcher {
@@ -247,7 +248,7 @@ func (r *watchRegistry) removeKinds(w *watcher, path string, kinds []watchKind, 
 // trigger table of PROTOCOL.md §6.2 for one watch.
 func eventFor(kind watchKind, path string, c change) (encoding.WatcherEvent, bool) {
 	ev := encoding.WatcherEvent{State: encoding.StateSyncConnected, Path: c.path}
-	parent, _ := parentPath(c.path)
+	parent, _ := znode.Parent(c.path)
 	switch kind {
 	case watchData, watchExist:
 		if c.path != path {
@@ -302,7 +303,7 @@ func (r *watchRegistry) fire(c change) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.record(c)
-	parent, _ := parentPath(c.path)
+	parent, _ := znode.Parent(c.path)
 
 	// Trigger 1: the node itself (data, exist, child-on-delete, persistent, recursive).
 	notified := map[*watcher]bool{}
@@ -337,7 +338,7 @@ func (r *watchRegistry) fire(c change) {
 			if a == "/" {
 				break
 			}
-			a, _ = parentPath(a)
+			a, _ = znode.Parent(a)
 		}
 	}
 

@@ -125,7 +125,7 @@ func (z *Zetcd) Stop() {
 // ServerOptions are settings a behaviour test asks of every server alike (ForEachServerWith).
 type ServerOptions struct {
 	// SuperDigest is ZooKeeper's superDigest, "user:BASE64(SHA1(user:password))"
-	// (zetcd.DigestID): zetcd's EtcdConfig.SuperDigest, ZooKeeper's system property
+	// (znode.DigestID): zetcd's EtcdConfig.SuperDigest, ZooKeeper's system property
 	// zookeeper.DigestAuthenticationProvider.superDigest.
 	SuperDigest string
 }

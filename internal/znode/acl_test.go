@@ -1,4 +1,4 @@
-package zetcd
+package znode
 
 import (
 	"fmt"
@@ -9,26 +9,26 @@ import (
 )
 
 func digestID(userPassword string) encoding.ID {
-	return encoding.ID{Scheme: schemeDigest, ID: generateDigest(userPassword)}
+	return encoding.ID{Scheme: SchemeDigest, ID: generateDigest(userPassword)}
 }
 
 // TestAuthInfoOrder: identities come out in the order ZooKeeper 3.9.6's ConcurrentHashMap keeps
 // them, as whoAmI showed it for these auth packets (in this order) on one connection.
 func TestAuthInfoOrder(t *testing.T) {
-	var a authInfo
-	a.add(encoding.ID{Scheme: schemeIP, ID: "127.0.0.1"})
+	var a Identities
+	a.Add(encoding.ID{Scheme: SchemeIP, ID: "127.0.0.1"})
 	for _, up := range []string{"alice:pw", "alice:pw", "bob", "", "carol:pw:x"} {
-		for _, id := range digestIDs([]byte(up), DigestID("super", "secret")) {
-			a.add(id)
+		for _, id := range DigestIDs([]byte(up), DigestID("super", "secret")) {
+			a.Add(id)
 		}
 	}
-	a.add(encoding.ID{Scheme: schemeIP, ID: "127.0.0.1"})
-	for _, id := range digestIDs([]byte("super:secret"), generateDigest("super:secret")) {
-		a.add(id)
+	a.Add(encoding.ID{Scheme: SchemeIP, ID: "127.0.0.1"})
+	for _, id := range DigestIDs([]byte("super:secret"), generateDigest("super:secret")) {
+		a.Add(id)
 	}
 	var got []string
-	for _, id := range a.list() {
-		got = append(got, id.Scheme+":"+userOf(id))
+	for _, id := range a.List() {
+		got = append(got, id.Scheme+":"+UserOf(id))
 	}
 	want := []string{"digest:bob", "digest:carol", "super:", "digest:super", "digest:", "ip:127.0.0.1", "digest:alice"}
 	if !slices.Equal(got, want) {
@@ -36,11 +36,11 @@ func TestAuthInfoOrder(t *testing.T) {
 	}
 	// The "auth" scheme expands to the authenticated ones, in the same order (ZooKeeper 3.9.6
 	// stored bob, super, alice for this set).
-	var b authInfo
-	for _, id := range []encoding.ID{{Scheme: schemeIP, ID: "127.0.0.1"}, digestID("alice:pw"), digestID("bob:pw"), {Scheme: schemeSuper}, digestID("super:secret")} {
-		b.add(id)
+	var b Identities
+	for _, id := range []encoding.ID{{Scheme: SchemeIP, ID: "127.0.0.1"}, digestID("alice:pw"), digestID("bob:pw"), {Scheme: SchemeSuper}, digestID("super:secret")} {
+		b.Add(id)
 	}
-	if got, want := b.authenticated(), []encoding.ID{digestID("bob:pw"), digestID("super:secret"), digestID("alice:pw")}; !slices.Equal(got, want) {
+	if got, want := b.Authenticated(), []encoding.ID{digestID("bob:pw"), digestID("super:secret"), digestID("alice:pw")}; !slices.Equal(got, want) {
 		t.Errorf("authenticated %v, want %v", got, want)
 	}
 }
@@ -50,8 +50,8 @@ func TestAuthInfoOrder(t *testing.T) {
 func TestJavaIDSetResize(t *testing.T) {
 	var s javaIDSet
 	for i := 0; i < 100; i++ {
-		s.add(encoding.ID{Scheme: schemeDigest, ID: fmt.Sprintf("u%d:x", i)})
-		s.add(encoding.ID{Scheme: schemeDigest, ID: fmt.Sprintf("u%d:x", i)})
+		s.add(encoding.ID{Scheme: SchemeDigest, ID: fmt.Sprintf("u%d:x", i)})
+		s.add(encoding.ID{Scheme: SchemeDigest, ID: fmt.Sprintf("u%d:x", i)})
 	}
 	if len(s.bins) != 256 || len(s.list()) != 100 {
 		t.Fatalf("%d bins, %d ids", len(s.bins), len(s.list()))
@@ -75,10 +75,10 @@ func TestDigest(t *testing.T) {
 	if got, want := DigestID("super", "secret"), "super:lK75jTNcA+U9vtVEw5vB51mj/w4="; got != want {
 		t.Errorf("DigestID = %s, want %s", got, want)
 	}
-	if got := digestIDs([]byte("super:secret"), DigestID("super", "secret")); len(got) != 2 || got[0].Scheme != schemeSuper {
+	if got := DigestIDs([]byte("super:secret"), DigestID("super", "secret")); len(got) != 2 || got[0].Scheme != SchemeSuper {
 		t.Errorf("super digest: %v", got)
 	}
-	if got := digestIDs([]byte("bob"), ""); len(got) != 1 || userOf(got[0]) != "bob" {
+	if got := DigestIDs([]byte("bob"), ""); len(got) != 1 || UserOf(got[0]) != "bob" {
 		t.Errorf("no colon: %v", got)
 	}
 }
@@ -132,15 +132,15 @@ func TestAllowed(t *testing.T) {
 	acl := func(perms encoding.Perm, scheme, id string) encoding.ACL {
 		return encoding.ACL{Perms: perms, ID: encoding.ID{Scheme: scheme, ID: id}}
 	}
-	var anon, alice, super authInfo
-	anon.add(encoding.ID{Scheme: schemeIP, ID: "127.0.0.1"})
-	alice.add(encoding.ID{Scheme: schemeIP, ID: "127.0.0.1"})
-	alice.add(digestID("alice:pw"))
-	super.add(encoding.ID{Scheme: schemeSuper})
-	aliceOnly := []encoding.ACL{acl(encoding.PermAll, schemeDigest, DigestID("alice", "pw"))}
-	readWorld := []encoding.ACL{acl(encoding.PermRead, schemeWorld, "anyone"), acl(encoding.PermAdmin, schemeIP, "127.0.0.0/8")}
+	var anon, alice, super Identities
+	anon.Add(encoding.ID{Scheme: SchemeIP, ID: "127.0.0.1"})
+	alice.Add(encoding.ID{Scheme: SchemeIP, ID: "127.0.0.1"})
+	alice.Add(digestID("alice:pw"))
+	super.Add(encoding.ID{Scheme: SchemeSuper})
+	aliceOnly := []encoding.ACL{acl(encoding.PermAll, SchemeDigest, DigestID("alice", "pw"))}
+	readWorld := []encoding.ACL{acl(encoding.PermRead, SchemeWorld, "anyone"), acl(encoding.PermAdmin, SchemeIP, "127.0.0.0/8")}
 	for _, c := range []struct {
-		who  *authInfo
+		who  *Identities
 		acl  []encoding.ACL
 		perm encoding.Perm
 		want bool
@@ -156,7 +156,7 @@ func TestAllowed(t *testing.T) {
 		{&anon, readWorld, encoding.PermAdmin, true},
 		{&anon, readWorld, encoding.PermRead | encoding.PermWrite, true}, // either bit
 	} {
-		if got := c.who.allowed(c.acl, c.perm); got != c.want {
+		if got := c.who.Allowed(c.acl, c.perm); got != c.want {
 			t.Errorf("allowed(%v, %v) = %v", c.acl, c.perm, got)
 		}
 	}
@@ -164,14 +164,14 @@ func TestAllowed(t *testing.T) {
 
 func TestMaskACL(t *testing.T) {
 	in := []encoding.ACL{
-		{Perms: 1, ID: encoding.ID{Scheme: schemeDigest, ID: "alice:V55/p2T0OpjQ+low3NVAH4aLvm0="}},
-		{Perms: 1, ID: encoding.ID{Scheme: schemeDigest, ID: ":b"}},
-		{Perms: 1, ID: encoding.ID{Scheme: schemeDigest, ID: "a:b:"}},
-		{Perms: 1, ID: encoding.ID{Scheme: schemeDigest, ID: "a:b\nc:d"}},
-		{Perms: 1, ID: encoding.ID{Scheme: schemeIP, ID: "10.0.0.0/8"}},
+		{Perms: 1, ID: encoding.ID{Scheme: SchemeDigest, ID: "alice:V55/p2T0OpjQ+low3NVAH4aLvm0="}},
+		{Perms: 1, ID: encoding.ID{Scheme: SchemeDigest, ID: ":b"}},
+		{Perms: 1, ID: encoding.ID{Scheme: SchemeDigest, ID: "a:b:"}},
+		{Perms: 1, ID: encoding.ID{Scheme: SchemeDigest, ID: "a:b\nc:d"}},
+		{Perms: 1, ID: encoding.ID{Scheme: SchemeIP, ID: "10.0.0.0/8"}},
 	}
 	var got []string
-	for _, a := range maskACL(in) {
+	for _, a := range MaskACL(in) {
 		got = append(got, a.ID.ID)
 	}
 	if want := []string{"alice:x", ":x", "a:x", "a:x\nc:x", "10.0.0.0/8"}; !slices.Equal(got, want) {
@@ -184,7 +184,7 @@ func TestFixupACL(t *testing.T) {
 	acl := func(perms encoding.Perm, scheme, id string) encoding.ACL {
 		return encoding.ACL{Perms: perms, ID: encoding.ID{Scheme: scheme, ID: id}}
 	}
-	world := acl(31, schemeWorld, "anyone")
+	world := acl(31, SchemeWorld, "anyone")
 	alice := digestID("alice:pw")
 	for _, c := range []struct {
 		in   []encoding.ACL
@@ -194,34 +194,34 @@ func TestFixupACL(t *testing.T) {
 		{nil, nil, nil},
 		{[]encoding.ACL{}, nil, nil},
 		{[]encoding.ACL{world, world}, nil, []encoding.ACL{world}},
-		{[]encoding.ACL{acl(1, schemeWorld, "anyone"), world, acl(1, schemeWorld, "anyone")}, nil, []encoding.ACL{acl(1, schemeWorld, "anyone"), world}},
-		{[]encoding.ACL{acl(31, schemeWorld, "Anyone")}, nil, nil},
-		{[]encoding.ACL{acl(31, schemeSuper, "")}, nil, nil},
+		{[]encoding.ACL{acl(1, SchemeWorld, "anyone"), world, acl(1, SchemeWorld, "anyone")}, nil, []encoding.ACL{acl(1, SchemeWorld, "anyone"), world}},
+		{[]encoding.ACL{acl(31, SchemeWorld, "Anyone")}, nil, nil},
+		{[]encoding.ACL{acl(31, SchemeSuper, "")}, nil, nil},
 		{[]encoding.ACL{acl(31, "sasl", "bob")}, nil, nil},
-		{[]encoding.ACL{acl(31, schemeX509, "CN=x")}, nil, nil},
-		{[]encoding.ACL{acl(31, schemeAuth, "")}, nil, nil},
-		{[]encoding.ACL{acl(31, schemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}}},
-		{[]encoding.ACL{acl(31, schemeAuth, ""), acl(31, schemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}}},
+		{[]encoding.ACL{acl(31, SchemeX509, "CN=x")}, nil, nil},
+		{[]encoding.ACL{acl(31, SchemeAuth, "")}, nil, nil},
+		{[]encoding.ACL{acl(31, SchemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}}},
+		{[]encoding.ACL{acl(31, SchemeAuth, ""), acl(31, SchemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}}},
 		// Expansion is not de-duplicated against the caller's own id.
-		{[]encoding.ACL{{Perms: 31, ID: alice}, acl(31, schemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}, {Perms: 31, ID: alice}}},
-		{[]encoding.ACL{acl(31, schemeAuth, ""), acl(31, schemeAuth, "ignored")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}, {Perms: 31, ID: alice}}},
-		{[]encoding.ACL{acl(31, schemeDigest, "a")}, nil, nil},
-		{[]encoding.ACL{acl(31, schemeDigest, ":b")}, nil, []encoding.ACL{acl(31, schemeDigest, ":b")}},
-		{[]encoding.ACL{acl(31, schemeIP, "127.0.0.1"), acl(31, "bogus", "x")}, nil, nil},
-		{[]encoding.ACL{acl(-1, schemeWorld, "anyone")}, nil, []encoding.ACL{acl(-1, schemeWorld, "anyone")}},
+		{[]encoding.ACL{{Perms: 31, ID: alice}, acl(31, SchemeAuth, "")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}, {Perms: 31, ID: alice}}},
+		{[]encoding.ACL{acl(31, SchemeAuth, ""), acl(31, SchemeAuth, "ignored")}, []encoding.ID{alice}, []encoding.ACL{{Perms: 31, ID: alice}, {Perms: 31, ID: alice}}},
+		{[]encoding.ACL{acl(31, SchemeDigest, "a")}, nil, nil},
+		{[]encoding.ACL{acl(31, SchemeDigest, ":b")}, nil, []encoding.ACL{acl(31, SchemeDigest, ":b")}},
+		{[]encoding.ACL{acl(31, SchemeIP, "127.0.0.1"), acl(31, "bogus", "x")}, nil, nil},
+		{[]encoding.ACL{acl(-1, SchemeWorld, "anyone")}, nil, []encoding.ACL{acl(-1, SchemeWorld, "anyone")}},
 	} {
-		got, err := fixupACL(c.in, c.auth, false)
+		got, err := FixupACL(c.in, c.auth, false)
 		if c.want == nil {
 			if err != encoding.ErrInvalidACL {
-				t.Errorf("fixupACL(%v, %v) = %v, %v; want InvalidACL", c.in, c.auth, got, err)
+				t.Errorf("FixupACL(%v, %v) = %v, %v; want InvalidACL", c.in, c.auth, got, err)
 			}
 			continue
 		}
 		if err != nil || !slices.Equal(got, c.want) {
-			t.Errorf("fixupACL(%v, %v) = %v, %v; want %v", c.in, c.auth, got, err, c.want)
+			t.Errorf("FixupACL(%v, %v) = %v, %v; want %v", c.in, c.auth, got, err, c.want)
 		}
 	}
-	if _, err := fixupACL([]encoding.ACL{acl(31, schemeX509, "CN=client,O=zetcd")}, nil, true); err != nil {
+	if _, err := FixupACL([]encoding.ACL{acl(31, SchemeX509, "CN=client,O=zetcd")}, nil, true); err != nil {
 		t.Errorf("x509 enabled: %v", err)
 	}
 }

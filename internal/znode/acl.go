@@ -1,8 +1,11 @@
-package zetcd
+package znode
 
 import (
 	"crypto/sha1"
 	"encoding/base64"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf16"
@@ -17,15 +20,15 @@ import (
 
 // Scheme names.
 const (
-	schemeWorld  = "world"
-	schemeAuth   = "auth"
-	schemeDigest = "digest"
-	schemeIP     = "ip"
-	schemeX509   = "x509"
-	schemeSuper  = "super"
+	SchemeWorld  = "world"
+	SchemeAuth   = "auth"
+	SchemeDigest = "digest"
+	SchemeIP     = "ip"
+	SchemeX509   = "x509"
+	SchemeSuper  = "super"
 )
 
-// authInfo is the set of identities one connection holds (ZooKeeper's ServerCnxn.authInfo):
+// Identities is the set of identities one connection holds (ZooKeeper's ServerCnxn.authInfo):
 // ip:<client address> from the start, x509:<subject> for a verified TLS client certificate,
 // and whatever auth packets add. Identities are never removed.
 //
@@ -34,20 +37,20 @@ const (
 // ids reproduces that order (javaIDSet).
 //
 // mu guards ids: the session's executor adds identities while the watch feed checks them.
-type authInfo struct {
+type Identities struct {
 	mu  sync.Mutex
 	ids javaIDSet
 }
 
 // add adds id unless the connection holds it already.
-func (a *authInfo) add(id encoding.ID) {
+func (a *Identities) Add(id encoding.ID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.ids.add(id)
 }
 
 // list returns the identities in ZooKeeper's order.
-func (a *authInfo) list() []encoding.ID {
+func (a *Identities) List() []encoding.ID {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.ids.list()
@@ -56,10 +59,10 @@ func (a *authInfo) list() []encoding.ID {
 // authenticated returns the identities that the "auth" ACL scheme expands to, in ZooKeeper's
 // order: those of a provider that counts as authenticated (digest, x509), not ip, and not super
 // (which has no provider).
-func (a *authInfo) authenticated() []encoding.ID {
+func (a *Identities) Authenticated() []encoding.ID {
 	var out []encoding.ID
-	for _, id := range a.list() {
-		if id.Scheme == schemeDigest || id.Scheme == schemeX509 {
+	for _, id := range a.List() {
+		if id.Scheme == SchemeDigest || id.Scheme == SchemeX509 {
 			out = append(out, id)
 		}
 	}
@@ -69,26 +72,26 @@ func (a *authInfo) authenticated() []encoding.ID {
 // allowed is ZooKeeper's checkACL: an empty ACL allows everything, the super identity bypasses
 // every check, and otherwise some entry holding one of the bits of perm must be world:anyone or
 // match one of the connection's identities of its scheme (digest and x509 by equality, ip by
-// address prefix). Entries of schemes without a provider (there are none once fixupACL has
-// run) match nothing. A nil authInfo is a connection that holds nothing.
-func (a *authInfo) allowed(acl []encoding.ACL, perm encoding.Perm) bool {
+// address prefix). Entries of schemes without a provider (there are none once FixupACL has
+// run) match nothing. A nil Identities is a connection that holds nothing.
+func (a *Identities) Allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 	if len(acl) == 0 {
 		return true
 	}
 	if a == nil {
-		a = &authInfo{}
+		a = &Identities{}
 	}
 	// Called for every watch event delivered: no copy of the identities.
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.ids.has(schemeSuper) {
+	if a.ids.has(SchemeSuper) {
 		return true
 	}
 	for _, e := range acl {
 		if e.Perms&perm == 0 {
 			continue
 		}
-		if e.ID.Scheme == schemeWorld && e.ID.ID == "anyone" {
+		if e.ID.Scheme == SchemeWorld && e.ID.ID == "anyone" {
 			return true
 		}
 		for _, bin := range a.ids.bins {
@@ -98,11 +101,11 @@ func (a *authInfo) allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 					continue
 				}
 				switch id.Scheme {
-				case schemeDigest, schemeX509:
+				case SchemeDigest, SchemeX509:
 					if id.ID == e.ID.ID {
 						return true
 					}
-				case schemeIP:
+				case SchemeIP:
 					if ipMatches(id.ID, e.ID.ID) {
 						return true
 					}
@@ -114,23 +117,23 @@ func (a *authInfo) allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 }
 
 // isSuper reports whether the connection holds the super identity.
-func (a *authInfo) isSuper() bool {
+func (a *Identities) IsSuper() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.ids.has(schemeSuper)
+	return a.ids.has(SchemeSuper)
 }
 
-// digestIDs returns the identities a digest auth packet adds: digest:<user>:<base64 sha1> and,
+// DigestIDs returns the identities a digest auth packet adds: digest:<user>:<base64 sha1> and,
 // first, super: when that digest is the configured superDigest. ZooKeeper's digest provider
 // never refuses: any bytes are "user:password" (no colon: the whole string is the user and
 // the password is empty of meaning; the digest covers the whole string).
-func digestIDs(auth []byte, superDigest string) []encoding.ID {
+func DigestIDs(auth []byte, superDigest string) []encoding.ID {
 	d := generateDigest(javaString(auth))
 	var out []encoding.ID
 	if superDigest != "" && d == superDigest {
-		out = append(out, encoding.ID{Scheme: schemeSuper, ID: ""})
+		out = append(out, encoding.ID{Scheme: SchemeSuper, ID: ""})
 	}
-	return append(out, encoding.ID{Scheme: schemeDigest, ID: d})
+	return append(out, encoding.ID{Scheme: SchemeDigest, ID: d})
 }
 
 // generateDigest is DigestAuthenticationProvider.generateDigest: the text before the first
@@ -151,25 +154,25 @@ func javaString(b []byte) string {
 	return string([]rune(string(b)))
 }
 
-// userOf is the "user" whoAmI reports for an identity (AuthenticationProvider.getUserName):
+// UserOf is the "user" whoAmI reports for an identity (AuthenticationProvider.getUserName):
 // the text before the first colon for digest, the id itself for ip and x509, "" for super.
-func userOf(id encoding.ID) string {
+func UserOf(id encoding.ID) string {
 	switch id.Scheme {
-	case schemeDigest:
+	case SchemeDigest:
 		user, _, _ := strings.Cut(id.ID, ":")
 		return user
-	case schemeSuper:
+	case SchemeSuper:
 		return ""
 	}
 	return id.ID
 }
 
-// maskACL returns acl as getACL shows it to a caller without ADMIN on the node: every digest
+// MaskACL returns acl as getACL shows it to a caller without ADMIN on the node: every digest
 // id with its hash replaced by "x" (Java's id.replaceAll(":.*", ":x")).
-func maskACL(acl []encoding.ACL) []encoding.ACL {
+func MaskACL(acl []encoding.ACL) []encoding.ACL {
 	out := make([]encoding.ACL, len(acl))
 	for i, e := range acl {
-		if e.ID.Scheme == schemeDigest {
+		if e.ID.Scheme == SchemeDigest {
 			e.ID.ID = maskDigest(e.ID.ID)
 		}
 		out[i] = e
@@ -199,15 +202,15 @@ func isJavaLineTerminator(r rune) bool {
 	return r == '\n' || r == '\r' || r == '\u0085' || r == '\u2028' || r == '\u2029'
 }
 
-// validACLID reports whether id is valid for scheme in an ACL (fixupACL): the provider's
+// validACLID reports whether id is valid for scheme in an ACL (FixupACL): the provider's
 // isValid. x509 is a scheme only when x509 is enabled (TLS client certificates).
 func validACLID(scheme, id string, x509 bool) bool {
 	switch scheme {
-	case schemeDigest:
+	case SchemeDigest:
 		return validDigestID(id)
-	case schemeIP:
+	case SchemeIP:
 		return validIPID(id)
-	case schemeX509:
+	case SchemeX509:
 		return x509 && validX509ID(id)
 	}
 	return false
@@ -270,7 +273,7 @@ func validIPID(id string) bool {
 }
 
 // ipMatches is IPAuthenticationProvider.matches: whether the client address client (as
-// remoteIP spells it) lies in the ACL's address prefix expr.
+// RemoteIP spells it) lies in the ACL's address prefix expr.
 func ipMatches(client, expr string) bool {
 	addr, bitsText, hasBits := strings.Cut(expr, "/")
 	want := ipBytes(addr)
@@ -541,4 +544,86 @@ func javaStringHash(s string) int32 {
 // spreadHash is ConcurrentHashMap.spread.
 func spreadHash(h int32) int32 {
 	return (h ^ int32(uint32(h)>>16)) & 0x7fffffff
+}
+
+// RemoteIP is the address part of a client address as ZooKeeper's ip scheme spells it: Java's
+// InetAddress.getHostAddress, which writes IPv6 addresses as eight groups without "::"
+// ("0:0:0:0:0:0:0:1"), followed by "%zone" when scoped.
+func RemoteIP(a net.Addr) string {
+	switch a := a.(type) {
+	case nil:
+		return ""
+	case *net.TCPAddr:
+		if v4 := a.IP.To4(); v4 != nil {
+			return v4.String()
+		}
+		if len(a.IP) != net.IPv6len {
+			return a.IP.String()
+		}
+		groups := make([]string, 8)
+		for i := range groups {
+			groups[i] = strconv.FormatUint(uint64(a.IP[2*i])<<8|uint64(a.IP[2*i+1]), 16)
+		}
+		host := strings.Join(groups, ":")
+		if a.Zone != "" {
+			host += "%" + a.Zone
+		}
+		return host
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// FixupACL validates the ACL of a create or setACL and expands the "auth" scheme, the way
+// ZooKeeper 3.9's PrepRequestProcessor.fixupACL does (checked against 3.9.6; PROTOCOL.md §8):
+//   - exact duplicates are removed from the request's list first (the first one stays), and an
+//     empty list is InvalidACL;
+//   - world:anyone is kept; any other world id is InvalidACL;
+//   - auth:<anything> becomes one entry per authenticated identity of the caller (authIDs, in
+//     ZooKeeper's order), with no further de-duplication, so auth next to the caller's own
+//     digest id stores that id twice; without one it is InvalidACL;
+//   - digest, ip (and x509 when enabled) ids must be valid for their scheme; any other scheme
+//     (super, sasl, ...) is InvalidACL.
+func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, x509 bool) ([]encoding.ACL, error) {
+	uniq := make([]encoding.ACL, 0, len(acl))
+	for _, a := range acl {
+		if !slices.Contains(uniq, a) {
+			uniq = append(uniq, a)
+		}
+	}
+	if len(uniq) == 0 {
+		return nil, encoding.ErrInvalidACL
+	}
+	out := make([]encoding.ACL, 0, len(uniq))
+	for _, a := range uniq {
+		switch {
+		case a.ID.Scheme == SchemeWorld && a.ID.ID == "anyone":
+			out = append(out, a)
+		case a.ID.Scheme == SchemeAuth:
+			if len(authIDs) == 0 {
+				return nil, encoding.ErrInvalidACL
+			}
+			for _, id := range authIDs {
+				out = append(out, encoding.ACL{Perms: a.Perms, ID: id})
+			}
+		case validACLID(a.ID.Scheme, a.ID.ID, x509):
+			out = append(out, a)
+		default:
+			return nil, encoding.ErrInvalidACL
+		}
+	}
+	return out, nil
+}
+
+// validDigestID mirrors DigestAuthenticationProvider.isValid: Java's id.split(":") (which drops
+// trailing empty strings) must give exactly two parts.
+func validDigestID(id string) bool {
+	parts := strings.Split(id, ":")
+	for len(parts) > 0 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	return len(parts) == 2
 }
