@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -434,11 +435,11 @@ type aclSource struct {
 
 // withACLs gives c a resolver of its node's and its parent's ACL, memoized (each is looked up
 // at most once, and only if a delivery needs it).
-func (b *EtcdBackend) withACLs(c change, node, parent aclSource) change {
+func (b *EtcdBackend) withACLs(c watch.Change, node, parent aclSource) watch.Change {
 	var mu sync.Mutex
 	var done, ok [2]bool
 	var acls [2][]encoding.ACL
-	c.acl = func(isParent bool) ([]encoding.ACL, bool) {
+	c.ACL = func(isParent bool) ([]encoding.ACL, bool) {
 		i, src := 0, node
 		if isParent {
 			i, src = 1, parent
@@ -460,20 +461,20 @@ func (b *EtcdBackend) withACLs(c change, node, parent aclSource) change {
 
 // keyEventACLs resolves the ACLs of a change made by a single-op revision rev (not a multi):
 // a deleted node's ACL as it was before rev, anything else's at rev.
-func (b *EtcdBackend) keyEventACLs(c change) change {
-	rev := int64(c.zxid)
-	node := aclSource{path: c.path, rev: rev}
-	if c.kind == changeDeleted {
+func (b *EtcdBackend) keyEventACLs(c watch.Change) watch.Change {
+	rev := int64(c.Zxid)
+	node := aclSource{path: c.Path, rev: rev}
+	if c.Kind == watch.Deleted {
 		node.rev = rev - 1
 	}
-	parent, _ := znode.Parent(c.path)
+	parent, _ := znode.Parent(c.Path)
 	return b.withACLs(c, node, aclSource{path: parent, rev: rev})
 }
 
 // journalACLs resolves the ACLs of a multi's changes, in op order: a node the multi created has
 // the ACL its create gave it (until the multi deletes it), any other node the ACL it had before
 // the multi (a multi cannot set ACLs).
-func (b *EtcdBackend) journalACLs(changes []change) {
+func (b *EtcdBackend) journalACLs(changes []watch.Change) {
 	created := map[string][]encoding.ACL{}
 	source := func(path string, rev int64) aclSource {
 		if acl, ok := created[path]; ok {
@@ -482,19 +483,19 @@ func (b *EtcdBackend) journalACLs(changes []change) {
 		return aclSource{path: path, rev: rev - 1}
 	}
 	for i, c := range changes {
-		rev := int64(c.zxid)
-		parent, _ := znode.Parent(c.path)
-		node := source(c.path, rev)
-		if c.kind == changeCreated {
-			node = aclSource{path: c.path, rev: rev}
-			if c.createdACL != nil {
-				node = aclSource{known: true, acl: c.createdACL}
-				created[c.path] = c.createdACL
+		rev := int64(c.Zxid)
+		parent, _ := znode.Parent(c.Path)
+		node := source(c.Path, rev)
+		if c.Kind == watch.Created {
+			node = aclSource{path: c.Path, rev: rev}
+			if c.CreatedACL != nil {
+				node = aclSource{known: true, acl: c.CreatedACL}
+				created[c.Path] = c.CreatedACL
 			}
 		}
 		changes[i] = b.withACLs(c, node, source(parent, rev))
-		if c.kind == changeDeleted {
-			delete(created, c.path)
+		if c.Kind == watch.Deleted {
+			delete(created, c.Path)
 		}
 	}
 }

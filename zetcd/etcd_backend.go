@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -57,7 +58,7 @@ type EtcdBackend struct {
 	lease   clientv3.Lease
 	watcher clientv3.Watcher
 	// watches holds every watch of this process, fed by one etcd watch (etcd_watch.go).
-	watches *watchRegistry
+	watches *watch.Registry
 	// local holds the Session objects this process serves (etcd_session.go).
 	local  localSessions
 	keys   keySchema
@@ -129,7 +130,7 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 		cancel()
 		return nil, err
 	}
-	b.watches = newWatchRegistry(encoding.Zxid(rev))
+	b.watches = watch.NewRegistry(encoding.Zxid(rev))
 	if !cfg.manualWatchFeed {
 		go b.runWatchFeed(rev)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -458,7 +459,7 @@ func newHeldFeedBackend(t *testing.T) (b *EtcdBackend, cli *clientv3.Client, sta
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	start, _ = b.watches.progressNow()
+	start, _ = b.watches.Progress()
 	return b, cli, start
 }
 
@@ -515,11 +516,11 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	if _, _, err := watching.GetChildren(ctx, &encoding.GetChildrenRequest{Path: "/", Watch: true}); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := b.watches.stats(); n != 1 {
+	if n, _ := b.watches.Stats(); n != 1 {
 		t.Errorf("%d watches registered, want 1", n)
 	}
 	watching.Detach()
-	if n, _ := b.watches.stats(); n != 0 {
+	if n, _ := b.watches.Stats(); n != 0 {
 		t.Errorf("%d watches left after the connection went away", n)
 	}
 }
@@ -720,4 +721,25 @@ func TestEtcdPersistentWatchArmedNow(t *testing.T) {
 	if got := sink.take(); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v (no NodeCreated from before the watches were set)", got, want)
 	}
+}
+
+// recordingSink is an EventSink that keeps what it receives, as "Type path @zxid".
+type recordingSink struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (s *recordingSink) Event(ev encoding.WatcherEvent, zxid encoding.Zxid) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, fmt.Sprintf("%v %s @%d", ev.Type, ev.Path, zxid))
+}
+
+// take returns what was received since the last take.
+func (s *recordingSink) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.events
+	s.events = nil
+	return out
 }

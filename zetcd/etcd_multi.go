@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -686,8 +687,8 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 
 // journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches,
 // with the ACL each create gave its node (znode.FixupACL again, with the same authenticated ids).
-func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID, x509 bool) []change {
-	var out []change
+func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID, x509 bool) []watch.Change {
+	var out []watch.Change
 	for i, o := range ops {
 		switch o.op {
 		case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
@@ -699,11 +700,11 @@ func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID,
 				path = r.Path
 			}
 			acl, _ := znode.FixupACL(o.acl, authIDs, x509)
-			out = append(out, change{kind: changeCreated, path: path, createdACL: acl})
+			out = append(out, watch.Change{Kind: watch.Created, Path: path, CreatedACL: acl})
 		case encoding.OpDelete:
-			out = append(out, change{kind: changeDeleted, path: o.path})
+			out = append(out, watch.Change{Kind: watch.Deleted, Path: o.path})
 		case encoding.OpSetData:
-			out = append(out, change{kind: changeData, path: o.path})
+			out = append(out, watch.Change{Kind: watch.DataChanged, Path: o.path})
 		}
 	}
 	return out

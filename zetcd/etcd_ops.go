@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -97,7 +98,7 @@ func (b *EtcdBackend) childListOps(path string, opts ...clientv3.OpOption) []cli
 // that lags, or has no leader (WithRequireLeader: a partitioned member refuses instead of
 // serving old data for ever), or any error — the read runs again, linearizably.
 func (s *etcdSession) read(ctx context.Context, ops func(opts ...clientv3.OpOption) []clientv3.Op) (*clientv3.TxnResponse, error) {
-	progress, _ := s.b.watches.progressNow()
+	progress, _ := s.b.watches.Progress()
 	floor := max(s.lastRev, int64(progress))
 	r, err := s.b.kv.Txn(clientv3.WithRequireLeader(ctx)).Then(ops(clientv3.WithSerializable())...).Commit()
 	if err == nil && r.Header.Revision >= floor {
@@ -160,9 +161,9 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 	}
 	if req.Watch {
 		// An exists watch is set whether or not the node exists (PROTOCOL.md §6.1).
-		kind := watchData
+		kind := watch.Data
 		if err == encoding.ErrNoNode {
-			kind = watchExist
+			kind = watch.Exist
 		}
 		if err == nil || err == encoding.ErrNoNode {
 			if werr := s.arm(ctx, kind, znode.NormalizeRead(req.Path), z); werr != nil {
@@ -186,7 +187,7 @@ func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest)
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
-		if err := s.arm(ctx, watchData, znode.NormalizeRead(req.Path), z); err != nil {
+		if err := s.arm(ctx, watch.Data, znode.NormalizeRead(req.Path), z); err != nil {
 			z, err := s.etcdFailure("getData", req.Path, err)
 			return nil, z, err
 		}
@@ -219,7 +220,7 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
-		if err := s.arm(ctx, watchChild, znode.NormalizeRead(req.Path), z); err != nil {
+		if err := s.arm(ctx, watch.Child, znode.NormalizeRead(req.Path), z); err != nil {
 			z, err := s.etcdFailure("getChildren2", req.Path, err)
 			return nil, z, err
 		}
@@ -253,7 +254,7 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
-		if err := s.arm(ctx, watchChild, path, z); err != nil {
+		if err := s.arm(ctx, watch.Child, path, z); err != nil {
 			z, err := s.etcdFailure("getChildren", path, err)
 			return nil, z, err
 		}

@@ -86,7 +86,7 @@ func TestEtcdSerializableReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	start, _ := b.watches.progressNow()
+	start, _ := b.watches.Progress()
 	writer := openTestSession(t, b)
 	reader := openTestSession(t, b)
 	getData := func(s Session, path string) string {
@@ -136,7 +136,7 @@ func TestEtcdSerializableReads(t *testing.T) {
 	// Once the watch feed has delivered the write, no session reads behind it.
 	go b.runWatchFeed(int64(start))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if p, _ := b.watches.progressNow(); p >= z2 {
+		if p, _ := b.watches.Progress(); p >= z2 {
 			break
 		}
 		if time.Now().After(deadline) {

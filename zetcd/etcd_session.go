@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -35,7 +36,7 @@ type etcdSession struct {
 	// lastRev is the newest revision this session has been answered with (executor only).
 	lastRev int64
 	// watcher holds this connection's watches; released by Detach.
-	watcher *watcher
+	watcher *watch.Watcher
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
 	remote net.Addr
 	// auth holds the connection's identities (acl.go); shared with watcher.
@@ -110,10 +111,9 @@ func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout
 		events = discardEvents{}
 	}
 	// Replies never carry a zxid older than the session's own creation or resumption.
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, watcher: newWatcher(events), auth: &znode.Identities{}, gone: make(chan struct{})}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, auth: &znode.Identities{}, gone: make(chan struct{})}
+	s.watcher = watch.NewWatcher(events, id, s.auth)
 	b.local.add(s)
-	s.watcher.session = id
-	s.watcher.auth = s.auth
 	ctx, cancel := context.WithCancel(b.bgCtx)
 	s.cancelKeepAlive = cancel
 	ch, err := b.lease.KeepAlive(ctx, clientv3.LeaseID(id))
@@ -136,7 +136,7 @@ func (s *etcdSession) Timeout() time.Duration { return s.timeout }
 
 func (s *etcdSession) Detach() {
 	s.b.local.remove(s)
-	s.b.watches.closeWatcher(s.watcher)
+	s.b.watches.CloseWatcher(s.watcher)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cancelKeepAlive != nil {

@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 )
 
 // The EtcdBackend's StatsSource. Its etcd requests are bounded: Stats is one Txn of two
@@ -88,29 +89,19 @@ func (b *EtcdBackend) TreeStats(ctx context.Context) (TreeStats, error) {
 
 // Watches lists the watches of every connection of this process.
 func (b *EtcdBackend) Watches() []WatchInfo {
-	return b.watches.list()
+	ws := b.watches.List()
+	out := make([]WatchInfo, len(ws))
+	for i, w := range ws {
+		out[i] = WatchInfo{Session: w.Session, Path: w.Path, Kind: watchKindNames[w.Kind]}
+	}
+	return out
 }
 
 // watchKindNames maps the registry's kinds onto the exported names.
-var watchKindNames = [numWatchKinds]WatchKind{
-	watchData:       WatchData,
-	watchExist:      WatchExist,
-	watchChild:      WatchChild,
-	watchPersistent: WatchPersistent,
-	watchRecursive:  WatchPersistentRecursive,
-}
-
-// list returns every registered watch.
-func (r *watchRegistry) list() []WatchInfo {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]WatchInfo, 0, r.count)
-	for k := range r.table {
-		for path, set := range r.table[k] {
-			for w := range set {
-				out = append(out, WatchInfo{Session: w.session, Path: path, Kind: watchKindNames[k]})
-			}
-		}
-	}
-	return out
+var watchKindNames = [watch.NumKinds]WatchKind{
+	watch.Data:                WatchData,
+	watch.Exist:               WatchExist,
+	watch.Child:               WatchChild,
+	watch.Persistent:          WatchPersistent,
+	watch.PersistentRecursive: WatchPersistentRecursive,
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -54,7 +55,7 @@ func (b *EtcdBackend) runWatchFeed(rev int64) {
 				break
 			}
 			if resp.IsProgressNotify() {
-				b.watches.advance(encoding.Zxid(resp.Header.Revision))
+				b.watches.Advance(encoding.Zxid(resp.Header.Revision))
 				next = max(next, resp.Header.Revision+1)
 				continue
 			}
@@ -66,7 +67,7 @@ func (b *EtcdBackend) runWatchFeed(rev int64) {
 					n++
 				}
 				b.fireRevision(evs[:n])
-				b.watches.advance(encoding.Zxid(r))
+				b.watches.Advance(encoding.Zxid(r))
 				next = r + 1
 				evs = evs[n:]
 			}
@@ -97,7 +98,7 @@ func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
 			if err == nil {
 				b.journalACLs(changes)
 				for _, c := range changes {
-					b.watches.fire(c)
+					b.watches.Fire(c)
 				}
 				return
 			}
@@ -107,25 +108,25 @@ func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
 	}
 	for _, ev := range evs {
 		if c, ok := b.changeOf(ev); ok {
-			b.watches.fire(b.keyEventACLs(c))
+			b.watches.Fire(b.keyEventACLs(c))
 		}
 	}
 }
 
 // changeOf turns an etcd event on a data key into a znode change.
-func (b *EtcdBackend) changeOf(ev *clientv3.Event) (change, bool) {
+func (b *EtcdBackend) changeOf(ev *clientv3.Event) (watch.Change, bool) {
 	path, ok := b.keys.pathOfDataKey(string(ev.Kv.Key))
 	if !ok {
-		return change{}, false
+		return watch.Change{}, false
 	}
-	c := change{path: path, zxid: encoding.Zxid(ev.Kv.ModRevision)}
+	c := watch.Change{Path: path, Zxid: encoding.Zxid(ev.Kv.ModRevision)}
 	switch {
 	case ev.Type == mvccpb.DELETE:
-		c.kind = changeDeleted
+		c.Kind = watch.Deleted
 	case ev.Kv.CreateRevision == ev.Kv.ModRevision:
-		c.kind = changeCreated
+		c.Kind = watch.Created
 	default:
-		c.kind = changeData
+		c.Kind = watch.DataChanged
 	}
 	return c, true
 }
@@ -140,13 +141,13 @@ func (b *EtcdBackend) resyncWatches() (int64, error) {
 		b.log.Error("resync watches: read current revision", zap.Error(err))
 		return 0, err
 	}
-	b.watches.resetHistory(encoding.Zxid(cur))
-	regs := b.watches.snapshot()
+	b.watches.ResetHistory(encoding.Zxid(cur))
+	regs := b.watches.Snapshot()
 	if err := b.catchUp(ctx, regs, -1); err != nil {
 		b.log.Error("resync watches: catch-up", zap.Error(err))
 		return 0, err
 	}
-	b.watches.advance(encoding.Zxid(cur))
+	b.watches.Advance(encoding.Zxid(cur))
 	return cur, nil
 }
 
@@ -161,17 +162,10 @@ func (b *EtcdBackend) currentRevision(ctx context.Context) (int64, error) {
 	return r.Header.Revision, nil
 }
 
-// watchedState is what catch-up needs to know of one path.
-type watchedState struct {
-	exists              bool
-	czxid, mzxid, pzxid encoding.Zxid
-	acl                 []encoding.ACL // decides whether a catch-up event is delivered
-}
-
 // readWatchedStates reads the state of paths in batches; it returns the states and the
 // revision of the first batch (every batch is at or after it).
-func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (map[string]watchedState, int64, error) {
-	out := make(map[string]watchedState, len(paths))
+func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (map[string]watch.State, int64, error) {
+	out := make(map[string]watch.State, len(paths))
 	var rev int64
 	for start := 0; start < len(paths); start += catchUpBatch {
 		batch := paths[start:min(start+catchUpBatch, len(paths))]
@@ -192,20 +186,20 @@ func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (ma
 		for i, p := range batch {
 			data := firstKV(r, 2*i)
 			if data == nil {
-				out[p] = watchedState{}
+				out[p] = watch.State{}
 				continue
 			}
 			z, err := b.keys.nodeZxids(p, data, rangeKVs(r, 2*i+1))
 			if err != nil {
 				return nil, 0, err
 			}
-			st := watchedState{exists: true, czxid: encoding.Zxid(z.czxid), mzxid: encoding.Zxid(data.ModRevision), pzxid: encoding.Zxid(z.pzxid)}
+			st := watch.State{Exists: true, Czxid: encoding.Zxid(z.czxid), Mzxid: encoding.Zxid(data.ModRevision), Pzxid: encoding.Zxid(z.pzxid)}
 			if aclKV, _, _ := b.keys.metaKeys(p, rangeKVs(r, 2*i+1)); aclKV != nil {
 				e, err := b.acls.observe(p, aclKV)
 				if err != nil {
 					return nil, 0, err
 				}
-				st.acl = e.acl
+				st.ACL = e.acl
 			}
 			out[p] = st
 		}
@@ -213,99 +207,44 @@ func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (ma
 	return out, rev, nil
 }
 
-// catchUpEvent applies the rules of PROTOCOL.md §6.4 to one watch armed at zxid since: the
-// event to fire now, or ok=false to keep (re-arm) the watch.
-func catchUpEvent(kind watchKind, path string, since encoding.Zxid, st watchedState) (encoding.WatcherEvent, bool) {
-	ev := encoding.WatcherEvent{State: encoding.StateSyncConnected, Path: path}
-	switch kind {
-	case watchData:
-		switch {
-		case !st.exists:
-			ev.Type = encoding.EventNodeDeleted
-		case st.mzxid > since:
-			ev.Type = encoding.EventNodeDataChanged
-		default:
-			return ev, false
-		}
-	case watchExist:
-		if !st.exists {
-			return ev, false
-		}
-		ev.Type = encoding.EventNodeCreated
-	case watchChild:
-		switch {
-		case !st.exists:
-			ev.Type = encoding.EventNodeDeleted
-		case st.pzxid > since:
-			ev.Type = encoding.EventNodeChildrenChanged
-		default:
-			return ev, false
-		}
-	default:
-		// Persistent and recursive watches are re-armed without catch-up, as ZooKeeper does.
-		return ev, false
-	}
-	return ev, true
-}
-
 // catchUp checks registrations against etcd's state: each either fires now (event zxid
 // eventZxid; -1 for setWatches) or is (re-)armed at the read revision, with history replay
 // from there.
-func (b *EtcdBackend) catchUp(ctx context.Context, regs []registration, eventZxid encoding.Zxid) error {
+func (b *EtcdBackend) catchUp(ctx context.Context, regs []watch.Registration, eventZxid encoding.Zxid) error {
 	if len(regs) == 0 {
 		return nil
 	}
 	seen := map[string]bool{}
 	var paths []string
 	for _, r := range regs {
-		if !seen[r.path] {
-			seen[r.path] = true
-			paths = append(paths, r.path)
+		if !seen[r.Path] {
+			seen[r.Path] = true
+			paths = append(paths, r.Path)
 		}
 	}
 	states, rev, err := b.readWatchedStates(ctx, paths)
 	if err != nil {
 		return err
 	}
-	for _, r := range regs {
-		ev, fire := catchUpEvent(r.kind, r.path, r.since, states[r.path])
-		b.watches.mu.Lock()
-		if fire {
-			if r.kind.oneShot() {
-				b.watches.remove(r.w, r.kind, r.path)
-			}
-			// As ZooKeeper's setWatches: the event is withheld from a connection without READ
-			// on the node (NodeDeleted has no node to decide on), and the watch consumed.
-			if !r.w.closed && (ev.Type == encoding.EventNodeDeleted || r.w.auth == nil || r.w.auth.Allowed(states[r.path].acl, encoding.PermRead)) {
-				r.w.sink.Event(ev, eventZxid)
-			}
-			b.watches.mu.Unlock()
-			continue
-		}
-		b.watches.mu.Unlock()
-		if !b.watches.register(r.w, r.kind, r.path, encoding.Zxid(rev)) {
-			return fmt.Errorf("watch %s: history lost again during catch-up", r.path)
-		}
-	}
-	return nil
+	return b.watches.Settle(regs, states, eventZxid, encoding.Zxid(rev))
 }
 
 // arm registers a watch armed at zxid since (the revision of the read that set it); if the
 // feed's history no longer reaches back to since, it falls back to a catch-up read.
-func (s *etcdSession) arm(ctx context.Context, kind watchKind, path string, since encoding.Zxid) error {
-	if s.b.watches.register(s.watcher, kind, path, since) {
+func (s *etcdSession) arm(ctx context.Context, kind watch.Kind, path string, since encoding.Zxid) error {
+	if s.b.watches.Register(s.watcher, kind, path, since) {
 		return nil
 	}
-	return s.b.catchUp(ctx, []registration{{w: s.watcher, kind: kind, path: path, since: since}}, -1)
+	return s.b.catchUp(ctx, []watch.Registration{{Watcher: s.watcher, Kind: kind, Path: path, Since: since}}, -1)
 }
 
 func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error {
-	if zxid <= 0 || !s.b.watches.watching(s.watcher) {
+	if zxid <= 0 || !s.b.watches.Watching(s.watcher) {
 		return nil
 	}
 	asked := false
 	for {
-		progress, moved := s.b.watches.progressNow()
+		progress, moved := s.b.watches.Progress()
 		if progress >= zxid {
 			return nil
 		}
@@ -331,7 +270,7 @@ func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 
 // watchList is one watch list of a setWatches request; nil is a null list.
 type watchList struct {
-	kind  watchKind
+	kind  watch.Kind
 	paths []string
 }
 
@@ -349,11 +288,11 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	if err != nil {
 		return s.etcdFailure("setWatches", "", err)
 	}
-	var regs []registration
+	var regs []watch.Registration
 	for _, l := range lists {
-		if l.kind.oneShot() {
+		if l.kind.OneShot() {
 			for _, p := range l.paths {
-				regs = append(regs, registration{w: s.watcher, kind: l.kind, path: znode.NormalizeRead(p), since: rel})
+				regs = append(regs, watch.Registration{Watcher: s.watcher, Kind: l.kind, Path: znode.NormalizeRead(p), Since: rel})
 			}
 		}
 	}
@@ -361,9 +300,9 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 		return s.etcdFailure("setWatches", "", err)
 	}
 	for _, l := range lists {
-		if !l.kind.oneShot() {
+		if !l.kind.OneShot() {
 			for _, p := range l.paths {
-				s.b.watches.register(s.watcher, l.kind, znode.NormalizeRead(p), encoding.Zxid(rev))
+				s.b.watches.Register(s.watcher, l.kind, znode.NormalizeRead(p), encoding.Zxid(rev))
 			}
 		}
 	}
@@ -372,14 +311,14 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 
 func (s *etcdSession) SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error) {
 	return s.setWatches(ctx, req.RelativeZxid, []watchList{
-		{watchData, req.DataWatches}, {watchExist, req.ExistWatches}, {watchChild, req.ChildWatches},
+		{watch.Data, req.DataWatches}, {watch.Exist, req.ExistWatches}, {watch.Child, req.ChildWatches},
 	})
 }
 
 func (s *etcdSession) SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error) {
 	return s.setWatches(ctx, req.RelativeZxid, []watchList{
-		{watchData, req.DataWatches}, {watchExist, req.ExistWatches}, {watchChild, req.ChildWatches},
-		{watchPersistent, req.PersistentWatches}, {watchRecursive, req.PersistentRecursiveWatches},
+		{watch.Data, req.DataWatches}, {watch.Exist, req.ExistWatches}, {watch.Child, req.ChildWatches},
+		{watch.Persistent, req.PersistentWatches}, {watch.PersistentRecursive, req.PersistentRecursiveWatches},
 	})
 }
 
@@ -387,11 +326,11 @@ func (s *etcdSession) SetWatches2(ctx context.Context, req *encoding.SetWatches2
 // one etcd round trip to learn the current revision: arming at the feed's progress instead would
 // let a change another client was already answered about fire the new watch.
 func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (encoding.Zxid, error) {
-	kind := watchPersistent
+	kind := watch.Persistent
 	switch req.Mode {
 	case encoding.AddWatchPersistent:
 	case encoding.AddWatchPersistentRecursive:
-		kind = watchRecursive
+		kind = watch.PersistentRecursive
 	default:
 		return s.zxid(0), encoding.ErrBadArguments
 	}
@@ -399,24 +338,24 @@ func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchReques
 	if err != nil {
 		return s.etcdFailure("addWatch", req.Path, err)
 	}
-	s.b.watches.register(s.watcher, kind, znode.NormalizeRead(req.Path), encoding.Zxid(rev))
+	s.b.watches.Register(s.watcher, kind, znode.NormalizeRead(req.Path), encoding.Zxid(rev))
 	return s.zxid(rev), nil
 }
 
 // watchKindsOf maps a checkWatches/removeWatches WatcherType onto the tables it covers
 // (PROTOCOL.md §6.5).
-func watchKindsOf(t encoding.WatcherType) ([]watchKind, bool) {
+func watchKindsOf(t encoding.WatcherType) ([]watch.Kind, bool) {
 	switch t {
 	case encoding.WatcherChildren:
-		return []watchKind{watchChild}, true
+		return []watch.Kind{watch.Child}, true
 	case encoding.WatcherData:
-		return []watchKind{watchData, watchExist}, true
+		return []watch.Kind{watch.Data, watch.Exist}, true
 	case encoding.WatcherAny:
-		return []watchKind{watchData, watchExist, watchChild, watchPersistent, watchRecursive}, true
+		return []watch.Kind{watch.Data, watch.Exist, watch.Child, watch.Persistent, watch.PersistentRecursive}, true
 	case encoding.WatcherPersistent:
-		return []watchKind{watchPersistent}, true
+		return []watch.Kind{watch.Persistent}, true
 	case encoding.WatcherPersistentRecursive:
-		return []watchKind{watchRecursive}, true
+		return []watch.Kind{watch.PersistentRecursive}, true
 	}
 	return nil, false
 }
@@ -426,7 +365,7 @@ func (s *etcdSession) checkOrRemove(path string, t encoding.WatcherType, dryRun 
 	if !ok {
 		return s.zxid(0), encoding.ErrBadArguments
 	}
-	if !s.b.watches.removeKinds(s.watcher, znode.NormalizeRead(path), kinds, dryRun) {
+	if !s.b.watches.RemoveKinds(s.watcher, znode.NormalizeRead(path), kinds, dryRun) {
 		return s.zxid(0), encoding.ErrNoWatcher
 	}
 	return s.zxid(0), nil

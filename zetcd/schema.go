@@ -60,6 +60,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -159,18 +160,18 @@ func (k keySchema) journal() string { return k.prefix + "j" }
 // deleted by one multi leaves no ACL key behind).
 const journalACLFollows = 0x80
 
-func encodeJournal(changes []change) string {
+func encodeJournal(changes []watch.Change) string {
 	var b []byte
 	for _, c := range changes {
-		kind := byte(c.kind)
-		if c.kind == changeCreated && c.createdACL != nil {
+		kind := byte(c.Kind)
+		if c.Kind == watch.Created && c.CreatedACL != nil {
 			kind |= journalACLFollows
 		}
 		b = append(b, kind)
-		b = binary.BigEndian.AppendUint32(b, uint32(len(c.path)))
-		b = append(b, c.path...)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(c.Path)))
+		b = append(b, c.Path...)
 		if kind&journalACLFollows != 0 {
-			acl := encoding.AppendRecord(nil, &encoding.SetACLRequest{ACL: c.createdACL})
+			acl := encoding.AppendRecord(nil, &encoding.SetACLRequest{ACL: c.CreatedACL})
 			b = binary.BigEndian.AppendUint32(b, uint32(len(acl)))
 			b = append(b, acl...)
 		}
@@ -179,11 +180,11 @@ func encodeJournal(changes []change) string {
 }
 
 // decodeJournal returns the changes of a journal value, with zxid set to rev.
-func decodeJournal(v []byte, rev int64) ([]change, error) {
-	var out []change
+func decodeJournal(v []byte, rev int64) ([]watch.Change, error) {
+	var out []watch.Change
 	for len(v) > 0 {
-		kind := changeKind(v[0] &^ journalACLFollows)
-		if len(v) < 5 || kind > changeData {
+		kind := watch.ChangeKind(v[0] &^ journalACLFollows)
+		if len(v) < 5 || kind > watch.DataChanged {
 			return nil, errors.New("zetcd: corrupt journal value")
 		}
 		hasACL := v[0]&journalACLFollows != 0
@@ -191,7 +192,7 @@ func decodeJournal(v []byte, rev int64) ([]change, error) {
 		if uint64(len(v)-5) < uint64(n) {
 			return nil, errors.New("zetcd: corrupt journal value: short path")
 		}
-		c := change{kind: kind, path: string(v[5 : 5+n]), zxid: encoding.Zxid(rev)}
+		c := watch.Change{Kind: kind, Path: string(v[5 : 5+n]), Zxid: encoding.Zxid(rev)}
 		v = v[5+n:]
 		if hasACL {
 			if len(v) < 4 || uint64(len(v)-4) < uint64(binary.BigEndian.Uint32(v)) {
@@ -202,7 +203,7 @@ func decodeJournal(v []byte, rev int64) ([]change, error) {
 			if err := encoding.DecodeRecord(v[4:4+m], &rec); err != nil {
 				return nil, fmt.Errorf("zetcd: corrupt journal value: %w", err)
 			}
-			c.createdACL = rec.ACL
+			c.CreatedACL = rec.ACL
 			v = v[4+m:]
 		}
 		out = append(out, c)

@@ -1,4 +1,4 @@
-package zetcd
+package watch
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// recordingSink is an EventSink that keeps what it receives.
+// recordingSink is a Sink that keeps what it receives.
 type recordingSink struct {
 	mu     sync.Mutex
 	events []string
@@ -32,87 +32,87 @@ func (s *recordingSink) take() []string {
 }
 
 func TestWatchRegistryTriggers(t *testing.T) {
-	r := newWatchRegistry(10)
+	r := NewRegistry(10)
 	sink := &recordingSink{}
-	w := newWatcher(sink)
-	r.register(w, watchData, "/a", 10)
-	r.register(w, watchChild, "/a", 10)
-	r.register(w, watchChild, "/", 10)
-	r.register(w, watchExist, "/b", 10)
+	w := NewWatcher(sink, 0, nil)
+	r.Register(w, Data, "/a", 10)
+	r.Register(w, Child, "/a", 10)
+	r.Register(w, Child, "/", 10)
+	r.Register(w, Exist, "/b", 10)
 
-	r.fire(change{kind: changeDeleted, path: "/a", zxid: 11})
-	r.advance(11)
+	r.Fire(Change{Kind: Deleted, Path: "/a", Zxid: 11})
+	r.Advance(11)
 	// Data and child watches on /a: one NodeDeleted; the root's child watch: children changed.
 	if got, want := sink.take(), []string{"NodeDeleted /a @11", "NodeChildrenChanged / @11"}; !slices.Equal(got, want) {
 		t.Errorf("delete: %v, want %v", got, want)
 	}
-	r.fire(change{kind: changeCreated, path: "/b", zxid: 12})
+	r.Fire(Change{Kind: Created, Path: "/b", Zxid: 12})
 	if got, want := sink.take(), []string{"NodeCreated /b @12"}; !slices.Equal(got, want) {
 		t.Errorf("create: %v, want %v", got, want)
 	}
 	// Everything was one-shot.
-	r.fire(change{kind: changeData, path: "/b", zxid: 13})
-	r.fire(change{kind: changeCreated, path: "/a", zxid: 14})
+	r.Fire(Change{Kind: DataChanged, Path: "/b", Zxid: 13})
+	r.Fire(Change{Kind: Created, Path: "/a", Zxid: 14})
 	if got := sink.take(); len(got) != 0 {
 		t.Errorf("after one-shot watches fired: %v", got)
 	}
-	if r.watching(w) {
+	if r.Watching(w) {
 		t.Error("watcher still counted as watching")
 	}
 }
 
 func TestWatchRegistrySinceAndHistory(t *testing.T) {
-	r := newWatchRegistry(100)
+	r := NewRegistry(100)
 	sink := &recordingSink{}
-	w := newWatcher(sink)
+	w := NewWatcher(sink, 0, nil)
 	// The feed passes zxid 101 and 102 before a read at 100 registers its watch.
-	r.fire(change{kind: changeData, path: "/x", zxid: 101})
-	r.advance(101)
-	r.fire(change{kind: changeData, path: "/y", zxid: 102})
-	r.advance(102)
-	if !r.register(w, watchData, "/y", 100) {
+	r.Fire(Change{Kind: DataChanged, Path: "/x", Zxid: 101})
+	r.Advance(101)
+	r.Fire(Change{Kind: DataChanged, Path: "/y", Zxid: 102})
+	r.Advance(102)
+	if !r.Register(w, Data, "/y", 100) {
 		t.Fatal("history should cover zxid 100")
 	}
 	if got, want := sink.take(), []string{"NodeDataChanged /y @102"}; !slices.Equal(got, want) {
 		t.Errorf("replay: %v, want %v", got, want)
 	}
 	// A watch armed at 102 does not fire for a change at 102 delivered late, only later ones.
-	r.register(w, watchData, "/z", 102)
-	r.fire(change{kind: changeData, path: "/z", zxid: 102})
-	r.fire(change{kind: changeData, path: "/z", zxid: 103})
+	r.Register(w, Data, "/z", 102)
+	r.Fire(Change{Kind: DataChanged, Path: "/z", Zxid: 102})
+	r.Fire(Change{Kind: DataChanged, Path: "/z", Zxid: 103})
 	if got, want := sink.take(), []string{"NodeDataChanged /z @103"}; !slices.Equal(got, want) {
 		t.Errorf("since filter: %v, want %v", got, want)
 	}
 	// Before the history's reach, registration asks for a catch-up.
-	if r.register(w, watchData, "/x", 50) {
+	if r.Register(w, Data, "/x", 50) {
 		t.Error("history cannot cover zxid 50")
 	}
 	// After the ring wraps, its reach moves forward.
 	for i := 0; i < historyLen+10; i++ {
-		r.fire(change{kind: changeData, path: "/w", zxid: encoding.Zxid(200 + i)})
-		r.advance(encoding.Zxid(200 + i))
+		r.Fire(Change{Kind: DataChanged, Path: "/w", Zxid: encoding.Zxid(200 + i)})
+		r.Advance(encoding.Zxid(200 + i))
 	}
-	if r.register(w, watchData, "/q", 150) {
+	if r.Register(w, Data, "/q", 150) {
 		t.Error("wrapped history cannot cover zxid 150")
 	}
-	if !r.register(w, watchData, "/q", encoding.Zxid(200+historyLen)) {
+	if !r.Register(w, Data, "/q", encoding.Zxid(200+historyLen)) {
 		t.Error("history covers its newest entries")
 	}
 }
 
 func TestWatchRegistryPersistentAndRecursive(t *testing.T) {
-	r := newWatchRegistry(0)
+	r := NewRegistry(0)
 	sink := &recordingSink{}
-	w := newWatcher(sink)
-	r.register(w, watchPersistent, "/p", 0)
-	r.register(w, watchRecursive, "/r", 0)
-	r.register(w, watchRecursive, "/", 0)
-	for i, c := range []change{
-		{kind: changeCreated, path: "/p"}, {kind: changeCreated, path: "/p/c"}, {kind: changeData, path: "/p/c"},
-		{kind: changeCreated, path: "/r/a/b"}, {kind: changeDeleted, path: "/rx"},
+	w := NewWatcher(sink, 0, nil)
+	r.Register(w, Persistent, "/p", 0)
+	r.Register(w, PersistentRecursive, "/r", 0)
+	r.Register(w, PersistentRecursive, "/", 0)
+	for i, c := range []Change{
+		{Kind: Created, Path: "/p"}, {Kind: Created, Path: "/p/c"}, {Kind: DataChanged, Path: "/p/c"},
+		{Kind: Created, Path: "/r/a/b"}, {Kind: Deleted, Path: "/rx"},
 	} {
-		c.zxid = encoding.Zxid(i + 1)
-		r.fire(c)
+		c.Zxid = encoding.Zxid(i + 1)
+		r.Fire(c)
 	}
 	// The root recursive watch and the /r recursive watch are one connection: one event each.
 	want := []string{
@@ -125,11 +125,11 @@ func TestWatchRegistryPersistentAndRecursive(t *testing.T) {
 	if got := sink.take(); !slices.Equal(got, want) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if !r.has(w, watchPersistent, "/p") || !r.has(w, watchRecursive, "/r") {
+	if !r.Has(w, Persistent, "/p") || !r.Has(w, PersistentRecursive, "/r") {
 		t.Error("persistent watches must stay")
 	}
-	r.closeWatcher(w)
-	if n, _ := r.stats(); n != 0 {
+	r.CloseWatcher(w)
+	if n, _ := r.Stats(); n != 0 {
 		t.Errorf("%d watches left after close", n)
 	}
 }
@@ -146,12 +146,12 @@ func BenchmarkWatchRegistryMemory(b *testing.B) {
 	for n := 0; n < b.N; n++ {
 		runtime.GC()
 		runtime.ReadMemStats(&m0)
-		r := newWatchRegistry(0)
-		ws := make([]*watcher, conns)
+		r := NewRegistry(0)
+		ws := make([]*Watcher, conns)
 		for i := range ws {
-			ws[i] = newWatcher(discardEvents{})
+			ws[i] = NewWatcher(discardSink{}, 0, nil)
 			for j := 0; j < perConn; j++ {
-				r.register(ws[i], watchData, names[(i+j*7)%paths], 1)
+				r.Register(ws[i], Data, names[(i+j*7)%paths], 1)
 			}
 		}
 		runtime.GC()
@@ -161,3 +161,8 @@ func BenchmarkWatchRegistryMemory(b *testing.B) {
 		runtime.KeepAlive(ws)
 	}
 }
+
+// discardSink drops every event.
+type discardSink struct{}
+
+func (discardSink) Event(encoding.WatcherEvent, encoding.Zxid) {}

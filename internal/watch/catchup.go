@@ -1,0 +1,92 @@
+package watch
+
+import (
+	"fmt"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// State is what catch-up needs to know of one path.
+type State struct {
+	Exists              bool
+	Czxid, Mzxid, Pzxid encoding.Zxid
+	ACL                 []encoding.ACL // decides whether a catch-up event is delivered
+}
+
+// CatchUpEvent applies the rules of PROTOCOL.md §6.4 to one watch armed at zxid since: the
+// event to fire now, or ok=false to keep (re-arm) the watch.
+func CatchUpEvent(kind Kind, path string, since encoding.Zxid, st State) (encoding.WatcherEvent, bool) {
+	ev := encoding.WatcherEvent{State: encoding.StateSyncConnected, Path: path}
+	switch kind {
+	case Data:
+		switch {
+		case !st.Exists:
+			ev.Type = encoding.EventNodeDeleted
+		case st.Mzxid > since:
+			ev.Type = encoding.EventNodeDataChanged
+		default:
+			return ev, false
+		}
+	case Exist:
+		if !st.Exists {
+			return ev, false
+		}
+		ev.Type = encoding.EventNodeCreated
+	case Child:
+		switch {
+		case !st.Exists:
+			ev.Type = encoding.EventNodeDeleted
+		case st.Pzxid > since:
+			ev.Type = encoding.EventNodeChildrenChanged
+		default:
+			return ev, false
+		}
+	default:
+		// Persistent and recursive watches are re-armed without catch-up, as ZooKeeper does.
+		return ev, false
+	}
+	return ev, true
+}
+
+// Settle finishes a catch-up (setWatches, a resync, or a watch whose history was lost) once the
+// caller has read the state of every path of regs at zxid armAt: each registration either fires
+// now, with event zxid eventZxid (-1 for setWatches), or is armed at armAt with replay from
+// history. One-shot watches that fire are consumed. As ZooKeeper's setWatches, an event is
+// withheld (and its watch consumed all the same) from a connection without READ on the node;
+// NodeDeleted has no node to decide on and always goes.
+//
+// The decisions are taken under mu; the events are handed to their sinks after it is released,
+// like every other delivery of the registry.
+func (r *Registry) Settle(regs []Registration, states map[string]State, eventZxid, armAt encoding.Zxid) error {
+	type pending struct {
+		w  *Watcher
+		ev encoding.WatcherEvent
+	}
+	var fired []pending
+	var rearm []Registration
+	r.mu.Lock()
+	for _, reg := range regs {
+		st := states[reg.Path]
+		ev, fire := CatchUpEvent(reg.Kind, reg.Path, reg.Since, st)
+		if !fire {
+			rearm = append(rearm, reg)
+			continue
+		}
+		if reg.Kind.OneShot() {
+			r.remove(reg.Watcher, reg.Kind, reg.Path)
+		}
+		if !reg.Watcher.closed && (ev.Type == encoding.EventNodeDeleted || reg.Watcher.auth == nil || reg.Watcher.auth.Allowed(st.ACL, encoding.PermRead)) {
+			fired = append(fired, pending{reg.Watcher, ev})
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range fired {
+		p.w.sink.Event(p.ev, eventZxid)
+	}
+	for _, reg := range rearm {
+		if !r.Register(reg.Watcher, reg.Kind, reg.Path, armAt) {
+			return fmt.Errorf("watch %s: history lost again during catch-up", reg.Path)
+		}
+	}
+	return nil
+}

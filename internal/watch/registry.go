@@ -1,0 +1,419 @@
+package watch
+
+import (
+	"sync"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
+)
+
+// Sink receives the watch events of one connection (zetcd.EventSink satisfies it). Event must
+// not block for long: it queues the event behind what the connection has already queued. zxid
+// is the zxid of the change that fired the event, or -1 for catch-up events (setWatches).
+type Sink interface {
+	Event(ev encoding.WatcherEvent, zxid encoding.Zxid)
+}
+
+// Kind is the table a watch lives in.
+type Kind uint8
+
+const (
+	Data                Kind = iota // getData, or exists on a present node: one-shot
+	Exist                           // exists on an absent node: one-shot, same triggers as data
+	Child                           // getChildren/getChildren2: one-shot
+	Persistent                      // addWatch mode 0: data and child triggers, stays
+	PersistentRecursive             // addWatch mode 1: data triggers on the node and below, stays
+	NumKinds
+)
+
+// ChangeKind is what happened to a znode.
+type ChangeKind uint8
+
+const (
+	Created ChangeKind = iota
+	Deleted
+	DataChanged
+)
+
+func (k Kind) OneShot() bool { return k == Data || k == Exist || k == Child }
+
+// Change is one znode Change, at the zxid that made it.
+type Change struct {
+	Kind ChangeKind
+	Path string
+	Zxid encoding.Zxid
+	// ACL, if set, returns the ACL of the changed node (parent false) or of its parent (true)
+	// as it was at the change. ZooKeeper 3.9.2+ delivers an event only to a connection with
+	// READ on the node whose ACL applies: the changed node, the parent for NodeChildrenChanged
+	// (PROTOCOL.md §6.2). ok false means the ACL cannot be known: the event is not delivered.
+	// nil means no check. It may block (the store reads etcd on a cache miss): it is only
+	// called without the registry's lock held.
+	ACL func(parent bool) (acl []encoding.ACL, ok bool)
+	// CreatedACL is the ACL a create gave the node, in a multi's journal (schema.go).
+	CreatedACL []encoding.ACL
+}
+
+// delivery is an event for one watcher, decided under the registry's lock and handed to its
+// sink after it (deliver), once the ACL check is done.
+type delivery struct {
+	Watcher *Watcher
+	ev      encoding.WatcherEvent
+	parent  bool // the parent's ACL decides (NodeChildrenChanged)
+}
+
+// deliver hands the events of change c to their sinks, each only if its connection may READ
+// the node whose ACL applies. A one-shot watch whose event is withheld is consumed all the
+// same, as in ZooKeeper. Called without the registry's lock.
+func (c Change) deliver(ds []delivery) {
+	for _, d := range ds {
+		if d.Watcher.auth != nil && c.ACL != nil {
+			acl, ok := c.ACL(d.parent)
+			if !ok || !d.Watcher.auth.Allowed(acl, encoding.PermRead) {
+				continue
+			}
+		}
+		d.Watcher.sink.Event(d.ev, c.Zxid)
+	}
+}
+
+// Watcher is one connection's set of watches. sinks and indexes are guarded by the registry's mu.
+type Watcher struct {
+	sink Sink
+	// session is the id of the session whose connection holds these watches (wchc, wchp); set
+	// before the watcher is shared, read-only afterwards.
+	session encoding.SessionID
+	// since[kind][path] is the zxid the watch was armed at: only changes after it fire it.
+	since  [NumKinds]map[string]encoding.Zxid
+	closed bool
+	// auth is the connection's identities, for the READ check of each event (nil: no check);
+	// set before the watcher is shared.
+	auth *znode.Identities
+}
+
+// NewWatcher makes the watcher of one connection of session id; auth is the connection's
+// identities, for the READ check of each event (nil: no check).
+func NewWatcher(sink Sink, session encoding.SessionID, auth *znode.Identities) *Watcher {
+	w := &Watcher{sink: sink, session: session, auth: auth}
+	for k := range w.since {
+		w.since[k] = map[string]encoding.Zxid{}
+	}
+	return w
+}
+
+// historyLen is how many recent changes the registry keeps to replay to a watch registered
+// after the fact (a read at zxid R whose watch is armed once the feed is already past R).
+const historyLen = 8192
+
+// Registry holds every watch of one process, indexed by kind and path.
+//
+// mu guards everything. fire is called by the one goroutine feeding changes, in zxid order;
+// registration and removal come from session executors.
+type Registry struct {
+	mu sync.Mutex
+	// moved is closed (and replaced) whenever progress moves.
+	moved chan struct{}
+	table [NumKinds]map[string]map[*Watcher]struct{}
+	// progress is the zxid up to which every change has been fired.
+	progress encoding.Zxid
+	// history is a ring of the last historyLen changes; hstart is its oldest entry; oldest is the
+	// zxid before which history may be incomplete.
+	history []Change
+	hstart  int
+	oldest  encoding.Zxid
+	count   int // number of registered watches
+}
+
+func NewRegistry(progress encoding.Zxid) *Registry {
+	r := &Registry{progress: progress, oldest: progress, moved: make(chan struct{})}
+	for k := range r.table {
+		r.table[k] = map[string]map[*Watcher]struct{}{}
+	}
+	return r
+}
+
+// Register arms a watch of kind on path for changes after zxid since. Changes in (since,
+// progress] that the feed already fired are replayed from history. ok is false when history
+// does not reach back to since; the caller must then check the node's state itself (catch-up).
+func (r *Registry) Register(w *Watcher, kind Kind, path string, since encoding.Zxid) (ok bool) {
+	var replay []Change
+	var ds []delivery
+	defer func() {
+		for i, c := range replay {
+			c.deliver(ds[i : i+1])
+		}
+	}()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w.closed {
+		return true
+	}
+	if since < r.progress {
+		if since < r.oldest {
+			return false
+		}
+		for i := 0; i < len(r.history); i++ {
+			c := r.history[(r.hstart+i)%len(r.history)]
+			if c.Zxid <= since {
+				continue
+			}
+			if ev, hit := EventFor(kind, path, c); hit {
+				replay = append(replay, c)
+				ds = append(ds, delivery{Watcher: w, ev: ev, parent: ev.Type == encoding.EventNodeChildrenChanged})
+				if kind.OneShot() {
+					return true // consumed
+				}
+			}
+		}
+	}
+	r.add(w, kind, path, max(since, r.progress))
+	return true
+}
+
+// add puts a watch in the tables; mu held.
+func (r *Registry) add(w *Watcher, kind Kind, path string, since encoding.Zxid) {
+	if _, dup := w.since[kind][path]; !dup {
+		r.count++
+	}
+	w.since[kind][path] = since
+	set := r.table[kind][path]
+	if set == nil {
+		set = map[*Watcher]struct{}{}
+		r.table[kind][path] = set
+	}
+	set[w] = struct{}{}
+}
+
+// remove drops one watch; mu held. It reports whether the watch existed.
+func (r *Registry) remove(w *Watcher, kind Kind, path string) bool {
+	if _, ok := w.since[kind][path]; !ok {
+		return false
+	}
+	delete(w.since[kind], path)
+	r.count--
+	set := r.table[kind][path]
+	delete(set, w)
+	if len(set) == 0 {
+		delete(r.table[kind], path)
+	}
+	return true
+}
+
+// CloseWatcher removes every watch of w (its connection is gone).
+func (r *Registry) CloseWatcher(w *Watcher) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w.closed = true
+	for k := range w.since {
+		for path := range w.since[k] {
+			r.remove(w, Kind(k), path)
+		}
+	}
+}
+
+// Watching reports whether w holds any watch.
+func (r *Registry) Watching(w *Watcher) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range w.since {
+		if len(w.since[k]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Has reports whether w holds a watch of kind on path.
+func (r *Registry) Has(w *Watcher, kind Kind, path string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := w.since[kind][path]
+	return ok
+}
+
+// RemoveKinds removes w's watches of the given kinds on path (removeWatches); it reports
+// whether any existed. With dryRun it only reports (checkWatches).
+func (r *Registry) RemoveKinds(w *Watcher, path string, kinds []Kind, dryRun bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	found := false
+	for _, k := range kinds {
+		if _, ok := w.since[k][path]; !ok {
+			continue
+		}
+		found = true
+		if !dryRun {
+			r.remove(w, k, path)
+		}
+	}
+	return found
+}
+
+// Fire delivers the events of one change to every connection watching it, at most one event per
+// connection per trigger, removes the one-shot watches it consumed, and records the change in
+// history. Changes must come in zxid order; call advance after the last change of a zxid.
+func (r *Registry) Fire(c Change) {
+	var ds []delivery
+	defer func() { c.deliver(ds) }()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.record(c)
+	parent, _ := znode.Parent(c.Path)
+
+	// Trigger 1: the node itself (data, exist, child-on-delete, persistent, recursive).
+	notified := map[*Watcher]bool{}
+	deliver := func(kind Kind, path string) {
+		for w := range r.table[kind][path] {
+			if w.since[kind][path] >= c.Zxid {
+				continue
+			}
+			ev, hit := EventFor(kind, path, c)
+			if !hit {
+				continue
+			}
+			if kind.OneShot() {
+				r.remove(w, kind, path)
+			}
+			if ev.Path != c.Path || notified[w] {
+				continue
+			}
+			notified[w] = true
+			ds = append(ds, delivery{Watcher: w, ev: ev})
+		}
+	}
+	deliver(Data, c.Path)
+	deliver(Exist, c.Path)
+	if c.Kind == Deleted {
+		deliver(Child, c.Path)
+	}
+	deliver(Persistent, c.Path)
+	if len(r.table[PersistentRecursive]) > 0 {
+		for a := c.Path; ; {
+			deliver(PersistentRecursive, a)
+			if a == "/" {
+				break
+			}
+			a, _ = znode.Parent(a)
+		}
+	}
+
+	// Trigger 2: the parent's children changed (create and delete only).
+	if c.Kind == DataChanged || c.Path == "/" {
+		return
+	}
+	notified = map[*Watcher]bool{}
+	for _, kind := range []Kind{Child, Persistent} {
+		for w := range r.table[kind][parent] {
+			if w.since[kind][parent] >= c.Zxid {
+				continue
+			}
+			if kind == Child {
+				r.remove(w, kind, parent)
+			}
+			if notified[w] {
+				continue
+			}
+			notified[w] = true
+			ds = append(ds, delivery{Watcher: w, parent: true,
+				ev: encoding.WatcherEvent{Type: encoding.EventNodeChildrenChanged, State: encoding.StateSyncConnected, Path: parent}})
+		}
+	}
+}
+
+// record appends c to the history ring; mu held.
+func (r *Registry) record(c Change) {
+	if len(r.history) < historyLen {
+		r.history = append(r.history, c)
+		return
+	}
+	// Overwriting the oldest entry: history is now complete only after its zxid.
+	r.oldest = r.history[r.hstart].Zxid
+	r.history[r.hstart] = c
+	r.hstart = (r.hstart + 1) % historyLen
+}
+
+// Advance records that every change up to zxid has been fired, and wakes waiters.
+func (r *Registry) Advance(zxid encoding.Zxid) {
+	r.mu.Lock()
+	if zxid > r.progress {
+		r.progress = zxid
+		close(r.moved)
+		r.moved = make(chan struct{})
+	}
+	r.mu.Unlock()
+}
+
+// Progress returns the progress and a channel closed when it next moves.
+func (r *Registry) Progress() (encoding.Zxid, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.progress, r.moved
+}
+
+// ResetHistory forgets history (after the feed lost events, e.g. to compaction): registrations
+// armed before zxid then need a catch-up check.
+func (r *Registry) ResetHistory(zxid encoding.Zxid) {
+	r.mu.Lock()
+	r.history = r.history[:0]
+	r.hstart = 0
+	r.oldest = zxid
+	r.mu.Unlock()
+}
+
+// Snapshot lists every (watcher, kind, path, since) registered, for catch-up after a resync.
+func (r *Registry) Snapshot() []Registration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Registration
+	for k := range r.table {
+		for path, set := range r.table[k] {
+			for w := range set {
+				out = append(out, Registration{Watcher: w, Kind: Kind(k), Path: path, Since: w.since[k][path]})
+			}
+		}
+	}
+	return out
+}
+
+// Registration is one watch: the connection's watcher, its kind and path, and the zxid it is
+// armed at (only changes after Since fire it).
+type Registration struct {
+	Watcher *Watcher
+	Kind    Kind
+	Path    string
+	Since   encoding.Zxid
+}
+
+// Stats reports the number of watches and of watched paths.
+func (r *Registry) Stats() (watches, paths int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for k := range r.table {
+		for p := range r.table[k] {
+			seen[p] = true
+		}
+	}
+	return r.count, len(seen)
+}
+
+// Info is one registered watch, as list reports it.
+type Info struct {
+	Session encoding.SessionID
+	Path    string
+	Kind    Kind
+}
+
+// List returns every registered watch.
+func (r *Registry) List() []Info {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Info, 0, r.count)
+	for k := range r.table {
+		for path, set := range r.table[k] {
+			for w := range set {
+				out = append(out, Info{Session: w.session, Path: path, Kind: Kind(k)})
+			}
+		}
+	}
+	return out
+}
