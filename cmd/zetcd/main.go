@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/xchk"
 	"github.com/zetcd/zetcd/zetcd"
@@ -66,7 +67,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint serving /metrics, /healthz and /readyz; empty disables it")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
-	fs.DurationVar(&o.reapInterval, "reap-interval", zetcd.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it (and ends the sessions of dead zetcd processes); 0 keeps this process out of that election")
+	fs.DurationVar(&o.reapInterval, "reap-interval", etcdstore.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it (and ends the sessions of dead zetcd processes); 0 keeps this process out of that election")
 	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
@@ -199,7 +200,7 @@ func run(o options, log *zap.Logger) error {
 	if reap == 0 {
 		reap = -1 // EtcdConfig: negative disables, 0 is the default
 	}
-	backend, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: metrics.WrapKV(cli.KV), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
+	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: etcdstore.WrapKV(cli.KV, metrics), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
 		SuperDigest: o.security.superDigest, X509: o.security.x509()})
 	cancel()
 	if err != nil {

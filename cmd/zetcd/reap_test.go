@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zetcd/zetcd/zetcd"
+	"github.com/zetcd/zetcd/etcdstore"
 )
 
 func TestParseReapInterval(t *testing.T) {
 	o, err := parseFlags(nil)
-	if err != nil || o.reapInterval != zetcd.DefaultReapInterval {
-		t.Errorf("default --reap-interval: %v, %v; want %v", o.reapInterval, err, zetcd.DefaultReapInterval)
+	if err != nil || o.reapInterval != etcdstore.DefaultReapInterval {
+		t.Errorf("default --reap-interval: %v, %v; want %v", o.reapInterval, err, etcdstore.DefaultReapInterval)
 	}
 	o, err = parseFlags([]string{"--reap-interval", "250ms"})
 	if err != nil || o.reapInterval != 250*time.Millisecond {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/internal/zkserver"
 	"github.com/zetcd/zetcd/xchk"
@@ -62,7 +63,7 @@ func (c *Etcd) Client(t testing.TB) *clientv3.Client {
 type Zetcd struct {
 	Addr    string
 	Server  *zetcd.Server
-	Backend *zetcd.EtcdBackend
+	Backend *etcdstore.Store
 }
 
 // Options changes how StartZetcdOn starts a server.
@@ -89,7 +90,7 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := zetcd.NewEtcdBackend(ctx, zetcd.EtcdConfig{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval,
+	b, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval,
 		SuperDigest: opts.SuperDigest, X509: opts.X509})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // etcdSession is one session served by this process. Its id is its etcd lease id.
@@ -26,7 +27,7 @@ import (
 // Handler methods run on the session's executor goroutine only (Handler contract); mu guards
 // only the keepalive cancel func, which Detach may call from any goroutine.
 type etcdSession struct {
-	b       *EtcdBackend
+	b       *Store
 	id      encoding.SessionID
 	passwd  []byte
 	timeout time.Duration
@@ -84,7 +85,7 @@ func (t *localSessions) remove(s *etcdSession) {
 
 // observeSessionKeys marks gone every local Session object whose session key one of evs
 // deletes, or rewrites at a revision after the object took the session (a resume elsewhere).
-func (b *EtcdBackend) observeSessionKeys(evs []*clientv3.Event) {
+func (b *Store) observeSessionKeys(evs []*clientv3.Event) {
 	for _, ev := range evs {
 		id, ok := b.keys.sessionOfKey(string(ev.Kv.Key))
 		if !ok {
@@ -104,9 +105,9 @@ func (s *etcdSession) markGone() { s.goneOnce.Do(func() { close(s.gone) }) }
 
 func (s *etcdSession) Done() <-chan struct{} { return s.gone }
 
-var _ Session = (*etcdSession)(nil)
+var _ zetcd.Session = (*etcdSession)(nil)
 
-func (b *EtcdBackend) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, events EventSink) *etcdSession {
+func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, events zetcd.EventSink) *etcdSession {
 	if events == nil {
 		events = discardEvents{}
 	}
@@ -172,7 +173,7 @@ func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, 
 // lease's keys, then deletes the session key and the ephemerals, guarded by the session key's
 // ModRevision (not resumed since) and each ephemeral's lease (none deleted or created since;
 // else it lists again).
-func (b *EtcdBackend) endSession(ctx context.Context, id encoding.SessionID, ownerRev int64) (zxid encoding.Zxid, owned bool, err error) {
+func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev int64) (zxid encoding.Zxid, owned bool, err error) {
 	skey := b.keys.session(id)
 	for attempt := 0; attempt < 10; attempt++ {
 		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id), clientv3.WithAttachedKeys())

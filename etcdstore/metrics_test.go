@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // TestMetricsDecorators: the Handler decorator counts each request by op and code, and the KV
@@ -18,34 +18,34 @@ func TestMetricsDecorators(t *testing.T) {
 	cli := startEtcd(t)
 	counting := &countingKV{KV: cli.KV}
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := zetcd.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	// Outside the leader election, whose background round trips countingKV would also see.
-	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, KV: m.WrapKV(counting), Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	b, err := New(ctx, Config{Client: cli, KV: WrapKV(counting, m), Logger: zaptest.NewLogger(t), ReapInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
 	backend := m.WrapBackend(b)
-	s, err := backend.Connect(ctx, ConnectParams{Timeout: 10 * time.Second})
+	s, err := backend.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(m.sessions); got != 1 {
+	if got := series(t, reg, "zetcd_sessions"); got != 1 {
 		t.Errorf("sessions = %v after Connect", got)
 	}
-	if testutil.ToFloat64(m.roundTrips.WithLabelValues(OpLabelConnect)) < 1 {
+	if series(t, reg, "zetcd_etcd_round_trips_total", "op", zetcd.OpLabelConnect) < 1 {
 		t.Error("Connect's round trips not attributed to connect")
 	}
 
 	step := func(op encoding.Op, code encoding.ErrCode, f func() error) {
 		t.Helper()
 		before := counting.n.Load()
-		rtBefore := testutil.ToFloat64(m.roundTrips.WithLabelValues(op.String()))
-		reqBefore := testutil.ToFloat64(m.requests.WithLabelValues(op.String(), code.String()))
+		rtBefore := series(t, reg, "zetcd_etcd_round_trips_total", "op", op.String())
+		reqBefore := series(t, reg, "zetcd_requests_total", "op", op.String(), "code", code.String())
 		err := f()
 		if code == encoding.ErrOK && err != nil {
 			t.Fatalf("%v: %v", op, err)
@@ -54,10 +54,10 @@ func TestMetricsDecorators(t *testing.T) {
 			wantCode(t, err, code)
 		}
 		want := float64(counting.n.Load() - before)
-		if got := testutil.ToFloat64(m.roundTrips.WithLabelValues(op.String())) - rtBefore; got != want || want == 0 {
+		if got := series(t, reg, "zetcd_etcd_round_trips_total", "op", op.String()) - rtBefore; got != want || want == 0 {
 			t.Errorf("%v: %v round trips attributed, countingKV saw %v", op, got, want)
 		}
-		if got := testutil.ToFloat64(m.requests.WithLabelValues(op.String(), code.String())) - reqBefore; got != 1 {
+		if got := series(t, reg, "zetcd_requests_total", "op", op.String(), "code", code.String()) - reqBefore; got != 1 {
 			t.Errorf("%v %v: requests moved by %v, want 1", op, code, got)
 		}
 	}
@@ -97,10 +97,10 @@ func TestMetricsDecorators(t *testing.T) {
 		_, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/a", Version: -1})
 		return err
 	})
-	if n := testutil.CollectAndCount(m.latency); n < 7 {
+	if n := seriesCount(t, reg, "zetcd_request_duration_seconds"); n < 7 {
 		t.Errorf("latency histograms for %d ops, want one per op used", n)
 	}
-	if n := testutil.CollectAndCount(m.etcdErrors); n != 0 {
+	if n := seriesCount(t, reg, "zetcd_etcd_errors_total"); n != 0 {
 		t.Errorf("%d etcd error series, want none", n)
 	}
 
@@ -109,7 +109,7 @@ func TestMetricsDecorators(t *testing.T) {
 	if err := s.Expire(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(m.sessions); got != 0 {
+	if got := series(t, reg, "zetcd_sessions"); got != 0 {
 		t.Errorf("sessions = %v after Detach and Expire", got)
 	}
 }
@@ -119,22 +119,22 @@ func TestMetricsDecorators(t *testing.T) {
 func TestMetricsServerCollector(t *testing.T) {
 	cli := startEtcd(t)
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := zetcd.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, KV: m.WrapKV(cli.KV)})
+	b, err := New(ctx, Config{Client: cli, KV: WrapKV(cli.KV, m)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	srv := NewServer(m.WrapBackend(b), Config{Metrics: m})
+	// The tree gauges below come from the Store's StatsSource, which the Server finds beneath
+	// the decorator.
+	wrapped := m.WrapBackend(b)
+	srv := zetcd.NewServer(wrapped, zetcd.Config{Metrics: m})
 	t.Cleanup(func() { srv.Close() })
-	if srv.statsSrc != StatsSource(b) {
-		t.Fatalf("server's stats source %T, want the EtcdBackend beneath the decorator", srv.statsSrc)
-	}
-	s, err := srv.backend.Connect(ctx, ConnectParams{Timeout: 10 * time.Second})
+	s, err := wrapped.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,4 +176,51 @@ func TestMetricsServerCollector(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
 		}
 	}
+}
+
+// series returns the value of the counter or gauge name whose labels include the given
+// name/value pairs, gathered from reg; 0 when there is no such series.
+func series(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue metric
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+// seriesCount returns how many series of name reg holds.
+func seriesCount(t *testing.T, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
 }

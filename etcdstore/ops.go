@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func rangeCount(r *clientv3.TxnResponse, i int) int64 {
 
 // nodeReadOps reads a node: data key, meta keys, and the count (or names) of its children.
 // opts are added to every range (a serializable read, see read).
-func (b *EtcdBackend) nodeReadOps(path string, childNames bool, opts ...clientv3.OpOption) []clientv3.Op {
+func (b *Store) nodeReadOps(path string, childNames bool, opts ...clientv3.OpOption) []clientv3.Op {
 	children := clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithCountOnly())...)
 	if childNames {
 		children = clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
@@ -81,7 +81,7 @@ func rangeOpts(opts []clientv3.OpOption, fixed ...clientv3.OpOption) []clientv3.
 
 // childListOps reads what getChildren needs: the data key's existence, the child keys and the
 // ACL key (no Stat). opts as nodeReadOps.
-func (b *EtcdBackend) childListOps(path string, opts ...clientv3.OpOption) []clientv3.Op {
+func (b *Store) childListOps(path string, opts ...clientv3.OpOption) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(b.keys.data(path), rangeOpts(opts, clientv3.WithKeysOnly())...),
 		clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithKeysOnly())...),
@@ -112,7 +112,7 @@ func (s *etcdSession) read(ctx context.Context, ops func(opts ...clientv3.OpOpti
 
 // nodeFromOps decodes the results of nodeReadOps starting at response i; ok is false when the
 // node does not exist.
-func (b *EtcdBackend) nodeFromOps(path string, r *clientv3.TxnResponse, i int, childNames bool) (n node, children []string, ok bool, err error) {
+func (b *Store) nodeFromOps(path string, r *clientv3.TxnResponse, i int, childNames bool) (n node, children []string, ok bool, err error) {
 	data := firstKV(r, i)
 	if data == nil {
 		return node{}, nil, false, nil

@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -28,8 +29,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestReaperOneLeader(t *testing.T) {
 	cli := startEtcd(t)
 	ctx := context.Background()
-	newBackend := func() *EtcdBackend {
-		b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: 50 * time.Millisecond})
+	newBackend := func() *Store {
+		b, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestReaperOneLeader(t *testing.T) {
 	}
 
 	// Containers emptied through both backends, and a TTL node, are reaped by the leader only.
-	churn := func(s Session, name string) {
+	churn := func(s zetcd.Session, name string) {
 		t.Helper()
 		if _, _, err := s.CreateContainer(ctx, &encoding.CreateRequest{Path: name, ACL: openACL, Flags: encoding.ModeContainer}); err != nil {
 			t.Fatal(err)
@@ -59,7 +60,7 @@ func TestReaperOneLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gone := func(s Session, paths ...string) func() bool {
+	gone := func(s zetcd.Session, paths ...string) func() bool {
 		return func() bool {
 			for _, p := range paths {
 				if _, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: p}); err == nil {
@@ -122,7 +123,7 @@ func TestReaperOneLeader(t *testing.T) {
 func TestReaperGuards(t *testing.T) {
 	cli := startEtcd(t)
 	ctx := context.Background()
-	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	b, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

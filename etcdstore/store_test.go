@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/internal/znode"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // countingKV counts etcd round trips: every KV call and every committed Txn is one.
@@ -80,11 +81,11 @@ func startEtcd(t testing.TB) *clientv3.Client {
 // newTestBackend starts an etcd and one backend on it, outside the leader election: the
 // elected process's background work (reaping, orphan scans) would show in the round-trip
 // counts of the tests that use kv.
-func newTestBackend(t *testing.T) (*EtcdBackend, *countingKV, *clientv3.Client) {
+func newTestBackend(t *testing.T) (*Store, *countingKV, *clientv3.Client) {
 	t.Helper()
 	cli := startEtcd(t)
 	kv := &countingKV{KV: cli.KV}
-	b, err := NewEtcdBackend(context.Background(), EtcdConfig{Client: cli, KV: kv, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	b, err := New(context.Background(), Config{Client: cli, KV: kv, Logger: zaptest.NewLogger(t), ReapInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +93,9 @@ func newTestBackend(t *testing.T) (*EtcdBackend, *countingKV, *clientv3.Client) 
 	return b, kv, cli
 }
 
-func openTestSession(t *testing.T, b *EtcdBackend) Session {
+func openTestSession(t *testing.T, b *Store) zetcd.Session {
 	t.Helper()
-	s, err := b.Connect(context.Background(), ConnectParams{Timeout: 10 * time.Second})
+	s, err := b.Connect(context.Background(), zetcd.ConnectParams{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,10 +412,10 @@ func TestEtcdSessionLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.Connect(ctx, ConnectParams{SessionID: s.ID(), Passwd: make([]byte, 16), Timeout: time.Second}); !errors.Is(err, ErrSessionExpired) {
+	if _, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.ID(), Passwd: make([]byte, 16), Timeout: time.Second}); !errors.Is(err, zetcd.ErrSessionExpired) {
 		t.Fatalf("resume with a wrong password: %v, want ErrSessionExpired", err)
 	}
-	resumed, err := b.Connect(ctx, ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: time.Second})
+	resumed, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: time.Second})
 	if err != nil {
 		t.Fatalf("resume: %v", err)
 	}
@@ -441,20 +442,20 @@ func TestEtcdSessionLifecycle(t *testing.T) {
 			t.Errorf("%s after close: %v", path, err)
 		}
 	}
-	if _, err := b.Connect(ctx, ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: time.Second}); !errors.Is(err, ErrSessionExpired) {
+	if _, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: time.Second}); !errors.Is(err, zetcd.ErrSessionExpired) {
 		t.Errorf("resume a closed session: %v, want ErrSessionExpired", err)
 	}
-	if _, err := b.Connect(ctx, ConnectParams{Timeout: time.Second, LastZxidSeen: zClose + 1000}); !errors.Is(err, ErrZxidAhead) {
+	if _, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: time.Second, LastZxidSeen: zClose + 1000}); !errors.Is(err, zetcd.ErrZxidAhead) {
 		t.Errorf("connect with lastZxidSeen ahead: %v, want ErrZxidAhead", err)
 	}
 }
 
 // newHeldFeedBackend starts an etcd and a backend on it whose watch feed is held back: the test
 // starts it with go b.runWatchFeed(int64(start)).
-func newHeldFeedBackend(t *testing.T) (b *EtcdBackend, cli *clientv3.Client, start encoding.Zxid) {
+func newHeldFeedBackend(t *testing.T) (b *Store, cli *clientv3.Client, start encoding.Zxid) {
 	t.Helper()
 	cli = startEtcd(t)
-	b, err := NewEtcdBackend(context.Background(), EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), manualWatchFeed: true})
+	b, err := New(context.Background(), Config{Client: cli, Logger: zaptest.NewLogger(t), manualWatchFeed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +472,7 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	b, cli, start := newHeldFeedBackend(t)
 
 	sink := &recordingSink{}
-	watching, err := b.Connect(ctx, ConnectParams{Timeout: 10 * time.Second, Events: sink})
+	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,19 +556,19 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 	}
 	aliceAll := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "digest", ID: znode.DigestID("alice", "pw")}}}
 	readable := append([]encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}, aliceAll...)
-	create := func(s Session, path string, acl []encoding.ACL) func() error {
+	create := func(s zetcd.Session, path string, acl []encoding.ACL) func() error {
 		return func() error { _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: path, ACL: acl}); return err }
 	}
-	setData := func(s Session, path string) func() error {
+	setData := func(s zetcd.Session, path string) func() error {
 		return func() error {
 			_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: path, Data: []byte("x"), Version: -1})
 			return err
 		}
 	}
-	del := func(s Session, path string) func() error {
+	del := func(s zetcd.Session, path string) func() error {
 		return func() error { _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: path, Version: -1}); return err }
 	}
-	getData := func(s Session, path string) func() error {
+	getData := func(s zetcd.Session, path string) func() error {
 		return func() error { _, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: path}); return err }
 	}
 	noAuth := encoding.ErrNoAuth
@@ -632,7 +633,7 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 	})
 
 	// The super user: no ACL decision, no compare.
-	sb, skv, _ := newTestBackendOn(t, cli, EtcdConfig{SuperDigest: znode.DigestID("super", "secret")})
+	sb, skv, _ := newTestBackendOn(t, cli, Config{SuperDigest: znode.DigestID("super", "secret")})
 	super := openTestSession(t, sb)
 	if _, err := super.Auth(ctx, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("super:secret")}); err != nil {
 		t.Fatal(err)
@@ -641,7 +642,7 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 	count("setData by super (cold cache)", 1, 0, setData(super, "/s/a"))
 
 	// Another zetcd process, whose cache is cold and never updated by a watch feed.
-	ob, okv, _ := newTestBackendOn(t, cli, EtcdConfig{manualWatchFeed: true})
+	ob, okv, _ := newTestBackendOn(t, cli, Config{manualWatchFeed: true})
 	other := openTestSession(t, ob)
 	if _, err := other.Auth(ctx, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("alice:pw")}); err != nil {
 		t.Fatal(err)
@@ -662,11 +663,11 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 }
 
 // newTestBackendOn starts another backend (another zetcd process) on cli's etcd.
-func newTestBackendOn(t *testing.T, cli *clientv3.Client, cfg EtcdConfig) (*EtcdBackend, *countingKV, *clientv3.Client) {
+func newTestBackendOn(t *testing.T, cli *clientv3.Client, cfg Config) (*Store, *countingKV, *clientv3.Client) {
 	t.Helper()
 	kv := &countingKV{KV: cli.KV}
 	cfg.Client, cfg.KV, cfg.Logger, cfg.ReapInterval = cli, kv, zaptest.NewLogger(t), -1
-	b, err := NewEtcdBackend(context.Background(), cfg)
+	b, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -681,11 +682,11 @@ func newTestBackendOn(t *testing.T, cli *clientv3.Client, cfg EtcdConfig) (*Etcd
 func TestEtcdPersistentWatchArmedNow(t *testing.T) {
 	ctx := context.Background()
 	b, cli, start := newHeldFeedBackend(t)
-	wb, _, _ := newTestBackendOn(t, cli, EtcdConfig{})
+	wb, _, _ := newTestBackendOn(t, cli, Config{})
 	writer := openTestSession(t, wb)
 
 	sink := &recordingSink{}
-	watching, err := b.Connect(ctx, ConnectParams{Timeout: 10 * time.Second, Events: sink})
+	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"bytes"
@@ -15,10 +15,11 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
-// EtcdConfig configures an EtcdBackend.
-type EtcdConfig struct {
+// Config configures an Store.
+type Config struct {
 	// Client is the etcd client; its Lease API keeps sessions alive.
 	Client *clientv3.Client
 	// KV, if set, is used for every key-value request instead of Client.KV (tests wrap it to
@@ -50,10 +51,10 @@ type EtcdConfig struct {
 	manualWatchFeed bool
 }
 
-// EtcdBackend is the Backend that keeps the ZooKeeper tree and its sessions in etcd, following
+// Store is the Backend that keeps the ZooKeeper tree and its sessions in etcd, following
 // the schema of schema.go. Many EtcdBackends (in many processes) may share one etcd cluster and
 // prefix: all coordination goes through etcd transactions.
-type EtcdBackend struct {
+type Store struct {
 	kv      clientv3.KV
 	lease   clientv3.Lease
 	watcher clientv3.Watcher
@@ -79,18 +80,18 @@ type EtcdBackend struct {
 	orphans orphanAdoptions
 	// acls caches node ACLs for writes and the watch feed (etcd_acl.go).
 	acls aclCache
-	// superDigest and x509 are EtcdConfig's SuperDigest and X509.
+	// superDigest and x509 are Config's SuperDigest and X509.
 	superDigest string
 	x509        bool
 }
 
-var _ Backend = (*EtcdBackend)(nil)
+var _ zetcd.Backend = (*Store)(nil)
 
-// NewEtcdBackend connects the schema to etcd and creates the system nodes (/, /zookeeper,
+// New connects the schema to etcd and creates the system nodes (/, /zookeeper,
 // /zookeeper/quota, /zookeeper/config) if this prefix has never been used.
-func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
+func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("zetcd: EtcdConfig.Client is nil")
+		return nil, errors.New("zetcd: Config.Client is nil")
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = "/zk/"
@@ -106,7 +107,7 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 		kv = cfg.Client.KV
 	}
 	bgCtx, cancel := context.WithCancel(context.Background())
-	b := &EtcdBackend{
+	b := &Store{
 		kv:      kv,
 		lease:   cfg.Client.Lease,
 		watcher: cfg.Client.Watcher,
@@ -146,17 +147,17 @@ func NewEtcdBackend(ctx context.Context, cfg EtcdConfig) (*EtcdBackend, error) {
 // Close stops the backend's background work (session keepalives, the reaper, which hands its
 // role over, the process key, which it deletes). It does not end sessions: their clients resume
 // them on another zetcd, or the leader ends them at their timeout (etcd_orphans.go).
-func (b *EtcdBackend) Close() {
+func (b *Store) Close() {
 	b.cancel()
 	b.stopReaper()
 	<-b.process.done
 }
 
-func (b *EtcdBackend) nowMs() int64 { return b.nowFn().UnixMilli() }
+func (b *Store) nowMs() int64 { return b.nowFn().UnixMilli() }
 
 // bootstrap writes the system nodes in one transaction, only if the root does not exist yet. It
 // returns the revision it ran at.
-func (b *EtcdBackend) bootstrap(ctx context.Context) (int64, error) {
+func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 	all := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	read := []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	var puts, gets []clientv3.Op
@@ -193,7 +194,7 @@ func (b *EtcdBackend) bootstrap(ctx context.Context) (int64, error) {
 }
 
 // Connect opens or resumes a session (see Backend).
-func (b *EtcdBackend) Connect(ctx context.Context, p ConnectParams) (Session, error) {
+func (b *Store) Connect(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
 	open := b.resumeSession
 	if p.SessionID == 0 {
 		open = b.openSession
@@ -213,13 +214,13 @@ func (b *EtcdBackend) Connect(ctx context.Context, p ConnectParams) (Session, er
 }
 
 // leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout.
-func (b *EtcdBackend) leaseTTL(timeout time.Duration) int64 {
+func (b *Store) leaseTTL(timeout time.Duration) int64 {
 	return int64((timeout + b.grace + time.Second - 1) / time.Second)
 }
 
 // openSession grants the lease (its id is the session id) and writes the session key: one
 // revision, as createSession is one zxid in ZooKeeper.
-func (b *EtcdBackend) openSession(ctx context.Context, p ConnectParams) (Session, error) {
+func (b *Store) openSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
 	grant, err := b.lease.Grant(ctx, b.leaseTTL(p.Timeout))
 	if err != nil {
 		return nil, fmt.Errorf("zetcd: create session: grant lease: %w", err)
@@ -238,7 +239,7 @@ func (b *EtcdBackend) openSession(ctx context.Context, p ConnectParams) (Session
 	}
 	if int64(p.LastZxidSeen) > put.Header.Revision {
 		b.revokeQuietly(grant.ID)
-		return nil, ErrZxidAhead
+		return nil, zetcd.ErrZxidAhead
 	}
 	return b.startSession(id, passwd, time.Duration(timeoutMs)*time.Millisecond, put.Header.Revision, p.Events), nil
 }
@@ -247,14 +248,14 @@ func (b *EtcdBackend) openSession(ctx context.Context, p ConnectParams) (Session
 // by rewriting the key with this process as its owner: the session key's ModRevision names the
 // connection that owns it, so a zetcd that lost the session to another connection (or the leader
 // that adopted it as an orphan) will not expire it.
-func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Session, error) {
+func (b *Store) resumeSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
 	key := b.keys.session(p.SessionID)
 	get, err := b.kv.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
 	}
 	if len(get.Kvs) == 0 {
-		return nil, ErrSessionExpired
+		return nil, zetcd.ErrSessionExpired
 	}
 	kv := get.Kvs[0]
 	sv, err := decodeSessionValue(kv.Value)
@@ -262,10 +263,10 @@ func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Sessi
 		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
 	}
 	if !bytes.Equal(sv.passwd, p.Passwd) {
-		return nil, ErrSessionExpired
+		return nil, zetcd.ErrSessionExpired
 	}
 	if int64(p.LastZxidSeen) > get.Header.Revision {
-		return nil, ErrZxidAhead
+		return nil, zetcd.ErrZxidAhead
 	}
 	txn, err := b.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
@@ -273,7 +274,7 @@ func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Sessi
 		Commit()
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, ErrSessionExpired
+			return nil, zetcd.ErrSessionExpired
 		}
 		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
 	}
@@ -284,7 +285,7 @@ func (b *EtcdBackend) resumeSession(ctx context.Context, p ConnectParams) (Sessi
 	return b.startSession(p.SessionID, sv.passwd, time.Duration(sv.timeoutMs)*time.Millisecond, txn.Header.Revision, p.Events), nil
 }
 
-func (b *EtcdBackend) revokeQuietly(id clientv3.LeaseID) {
+func (b *Store) revokeQuietly(id clientv3.LeaseID) {
 	ctx, cancel := context.WithTimeout(b.bgCtx, 5*time.Second)
 	defer cancel()
 	if _, err := b.lease.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {

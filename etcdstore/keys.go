@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 // This file is the whole mapping of the ZooKeeper tree onto etcd keys: key building and parsing,
 // value layouts and Stat derivation, as pure functions. Change the schema here and only here.

@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"

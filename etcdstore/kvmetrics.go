@@ -1,15 +1,17 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
 
+	"github.com/zetcd/zetcd/zetcd"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // WrapKV decorates an etcd KV so that every call (Get, Put, Delete, Compact, Do) and every
-// committed Txn counts as one etcd round trip of the operation labelled on its context
-// (WithOpLabel), and every failed one as an etcd error. Give the result to EtcdConfig.KV.
-func (m *Metrics) WrapKV(kv clientv3.KV) clientv3.KV {
+// committed Txn counts in m as one etcd round trip of the ZooKeeper operation labelled on its
+// context (zetcd.WithOpLabel), and every failed one as an etcd error. Give the result to
+// Config.KV.
+func WrapKV(kv clientv3.KV, m *zetcd.Metrics) clientv3.KV {
 	return &metricsKV{KV: kv, m: m}
 }
 
@@ -17,7 +19,7 @@ func (m *Metrics) WrapKV(kv clientv3.KV) clientv3.KV {
 // wraps; it holds no state of its own.
 type metricsKV struct {
 	clientv3.KV
-	m *Metrics
+	m *zetcd.Metrics
 }
 
 func (k *metricsKV) Put(ctx context.Context, key, val string, opts ...clientv3.OpOption) (*clientv3.PutResponse, error) {
@@ -58,7 +60,7 @@ func (k *metricsKV) Txn(ctx context.Context) clientv3.Txn {
 type metricsTxn struct {
 	clientv3.Txn
 	ctx context.Context
-	m   *Metrics
+	m   *zetcd.Metrics
 }
 
 func (t *metricsTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }

@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -220,7 +220,7 @@ func multiReadSet(ops []mop, extra []string) []string {
 }
 
 // readMultiState reads paths in one Txn and builds the overlay.
-func (b *EtcdBackend) readMultiState(ctx context.Context, paths []string) (*multiState, error) {
+func (b *Store) readMultiState(ctx context.Context, paths []string) (*multiState, error) {
 	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4)}
 	if len(paths) == 0 {
 		return m, nil
@@ -825,7 +825,7 @@ func (s *etcdSession) slowWrite(ctx context.Context, opName string, o mop) (enco
 // etcd's data Version is version+1 unless a multi left an offsets key on the node, which the
 // compares therefore require absent; failureCmps (etcd_acl.go) lets the caller tell that case
 // apart and hand the write to the multi engine (slowWrite).
-func (b *EtcdBackend) versionCmps(path string, version int32) []clientv3.Cmp {
+func (b *Store) versionCmps(path string, version int32) []clientv3.Cmp {
 	if version == -1 {
 		return nil
 	}

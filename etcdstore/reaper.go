@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -48,7 +48,7 @@ type reaper struct {
 // startReaper runs the reaper in the background until the backend is closed. Its first
 // candidacy is registered before it returns, so that the election's one write happens while the
 // backend starts rather than at some moment later.
-func (b *EtcdBackend) startReaper(ctx context.Context, cli *clientv3.Client, interval time.Duration) {
+func (b *Store) startReaper(ctx context.Context, cli *clientv3.Client, interval time.Duration) {
 	b.reaper.done = make(chan struct{})
 	cand, err := b.newReaperCandidate(ctx, cli)
 	if err != nil {
@@ -78,7 +78,7 @@ func (b *EtcdBackend) startReaper(ctx context.Context, cli *clientv3.Client, int
 }
 
 // stopReaper waits for the reaper to give up its role (Close cancels bgCtx first).
-func (b *EtcdBackend) stopReaper() {
+func (b *Store) stopReaper() {
 	if b.reaper.done != nil {
 		<-b.reaper.done
 	}
@@ -95,7 +95,7 @@ type reaperCandidate struct {
 
 // newReaperCandidate grants the election session and writes its candidate key exactly as
 // concurrency.Election.Campaign would (Campaign then finds it and writes nothing).
-func (b *EtcdBackend) newReaperCandidate(ctx context.Context, cli *clientv3.Client) (*reaperCandidate, error) {
+func (b *Store) newReaperCandidate(ctx context.Context, cli *clientv3.Client) (*reaperCandidate, error) {
 	// The session outlives bgCtx just long enough to revoke its lease on the way out, so that
 	// another process takes over at once rather than after the lease TTL.
 	sctx, cancel := context.WithCancel(context.Background())
@@ -116,7 +116,7 @@ func (b *EtcdBackend) newReaperCandidate(ctx context.Context, cli *clientv3.Clie
 }
 
 // close revokes the candidacy's lease, which deletes its election key.
-func (c *reaperCandidate) close(b *EtcdBackend) {
+func (c *reaperCandidate) close(b *Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if _, err := c.cli.Revoke(ctx, c.sess.Lease()); err != nil {
@@ -128,7 +128,7 @@ func (c *reaperCandidate) close(b *EtcdBackend) {
 
 // leadReaper waits to be elected and then reaps every interval until the election session ends
 // or the backend closes.
-func (b *EtcdBackend) leadReaper(c *reaperCandidate, interval time.Duration) error {
+func (b *Store) leadReaper(c *reaperCandidate, interval time.Duration) error {
 	defer c.close(b)
 	e := concurrency.NewElection(c.sess, b.keys.reaperElection())
 	if err := e.Campaign(b.bgCtx, c.val); err != nil {
@@ -171,7 +171,7 @@ func (b *EtcdBackend) leadReaper(c *reaperCandidate, interval time.Duration) err
 }
 
 // reapOnce makes one pass over the reap index and returns how many nodes it deleted.
-func (b *EtcdBackend) reapOnce(ctx context.Context) (int, error) {
+func (b *Store) reapOnce(ctx context.Context) (int, error) {
 	deleted := 0
 	from := b.keys.reapIndexPrefix()
 	end := clientv3.GetPrefixRangeEnd(from)
@@ -202,7 +202,7 @@ func (b *EtcdBackend) reapOnce(ctx context.Context) (int, error) {
 }
 
 // reapCandidates reads candidates in one Txn and deletes those that qualify.
-func (b *EtcdBackend) reapCandidates(ctx context.Context, paths []string) (int, error) {
+func (b *Store) reapCandidates(ctx context.Context, paths []string) (int, error) {
 	ops := make([]clientv3.Op, 0, 3*len(paths))
 	for _, p := range paths {
 		ops = append(ops, b.nodeReadOps(p, false)...)
@@ -264,7 +264,7 @@ func (b *EtcdBackend) reapCandidates(ctx context.Context, paths []string) (int, 
 // reapNode deletes an empty container or expired TTL node, as deleteContainer would: one
 // guarded Txn that fails if the node has changed (setData, or deleted and created again) or has
 // a child since it was read.
-func (b *EtcdBackend) reapNode(ctx context.Context, path string, dataRev int64) (bool, error) {
+func (b *Store) reapNode(ctx context.Context, path string, dataRev int64) (bool, error) {
 	parent, ok := znode.Parent(path)
 	if !ok || znode.IsSystem(path) {
 		return false, nil

@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // TestEtcdOrphanedSessions: when the zetcd serving a session goes away and the client does not
@@ -20,7 +21,7 @@ import (
 func TestEtcdOrphanedSessions(t *testing.T) {
 	cli := startEtcd(t)
 	ctx := context.Background()
-	leader, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: time.Hour})
+	leader, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,14 +31,14 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 			t.Fatal("the leader was not elected within 10s")
 		}
 	}
-	dying, _, _ := newTestBackendOn(t, cli, EtcdConfig{})
+	dying, _, _ := newTestBackendOn(t, cli, Config{})
 
 	const timeout = 4 * time.Second
-	orphan, err := dying.Connect(ctx, ConnectParams{Timeout: timeout})
+	orphan, err := dying.Connect(ctx, zetcd.ConnectParams{Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resumed, err := dying.Connect(ctx, ConnectParams{Timeout: timeout})
+	resumed, err := dying.Connect(ctx, zetcd.ConnectParams{Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		s    Session
+		s    zetcd.Session
 		path string
 	}{{orphan, "/p/orphan"}, {resumed, "/p/resumed"}} {
 		if _, _, err := c.s.Create(ctx, &encoding.CreateRequest{Path: c.path, ACL: openACL, Flags: encoding.ModeEphemeral}); err != nil {
@@ -54,7 +55,7 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 	}
 
 	sink := &recordingSink{}
-	watching, err := leader.Connect(ctx, ConnectParams{Timeout: 30 * time.Second, Events: sink})
+	watching, err := leader.Connect(ctx, zetcd.ConnectParams{Timeout: 30 * time.Second, Events: sink})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 	// The serving process goes away without ending its sessions; one client comes back
 	// elsewhere within its timeout.
 	dying.Close()
-	if _, err := leader.Connect(ctx, ConnectParams{SessionID: resumed.ID(), Passwd: resumed.Password(), Timeout: timeout}); err != nil {
+	if _, err := leader.Connect(ctx, zetcd.ConnectParams{SessionID: resumed.ID(), Passwd: resumed.Password(), Timeout: timeout}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -91,7 +92,7 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 	if resp.Stat.Cversion != 3 || resp.Stat.NumChildren != 1 {
 		t.Errorf("parent cversion %d numChildren %d, want 3 and 1", resp.Stat.Cversion, resp.Stat.NumChildren)
 	}
-	if _, err := leader.Connect(ctx, ConnectParams{SessionID: orphan.ID(), Passwd: orphan.Password(), Timeout: timeout}); !errors.Is(err, ErrSessionExpired) {
+	if _, err := leader.Connect(ctx, zetcd.ConnectParams{SessionID: orphan.ID(), Passwd: orphan.Password(), Timeout: timeout}); !errors.Is(err, zetcd.ErrSessionExpired) {
 		t.Errorf("resuming the orphaned session: %v, want ErrSessionExpired", err)
 	}
 

@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
-// The EtcdBackend's StatsSource. Its etcd requests are bounded: Stats is one Txn of two
+// The Store's StatsSource. Its etcd requests are bounded: Stats is one Txn of two
 // count-only ranges (etcd counts in its index and sends a number); TreeStats reads the data
 // keys once, in pages, at one revision. Every round trip is labelled "stats".
 
-var _ StatsSource = (*EtcdBackend)(nil)
+var _ zetcd.StatsSource = (*Store)(nil)
 
 // treeScanPage is how many data keys one TreeStats request reads. Values are read too (for the
 // data size), so a page is at most treeScanPage × the largest znode.
@@ -27,15 +28,15 @@ func (k keySchema) dataKeysPrefix() string    { return k.prefix + "n/" }
 func (k keySchema) sessionKeysPrefix() string { return k.prefix + "s/" }
 
 // Stats counts the znodes and the sessions in one Txn.
-func (b *EtcdBackend) Stats(ctx context.Context) (BackendStats, error) {
-	r, err := b.kv.Txn(WithOpLabel(ctx, OpLabelStats)).Then(
+func (b *Store) Stats(ctx context.Context) (zetcd.BackendStats, error) {
+	r, err := b.kv.Txn(zetcd.WithOpLabel(ctx, zetcd.OpLabelStats)).Then(
 		clientv3.OpGet(b.keys.dataKeysPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		clientv3.OpGet(b.keys.sessionKeysPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	).Commit()
 	if err != nil {
-		return BackendStats{}, fmt.Errorf("zetcd: stats: %w", err)
+		return zetcd.BackendStats{}, fmt.Errorf("zetcd: stats: %w", err)
 	}
-	return BackendStats{
+	return zetcd.BackendStats{
 		Zxid:      encoding.Zxid(r.Header.Revision),
 		NodeCount: rangeCount(r, 0) + 1,
 		Sessions:  rangeCount(r, 1),
@@ -43,11 +44,11 @@ func (b *EtcdBackend) Stats(ctx context.Context) (BackendStats, error) {
 }
 
 // TreeStats reads every data key, in pages of treeScanPage at the revision of the first page.
-func (b *EtcdBackend) TreeStats(ctx context.Context) (TreeStats, error) {
-	ctx = WithOpLabel(ctx, OpLabelStats)
+func (b *Store) TreeStats(ctx context.Context) (zetcd.TreeStats, error) {
+	ctx = zetcd.WithOpLabel(ctx, zetcd.OpLabelStats)
 	prefix := b.keys.dataKeysPrefix()
 	end := clientv3.GetPrefixRangeEnd(prefix)
-	ts := TreeStats{NodeCount: 1, Ephemerals: map[encoding.SessionID][]string{}}
+	ts := zetcd.TreeStats{NodeCount: 1, Ephemerals: map[encoding.SessionID][]string{}}
 	var rev int64
 	for from := prefix; ; {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(treeScanPage)}
@@ -56,7 +57,7 @@ func (b *EtcdBackend) TreeStats(ctx context.Context) (TreeStats, error) {
 		}
 		r, err := b.kv.Get(ctx, from, opts...)
 		if err != nil {
-			return TreeStats{}, fmt.Errorf("zetcd: tree stats: %w", err)
+			return zetcd.TreeStats{}, fmt.Errorf("zetcd: tree stats: %w", err)
 		}
 		if rev == 0 {
 			rev = r.Header.Revision
@@ -88,20 +89,20 @@ func (b *EtcdBackend) TreeStats(ctx context.Context) (TreeStats, error) {
 }
 
 // Watches lists the watches of every connection of this process.
-func (b *EtcdBackend) Watches() []WatchInfo {
+func (b *Store) Watches() []zetcd.WatchInfo {
 	ws := b.watches.List()
-	out := make([]WatchInfo, len(ws))
+	out := make([]zetcd.WatchInfo, len(ws))
 	for i, w := range ws {
-		out[i] = WatchInfo{Session: w.Session, Path: w.Path, Kind: watchKindNames[w.Kind]}
+		out[i] = zetcd.WatchInfo{Session: w.Session, Path: w.Path, Kind: watchKindNames[w.Kind]}
 	}
 	return out
 }
 
 // watchKindNames maps the registry's kinds onto the exported names.
-var watchKindNames = [watch.NumKinds]WatchKind{
-	watch.Data:                WatchData,
-	watch.Exist:               WatchExist,
-	watch.Child:               WatchChild,
-	watch.Persistent:          WatchPersistent,
-	watch.PersistentRecursive: WatchPersistentRecursive,
+var watchKindNames = [watch.NumKinds]zetcd.WatchKind{
+	watch.Data:                zetcd.WatchData,
+	watch.Exist:               zetcd.WatchExist,
+	watch.Child:               zetcd.WatchChild,
+	watch.Persistent:          zetcd.WatchPersistent,
+	watch.PersistentRecursive: zetcd.WatchPersistentRecursive,
 }

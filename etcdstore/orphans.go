@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // Orphaned sessions. The zetcd serving a session keeps its lease alive and, when the client goes
@@ -75,7 +76,7 @@ func newProcessID() (uint64, error) {
 // registerProcess writes this process's key under a lease of processTTL and keeps it alive
 // until the backend closes, writing it again under a new lease if etcd ever expires the old
 // one. On close it revokes the lease, so that the leader adopts this process's sessions at once.
-func (b *EtcdBackend) registerProcess(ctx context.Context) error {
+func (b *Store) registerProcess(ctx context.Context) error {
 	id, err := newProcessID()
 	if err != nil {
 		return fmt.Errorf("zetcd: process id: %w", err)
@@ -124,7 +125,7 @@ func (b *EtcdBackend) registerProcess(ctx context.Context) error {
 	return nil
 }
 
-func (b *EtcdBackend) putProcessKey(ctx context.Context) (clientv3.LeaseID, error) {
+func (b *Store) putProcessKey(ctx context.Context) (clientv3.LeaseID, error) {
 	grant, err := b.lease.Grant(ctx, processTTL)
 	if err != nil {
 		return 0, fmt.Errorf("zetcd: process key: grant lease: %w", err)
@@ -137,7 +138,7 @@ func (b *EtcdBackend) putProcessKey(ctx context.Context) (clientv3.LeaseID, erro
 }
 
 // observeProcessKeys asks the leader for an orphan scan when one of evs deletes a process key.
-func (b *EtcdBackend) observeProcessKeys(evs []*clientv3.Event) {
+func (b *Store) observeProcessKeys(evs []*clientv3.Event) {
 	for _, ev := range evs {
 		if ev.Type != mvccpb.DELETE {
 			continue
@@ -154,7 +155,7 @@ func (b *EtcdBackend) observeProcessKeys(evs []*clientv3.Event) {
 
 // leadOrphans runs the leader's orphan scans until ctx ends (leadership lost or backend closed);
 // the adoptions it started end with ctx too.
-func (b *EtcdBackend) leadOrphans(ctx context.Context) {
+func (b *Store) leadOrphans(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	t := time.NewTicker(orphanScanInterval)
@@ -173,8 +174,8 @@ func (b *EtcdBackend) leadOrphans(ctx context.Context) {
 }
 
 // scanOrphans adopts every session whose owning process has no process key.
-func (b *EtcdBackend) scanOrphans(ctx context.Context, wg *sync.WaitGroup) error {
-	ctx = WithOpLabel(ctx, OpLabelOther)
+func (b *Store) scanOrphans(ctx context.Context, wg *sync.WaitGroup) error {
+	ctx = zetcd.WithOpLabel(ctx, zetcd.OpLabelOther)
 	procs, err := b.kv.Get(ctx, b.keys.processKeysPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return err
@@ -217,7 +218,7 @@ func (b *EtcdBackend) scanOrphans(ctx context.Context, wg *sync.WaitGroup) error
 
 // adoptOrphan starts watching session id, taken at session key ModRevision ownerRev, unless an
 // adoption of that same ownership is running.
-func (b *EtcdBackend) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id encoding.SessionID, ownerRev int64, owner uint64) {
+func (b *Store) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id encoding.SessionID, ownerRev int64, owner uint64) {
 	o := &b.orphans
 	o.mu.Lock()
 	if rev, ok := o.m[id]; ok && rev == ownerRev {
@@ -243,7 +244,7 @@ func (b *EtcdBackend) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id en
 
 // watchOrphan waits until the orphan's lease has at most grace left, then ends the session. It
 // returns early when the session was resumed (its key rewritten) or ended, or ctx ends.
-func (b *EtcdBackend) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64) {
+func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64) {
 	log := b.log.With(zap.String("session", id.String()))
 	for {
 		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id))
@@ -267,7 +268,7 @@ func (b *EtcdBackend) watchOrphan(ctx context.Context, id encoding.SessionID, ow
 			wait = time.Second
 		}
 		if wait <= 0 {
-			zxid, owned, err := b.endSession(WithOpLabel(ctx, OpLabelExpire), id, ownerRev)
+			zxid, owned, err := b.endSession(zetcd.WithOpLabel(ctx, zetcd.OpLabelExpire), id, ownerRev)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				log.Warn("orphaned session: expire", zap.Error(err))

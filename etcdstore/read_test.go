@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // laggingKV plays an etcd member that has applied only up to revision at (0: no lag): it
@@ -81,7 +82,7 @@ func TestEtcdSerializableReads(t *testing.T) {
 	cli := startEtcd(t)
 	ctx := context.Background()
 	kv := &laggingKV{KV: cli.KV}
-	b, err := NewEtcdBackend(ctx, EtcdConfig{Client: cli, KV: kv, Logger: zaptest.NewLogger(t), ReapInterval: -1, manualWatchFeed: true})
+	b, err := New(ctx, Config{Client: cli, KV: kv, Logger: zaptest.NewLogger(t), ReapInterval: -1, manualWatchFeed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func TestEtcdSerializableReads(t *testing.T) {
 	start, _ := b.watches.Progress()
 	writer := openTestSession(t, b)
 	reader := openTestSession(t, b)
-	getData := func(s Session, path string) string {
+	getData := func(s zetcd.Session, path string) string {
 		t.Helper()
 		resp, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: path})
 		if err != nil {
@@ -97,7 +98,7 @@ func TestEtcdSerializableReads(t *testing.T) {
 		}
 		return string(resp.Data)
 	}
-	set := func(s Session, data string) encoding.Zxid {
+	set := func(s zetcd.Session, data string) encoding.Zxid {
 		t.Helper()
 		_, z, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte(data), Version: -1})
 		if err != nil {

@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -215,7 +215,7 @@ func (g aclGuard) finalConds(k keySchema) [][]clientv3.Cmp {
 
 // putErrorIf returns an op that puts the error key if every compare of one of the alternatives
 // holds (a nil alternative always holds), as nested transactions.
-func (b *EtcdBackend) putErrorIf(alts ...[]clientv3.Cmp) clientv3.Op {
+func (b *Store) putErrorIf(alts ...[]clientv3.Cmp) clientv3.Op {
 	put := clientv3.OpPut(b.keys.errorKey(), "")
 	var next []clientv3.Op
 	for i := len(alts) - 1; i >= 0; i-- {
@@ -233,7 +233,7 @@ func (b *EtcdBackend) putErrorIf(alts ...[]clientv3.Cmp) clientv3.Op {
 
 // failureCmps is the condition under which a single-op write refused by versionCmps has
 // failed for good, so that it consumes a revision: no offsets key, or no version expected.
-func (b *EtcdBackend) failureCmps(path string, version int32) []clientv3.Cmp {
+func (b *Store) failureCmps(path string, version int32) []clientv3.Cmp {
 	if version == -1 {
 		return nil
 	}
@@ -335,7 +335,7 @@ func (s *etcdSession) aclKVAllows(path string, aclKV *mvccpb.KeyValue, perm enco
 // aclAtChange returns the ACL of path at revision rev for the watch feed: from the cache if
 // it knows it, else read from etcd at that revision. ok is false if it cannot be known (the
 // revision is compacted, or etcd fails); the event is then not delivered.
-func (b *EtcdBackend) aclAtChange(path string, rev int64) ([]encoding.ACL, bool) {
+func (b *Store) aclAtChange(path string, rev int64) ([]encoding.ACL, bool) {
 	if acl, ok := b.acls.at(path, rev); ok {
 		return acl, true
 	}
@@ -398,7 +398,7 @@ func (s *etcdSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encod
 
 // observeACLPuts records the ACL keys a revision puts, before its changes fire: a node created
 // in it is then known with its ACL.
-func (b *EtcdBackend) observeACLPuts(evs []*clientv3.Event) {
+func (b *Store) observeACLPuts(evs []*clientv3.Event) {
 	for _, ev := range evs {
 		if ev.Type != mvccpb.PUT {
 			continue
@@ -413,7 +413,7 @@ func (b *EtcdBackend) observeACLPuts(evs []*clientv3.Event) {
 
 // forgetACLDeletes drops the nodes whose ACL keys a revision deletes, after its changes fired
 // (a node deleted in it is decided on its ACL before the delete).
-func (b *EtcdBackend) forgetACLDeletes(evs []*clientv3.Event) {
+func (b *Store) forgetACLDeletes(evs []*clientv3.Event) {
 	for _, ev := range evs {
 		if ev.Type != mvccpb.DELETE {
 			continue
@@ -435,7 +435,7 @@ type aclSource struct {
 
 // withACLs gives c a resolver of its node's and its parent's ACL, memoized (each is looked up
 // at most once, and only if a delivery needs it).
-func (b *EtcdBackend) withACLs(c watch.Change, node, parent aclSource) watch.Change {
+func (b *Store) withACLs(c watch.Change, node, parent aclSource) watch.Change {
 	var mu sync.Mutex
 	var done, ok [2]bool
 	var acls [2][]encoding.ACL
@@ -461,7 +461,7 @@ func (b *EtcdBackend) withACLs(c watch.Change, node, parent aclSource) watch.Cha
 
 // keyEventACLs resolves the ACLs of a change made by a single-op revision rev (not a multi):
 // a deleted node's ACL as it was before rev, anything else's at rev.
-func (b *EtcdBackend) keyEventACLs(c watch.Change) watch.Change {
+func (b *Store) keyEventACLs(c watch.Change) watch.Change {
 	rev := int64(c.Zxid)
 	node := aclSource{path: c.Path, rev: rev}
 	if c.Kind == watch.Deleted {
@@ -474,7 +474,7 @@ func (b *EtcdBackend) keyEventACLs(c watch.Change) watch.Change {
 // journalACLs resolves the ACLs of a multi's changes, in op order: a node the multi created has
 // the ACL its create gave it (until the multi deletes it), any other node the ACL it had before
 // the multi (a multi cannot set ACLs).
-func (b *EtcdBackend) journalACLs(changes []watch.Change) {
+func (b *Store) journalACLs(changes []watch.Change) {
 	created := map[string][]encoding.ACL{}
 	source := func(path string, rev int64) aclSource {
 		if acl, ok := created[path]; ok {

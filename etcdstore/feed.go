@@ -1,4 +1,4 @@
-package zetcd
+package etcdstore
 
 import (
 	"context"
@@ -34,7 +34,7 @@ const catchUpBatch = 50
 // revision it fired; if etcd compacted that history away, it resynchronises every registered
 // watch from etcd's current state (catch-up) and carries on from there. It never stalls
 // silently and never drops an event without that resync.
-func (b *EtcdBackend) runWatchFeed(rev int64) {
+func (b *Store) runWatchFeed(rev int64) {
 	next := rev + 1
 	for b.bgCtx.Err() == nil {
 		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.bgCtx))
@@ -86,7 +86,7 @@ func (b *EtcdBackend) runWatchFeed(rev int64) {
 // Each change carries the ACLs that decide whether its events may be delivered (etcd_acl.go),
 // from the ACL cache, which this revision's ACL key puts update before its changes fire and
 // its ACL key deletes after.
-func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
+func (b *Store) fireRevision(evs []*clientv3.Event) {
 	b.observeSessionKeys(evs)
 	b.observeProcessKeys(evs)
 	b.observeACLPuts(evs)
@@ -114,7 +114,7 @@ func (b *EtcdBackend) fireRevision(evs []*clientv3.Event) {
 }
 
 // changeOf turns an etcd event on a data key into a znode change.
-func (b *EtcdBackend) changeOf(ev *clientv3.Event) (watch.Change, bool) {
+func (b *Store) changeOf(ev *clientv3.Event) (watch.Change, bool) {
 	path, ok := b.keys.pathOfDataKey(string(ev.Kv.Key))
 	if !ok {
 		return watch.Change{}, false
@@ -133,7 +133,7 @@ func (b *EtcdBackend) changeOf(ev *clientv3.Event) (watch.Change, bool) {
 
 // resyncWatches recovers from lost history: every registered watch is checked against etcd's
 // current state as setWatches does (events carry zxid -1), then the feed resumes from there.
-func (b *EtcdBackend) resyncWatches() (int64, error) {
+func (b *Store) resyncWatches() (int64, error) {
 	ctx, cancel := context.WithTimeout(b.bgCtx, 30*time.Second)
 	defer cancel()
 	cur, err := b.currentRevision(ctx)
@@ -154,7 +154,7 @@ func (b *EtcdBackend) resyncWatches() (int64, error) {
 // currentRevision reads etcd's newest revision. A watch armed there fires for no change that
 // any client was answered about before the request that set it, wherever that change was made,
 // as a watch ZooKeeper sets now; the feed's own progress may still lag behind such changes.
-func (b *EtcdBackend) currentRevision(ctx context.Context) (int64, error) {
+func (b *Store) currentRevision(ctx context.Context) (int64, error) {
 	r, err := b.kv.Get(ctx, b.keys.errorKey(), clientv3.WithKeysOnly(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err
@@ -164,7 +164,7 @@ func (b *EtcdBackend) currentRevision(ctx context.Context) (int64, error) {
 
 // readWatchedStates reads the state of paths in batches; it returns the states and the
 // revision of the first batch (every batch is at or after it).
-func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (map[string]watch.State, int64, error) {
+func (b *Store) readWatchedStates(ctx context.Context, paths []string) (map[string]watch.State, int64, error) {
 	out := make(map[string]watch.State, len(paths))
 	var rev int64
 	for start := 0; start < len(paths); start += catchUpBatch {
@@ -210,7 +210,7 @@ func (b *EtcdBackend) readWatchedStates(ctx context.Context, paths []string) (ma
 // catchUp checks registrations against etcd's state: each either fires now (event zxid
 // eventZxid; -1 for setWatches) or is (re-)armed at the read revision, with history replay
 // from there.
-func (b *EtcdBackend) catchUp(ctx context.Context, regs []watch.Registration, eventZxid encoding.Zxid) error {
+func (b *Store) catchUp(ctx context.Context, regs []watch.Registration, eventZxid encoding.Zxid) error {
 	if len(regs) == 0 {
 		return nil
 	}
