@@ -21,7 +21,14 @@ build: ## build the commands in cmd/ into bin/
 run: build ## run bin/zetcd: embedded etcd, ZooKeeper protocol on 127.0.0.1:2181 (flags: ARGS='...')
 	bin/zetcd $(ARGS)
 
-test: ## the whole test suite; real-ZooKeeper tests skip unless `make zookeeper` ran
+test: ## the whole test suite, real-ZooKeeper tests included (fetches ZooKeeper when java and mvn are there)
+	@if [[ -n "$${ZETCD_ZOOKEEPER_LIB:-}" ]]; then \
+		:; \
+	elif command -v java >/dev/null && command -v mvn >/dev/null; then \
+		tools/zookeeper/fetch.sh; \
+	else \
+		echo "make test: no java or mvn, so the real-ZooKeeper tests will skip (Debian: apt-get install default-jre-headless maven)" >&2; \
+	fi
 	$(GO) test $(TESTFLAGS) ./...
 
 test-all: zookeeper ## fetch ZooKeeper, then the whole suite with real-ZooKeeper tests required
