@@ -40,9 +40,6 @@ const (
 	maxInternedACLs    = 1 << 10
 )
 
-// maxACLAttempts bounds the decide-and-commit retries of one write whose ACL keeps changing.
-const maxACLAttempts = 100
-
 // aclCache maps znode paths to their ACL and the ACL key's ModRevision. mu guards both maps.
 type aclCache struct {
 	mu sync.Mutex
@@ -272,7 +269,7 @@ func putRecorded(r *etcdserverpb.ResponseOp) bool {
 func (s *etcdSession) settle(ctx context.Context, g *aclGuard, code encoding.ErrCode) (encoding.ErrCode, encoding.Zxid, error) {
 	b := s.b
 	dataKey := b.keys.data(g.path)
-	for attempt := 0; attempt < maxACLAttempts; attempt++ {
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if code == 0 && g.allowed {
 			return 0, 0, nil
 		}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,9 +42,6 @@ import (
 
 // zxidNow stands for the commit's revision in the Stats of simulated nodes until it is known.
 const zxidNow encoding.Zxid = -1
-
-// maxMultiAttempts bounds the read-simulate-commit retries of one multi under contention.
-const maxMultiAttempts = 64
 
 // mop is one op of a write multi as ZooKeeper 3.9 decodes it (see parseMulti).
 type mop struct {
@@ -259,24 +255,18 @@ func (b *Store) readMultiState(ctx context.Context, paths []string) (*multiState
 	return m, nil
 }
 
-// apply simulates one op; a non-zero code means the op fails with it.
-// versioned makes setData's and check's tests, in ZooKeeper's order: a valid path, an existing
-// node, perm on it, then the version (-1 matches any).
-func (m *multiState) versioned(o mop, perm encoding.Perm) (*mnode, encoding.ErrCode) {
-	if !znode.ValidatePath(o.path) {
-		return nil, encoding.ErrBadArguments
-	}
-	n := m.node(o.path)
+// Node implements znode.View over the overlay: the tree as read, with the ops simulated so far.
+// A path the check looks at is recorded (m.node), read or not, so that the commit guards every
+// node a decision rested on, also the absence of one that was not read.
+func (m *multiState) Node(path string) znode.Node {
+	n := m.node(path)
 	if !n.exists {
-		return nil, encoding.ErrNoNode
+		return znode.Node{}
 	}
-	if !m.auth.Allowed(n.meta.ACL, perm) {
-		return nil, encoding.ErrNoAuth
+	return znode.Node{
+		Exists: true, Version: n.stat.Version, Aversion: n.stat.Aversion, NumChildren: n.stat.NumChildren,
+		EphemeralOwner: n.stat.EphemeralOwner, ACL: n.meta.ACL, Creates: n.c,
 	}
-	if o.version != -1 && o.version != n.stat.Version {
-		return nil, encoding.ErrBadVersion
-	}
-	return n, 0
 }
 
 func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding.MultiResult, encoding.ErrCode) {
@@ -286,10 +276,10 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 	case encoding.OpDelete:
 		return m.delete(o)
 	case encoding.OpSetData:
-		n, code := m.versioned(o, encoding.PermWrite)
-		if code != 0 {
+		if code := znode.CheckSetData(m, o.path, o.version, m.auth); code != 0 {
 			return encoding.MultiResult{}, code
 		}
+		n := m.node(o.path)
 		n.touched = true
 		n.dataWrites++
 		n.data = o.data
@@ -298,7 +288,7 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 		n.stat.DataLength = int32(len(o.data))
 		return encoding.MultiResult{Op: encoding.OpSetData, Record: &encoding.SetDataResponse{Stat: n.statNow()}}, 0
 	case encoding.OpCheck:
-		if _, code := m.versioned(o, encoding.PermRead); code != 0 {
+		if code := znode.CheckVersion(m, o.path, o.version, m.auth); code != 0 {
 			return encoding.MultiResult{}, code
 		}
 		return encoding.MultiResult{Op: encoding.OpCheck}, 0
@@ -306,45 +296,15 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 	return encoding.MultiResult{}, encoding.ErrBadArguments
 }
 
-// create simulates the create variants, with the checks of etcdSession.create in the same order.
+// create simulates the create variants after znode.CheckCreate, the checks of a single create.
 func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encoding.MultiResult, encoding.ErrCode) {
-	mode := o.flags
-	if !mode.Valid() {
-		return encoding.MultiResult{}, encoding.ErrBadArguments
+	name, acl, code := znode.CheckCreate(m, znode.CreateOp{Op: o.op, Path: o.path, ACL: o.acl, Flags: o.flags, TTL: o.ttl}, m.auth, m.x509)
+	if code != 0 {
+		return encoding.MultiResult{}, code
 	}
-	if mode.IsTTL() && (o.ttl <= 0 || o.ttl > znode.MaxTTL) || !mode.IsTTL() && o.ttl >= 0 {
-		return encoding.MultiResult{}, encoding.ErrBadArguments
-	}
-	parentP, ok := znode.Parent(o.path)
-	if !ok || strings.IndexByte(o.path, 0) >= 0 {
-		return encoding.MultiResult{}, encoding.ErrBadArguments
-	}
-	acl, err := znode.FixupACL(o.acl, m.auth.Authenticated(), m.x509)
-	if err != nil {
-		return encoding.MultiResult{}, encoding.ErrInvalidACL
-	}
-	parent := m.node(parentP)
-	if !parent.exists {
-		return encoding.MultiResult{}, encoding.ErrNoNode
-	}
-	if !m.auth.Allowed(parent.meta.ACL, encoding.PermCreate) {
-		return encoding.MultiResult{}, encoding.ErrNoAuth
-	}
-	name := o.path
-	if mode.IsSequential() {
-		name = znode.SequentialName(o.path, parent.c)
-	}
-	if !znode.ValidatePath(name) {
-		return encoding.MultiResult{}, encoding.ErrBadArguments
-	}
-	n := m.node(name)
-	if n.exists {
-		return encoding.MultiResult{}, encoding.ErrNodeExists
-	}
-	if parent.stat.EphemeralOwner != 0 {
-		return encoding.MultiResult{}, encoding.ErrNoChildrenForEphemerals
-	}
-	kind := znode.Kind(o.op, mode)
+	parentP, _ := znode.Parent(o.path)
+	parent, n := m.node(parentP), m.node(name)
+	kind := znode.Kind(o.op, o.flags)
 	var lease encoding.SessionID
 	if kind == encoding.ModeEphemeral {
 		lease = owner
@@ -375,29 +335,13 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	return encoding.MultiResult{Op: encoding.OpCreate2, Record: &encoding.Create2Response{Path: name, Stat: n.statNow()}}, 0
 }
 
-// delete simulates a delete, with the checks of etcdSession.Delete in ZooKeeper's order.
+// delete simulates a delete after znode.CheckDelete, the checks of a single delete.
 func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
-	parentP, ok := znode.Parent(o.path)
-	if !ok || strings.IndexByte(o.path, 0) >= 0 || znode.IsSystem(o.path) || o.path == "" {
-		return encoding.MultiResult{}, encoding.ErrBadArguments
+	if code := znode.CheckDelete(m, o.path, o.version, m.auth); code != 0 {
+		return encoding.MultiResult{}, code
 	}
-	parent := m.node(parentP)
-	if !parent.exists {
-		return encoding.MultiResult{}, encoding.ErrNoNode
-	}
-	if !m.auth.Allowed(parent.meta.ACL, encoding.PermDelete) {
-		return encoding.MultiResult{}, encoding.ErrNoAuth
-	}
-	n := m.node(o.path)
-	if !n.exists {
-		return encoding.MultiResult{}, encoding.ErrNoNode
-	}
-	if o.version != -1 && o.version != n.stat.Version {
-		return encoding.MultiResult{}, encoding.ErrBadVersion
-	}
-	if n.stat.NumChildren > 0 {
-		return encoding.MultiResult{}, encoding.ErrNotEmpty
-	}
+	parentP, _ := znode.Parent(o.path)
+	parent, n := m.node(parentP), m.node(o.path)
 	*n = mnode{
 		path: n.path, read: n.read,
 		dataKV: n.dataKV, aclKV: n.aclKV, createsKV: n.createsKV, deletesKV: n.deletesKV, offsetsKV: n.offsetsKV, offs: n.offs,
@@ -583,7 +527,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		}
 		return waited, nil
 	}
-	for attempt := 0; attempt < maxMultiAttempts; attempt++ {
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if attempt >= 3 {
 			// Contention from elsewhere: let the writers ahead of us commit.
 			time.Sleep(time.Duration(rand.IntN(1<<min(attempt, 10))) * 100 * time.Microsecond)

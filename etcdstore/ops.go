@@ -295,213 +295,6 @@ func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) 
 	return &encoding.Create2Response{Path: path, Stat: stat}, z, nil
 }
 
-// create runs ZooKeeper's create checks in PrepRequestProcessor's order (PROTOCOL.md §3.2).
-// ttl is -1 for every opcode but createTTL. kind is the node made (znode.Kind): the flags in mode
-// decide the checks and the sequence suffix, the opcode and flags together what the node is.
-func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64, kind encoding.CreateMode) (string, encoding.Stat, encoding.Zxid, error) {
-	fail := func(code encoding.ErrCode) (string, encoding.Stat, encoding.Zxid, error) {
-		z, err := s.fail(ctx, op, path, code)
-		return "", encoding.Stat{}, z, err
-	}
-	if !mode.Valid() {
-		return fail(encoding.ErrBadArguments)
-	}
-	if mode.IsTTL() && (ttl <= 0 || ttl > znode.MaxTTL) || !mode.IsTTL() && ttl >= 0 {
-		return fail(encoding.ErrBadArguments)
-	}
-	parent, ok := znode.Parent(path)
-	if !ok || strings.IndexByte(path, 0) >= 0 {
-		return fail(encoding.ErrBadArguments)
-	}
-	acl, err := znode.FixupACL(acl, s.auth.Authenticated(), s.b.x509)
-	if err != nil {
-		return fail(encoding.ErrInvalidACL)
-	}
-	b := s.b
-	parentKey := b.keys.data(parent)
-	createsKey := b.keys.childCreates(parent)
-
-	// CREATE on the parent, decided on the cached ACL and pinned by the commit (etcd_acl.go):
-	// after NoNode of the parent, before everything that depends on the name.
-	g, err := s.guardACL(ctx, parent, encoding.PermCreate)
-	if err != nil {
-		z, err := s.etcdFailure(op, path, err)
-		return "", encoding.Stat{}, z, err
-	}
-	if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
-		if err != nil {
-			z, err = s.etcdFailure(op, path, err)
-		}
-		return "", encoding.Stat{}, z, orCode(err, code)
-	}
-
-	// counter is the parent's create counter C, read before a sequential create (or cached by
-	// this process's previous one, etcd_seq.go) and guarded by seq's compares at commit; -1 when
-	// the name does not depend on it.
-	counter := int64(-1)
-	var seq *seqCounter
-	name := path
-	if mode.IsSequential() {
-		if seq, err = b.seqs.acquire(ctx, parent); err != nil {
-			return "", encoding.Stat{}, s.zxid(0), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
-		}
-		defer b.seqs.release(seq)
-		if !seq.known {
-			r, err := b.kv.Txn(ctx).Then(append([]clientv3.Op{
-				clientv3.OpGet(parentKey, clientv3.WithKeysOnly()),
-			}, seq.readOps(b.keys, parent)...)...).Commit()
-			if err != nil {
-				z, err := s.etcdFailure(op, path, err)
-				return "", encoding.Stat{}, z, err
-			}
-			if firstKV(r, 0) == nil {
-				return fail(encoding.ErrNoNode)
-			}
-			if _, err := seq.update(firstKV(r, 1), firstKV(r, 2)); err != nil {
-				return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
-			}
-		}
-		counter = seq.counter()
-	}
-	if !znode.ValidatePath(path) || mode.IsSequential() {
-		// Names that fail validation are refused after the parent lookup (NoNode wins).
-		if mode.IsSequential() {
-			name = znode.SequentialName(path, counter)
-		}
-		if !znode.ValidatePath(name) {
-			code, z, err := s.settle(ctx, &g, encoding.ErrBadArguments)
-			if err != nil {
-				z, err = s.etcdFailure(op, path, err)
-			}
-			return "", encoding.Stat{}, z, orCode(err, code)
-		}
-	}
-
-	now := b.nowMs()
-	var lease clientv3.LeaseID
-	if kind == encoding.ModeEphemeral {
-		lease = clientv3.LeaseID(s.id)
-	}
-	ttlMs := int64(0)
-	if kind.IsTTL() {
-		ttlMs = ttl
-	}
-	aclVal := encodeACLValue(aclValue{Ctime: now, Mode: kind, TTL: ttlMs, ACL: acl})
-	for attempt := 0; ; attempt++ {
-		if attempt == 100 {
-			return "", encoding.Stat{}, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, op, path)
-		}
-		nodeKey := b.keys.data(name)
-		cmps := []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(parentKey), ">", 0),
-			clientv3.Compare(clientv3.LeaseValue(parentKey), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(nodeKey), "=", 0),
-		}
-		if seq != nil {
-			cmps = append(cmps, seq.compares(b.keys, parent)...)
-		}
-		cmps = append(cmps, g.cmps(b.keys)...)
-		putData := clientv3.OpPut(nodeKey, encodeDataValue(data, now))
-		if lease != 0 {
-			putData = clientv3.OpPut(nodeKey, encodeDataValue(data, now), clientv3.WithLease(lease))
-		}
-		elseOps := []clientv3.Op{
-			// Not keys-only: etcd serves those from its index, which has no Lease field, and
-			// the parent's lease tells NoChildrenForEphemerals.
-			clientv3.OpGet(parentKey),
-			clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
-			clientv3.OpGet(createsKey, clientv3.WithKeysOnly()),
-		}
-		if seq != nil {
-			elseOps = append(elseOps, clientv3.OpGet(b.keys.offsets(parent)))
-		} else {
-			// No retry is possible unless the parent's ACL changed, so the failure is final
-			// otherwise: consume its revision now.
-			elseOps = append(elseOps, b.putErrorIf(g.finalConds(b.keys)...))
-		}
-		elseOps = append(elseOps, clientv3.OpGet(b.keys.acl(parent)))
-		thenOps := []clientv3.Op{
-			putData,
-			// An ephemeral's ACL key shares its lease, so that etcd removes both if it ever
-			// expires the session itself.
-			clientv3.OpPut(b.keys.acl(name), aclVal, clientv3.WithLease(lease)),
-			clientv3.OpPut(createsKey, ""),
-		}
-		if znode.IsReaped(kind) {
-			thenOps = append(thenOps, clientv3.OpPut(b.keys.reapIndex(name), ""))
-		}
-		r, err := b.kv.Txn(ctx).If(cmps...).Then(thenOps...).Else(elseOps...).Commit()
-		if err != nil {
-			z, err := s.etcdFailure(op, path, err)
-			return "", encoding.Stat{}, z, err
-		}
-		if r.Succeeded {
-			if seq != nil {
-				seq.committed()
-			}
-			rev := r.Header.Revision
-			b.acls.remember(name, acl, rev)
-			stat := encoding.Stat{
-				Czxid: encoding.Zxid(rev), Mzxid: encoding.Zxid(rev), Pzxid: encoding.Zxid(rev),
-				Ctime: now, Mtime: now,
-				EphemeralOwner: encoding.SessionID(lease),
-				DataLength:     int32(len(data)),
-			}
-			return name, stat, s.zxid(rev), nil
-		}
-		parentKV, nodeKV, createsKV := firstKV(r, 0), firstKV(r, 1), firstKV(r, 2)
-		var code encoding.ErrCode
-		var counterMoved bool
-		if seq != nil && parentKV != nil {
-			if counterMoved, err = seq.update(createsKV, firstKV(r, 3)); err != nil {
-				return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
-			}
-		}
-		if parentKV != nil {
-			// The parent's ACL changed since the decision: decide again.
-			stale, err := s.staleGuard(&g, firstKV(r, 4))
-			if err != nil {
-				return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
-			}
-			if stale {
-				if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
-					if err != nil {
-						z, err = s.etcdFailure(op, path, err)
-					}
-					return "", encoding.Stat{}, z, orCode(err, code)
-				}
-				if seq != nil {
-					counter = seq.counter()
-					name = znode.SequentialName(path, counter)
-				}
-				continue
-			}
-		}
-		switch {
-		case parentKV == nil:
-			if seq != nil {
-				seq.forget()
-			}
-			code = encoding.ErrNoNode
-		case counterMoved:
-			// Another create under the parent took our sequence number: take the next.
-			counter = seq.counter()
-			name = znode.SequentialName(path, counter)
-			continue
-		case nodeKV != nil:
-			code = encoding.ErrNodeExists
-		case parentKV.Lease != 0:
-			code = encoding.ErrNoChildrenForEphemerals
-		default:
-			return "", encoding.Stat{}, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: transaction failed for no known reason", s.id, op, path)
-		}
-		if counter < 0 {
-			return "", encoding.Stat{}, s.zxid(r.Header.Revision), code
-		}
-		return fail(code)
-	}
-}
-
 // Delete deletes a node in one guarded transaction (PROTOCOL.md §3.2: NoNode of the parent,
 // NoAuth (DELETE on the parent), NoNode, BadVersion, NotEmpty, in that order).
 func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (encoding.Zxid, error) {
@@ -516,7 +309,7 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 	if err != nil {
 		return s.etcdFailure("delete", path, err)
 	}
-	for attempt := 0; attempt < maxACLAttempts; attempt++ {
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
 			if err != nil {
 				return s.etcdFailure("delete", path, err)
@@ -539,6 +332,7 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 			clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
 			b.putErrorIf(withEach(b.failureCmps(path, req.Version), g.finalConds(b.keys))...),
 			clientv3.OpGet(b.keys.acl(parent)),
+			clientv3.OpGet(b.keys.childrenPrefix(path), clientv3.WithPrefix(), clientv3.WithCountOnly()),
 		).Commit()
 		if err != nil {
 			return s.etcdFailure("delete", path, err)
@@ -559,15 +353,15 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 			_, z, err := s.slowWrite(ctx, "delete", mop{op: encoding.OpDelete, path: path, version: req.Version, ttl: -1})
 			return z, err
 		}
-		n := firstKV(r, 0)
-		switch {
-		case n == nil:
-			return z, encoding.ErrNoNode
-		case req.Version != -1 && n.Version != int64(req.Version)+1:
-			return z, encoding.ErrBadVersion
-		default:
-			return z, encoding.ErrNotEmpty
+		p, err := parentFromElse(firstKV(r, 2))
+		if err != nil {
+			return z, fmt.Errorf("session %s: delete %q: %w", s.id, path, err)
 		}
+		n, _ := nodeFromElse(firstKV(r, 0), nil, rangeCount(r, 3))
+		if code := znode.CheckDelete(failedView{parent: p, path: n}, path, req.Version, s.auth); code != 0 {
+			return z, code
+		}
+		return z, fmt.Errorf("session %s: delete %q: transaction failed for no known reason", s.id, path)
 	}
 	return s.zxid(0), fmt.Errorf("session %s: delete %q: too many conflicting retries", s.id, path)
 }
@@ -587,7 +381,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 		z, err := s.etcdFailure("setData", path, err)
 		return nil, z, err
 	}
-	for attempt := 0; attempt < maxACLAttempts; attempt++ {
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
 			if err != nil {
 				z, err = s.etcdFailure("setData", path, err)
@@ -628,10 +422,14 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 			return res.Record.(*encoding.SetDataResponse), z, nil
 		}
 		if !r.Succeeded {
-			if firstKV(r, 0) == nil {
-				return nil, z, encoding.ErrNoNode
+			n, err := nodeFromElse(firstKV(r, 0), firstKV(r, 2), 0)
+			if err != nil {
+				return nil, z, fmt.Errorf("session %s: setData %q: %w", s.id, path, err)
 			}
-			return nil, z, encoding.ErrBadVersion
+			if code := znode.CheckSetData(failedView{path: n}, path, req.Version, s.auth); code != 0 {
+				return nil, z, code
+			}
+			return nil, z, fmt.Errorf("session %s: setData %q: transaction failed for no known reason", s.id, path)
 		}
 		prev := r.Responses[0].GetResponsePut().PrevKv
 		rev := r.Header.Revision
@@ -664,7 +462,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		return fail(encoding.ErrInvalidACL)
 	}
 	b := s.b
-	for attempt := 0; attempt < 100; attempt++ {
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		n, _, z, err := s.readNode(ctx, "setACL", path, false)
 		if err == encoding.ErrNoNode {
 			return fail(encoding.ErrNoNode)
@@ -712,4 +510,40 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		return &encoding.SetACLResponse{Stat: n.Stat}, z, nil
 	}
 	return nil, s.zxid(0), fmt.Errorf("session %s: setACL %q: too many conflicting retries", s.id, path)
+}
+
+// The nodes a failed write's Else branch read, as a znode.View, so that the write's check
+// (znode.Check*) names the error in ZooKeeper's order. They are used only where the failure was
+// final (the error key was put): a node's version then has no offset, and ZooKeeper's version
+// is etcd's minus one.
+
+// failedView is a znode.View over a failed write's Else reads; other paths are absent.
+type failedView map[string]znode.Node
+
+func (v failedView) Node(path string) znode.Node { return v[path] }
+
+// parentFromElse is a parent of which the ACL key alone was read: it exists when that key does.
+func parentFromElse(aclKV *mvccpb.KeyValue) (znode.Node, error) {
+	if aclKV == nil {
+		return znode.Node{}, nil
+	}
+	meta, err := decodeACLValue(aclKV.Value)
+	return znode.Node{Exists: true, ACL: meta.ACL}, err
+}
+
+// nodeFromElse is a node of which the data key (keys only) was read, with its ACL key when
+// read (else nil) and its number of children: it exists when its data key does.
+func nodeFromElse(dataKV, aclKV *mvccpb.KeyValue, children int64) (znode.Node, error) {
+	if dataKV == nil {
+		return znode.Node{}, nil
+	}
+	n := znode.Node{Exists: true, Version: int32(dataKV.Version - 1), NumChildren: int32(children)}
+	if aclKV != nil {
+		meta, err := decodeACLValue(aclKV.Value)
+		if err != nil {
+			return n, err
+		}
+		n.ACL = meta.ACL
+	}
+	return n, nil
 }

@@ -175,7 +175,7 @@ func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, 
 // else it lists again).
 func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev int64) (zxid encoding.Zxid, owned bool, err error) {
 	skey := b.keys.session(id)
-	for attempt := 0; attempt < 10; attempt++ {
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id), clientv3.WithAttachedKeys())
 		if err != nil {
 			return 0, true, fmt.Errorf("session %s: close: list ephemerals: %w", id, err)

@@ -1,0 +1,278 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
+)
+
+// A create runs in three steps: plan (the checks that need no transaction, the parent's ACL
+// decision, the sequential name), commit (one guarded Txn that creates the node, or reads in
+// its Else branch what decides the failure), and classify (why a commit failed: a retry, or
+// ZooKeeper's error code from znode.CheckCreate over what the Else branch read).
+
+// createPlan is one create, planned: what the commit writes and guards.
+type createPlan struct {
+	op, path  string
+	parent    string
+	name      string // path, with the sequence suffix of counter for a sequential create
+	data      []byte
+	acl       []encoding.ACL // fixed (znode.FixupACL)
+	kind      encoding.CreateMode
+	mode      encoding.CreateMode
+	ttl       int64
+	lease     clientv3.LeaseID // the session's, for an ephemeral; else 0
+	now       int64
+	guard     aclGuard    // CREATE on the parent, pinned by the commit (acl.go)
+	seq       *seqCounter // the parent's counter for a sequential create (seq.go); else nil
+	counter   int64       // the counter the name was made from; -1 when it does not matter
+	createsAt string      // the parent's child-create key
+}
+
+// create runs ZooKeeper's create checks in PrepRequestProcessor's order (PROTOCOL.md §3.2).
+// ttl is -1 for every opcode but createTTL. kind is the node made (znode.Kind): the flags in mode
+// decide the checks and the sequence suffix, the opcode and flags together what the node is.
+func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64, kind encoding.CreateMode) (string, encoding.Stat, encoding.Zxid, error) {
+	p, z, err := s.planCreate(ctx, op, path, data, acl, mode, ttl, kind)
+	if p == nil || err != nil {
+		return "", encoding.Stat{}, z, err
+	}
+	if p.seq != nil {
+		defer s.b.seqs.release(p.seq)
+	}
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
+		r, err := s.commitCreate(ctx, p)
+		if err != nil {
+			z, err := s.etcdFailure(op, path, err)
+			return "", encoding.Stat{}, z, err
+		}
+		if r.Succeeded {
+			return p.name, s.created(p, r.Header.Revision), s.zxid(r.Header.Revision), nil
+		}
+		retry, z, err := s.classifyCreate(ctx, p, r)
+		if !retry {
+			return "", encoding.Stat{}, z, err
+		}
+	}
+	return "", encoding.Stat{}, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, op, path)
+}
+
+// planCreate runs the checks that come before the commit and plans it. A nil plan means the
+// create is answered already (z, err: a ZooKeeper error or a failure).
+func (s *etcdSession) planCreate(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64, kind encoding.CreateMode) (*createPlan, encoding.Zxid, error) {
+	parent, acl, code := znode.CheckCreateRequest(znode.CreateOp{Path: path, ACL: acl, Flags: mode, TTL: ttl}, s.auth, s.b.x509)
+	if code != 0 {
+		z, err := s.fail(ctx, op, path, code)
+		return nil, z, err
+	}
+	p := &createPlan{op: op, path: path, parent: parent, name: path, data: data, acl: acl, kind: kind, mode: mode,
+		ttl: ttl, now: s.b.nowMs(), counter: -1, createsAt: s.b.keys.childCreates(parent)}
+	if kind == encoding.ModeEphemeral {
+		p.lease = clientv3.LeaseID(s.id)
+	}
+	// CREATE on the parent, decided on the cached ACL and pinned by the commit (acl.go):
+	// after NoNode of the parent, before everything that depends on the name.
+	var err error
+	if p.guard, err = s.guardACL(ctx, parent, encoding.PermCreate); err != nil {
+		z, err := s.etcdFailure(op, path, err)
+		return nil, z, err
+	}
+	if code, z, err := s.settle(ctx, &p.guard, 0); err != nil || code != 0 {
+		z, err := s.answerSettled(op, path, z, code, err)
+		return nil, z, err
+	}
+	if mode.IsSequential() {
+		if z, err := s.planSequence(ctx, p); err != nil {
+			return nil, z, err
+		}
+	}
+	// Names that fail validation are refused after the parent lookup (NoNode wins).
+	if !znode.ValidatePath(p.name) {
+		code, z, err := s.settle(ctx, &p.guard, encoding.ErrBadArguments)
+		s.releaseSeq(p)
+		z, err = s.answerSettled(op, path, z, code, err)
+		return nil, z, err
+	}
+	return p, 0, nil
+}
+
+// answerSettled turns settle's outcome into a reply's zxid and error.
+func (s *etcdSession) answerSettled(op, path string, z encoding.Zxid, code encoding.ErrCode, err error) (encoding.Zxid, error) {
+	if err != nil {
+		z, err = s.etcdFailure(op, path, err)
+	}
+	return z, orCode(err, code)
+}
+
+// planSequence takes the parent's counter C (read before a sequential create, or cached by this
+// process's previous one, seq.go), guarded by the counter's compares at commit, and names the
+// node after it. On an error the counter is released and the create answered.
+func (s *etcdSession) planSequence(ctx context.Context, p *createPlan) (encoding.Zxid, error) {
+	b := s.b
+	seq, err := b.seqs.acquire(ctx, p.parent)
+	if err != nil {
+		return s.zxid(0), fmt.Errorf("session %s: %s %q: %w", s.id, p.op, p.path, err)
+	}
+	p.seq = seq
+	if !seq.known {
+		r, err := b.kv.Txn(ctx).Then(append([]clientv3.Op{
+			clientv3.OpGet(b.keys.data(p.parent), clientv3.WithKeysOnly()),
+		}, seq.readOps(b.keys, p.parent)...)...).Commit()
+		if err != nil {
+			s.releaseSeq(p)
+			return s.etcdFailure(p.op, p.path, err)
+		}
+		if firstKV(r, 0) == nil {
+			s.releaseSeq(p)
+			return s.fail(ctx, p.op, p.path, encoding.ErrNoNode)
+		}
+		if _, err := seq.update(firstKV(r, 1), firstKV(r, 2)); err != nil {
+			s.releaseSeq(p)
+			return s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, p.op, p.path, err)
+		}
+	}
+	p.counter = seq.counter()
+	p.name = znode.SequentialName(p.path, p.counter)
+	return 0, nil
+}
+
+// releaseSeq gives back the plan's sequence counter, if it holds one, when no commit follows.
+func (s *etcdSession) releaseSeq(p *createPlan) {
+	if p.seq != nil {
+		s.b.seqs.release(p.seq)
+		p.seq = nil
+	}
+}
+
+// commitCreate runs the create's one Txn. Its Else branch reads the parent (with its lease, for
+// NoChildrenForEphemerals), the node, the parent's child-create key, the parent's offsets
+// (sequential) or puts the error key (otherwise: no retry is possible unless the parent's ACL
+// changed, so the failure is final and consumes its revision now), and the parent's ACL key.
+func (s *etcdSession) commitCreate(ctx context.Context, p *createPlan) (*clientv3.TxnResponse, error) {
+	b := s.b
+	parentKey, nodeKey := b.keys.data(p.parent), b.keys.data(p.name)
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(parentKey), ">", 0),
+		clientv3.Compare(clientv3.LeaseValue(parentKey), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(nodeKey), "=", 0),
+	}
+	if p.seq != nil {
+		cmps = append(cmps, p.seq.compares(b.keys, p.parent)...)
+	}
+	cmps = append(cmps, p.guard.cmps(b.keys)...)
+	ttlMs := int64(0)
+	if p.kind.IsTTL() {
+		ttlMs = p.ttl
+	}
+	aclVal := encodeACLValue(aclValue{Ctime: p.now, Mode: p.kind, TTL: ttlMs, ACL: p.acl})
+	then := []clientv3.Op{
+		clientv3.OpPut(nodeKey, encodeDataValue(p.data, p.now), clientv3.WithLease(p.lease)),
+		// An ephemeral's ACL key shares its lease, so that etcd removes both if it ever
+		// expires the session itself.
+		clientv3.OpPut(b.keys.acl(p.name), aclVal, clientv3.WithLease(p.lease)),
+		clientv3.OpPut(p.createsAt, ""),
+	}
+	if znode.IsReaped(p.kind) {
+		then = append(then, clientv3.OpPut(b.keys.reapIndex(p.name), ""))
+	}
+	els := []clientv3.Op{
+		// Not keys-only: etcd serves those from its index, which has no Lease field, and
+		// the parent's lease tells NoChildrenForEphemerals.
+		clientv3.OpGet(parentKey),
+		clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
+		clientv3.OpGet(p.createsAt, clientv3.WithKeysOnly()),
+	}
+	if p.seq != nil {
+		els = append(els, clientv3.OpGet(b.keys.offsets(p.parent)))
+	} else {
+		els = append(els, b.putErrorIf(p.guard.finalConds(b.keys)...))
+	}
+	els = append(els, clientv3.OpGet(b.keys.acl(p.parent)))
+	return b.kv.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+}
+
+// created records a committed create and returns the new node's Stat.
+func (s *etcdSession) created(p *createPlan, rev int64) encoding.Stat {
+	if p.seq != nil {
+		p.seq.committed()
+	}
+	s.b.acls.remember(p.name, p.acl, rev)
+	return encoding.Stat{
+		Czxid: encoding.Zxid(rev), Mzxid: encoding.Zxid(rev), Pzxid: encoding.Zxid(rev),
+		Ctime: p.now, Mtime: p.now,
+		EphemeralOwner: encoding.SessionID(p.lease),
+		DataLength:     int32(len(p.data)),
+	}
+}
+
+// classifyCreate says why a create's commit failed: retry (the parent's ACL or sequence counter
+// moved since the plan, which is updated), or the reply (ZooKeeper's error code, decided by
+// znode.CheckCreate over what the Else branch read, or a failure).
+func (s *etcdSession) classifyCreate(ctx context.Context, p *createPlan, r *clientv3.TxnResponse) (retry bool, z encoding.Zxid, err error) {
+	failed := func(err error) (bool, encoding.Zxid, error) {
+		return false, s.zxid(r.Header.Revision), fmt.Errorf("session %s: %s %q: %w", s.id, p.op, p.path, err)
+	}
+	parentKV, nodeKV, createsKV := firstKV(r, 0), firstKV(r, 1), firstKV(r, 2)
+	counterMoved := false
+	if p.seq != nil && parentKV != nil {
+		if counterMoved, err = p.seq.update(createsKV, firstKV(r, 3)); err != nil {
+			return failed(err)
+		}
+	}
+	if parentKV != nil {
+		// The parent's ACL changed since the decision: decide again.
+		stale, err := s.staleGuard(&p.guard, firstKV(r, 4))
+		if err != nil {
+			return failed(err)
+		}
+		if stale {
+			if code, z, err := s.settle(ctx, &p.guard, 0); err != nil || code != 0 {
+				z, err := s.answerSettled(p.op, p.path, z, code, err)
+				return false, z, err
+			}
+			p.renumber()
+			return true, 0, nil
+		}
+	}
+	if parentKV == nil && p.seq != nil {
+		p.seq.forget()
+	}
+	if counterMoved {
+		// Another create under the parent took our sequence number: take the next.
+		p.renumber()
+		return true, 0, nil
+	}
+	// The ACL decision stands (not stale): the parent's ACL as the Else branch read it is the
+	// one decided on; with its existence and lease, the node's existence, and the counter the
+	// name was made from.
+	view := failedView{p.name: znode.Node{Exists: nodeKV != nil}}
+	if parentKV != nil {
+		parent, err := parentFromElse(firstKV(r, 4))
+		if err != nil {
+			return failed(err)
+		}
+		parent.Exists, parent.EphemeralOwner, parent.Creates = true, encoding.SessionID(parentKV.Lease), p.counter
+		view[p.parent] = parent
+	}
+	_, _, code := znode.CheckCreate(view, znode.CreateOp{Path: p.path, ACL: p.acl, Flags: p.mode, TTL: p.ttl}, s.auth, s.b.x509)
+	if code == 0 {
+		return failed(fmt.Errorf("transaction failed for no known reason"))
+	}
+	if p.counter < 0 {
+		return false, s.zxid(r.Header.Revision), code
+	}
+	z, err = s.fail(ctx, p.op, p.path, code)
+	return false, z, err
+}
+
+// renumber names a sequential create after its counter's current value (after a retry).
+func (p *createPlan) renumber() {
+	if p.seq != nil {
+		p.counter = p.seq.counter()
+		p.name = znode.SequentialName(p.path, p.counter)
+	}
+}
