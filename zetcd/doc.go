@@ -46,6 +46,11 @@
 //     empty, and it tracks the highest zxid written on the connection, which ping replies
 //     carry.
 //
+// One file per role: handshake.go (first frame, Backend.Connect, runSession), reader.go,
+// executor.go (with dispatchTable), writer.go; conn.go holds what they share (clientConn, its
+// end reason, shutdown, teardown). The seams (Handler, Session, Backend, EventSink,
+// StatsSource) are in seams.go.
+//
 // An error on a connection closes that connection only. Each goroutine recovers from panics
 // as a last line of defence, logging the stack and closing the connection.
 //
