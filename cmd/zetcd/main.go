@@ -39,6 +39,7 @@ type options struct {
 	maxSessionTimeout time.Duration
 	maxFrameBytes     int
 	logLevel          string
+	logRequests       bool // --log-requests: zetcd.WithLogging around the served backend
 	oracle            string      // --oracle: cross-check against this ZooKeeper
 	oracleAnswer      xchk.Answer // --oracle-answer
 	oracleFailFast    bool        // --oracle-fail-fast
@@ -62,6 +63,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.maxSessionTimeout, "max-session-timeout", 40*time.Second, "largest session timeout granted to clients")
 	fs.IntVar(&o.maxFrameBytes, "max-frame-bytes", encoding.DefaultMaxFrameBytes, "largest request frame accepted (ZooKeeper's jute.maxbuffer); larger closes the connection")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&o.logRequests, "log-requests", false, "log every request (session, op, path, zxid, code, latency) at debug level, so with --log-level debug; a request that fails without a ZooKeeper code at warn")
 	fourLetter := fs.String("4lw-whitelist", strings.Join(zetcd.DefaultFourLetterWords, ","), "comma-separated four-letter words answered on the client port, * for all (srvr is always answered)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint serving /metrics, /healthz and /readyz; empty disables it")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
@@ -228,6 +230,10 @@ func run(o options, log *zap.Logger) error {
 		served = xb
 		log.Info("cross-checking against ZooKeeper", zap.String("oracle", o.oracle),
 			zap.String("answer", string(o.oracleAnswer)), zap.Bool("fail-fast", o.oracleFailFast))
+	}
+	if o.logRequests {
+		// Outermost: the log shows what clients are answered, cross-checked or not.
+		served = zetcd.WithLogging(served, log.Named("requests"))
 	}
 	srv := zetcd.NewServer(served, zetcd.Config{
 		MinSessionTimeout: o.minSessionTimeout,
