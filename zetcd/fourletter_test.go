@@ -138,3 +138,11 @@ func TestEtcdStatsSource(t *testing.T) {
 		t.Errorf("watches %+v", ws)
 	}
 }
+
+func TestServerJavaDouble(t *testing.T) {
+	for v, want := range map[float64]string{0: "0.0", 12: "12.0", 0.3123: "0.3123", 2.5: "2.5"} {
+		if got := javaDouble(v); got != want {
+			t.Errorf("javaDouble(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
