@@ -8,6 +8,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -827,6 +829,29 @@ func Test4lw(t *testing.T) {
 	} {
 		if got := fourLetter(t, ts.addr, in); got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Test4lwDataDirs: conf and dirs report and measure the directories Config.DataDirs names.
+func Test4lwDataDirs(t *testing.T) {
+	snap, log := t.TempDir(), t.TempDir()
+	for dir, size := range map[string]int{snap: 3, log: 5} {
+		if err := os.WriteFile(filepath.Join(dir, "f"), make([]byte, size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig()
+	cfg.FourLetterWords = []string{"conf", "dirs"}
+	cfg.DataDirs = zetcd.DataDirs{Snap: snap, Log: log}
+	ts := startTestServer(t, cfg)
+	if got, want := fourLetter(t, ts.addr, "dirs"), "datadir_size: 3\nlogdir_size: 5\n"; got != want {
+		t.Errorf("dirs: %q, want %q", got, want)
+	}
+	conf := fourLetter(t, ts.addr, "conf")
+	for _, line := range []string{"dataDir=" + snap, "dataDirSize=3", "dataLogDir=" + log, "dataLogSize=5"} {
+		if !strings.Contains(conf, line+"\n") {
+			t.Errorf("conf lacks %q:\n%s", line, conf)
 		}
 	}
 }

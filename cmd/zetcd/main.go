@@ -39,7 +39,7 @@ type options struct {
 	maxSessionTimeout time.Duration
 	maxFrameBytes     int
 	logLevel          string
-	logRequests       bool // --log-requests: zetcd.WithLogging around the served backend
+	logRequests       bool        // --log-requests: zetcd.WithLogging around the served backend
 	oracle            string      // --oracle: cross-check against this ZooKeeper
 	oracleAnswer      xchk.Answer // --oracle-answer
 	oracleFailFast    bool        // --oracle-fail-fast
@@ -209,9 +209,9 @@ func run(o options, log *zap.Logger) error {
 	}
 	defer backend.Close()
 
-	dataDir := ""
+	var dataDirs zetcd.DataDirs // an external etcd's files are not ours to measure
 	if o.endpoints == "" {
-		dataDir = o.dataDir
+		dataDirs.Snap, dataDirs.Log = embedetcd.Dirs(o.dataDir)
 	}
 	served := metrics.WrapBackend(backend)
 	if o.oracle != "" {
@@ -242,7 +242,7 @@ func run(o options, log *zap.Logger) error {
 		Logger:            log.Named("server"),
 		Version:           version,
 		FourLetterWords:   o.fourLetterWords,
-		DataDir:           dataDir,
+		DataDirs:          dataDirs,
 		Stats:             backend,
 		Metrics:           metrics,
 	})
