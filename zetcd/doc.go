@@ -49,7 +49,9 @@
 // One file per role: handshake.go (first frame, Backend.Connect, runSession), reader.go,
 // executor.go (with dispatchTable), writer.go; conn.go holds what they share (clientConn, its
 // end reason, shutdown, teardown). The seams (Handler, Session, Backend, EventSink,
-// StatsSource) are in seams.go.
+// StatsSource) are in seams.go. Decorators (Metrics.WrapBackend, WithLogging, the xchk
+// cross-checker) turn one Invoker into a Session with Forward (forward.go), the only
+// hand-written forwarder of the opcodes, and override only the life-cycle calls they need.
 //
 // An error on a connection closes that connection only. Each goroutine recovers from panics
 // as a last line of defence, logging the stack and closing the connection.
