@@ -26,6 +26,7 @@ var layers = []layer{
 	{pkg: "internal/znode", module: []string{"encoding"}},
 	{pkg: "internal/watch", module: []string{"encoding", "internal/znode"}},
 	{pkg: "zetcd", module: []string{"encoding"}},
+	{pkg: "zetcd/zetcdtest", module: []string{"encoding", "zetcd"}},
 	{pkg: "xchk", module: []string{"encoding", "zetcd"}},
 	{pkg: "etcdstore", module: []string{"encoding", "internal/znode", "internal/watch", "zetcd"}, etcd: true},
 }

@@ -134,7 +134,7 @@ func (c *aclCache) forget(path string, rev int64) {
 	}
 }
 
-// aclListOffset is where the ACL list starts in an ACL value (schema.go).
+// aclListOffset is where the ACL list starts in an ACL value (keys.go).
 const aclListOffset = 21
 
 // aclGuard is the ACL decision a write makes on (path's ACL as of rev), and what pins it.
@@ -364,7 +364,7 @@ func (b *Store) aclAtChange(path string, rev int64) ([]encoding.ACL, bool) {
 // adds digest:<user>:<hash> (and super first, for the configured super digest); "ip" succeeds
 // and adds the client's address again (a no-op); "x509" succeeds only on a connection with a
 // verified client certificate when x509 is enabled. Any other scheme is AuthFailed, and the
-// server then closes the connection (dispatch.go); the session survives. The reply zxid is 0,
+// server then closes the connection (zetcd/executor.go); the session survives. The reply zxid is 0,
 // as ZooKeeper's.
 func (s *etcdSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error) {
 	switch req.Scheme {

@@ -50,7 +50,7 @@ var errClientDeleteContainer = errors.New("deleteContainer is refused from clien
 // DeleteContainer (20) is the request ZooKeeper's own container reaper sends. ZooKeeper 3.9
 // refuses it from a client: it logs "Received deleteContainer opcode from client session",
 // sends no reply and closes the connection; the session survives. zetcd does the same (a
-// non-code error), and its reaper (etcd_reaper.go) deletes containers itself.
+// non-code error), and its reaper (reaper.go) deletes containers itself.
 func (s *etcdSession) DeleteContainer(ctx context.Context, req *encoding.DeleteContainerRequest) (encoding.Zxid, error) {
 	return s.zxid(0), errClientDeleteContainer
 }

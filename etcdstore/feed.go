@@ -83,7 +83,7 @@ func (b *Store) runWatchFeed(rev int64) {
 // fireRevision fires the znode changes of one revision: the multi journal when the revision has
 // one (its per-op changes, in op order), else the events on data keys.
 //
-// Each change carries the ACLs that decide whether its events may be delivered (etcd_acl.go),
+// Each change carries the ACLs that decide whether its events may be delivered (acl.go),
 // from the ACL cache, which this revision's ACL key puts update before its changes fire and
 // its ACL key deletes after.
 func (b *Store) fireRevision(evs []*clientv3.Event) {

@@ -18,7 +18,7 @@ package etcdstore
 //	                       names sequential children; ZooKeeper reports cversion = 2C - numChildren.
 //	P m/<d><path>\x00d     child-delete key: rewritten on every child delete, so that pzxid (the
 //	                       newest of czxid and the ModRevisions of the c and d keys) moves.
-//	P m/<d><path>\x00o     offsets key, usually absent: written only by a multi (etcd_multi.go)
+//	P m/<d><path>\x00o     offsets key, usually absent: written only by a multi (multi.go)
 //	                       whose ops change a node more than once, since one etcd Txn can put a
 //	                       key only once. Value: offsetsValue, the corrections from etcd's
 //	                       counters to ZooKeeper's (create then setData in one multi: data
@@ -29,7 +29,7 @@ package etcdstore
 //	                       compare depends on these counters (setData/delete with a version, a
 //	                       sequential create) read or guard it.
 //	P r<path>              reap index key, one per container and TTL node (empty value): written
-//	                       with the node, deleted with it, so that the reaper (etcd_reaper.go)
+//	                       with the node, deleted with it, so that the reaper (reaper.go)
 //	                       finds its candidates with one range instead of a scan of the tree.
 //	P e/reaper/            election prefix of the one zetcd process per cluster that reaps.
 //	P s/<session id hex>   session key, attached to the session's lease: password, timeout and
@@ -37,7 +37,7 @@ package etcdstore
 //	P p/<process id hex>   process key, one per live zetcd process, attached to a short lease
 //	                       of its own (empty value): a session whose serving process has no
 //	                       process key is orphaned, and the elected leader ends it at its
-//	                       timeout (etcd_orphans.go).
+//	                       timeout (orphans.go).
 //	P x                    error key: a failed write puts it so that it consumes a zxid (revision)
 //	                       as a failed write does in ZooKeeper.
 //	P j                    journal key: a successful multi puts its per-op changes here (value:

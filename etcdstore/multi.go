@@ -17,7 +17,7 @@ import (
 )
 
 // The multi engine: multi (14), and the single-op writes whose one-Txn fast path cannot express
-// a change (a node with an offsets key, schema.go). A write multi is two etcd round trips in the
+// a change (a node with an offsets key, keys.go). A write multi is two etcd round trips in the
 // common case:
 //
 //  1. One read Txn fetches, at one revision, every node the ops touch (data key, meta keys and
@@ -396,7 +396,7 @@ func (m *multiState) guards() []clientv3.Cmp {
 
 // writes returns the etcd ops that turn the state read into the simulated final state. etcd
 // lets a Txn write a key once, so each key gets at most one op, and where that leaves etcd's
-// counters out of step with ZooKeeper's the offsets key records the difference (schema.go).
+// counters out of step with ZooKeeper's the offsets key records the difference (keys.go).
 func (m *multiState) writes() []clientv3.Op {
 	paths := make([]string, 0, len(m.nodes))
 	for p, n := range m.nodes {
@@ -439,7 +439,7 @@ func (m *multiState) writes() []clientv3.Op {
 		}
 		aclVersion := kvVersion(n.aclKV)
 		if n.created {
-			// An ephemeral's ACL key shares its lease (see create in etcd_ops.go).
+			// An ephemeral's ACL key shares its lease (see create in create.go).
 			ops = append(ops, clientv3.OpPut(k.acl(p), encodeACLValue(n.meta), clientv3.WithLease(lease)))
 			aclVersion++
 		}
@@ -767,7 +767,7 @@ func (s *etcdSession) slowWrite(ctx context.Context, opName string, o mop) (enco
 
 // versionCmps are the compares of a single-op write that expects the node at version (-1: any).
 // etcd's data Version is version+1 unless a multi left an offsets key on the node, which the
-// compares therefore require absent; failureCmps (etcd_acl.go) lets the caller tell that case
+// compares therefore require absent; failureCmps (acl.go) lets the caller tell that case
 // apart and hand the write to the multi engine (slowWrite).
 func (b *Store) versionCmps(path string, version int32) []clientv3.Cmp {
 	if version == -1 {

@@ -349,7 +349,7 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 			if stale {
 				continue // the parent's ACL changed since the decision: decide again
 			}
-			// The node's version is offset (etcd_multi.go): the multi engine does the delete.
+			// The node's version is offset (multi.go): the multi engine does the delete.
 			_, z, err := s.slowWrite(ctx, "delete", mop{op: encoding.OpDelete, path: path, version: req.Version, ttl: -1})
 			return z, err
 		}
@@ -414,7 +414,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 			if stale {
 				continue // the node's ACL changed since the decision: decide again
 			}
-			// The node's version is offset (etcd_multi.go): the multi engine does the write.
+			// The node's version is offset (multi.go): the multi engine does the write.
 			res, z, err := s.slowWrite(ctx, "setData", mop{op: encoding.OpSetData, path: path, data: req.Data, version: req.Version, ttl: -1})
 			if err != nil {
 				return nil, z, err

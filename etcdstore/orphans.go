@@ -21,10 +21,10 @@ import (
 // (endSession). If that zetcd dies and the client does not resume elsewhere, nobody does: etcd
 // expires the lease after timeout+grace and deletes the ephemerals with it, but leaves their
 // parents' pzxid behind, so a reconnecting client's setWatches catch-up would miss the
-// NodeChildrenChanged. Instead, the elected leader (the reaper, etcd_reaper.go) adopts such
+// NodeChildrenChanged. Instead, the elected leader (the reaper, reaper.go) adopts such
 // sessions and ends them exactly as their own zetcd would have, before etcd's expiry.
 //
-// Every process writes a process key (schema.go) under a short lease of its own, and names
+// Every process writes a process key (keys.go) under a short lease of its own, and names
 // itself in the session keys it writes. A session whose named process has no process key is an
 // orphan. The leader looks for orphans when it is elected, when the watch feed sees a process
 // key deleted, and every orphanScanInterval. Whether an orphan is due is decided by its lease

@@ -20,10 +20,10 @@ import (
 // a child), and a TTL node with no children whose mtime is older than its TTL. Exactly one zetcd
 // process per etcd cluster and prefix reaps: the one elected through client/v3/concurrency under
 // the prefix. Every interval it lists the reap index keys (one per container and TTL node,
-// schema.go), reads the candidates in batches, and deletes each one that qualifies with a guarded
+// keys.go), reads the candidates in batches, and deletes each one that qualifies with a guarded
 // Txn (still no children, data key unchanged since read), so a concurrent create of a child or
 // setData wins. Each deletion is one revision, like the deleteContainer txn ZooKeeper's leader
-// logs. The elected process also ends orphaned sessions (etcd_orphans.go).
+// logs. The elected process also ends orphaned sessions (orphans.go).
 
 const (
 	// DefaultReapInterval is ZooKeeper's znode.container.checkIntervalMs.

@@ -168,7 +168,7 @@ func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, 
 	return s.b.endSession(ctx, s.id, s.ownerRev)
 }
 
-// endSession ends session id on behalf of the connection (or orphan adoption, etcd_orphans.go)
+// endSession ends session id on behalf of the connection (or orphan adoption, orphans.go)
 // that took it when its session key had ModRevision ownerRev; see etcdSession.end. It lists the
 // lease's keys, then deletes the session key and the ephemerals, guarded by the session key's
 // ModRevision (not resumed since) and each ephemeral's lease (none deleted or created since;

@@ -22,7 +22,7 @@ var _ zetcd.StatsSource = (*Store)(nil)
 // data size), so a page is at most treeScanPage × the largest znode.
 const treeScanPage = 256
 
-// dataKeysPrefix is the common prefix of every data key (schema.go: "P n/<d><path>"), and
+// dataKeysPrefix is the common prefix of every data key (keys.go: "P n/<d><path>"), and
 // sessionKeysPrefix of every session key ("P s/<id>").
 func (k keySchema) dataKeysPrefix() string    { return k.prefix + "n/" }
 func (k keySchema) sessionKeysPrefix() string { return k.prefix + "s/" }

@@ -31,12 +31,12 @@ type Config struct {
 	Logger *zap.Logger
 	// LeaseGrace is added to a session's timeout to form its etcd lease TTL, so that the zetcd
 	// serving a session expires it itself (with exact parent stats) before etcd would. If that
-	// zetcd has died, the elected leader does (etcd_orphans.go); if every zetcd has died, etcd
+	// zetcd has died, the elected leader does (orphans.go); if every zetcd has died, etcd
 	// expires the lease after timeout+grace. Default 2s.
 	LeaseGrace time.Duration
 	// ReapInterval is how often the reaper looks for empty containers and expired TTL nodes to
-	// delete (etcd_reaper.go); one zetcd per cluster and prefix, elected, does it, and also
-	// ends the orphaned sessions of dead zetcd processes (etcd_orphans.go). Default
+	// delete (reaper.go); one zetcd per cluster and prefix, elected, does it, and also
+	// ends the orphaned sessions of dead zetcd processes (orphans.go). Default
 	// DefaultReapInterval (ZooKeeper's 60s); negative keeps this process out of the election.
 	ReapInterval time.Duration
 	// SuperDigest is ZooKeeper's superDigest ("user:BASE64(SHA1(user:password))", see znode.DigestID):
@@ -52,15 +52,15 @@ type Config struct {
 }
 
 // Store is the Backend that keeps the ZooKeeper tree and its sessions in etcd, following
-// the schema of schema.go. Many EtcdBackends (in many processes) may share one etcd cluster and
+// the key layout of keys.go. Many Stores (in many processes) may share one etcd cluster and
 // prefix: all coordination goes through etcd transactions.
 type Store struct {
 	kv      clientv3.KV
 	lease   clientv3.Lease
 	watcher clientv3.Watcher
-	// watches holds every watch of this process, fed by one etcd watch (etcd_watch.go).
+	// watches holds every watch of this process, fed by one etcd watch (feed.go).
 	watches *watch.Registry
-	// local holds the Session objects this process serves (etcd_session.go).
+	// local holds the Session objects this process serves (session.go).
 	local  localSessions
 	keys   keySchema
 	log    *zap.Logger
@@ -68,17 +68,17 @@ type Store struct {
 	nowFn  func() time.Time
 	bgCtx  context.Context
 	cancel context.CancelFunc
-	// seqs serializes this process's sequential creates per parent (etcd_seq.go).
+	// seqs serializes this process's sequential creates per parent (seq.go).
 	seqs seqCounters
-	// multiLocks serializes this process's multis per znode (etcd_multi.go).
+	// multiLocks serializes this process's multis per znode (multi.go).
 	multiLocks pathLocks
-	// reaper deletes containers and TTL nodes when this process is elected (etcd_reaper.go).
+	// reaper deletes containers and TTL nodes when this process is elected (reaper.go).
 	reaper reaper
 	// process is this process's identity and process key; orphans the sessions of dead
-	// processes that this process, when elected, ends (etcd_orphans.go).
+	// processes that this process, when elected, ends (orphans.go).
 	process processRegistration
 	orphans orphanAdoptions
-	// acls caches node ACLs for writes and the watch feed (etcd_acl.go).
+	// acls caches node ACLs for writes and the watch feed (acl.go).
 	acls aclCache
 	// superDigest and x509 are Config's SuperDigest and X509.
 	superDigest string
@@ -146,7 +146,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 
 // Close stops the backend's background work (session keepalives, the reaper, which hands its
 // role over, the process key, which it deletes). It does not end sessions: their clients resume
-// them on another zetcd, or the leader ends them at their timeout (etcd_orphans.go).
+// them on another zetcd, or the leader ends them at their timeout (orphans.go).
 func (b *Store) Close() {
 	b.cancel()
 	b.stopReaper()

@@ -185,7 +185,7 @@ func TestEtcdRoundTrips(t *testing.T) {
 		return err
 	})
 
-	// Multi: one read Txn and one guarded commit (etcd_multi.go).
+	// Multi: one read Txn and one guarded commit (multi.go).
 	create := func(path string, flags encoding.CreateMode) encoding.MultiOp {
 		return encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: path, ACL: openACL, Flags: flags}}
 	}
@@ -210,7 +210,7 @@ func TestEtcdRoundTrips(t *testing.T) {
 		}})
 		return err
 	})
-	// A sequential create under a parent whose counter this process has cached (etcd_seq.go)
+	// A sequential create under a parent whose counter this process has cached (seq.go)
 	// is one.
 	seq := func() error {
 		_, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a/m-", ACL: openACL, Flags: encoding.ModePersistentSequential})

@@ -84,7 +84,7 @@ func (b *Backend) Connect(ctx context.Context, p zetcd.ConnectParams) (zetcd.Ses
 	if err != nil {
 		return nil, err
 	}
-	s.inner = in
+	s.setInner(in)
 	if err := b.attach(ctx, s, p); err != nil {
 		s.dropOracle()
 		b.forget(s)

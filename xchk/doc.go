@@ -39,8 +39,8 @@
 //
 // # Requests
 //
-// Every Handler method (one per opcode, all through one generic function) sends the request to
-// the twin, runs it on zetcd, waits for the twin's reply and compares:
+// Every Handler method (one per opcode, all through one Invoker via zetcd.Forward) sends the
+// request to the twin, runs it on zetcd, waits for the twin's reply and compares:
 //
 //   - the error code. A Go error from zetcd (the server then closes the client's connection)
 //     and ZooKeeper closing the twin's connection instead of answering (as it does for

@@ -23,12 +23,14 @@ import (
 // mu protects oracle, failure, detached and orphan, which event callbacks, timers and the
 // life-cycle methods also touch.
 type session struct {
-	b      *Backend
-	inner  zetcd.Session
-	sink   zetcd.EventSink // the client connection's
-	pair   *pair           // set by Backend.attach before the session is returned
-	gen    uint64
-	events *eventMatcher
+	zetcd.Session // zetcd.Forward(inner, s.call): the Handler; life-cycle overrides below
+	b             *Backend
+	inner         zetcd.Session
+	local         zetcd.Invoker   // zetcd.Call(inner)
+	sink          zetcd.EventSink // the client connection's
+	pair          *pair           // set by Backend.attach before the session is returned
+	gen           uint64
+	events        *eventMatcher
 
 	mu       sync.Mutex
 	oracle   *oracleConn // nil: not cross-checked (no twin, or the twin was lost)
@@ -39,6 +41,14 @@ type session struct {
 }
 
 var _ zetcd.Session = (*session)(nil)
+
+// setInner makes in the session zetcd serves this connection's requests on: every Handler
+// method becomes call with in's method as the local side.
+func (s *session) setInner(in zetcd.Session) {
+	s.inner = in
+	s.local = zetcd.Call(in)
+	s.Session = zetcd.Forward(in, s.call)
+}
 
 // MismatchError is what a Handler method returns under Config.FailFast when the answers
 // differ: not an encoding.ErrCode, so the server closes the client's connection.
@@ -198,13 +208,11 @@ var writeOps = map[encoding.Op]bool{
 }
 
 // call runs one request on zetcd and on the twin, in that order on each side's session, and
-// compares the answers. Every Handler method is this with its opcode and inner method. The
-// request is sent to the oracle first (without waiting), so the two round trips overlap.
-func call[Req, Resp encoding.Record](s *session, ctx context.Context, op encoding.Op, req Req,
-	local func(context.Context, Req) (Resp, encoding.Zxid, error)) (Resp, encoding.Zxid, error) {
-	var zero Resp
+// compares the answers. It is the Invoker every Handler method goes through (zetcd.Forward).
+// The request is sent to the oracle first (without waiting), so the two round trips overlap.
+func (s *session) call(ctx context.Context, op encoding.Op, req encoding.Record) (encoding.Record, encoding.Zxid, error) {
 	if err := s.failed(); err != nil {
-		return zero, 0, err
+		return nil, 0, err
 	}
 	if writeOps[op] {
 		s.b.gate.Lock()
@@ -221,10 +229,14 @@ func call[Req, Resp encoding.Record](s *session, ctx context.Context, op encodin
 	if oc != nil {
 		pending = oc.start(op, s.toOracle(req))
 	}
-	resp, zxid, err := local(ctx, req)
+	bodiless := headerOnly(op)
+	resp, zxid, err := s.local(ctx, op, req)
+	if bodiless {
+		resp = nil // addWatch's ErrorResponse{0} carries nothing to compare
+	}
 	if mutate := s.b.cfg.Mutate; mutate != nil {
 		if resp, err = mutated(mutate, op, resp, err); err != nil && isTypeError(err) {
-			return zero, zxid, err
+			return nil, zxid, err
 		}
 	}
 	if pending == nil {
@@ -253,19 +265,29 @@ func call[Req, Resp encoding.Record](s *session, ctx context.Context, op encodin
 		code, _ := errCode(err)
 		diff := difference{field: "err", zetcd: code.String(), zk: "connection closed", detail: kerr.Error()}
 		if ferr := s.report(op, path, []difference{diff}); ferr != nil {
-			return zero, zxid, ferr
+			return nil, zxid, ferr
 		}
 		return resp, zxid, err
 	}
-	_, bodiless := any(zero).(*encoding.Empty)
 	diffs := s.compare(op, resp, zxid, err, khdr, kresp, bodiless)
 	if ferr := s.report(op, path, diffs); ferr != nil {
-		return zero, zxid, ferr
+		return nil, zxid, ferr
 	}
 	if s.b.cfg.Answer == AnswerZooKeeper {
-		return fromZooKeeper[Resp](s, zxid, err, khdr, kresp, bodiless)
+		return fromZooKeeper(s, zxid, err, khdr, kresp, bodiless)
 	}
 	return resp, zxid, err
+}
+
+// headerOnly reports whether op's success reply carries no data to compare: encoding's
+// response record for it is Empty, or, for addWatch, ErrorResponse{0}.
+func headerOnly(op encoding.Op) bool {
+	r, _ := encoding.NewResponse(op)
+	switch r.(type) {
+	case *encoding.Empty, *encoding.ErrorResponse:
+		return true
+	}
+	return false
 }
 
 // compare returns the differences between zetcd's answer and the oracle's: error code; the
@@ -297,25 +319,22 @@ func (s *session) compare(op encoding.Op, zresp encoding.Record, zzxid encoding.
 // fromZooKeeper turns the oracle's answer into the client's, in the numbering of the client's
 // zetcd session: zxids through the session's zxidMap, session ids through the ownerMap. The
 // reply zxid stays zetcd's whenever zetcd answered, so the connection's zxids keep rising.
-func fromZooKeeper[Resp encoding.Record](s *session, zzxid encoding.Zxid, zerr error,
-	khdr encoding.ReplyHeader, kresp encoding.Record, bodiless bool) (Resp, encoding.Zxid, error) {
-	var zero Resp
+//
+// The response's type is checked by zetcd.Forward's method, as for zetcd's own answer.
+func fromZooKeeper(s *session, zzxid encoding.Zxid, zerr error,
+	khdr encoding.ReplyHeader, kresp encoding.Record, bodiless bool) (encoding.Record, encoding.Zxid, error) {
 	zxid := zzxid
 	if _, ok := errCode(zerr); (zerr != nil && !ok) || zxid == 0 {
 		zxid = s.pair.zxids.toZetcd(khdr.Zxid)
 	}
 	if khdr.Err != encoding.ErrOK {
-		return zero, zxid, khdr.Err
+		return nil, zxid, khdr.Err
 	}
 	if bodiless || kresp == nil {
-		return zero, zxid, nil
+		return nil, zxid, nil
 	}
 	rewrite(kresp, s.pair.zxids.toZetcd, s.b.owners.toZetcd)
-	r, ok := kresp.(Resp)
-	if !ok {
-		return zero, zxid, fmt.Errorf("xchk: oracle answered with %T, want %T", kresp, zero)
-	}
-	return r, zxid, nil
+	return kresp, zxid, nil
 }
 
 // toOracle returns the request to send to the twin: the client's, with zetcd zxids translated
@@ -339,23 +358,22 @@ var errTypeMismatch = errors.New("xchk: Mutate returned a record of the wrong ty
 
 func isTypeError(err error) bool { return errors.Is(err, errTypeMismatch) }
 
-// mutated applies the test-only Mutate hook to zetcd's answer.
-func mutated[Resp encoding.Record](mutate func(encoding.Op, encoding.Record, error) (encoding.Record, error),
-	op encoding.Op, resp Resp, err error) (Resp, error) {
-	var in encoding.Record
-	if !reflect.ValueOf(&resp).Elem().IsZero() {
-		in = resp
-	}
-	out, err := mutate(op, in, err)
+// mutated applies the test-only Mutate hook to zetcd's answer. The hook must answer with
+// encoding's response type for op (Empty for a header-only op), or with nil.
+func mutated(mutate func(encoding.Op, encoding.Record, error) (encoding.Record, error),
+	op encoding.Op, resp encoding.Record, err error) (encoding.Record, error) {
+	out, err := mutate(op, resp, err)
 	if out == nil {
-		var zero Resp
-		return zero, err
+		return nil, err
 	}
-	r, ok := out.(Resp)
-	if !ok {
-		return r, fmt.Errorf("%w: %T", errTypeMismatch, out)
+	want, _ := encoding.NewResponse(op)
+	if headerOnly(op) {
+		want = &encoding.Empty{}
 	}
-	return r, err
+	if reflect.TypeOf(out) != reflect.TypeOf(want) {
+		return nil, fmt.Errorf("%w: %T", errTypeMismatch, out)
+	}
+	return out, err
 }
 
 func errCode(err error) (encoding.ErrCode, bool) {
@@ -405,23 +423,10 @@ func pathFor(path, field string) string {
 	return path
 }
 
-// bodiless adapts a Handler method whose reply is a header only.
-func bodiless[Req any](f func(context.Context, Req) (encoding.Zxid, error)) func(context.Context, Req) (*encoding.Empty, encoding.Zxid, error) {
-	return func(ctx context.Context, req Req) (*encoding.Empty, encoding.Zxid, error) {
-		zxid, err := f(ctx, req)
-		return nil, zxid, err
-	}
-}
-
 // Life cycle.
 
-func (s *session) ID() encoding.SessionID { return s.inner.ID() }
-func (s *session) Password() []byte       { return s.inner.Password() }
-func (s *session) Timeout() time.Duration { return s.inner.Timeout() }
-
-func (s *session) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error {
-	return s.inner.AwaitEvents(ctx, zxid)
-}
+// ID, Password, Timeout, AwaitEvents and Done are zetcd's (Forward): the client's connection
+// follows the zetcd session.
 
 // Close ends the session on both sides at once (closeSession), holding the gate so no other
 // session compares a state where only one side has ended it, and compares the outcomes.
@@ -512,9 +517,6 @@ func (s *session) endTwin(ctx context.Context, oc *oracleConn) error {
 // neither happens within twice the timeout (the zetcd server was closed, or the session was
 // resumed on another zetcd process), the oracle connection is closed and ZooKeeper expires the
 // twin by itself.
-// Done is zetcd's: the client's connection follows the zetcd session.
-func (s *session) Done() <-chan struct{} { return s.inner.Done() }
-
 func (s *session) Detach() {
 	s.inner.Detach()
 	s.events.stop()
@@ -530,122 +532,4 @@ func (s *session) Detach() {
 			s.b.forget(s)
 		})
 	}
-}
-
-// The Handler, one line per opcode.
-
-func (s *session) Create(ctx context.Context, req *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpCreate, req, s.inner.Create)
-}
-
-func (s *session) Create2(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpCreate2, req, s.inner.Create2)
-}
-
-func (s *session) Delete(ctx context.Context, req *encoding.DeleteRequest) (encoding.Zxid, error) {
-	_, zxid, err := call(s, ctx, encoding.OpDelete, req, bodiless(s.inner.Delete))
-	return zxid, err
-}
-
-func (s *session) Exists(ctx context.Context, req *encoding.ExistsRequest) (*encoding.ExistsResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpExists, req, s.inner.Exists)
-}
-
-func (s *session) GetData(ctx context.Context, req *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpGetData, req, s.inner.GetData)
-}
-
-func (s *session) SetData(ctx context.Context, req *encoding.SetDataRequest) (*encoding.SetDataResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpSetData, req, s.inner.SetData)
-}
-
-func (s *session) GetACL(ctx context.Context, req *encoding.GetACLRequest) (*encoding.GetACLResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpGetACL, req, s.inner.GetACL)
-}
-
-func (s *session) SetACL(ctx context.Context, req *encoding.SetACLRequest) (*encoding.SetACLResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpSetACL, req, s.inner.SetACL)
-}
-
-func (s *session) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpGetChildren, req, s.inner.GetChildren)
-}
-
-func (s *session) GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpGetChildren2, req, s.inner.GetChildren2)
-}
-
-func (s *session) Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpSync, req, s.inner.Sync)
-}
-
-func (s *session) SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error) {
-	_, zxid, err := call(s, ctx, encoding.OpSetWatches, req, bodiless(s.inner.SetWatches))
-	return zxid, err
-}
-
-func (s *session) SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error) {
-	_, zxid, err := call(s, ctx, encoding.OpSetWatches2, req, bodiless(s.inner.SetWatches2))
-	return zxid, err
-}
-
-func (s *session) AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (encoding.Zxid, error) {
-	_, zxid, err := call(s, ctx, encoding.OpAddWatch, req, bodiless(s.inner.AddWatch))
-	return zxid, err
-}
-
-func (s *session) CheckWatches(ctx context.Context, req *encoding.CheckWatchesRequest) (encoding.Zxid, error) {
-	_, zxid, err := call(s, ctx, encoding.OpCheckWatches, req, bodiless(s.inner.CheckWatches))
-	return zxid, err
-}
-
-func (s *session) RemoveWatches(ctx context.Context, req *encoding.RemoveWatchesRequest) (encoding.Zxid, error) {
-	_, zxid, err := call(s, ctx, encoding.OpRemoveWatches, req, bodiless(s.inner.RemoveWatches))
-	return zxid, err
-}
-
-func (s *session) Multi(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpMulti, req, s.inner.Multi)
-}
-
-func (s *session) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpMultiRead, req, s.inner.MultiRead)
-}
-
-func (s *session) CreateContainer(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpCreateContainer, req, s.inner.CreateContainer)
-}
-
-func (s *session) CreateTTL(ctx context.Context, req *encoding.CreateTTLRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpCreateTTL, req, s.inner.CreateTTL)
-}
-
-func (s *session) DeleteContainer(ctx context.Context, req *encoding.DeleteContainerRequest) (encoding.Zxid, error) {
-	_, zxid, err := call(s, ctx, encoding.OpDeleteContainer, req, bodiless(s.inner.DeleteContainer))
-	return zxid, err
-}
-
-func (s *session) GetEphemerals(ctx context.Context, req *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpGetEphemerals, req, s.inner.GetEphemerals)
-}
-
-func (s *session) GetAllChildrenNumber(ctx context.Context, req *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpGetAllChildrenNumber, req, s.inner.GetAllChildrenNumber)
-}
-
-func (s *session) WhoAmI(ctx context.Context, req *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpWhoAmI, req, s.inner.WhoAmI)
-}
-
-func (s *session) Reconfig(ctx context.Context, req *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpReconfig, req, s.inner.Reconfig)
-}
-
-func (s *session) Sasl(ctx context.Context, req *encoding.GetSASLRequest) (*encoding.SetSASLResponse, encoding.Zxid, error) {
-	return call(s, ctx, encoding.OpSasl, req, s.inner.Sasl)
-}
-
-func (s *session) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error) {
-	_, zxid, err := call(s, ctx, encoding.OpAuth, req, bodiless(s.inner.Auth))
-	return zxid, err
 }

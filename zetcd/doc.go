@@ -1,6 +1,9 @@
-// Package zetcd is a server for the Apache ZooKeeper client protocol that keeps its state in
-// etcd: the connection layer (Server), the seams it serves through (Handler, Session, Backend),
-// and the etcd implementation of those seams (EtcdBackend).
+// Package zetcd is the ZooKeeper front: a server for the Apache ZooKeeper client protocol
+// (Server), the seams it serves through (Handler, Session, Backend, EventSink: seams.go), and
+// the decorators that wrap a Session through Forward (metrics, request logging). It knows
+// ZooKeeper framing and sessions and nothing of how znodes are stored: package etcdstore
+// implements Backend on etcd, xchk cross-checks it against a real ZooKeeper, and
+// zetcd/zetcdtest is an in-memory fake for tests. It imports no etcd package (deps_test.go).
 //
 // # Request flow
 //
@@ -9,11 +12,8 @@
 //	       → ConnectResponse in the request's shape (36 or 37 bytes)
 //	       → reader decodes each request frame
 //	       → the session's executor calls the Handler method, one request at a time, in order
-//	       → etcd round trip(s)
+//	       → the Backend's work (etcd round trips, for etcdstore)
 //	       → reply queued to the writer → frame written
-//
-// Only the etcd_* files know etcd types. The server knows ZooKeeper framing and sessions, and
-// nothing of how znodes are stored.
 //
 // # Usage
 //
@@ -45,6 +45,13 @@
 //     is open. It encodes frames into a buffered writer and flushes whenever its queue is
 //     empty, and it tracks the highest zxid written on the connection, which ping replies
 //     carry.
+//
+// One file per role: handshake.go (first frame, Backend.Connect, runSession), reader.go,
+// executor.go (with dispatchTable), writer.go; conn.go holds what they share (clientConn, its
+// end reason, shutdown, teardown). The seams (Handler, Session, Backend, EventSink,
+// StatsSource) are in seams.go. Decorators (Metrics.WrapBackend, WithLogging, the xchk
+// cross-checker) turn one Invoker into a Session with Forward (forward.go), the only
+// hand-written forwarder of the opcodes, and override only the life-cycle calls they need.
 //
 // An error on a connection closes that connection only. Each goroutine recovers from panics
 // as a last line of defence, logging the stack and closing the connection.

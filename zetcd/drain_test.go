@@ -1,4 +1,4 @@
-package zetcd
+package zetcd_test
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func TestServerShutdownDrains(t *testing.T) {
 		t.Error("not serving while draining")
 	}
 
-	close(ts.b.unblock)
+	close(ts.b.Unblock)
 	for _, want := range []encoding.Xid{x1, x2} {
 		var cr encoding.CreateResponse
 		if h := busy.readReply(&cr); h.Xid != want || h.Err != encoding.ErrOK {
@@ -63,10 +63,10 @@ func TestServerShutdownDrains(t *testing.T) {
 		t.Fatal("Shutdown did not return")
 	}
 	for _, c := range []*testClient{busy, idle} {
-		s := ts.b.obj(c.sid)
-		if s.detachCalls.Load() == 0 || s.expireCalls.Load() != 0 || s.closeCalls.Load() != 0 {
+		s := ts.b.Session(c.sid)
+		if s.DetachCalls.Load() == 0 || s.ExpireCalls.Load() != 0 || s.CloseCalls.Load() != 0 {
 			t.Errorf("session %v: detach %d expire %d close %d, want detached only", c.sid,
-				s.detachCalls.Load(), s.expireCalls.Load(), s.closeCalls.Load())
+				s.DetachCalls.Load(), s.ExpireCalls.Load(), s.CloseCalls.Load())
 		}
 	}
 	if ts.srv.Serving() {
@@ -95,9 +95,9 @@ func TestServerShutdownTimeout(t *testing.T) {
 		t.Errorf("Shutdown took %v with a 200ms deadline", d)
 	}
 	c.expectEOF()
-	s := ts.b.obj(c.sid)
-	if s.detachCalls.Load() == 0 || s.expireCalls.Load() != 0 || s.closeCalls.Load() != 0 {
+	s := ts.b.Session(c.sid)
+	if s.DetachCalls.Load() == 0 || s.ExpireCalls.Load() != 0 || s.CloseCalls.Load() != 0 {
 		t.Errorf("session: detach %d expire %d close %d, want detached only",
-			s.detachCalls.Load(), s.expireCalls.Load(), s.closeCalls.Load())
+			s.DetachCalls.Load(), s.ExpireCalls.Load(), s.CloseCalls.Load())
 	}
 }

@@ -436,14 +436,14 @@ func (r *fourLetterRun) mntr() string {
 
 // conf reports the configuration in ZooKeeper's keys. zetcd has no tick: tickTime is half the
 // minimum session timeout, which is how ZooKeeper derives its default minimum. The data and
-// log directories are the embedded etcd's snapshot (and database) and WAL directories.
+// log directories are Config.DataDirs.
 func (r *fourLetterRun) conf() string {
 	s := r.s
 	port := -1
 	if a, ok := r.c.nc.LocalAddr().(*net.TCPAddr); ok {
 		port = a.Port
 	}
-	dataDir, logDir := s.etcdDirs()
+	dataDir, logDir := s.cfg.DataDirs.Snap, s.cfg.DataDirs.Log
 	var b strings.Builder
 	fmt.Fprintf(&b, "clientPort=%d\n", port)
 	b.WriteString("secureClientPort=-1\n")
@@ -461,22 +461,8 @@ func (r *fourLetterRun) conf() string {
 }
 
 func (r *fourLetterRun) dirs() string {
-	dataDir, logDir := r.s.etcdDirs()
+	dataDir, logDir := r.s.cfg.DataDirs.Snap, r.s.cfg.DataDirs.Log
 	return fmt.Sprintf("datadir_size: %d\nlogdir_size: %d\n", dirSize(dataDir), dirSize(logDir))
-}
-
-// etcdDirs returns the embedded etcd's snapshot and WAL directories under Config.DataDir, or
-// DataDir itself (and "") when it does not have etcd's layout; "" and "" without a DataDir.
-func (s *Server) etcdDirs() (data, log string) {
-	if s.cfg.DataDir == "" {
-		return "", ""
-	}
-	snap := filepath.Join(s.cfg.DataDir, "member", "snap")
-	wal := filepath.Join(s.cfg.DataDir, "member", "wal")
-	if fi, err := os.Stat(snap); err == nil && fi.IsDir() {
-		return snap, wal
-	}
-	return s.cfg.DataDir, ""
 }
 
 // dirSize is the total size of the regular files under dir; 0 if dir is "" or unreadable.

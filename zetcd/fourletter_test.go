@@ -72,3 +72,11 @@ func TestSummarizeWatches(t *testing.T) {
 		t.Errorf("by session %v, by path %v", s.bySession, s.byPath)
 	}
 }
+
+func TestServerJavaDouble(t *testing.T) {
+	for v, want := range map[float64]string{0: "0.0", 12: "12.0", 0.3123: "0.3123", 2.5: "2.5"} {
+		if got := javaDouble(v); got != want {
+			t.Errorf("javaDouble(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // decorators, never by code inside the etcd handler:
 //
 //   - WrapBackend decorates a Backend: requests by op and code, latency by op, sessions served.
-//   - WrapKV decorates the etcd KV the EtcdBackend uses: etcd round trips and errors, each
+//   - etcdstore.WrapKV decorates the etcd KV the store uses: etcd round trips and errors, each
 //     attributed to the ZooKeeper operation that made it through the request context.
 //   - Config.Metrics makes a Server export its connection, byte and packet counts, and the
 //     watch registry of its backend (StatsSource) by kind.

@@ -16,6 +16,13 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
+// DataDirs are the store's directories in ZooKeeper's terms. The Server knows no store's
+// layout: the caller that does fills them in (for the embedded etcd, embedetcd.Dirs).
+type DataDirs struct {
+	Snap string // ZooKeeper's dataDir: snapshots (for etcd, also its database)
+	Log  string // ZooKeeper's dataLogDir: the write-ahead log
+}
+
 // Config configures a Server. Every zero field takes the default documented next to it.
 type Config struct {
 	MinSessionTimeout time.Duration // default 4s (ZooKeeper's 2×tickTime with tickTime 2000)
@@ -27,9 +34,9 @@ type Config struct {
 	// FourLetterWords are the four-letter words answered (ZooKeeper's 4lw.commands.whitelist);
 	// nil means DefaultFourLetterWords, a "*" entry means every word. srvr is always answered.
 	FourLetterWords []string
-	// DataDir is the data directory conf reports and dirs measures (the embedded etcd's);
-	// empty for an external etcd.
-	DataDir string
+	// DataDirs are the directories conf reports and dirs measures; zero for a store whose
+	// files this process cannot see (an external etcd).
+	DataDirs DataDirs
 	// Stats, if set, supplies the tree, session and watch numbers of the four-letter words and
 	// metrics; default: the Backend, or a Backend beneath its decorators (Unwrap), if it
 	// implements StatsSource.

@@ -1,14 +1,15 @@
-package zetcd
+package zetcd_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,16 +24,19 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
+	"github.com/zetcd/zetcd/zetcd/zetcdtest"
 )
 
 // ---- harness ------------------------------------------------------------------------------
 
-// testServer is a Server on 127.0.0.1:0 in front of a fakeBackend. It is closed in t.Cleanup,
-// which also fails the test if the server recovered from more panics than allowedPanics.
+// testServer is a Server on 127.0.0.1:0 in front of a zetcdtest.Backend. It is closed in
+// t.Cleanup, which also fails the test if the server recovered from more panics than
+// allowedPanics.
 type testServer struct {
 	t    *testing.T
-	srv  *Server
-	b    *fakeBackend
+	srv  *zetcd.Server
+	b    *zetcdtest.Backend
 	addr string
 
 	serveDone chan struct{}
@@ -44,13 +48,13 @@ type testServer struct {
 
 // testConfig is the configuration most tests use: short minimum timeout so expiry tests are
 // fast, long maximum so other tests never expire.
-func testConfig() Config {
-	return Config{MinSessionTimeout: 200 * time.Millisecond, MaxSessionTimeout: 30 * time.Second, Version: "3.9.0-zetcd-test"}
+func testConfig() zetcd.Config {
+	return zetcd.Config{MinSessionTimeout: 200 * time.Millisecond, MaxSessionTimeout: 30 * time.Second, Version: "3.9.0-zetcd-test"}
 }
 
-func startTestServer(t *testing.T, cfg Config) *testServer {
+func startTestServer(t *testing.T, cfg zetcd.Config) *testServer {
 	t.Helper()
-	ts := &testServer{t: t, b: newFakeBackend(t), serveDone: make(chan struct{})}
+	ts := &testServer{t: t, b: zetcdtest.NewBackend(t), serveDone: make(chan struct{})}
 	if cfg.Logger == nil {
 		cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zapcore.DebugLevel), zaptest.WrapOptions(zap.Hooks(func(e zapcore.Entry) error {
 			if strings.HasPrefix(e.Message, "panic") {
@@ -64,7 +68,7 @@ func startTestServer(t *testing.T, cfg Config) *testServer {
 		t.Fatal(err)
 	}
 	ts.addr = ln.Addr().String()
-	ts.srv = NewServer(ts.b, cfg)
+	ts.srv = zetcd.NewServer(ts.b, cfg)
 	go func() {
 		ts.serveErr = ts.srv.Serve(ln)
 		close(ts.serveDone)
@@ -265,7 +269,7 @@ func TestServerHandshakeShapes(t *testing.T) {
 			if resp.ProtocolVersion != 0 || resp.TimeOut != 10000 || resp.SessionID == 0 || len(resp.Passwd) != 16 || resp.ReadOnly {
 				t.Errorf("response %+v", resp)
 			}
-			if string(resp.Passwd) != string(ts.b.obj(resp.SessionID).passwd) {
+			if string(resp.Passwd) != string(ts.b.Session(resp.SessionID).Password()) {
 				t.Errorf("password %x, want the backend's", resp.Passwd)
 			}
 			c.ping()
@@ -283,20 +287,9 @@ func TestServerTimeoutClamp(t *testing.T) {
 		if resp.TimeOut != tc.want {
 			t.Errorf("asked %d ms: negotiated %d ms, want %d", tc.asked, resp.TimeOut, tc.want)
 		}
-		if got := ts.b.lastConnect().Timeout; got != time.Duration(tc.want)*time.Millisecond {
+		if got := ts.b.LastConnect().Timeout; got != time.Duration(tc.want)*time.Millisecond {
 			t.Errorf("asked %d ms: backend got %v", tc.asked, got)
 		}
-	}
-}
-
-func TestServerDefaults(t *testing.T) {
-	cfg := Config{}.withDefaults()
-	if cfg.MinSessionTimeout != 4*time.Second || cfg.MaxSessionTimeout != 40*time.Second ||
-		cfg.MaxFrameBytes != encoding.DefaultMaxFrameBytes || cfg.Logger == nil || cfg.Version == "" {
-		t.Errorf("defaults %+v", cfg)
-	}
-	if cfg := (Config{MinSessionTimeout: time.Minute}).withDefaults(); cfg.MaxSessionTimeout != time.Minute {
-		t.Errorf("max below min: got max %v", cfg.MaxSessionTimeout)
 	}
 }
 
@@ -333,9 +326,7 @@ func TestServerConnectRefused(t *testing.T) {
 		c.expectEOF()
 	})
 	t.Run("backendError", func(t *testing.T) {
-		ts.b.mu.Lock()
-		ts.b.connectHook = func(ConnectParams) error { return errors.New("etcd down") }
-		ts.b.mu.Unlock()
+		ts.b.SetConnectHook(func(zetcd.ConnectParams) error { return errors.New("etcd down") })
 		c := ts.dial()
 		c.writeFrame(&encoding.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16)})
 		c.expectEOF()
@@ -435,9 +426,7 @@ func TestConnPipelined(t *testing.T) {
 // Requests sent right behind the ConnectRequest, before its answer, are buffered and served.
 func TestConnEarlyPipelined(t *testing.T) {
 	ts := startTestServer(t, testConfig())
-	ts.b.mu.Lock()
-	ts.b.connectDelay = 200 * time.Millisecond
-	ts.b.mu.Unlock()
+	ts.b.SetConnectDelay(200 * time.Millisecond)
 	c := ts.dial()
 	out := encoding.AppendFrame(nil, &encoding.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16), HasReadOnly: true})
 	out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: -4, Op: encoding.OpCreate}, &encoding.CreateRequest{Path: "/early"})
@@ -472,7 +461,7 @@ func TestConnSessionsIndependent(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("B (and A's ping) took %v while A was blocked", d)
 	}
-	close(ts.b.unblock)
+	close(ts.b.Unblock)
 	if h := a.readReply(nil); h.Xid != blockedXid || h.Err != 0 {
 		t.Fatalf("A's blocked create: %+v", h)
 	}
@@ -485,16 +474,16 @@ func TestConnSessionGone(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	c := ts.connect(10000)
 	c.call(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{})
-	s := ts.b.obj(c.sid)
-	close(s.gone)
+	s := ts.b.Session(c.sid)
+	close(s.Gone)
 	c.expectEOF()
 	select {
-	case <-s.detached:
+	case <-s.Detached:
 	case <-time.After(5 * time.Second):
 		t.Fatal("session not detached after Done")
 	}
-	if s.expireCalls.Load() != 0 || s.closeCalls.Load() != 0 {
-		t.Errorf("Expire called %d times, Close %d times; want neither", s.expireCalls.Load(), s.closeCalls.Load())
+	if s.ExpireCalls.Load() != 0 || s.CloseCalls.Load() != 0 {
+		t.Errorf("Expire called %d times, Close %d times; want neither", s.ExpireCalls.Load(), s.CloseCalls.Load())
 	}
 }
 
@@ -543,10 +532,10 @@ func TestConnUnimplemented(t *testing.T) {
 				t.Fatalf("second reply %+v, want xid 2 Unimplemented", h)
 			}
 			c.expectEOF()
-			s := ts.b.obj(c.sid)
-			waitClosed(t, s.detached, ioTimeout, "Detach")
-			if s.closeCalls.Load() != 0 || s.expireCalls.Load() != 0 {
-				t.Errorf("session ended: close %d expire %d", s.closeCalls.Load(), s.expireCalls.Load())
+			s := ts.b.Session(c.sid)
+			waitClosed(t, s.Detached, ioTimeout, "Detach")
+			if s.CloseCalls.Load() != 0 || s.ExpireCalls.Load() != 0 {
+				t.Errorf("session ended: close %d expire %d", s.CloseCalls.Load(), s.ExpireCalls.Load())
 			}
 		})
 	}
@@ -563,7 +552,7 @@ func TestConnBadFrames(t *testing.T) {
 			c := ts.connect(10000)
 			c.write(in)
 			c.expectEOF()
-			waitClosed(t, ts.b.obj(c.sid).detached, ioTimeout, "Detach")
+			waitClosed(t, ts.b.Session(c.sid).Detached, ioTimeout, "Detach")
 		})
 	}
 }
@@ -605,18 +594,18 @@ func TestConnGarbageBody(t *testing.T) {
 func TestConnCloseSession(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	c := ts.connect(200)
-	s := ts.b.obj(c.sid)
+	s := ts.b.Session(c.sid)
 	c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/x"}, nil)
 	xid := c.send(encoding.OpCloseSession, nil)
 	if h := c.readReply(nil); h.Xid != xid || h.Err != 0 || h.Zxid == 0 {
 		t.Fatalf("closeSession reply %+v", h)
 	}
 	c.expectEOF()
-	if n := s.closeCalls.Load(); n != 1 {
+	if n := s.CloseCalls.Load(); n != 1 {
 		t.Fatalf("Close called %d times", n)
 	}
 	time.Sleep(500 * time.Millisecond) // past the session timeout
-	if d, e := s.detachCalls.Load(), s.expireCalls.Load(); d != 0 || e != 0 {
+	if d, e := s.DetachCalls.Load(), s.ExpireCalls.Load(); d != 0 || e != 0 {
 		t.Errorf("after closeSession: Detach %d, Expire %d calls, want none", d, e)
 	}
 	// The session is gone: resuming it is refused.
@@ -632,8 +621,8 @@ func TestConnCloseSessionThenHangUp(t *testing.T) {
 	c := ts.connect(10000)
 	c.send(encoding.OpCloseSession, nil)
 	c.nc.Close()
-	s := ts.b.obj(c.sid)
-	waitClosed(t, s.closed, ioTimeout, "Close")
+	s := ts.b.Session(c.sid)
+	waitClosed(t, s.Closed, ioTimeout, "Close")
 }
 
 func TestConnHandlerError(t *testing.T) {
@@ -642,9 +631,9 @@ func TestConnHandlerError(t *testing.T) {
 	c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/before"}, nil)
 	c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/fail"})
 	c.expectEOF()
-	s := ts.b.obj(c.sid)
-	waitClosed(t, s.detached, ioTimeout, "Detach")
-	if s.closeCalls.Load() != 0 || s.expireCalls.Load() != 0 {
+	s := ts.b.Session(c.sid)
+	waitClosed(t, s.Detached, ioTimeout, "Detach")
+	if s.CloseCalls.Load() != 0 || s.ExpireCalls.Load() != 0 {
 		t.Errorf("session ended after a backend error")
 	}
 	// The session survives: the client resumes it.
@@ -659,7 +648,7 @@ func TestConnHandlerBugs(t *testing.T) {
 		c := ts.connect(10000)
 		c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/panic"})
 		c.expectEOF()
-		waitClosed(t, ts.b.obj(c.sid).detached, ioTimeout, "Detach")
+		waitClosed(t, ts.b.Session(c.sid).Detached, ioTimeout, "Detach")
 	})
 	t.Run("nilResponse", func(t *testing.T) {
 		c := ts.connect(10000)
@@ -678,26 +667,26 @@ func TestSessionExpiresWhenSilent(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	c := ts.connect(200)
 	start := time.Now()
-	s := ts.b.obj(c.sid)
-	waitClosed(t, s.expired, 3*time.Second, "Expire")
+	s := ts.b.Session(c.sid)
+	waitClosed(t, s.Expired, 3*time.Second, "Expire")
 	if d := time.Since(start); d < 150*time.Millisecond {
 		t.Errorf("expired after %v, want about 200ms", d)
 	}
 	c.expectEOF()
-	if s.expireNoop.Load() || s.closeCalls.Load() != 0 {
-		t.Errorf("expire noop %v, close calls %d", s.expireNoop.Load(), s.closeCalls.Load())
+	if s.ExpireNoop.Load() || s.CloseCalls.Load() != 0 {
+		t.Errorf("expire noop %v, close calls %d", s.ExpireNoop.Load(), s.CloseCalls.Load())
 	}
 }
 
 func TestSessionPingsKeepAlive(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	c := ts.connect(300)
-	s := ts.b.obj(c.sid)
+	s := ts.b.Session(c.sid)
 	for range 8 {
 		time.Sleep(100 * time.Millisecond)
 		c.ping()
 	}
-	if s.expireCalls.Load() != 0 {
+	if s.ExpireCalls.Load() != 0 {
 		t.Fatalf("session expired although it pinged")
 	}
 }
@@ -705,15 +694,15 @@ func TestSessionPingsKeepAlive(t *testing.T) {
 func TestSessionDetachThenExpire(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	c := ts.connect(200)
-	s := ts.b.obj(c.sid)
+	s := ts.b.Session(c.sid)
 	c.ping()
 	last := time.Now()
 	c.nc.Close()
-	waitClosed(t, s.detached, ioTimeout, "Detach")
-	if s.expireCalls.Load() != 0 {
+	waitClosed(t, s.Detached, ioTimeout, "Detach")
+	if s.ExpireCalls.Load() != 0 {
 		t.Fatalf("expired at once")
 	}
-	waitClosed(t, s.expired, 3*time.Second, "Expire")
+	waitClosed(t, s.Expired, 3*time.Second, "Expire")
 	if d := time.Since(last); d < 150*time.Millisecond {
 		t.Errorf("expired %v after the last packet, want about 200ms", d)
 	}
@@ -722,13 +711,13 @@ func TestSessionDetachThenExpire(t *testing.T) {
 func TestSessionResumeCancelsExpiry(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	a := ts.connect(300)
-	old := ts.b.obj(a.sid)
+	old := ts.b.Session(a.sid)
 	a.nc.Close()
-	waitClosed(t, old.detached, ioTimeout, "Detach")
+	waitClosed(t, old.Detached, ioTimeout, "Detach")
 	b := ts.resume(a, 10000)
 	time.Sleep(700 * time.Millisecond) // well past the old connection's expiry time
-	for i, s := range ts.b.objs(a.sid) {
-		if n := s.expireCalls.Load(); n != 0 {
+	for i, s := range ts.b.Sessions(a.sid) {
+		if n := s.ExpireCalls.Load(); n != 0 {
 			t.Errorf("Session object %d: Expire called %d times after resume", i, n)
 		}
 	}
@@ -741,21 +730,21 @@ func TestSessionResumeClosesOldConnection(t *testing.T) {
 	a.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/mine"}, nil)
 	b := ts.resume(a, 10000)
 	a.expectEOF()
-	objs := ts.b.objs(a.sid)
+	objs := ts.b.Sessions(a.sid)
 	if len(objs) != 2 {
 		t.Fatalf("%d Session objects, want 2", len(objs))
 	}
-	waitClosed(t, objs[0].detached, ioTimeout, "Detach of the superseded Session")
+	waitClosed(t, objs[0].Detached, ioTimeout, "Detach of the superseded Session")
 	if h := b.call(encoding.OpGetData, &encoding.GetDataRequest{Path: "/mine"}, &encoding.GetDataResponse{}); h.Err != 0 {
 		t.Fatalf("getData on the resumed session: %+v", h)
 	}
 	time.Sleep(100 * time.Millisecond)
 	for i, s := range objs {
-		if s.expireCalls.Load() != 0 || s.closeCalls.Load() != 0 {
+		if s.ExpireCalls.Load() != 0 || s.CloseCalls.Load() != 0 {
 			t.Errorf("Session object %d ended", i)
 		}
 	}
-	if objs[1].detachCalls.Load() != 0 {
+	if objs[1].DetachCalls.Load() != 0 {
 		t.Errorf("the live Session was detached")
 	}
 }
@@ -765,8 +754,8 @@ func TestServerClose(t *testing.T) {
 	a := ts.connect(10000)
 	b := ts.connect(200)
 	b.nc.Close() // detached, with an expiry timer pending
-	bs := ts.b.obj(b.sid)
-	waitClosed(t, bs.detached, ioTimeout, "Detach")
+	bs := ts.b.Session(b.sid)
+	waitClosed(t, bs.Detached, ioTimeout, "Detach")
 	blocked := ts.connect(10000)
 	blocked.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/block/x"})
 	time.Sleep(50 * time.Millisecond)
@@ -781,14 +770,14 @@ func TestServerClose(t *testing.T) {
 	a.expectEOF()
 	blocked.expectEOF()
 	for _, c := range []*testClient{a, blocked} {
-		s := ts.b.obj(c.sid)
-		if s.detachCalls.Load() == 0 {
+		s := ts.b.Session(c.sid)
+		if s.DetachCalls.Load() == 0 {
 			t.Errorf("session %v not detached", c.sid)
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // b's expiry time has passed
 	for _, c := range []*testClient{a, b, blocked} {
-		if s := ts.b.obj(c.sid); s.expireCalls.Load() != 0 || s.closeCalls.Load() != 0 {
+		if s := ts.b.Session(c.sid); s.ExpireCalls.Load() != 0 || s.CloseCalls.Load() != 0 {
 			t.Errorf("session %v ended by Close", c.sid)
 		}
 	}
@@ -840,6 +829,29 @@ func Test4lw(t *testing.T) {
 	} {
 		if got := fourLetter(t, ts.addr, in); got != want {
 			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Test4lwDataDirs: conf and dirs report and measure the directories Config.DataDirs names.
+func Test4lwDataDirs(t *testing.T) {
+	snap, log := t.TempDir(), t.TempDir()
+	for dir, size := range map[string]int{snap: 3, log: 5} {
+		if err := os.WriteFile(filepath.Join(dir, "f"), make([]byte, size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig()
+	cfg.FourLetterWords = []string{"conf", "dirs"}
+	cfg.DataDirs = zetcd.DataDirs{Snap: snap, Log: log}
+	ts := startTestServer(t, cfg)
+	if got, want := fourLetter(t, ts.addr, "dirs"), "datadir_size: 3\nlogdir_size: 5\n"; got != want {
+		t.Errorf("dirs: %q, want %q", got, want)
+	}
+	conf := fourLetter(t, ts.addr, "conf")
+	for _, line := range []string{"dataDir=" + snap, "dataDirSize=3", "dataLogDir=" + log, "dataLogSize=5"} {
+		if !strings.Contains(conf, line+"\n") {
+			t.Errorf("conf lacks %q:\n%s", line, conf)
 		}
 	}
 }
@@ -962,206 +974,5 @@ func TestServerGoZookeeperClient(t *testing.T) {
 	}
 	sid := encoding.SessionID(conn.SessionID())
 	conn.Close()
-	waitClosed(t, ts.b.obj(sid).closed, ioTimeout, "Close")
-}
-
-// ---- dispatch table -----------------------------------------------------------------------
-
-// recordingHandler records which Handler method was called.
-type recordingHandler struct{ called string }
-
-func (h *recordingHandler) Create(context.Context, *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
-	h.called = "Create"
-	return &encoding.CreateResponse{}, 0, nil
-}
-func (h *recordingHandler) Create2(context.Context, *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	h.called = "Create2"
-	return &encoding.Create2Response{}, 0, nil
-}
-func (h *recordingHandler) Delete(context.Context, *encoding.DeleteRequest) (encoding.Zxid, error) {
-	h.called = "Delete"
-	return 0, nil
-}
-func (h *recordingHandler) Exists(context.Context, *encoding.ExistsRequest) (*encoding.ExistsResponse, encoding.Zxid, error) {
-	h.called = "Exists"
-	return &encoding.ExistsResponse{}, 0, nil
-}
-func (h *recordingHandler) GetData(context.Context, *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
-	h.called = "GetData"
-	return &encoding.GetDataResponse{}, 0, nil
-}
-func (h *recordingHandler) SetData(context.Context, *encoding.SetDataRequest) (*encoding.SetDataResponse, encoding.Zxid, error) {
-	h.called = "SetData"
-	return &encoding.SetDataResponse{}, 0, nil
-}
-func (h *recordingHandler) GetACL(context.Context, *encoding.GetACLRequest) (*encoding.GetACLResponse, encoding.Zxid, error) {
-	h.called = "GetACL"
-	return &encoding.GetACLResponse{}, 0, nil
-}
-func (h *recordingHandler) SetACL(context.Context, *encoding.SetACLRequest) (*encoding.SetACLResponse, encoding.Zxid, error) {
-	h.called = "SetACL"
-	return &encoding.SetACLResponse{}, 0, nil
-}
-func (h *recordingHandler) GetChildren(context.Context, *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
-	h.called = "GetChildren"
-	return &encoding.GetChildrenResponse{}, 0, nil
-}
-func (h *recordingHandler) GetChildren2(context.Context, *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error) {
-	h.called = "GetChildren2"
-	return &encoding.GetChildren2Response{}, 0, nil
-}
-func (h *recordingHandler) Sync(context.Context, *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
-	h.called = "Sync"
-	return &encoding.SyncResponse{}, 0, nil
-}
-func (h *recordingHandler) SetWatches(context.Context, *encoding.SetWatches) (encoding.Zxid, error) {
-	h.called = "SetWatches"
-	return 0, nil
-}
-func (h *recordingHandler) SetWatches2(context.Context, *encoding.SetWatches2) (encoding.Zxid, error) {
-	h.called = "SetWatches2"
-	return 0, nil
-}
-func (h *recordingHandler) AddWatch(context.Context, *encoding.AddWatchRequest) (encoding.Zxid, error) {
-	h.called = "AddWatch"
-	return 0, nil
-}
-func (h *recordingHandler) CheckWatches(context.Context, *encoding.CheckWatchesRequest) (encoding.Zxid, error) {
-	h.called = "CheckWatches"
-	return 0, nil
-}
-func (h *recordingHandler) RemoveWatches(context.Context, *encoding.RemoveWatchesRequest) (encoding.Zxid, error) {
-	h.called = "RemoveWatches"
-	return 0, nil
-}
-func (h *recordingHandler) Multi(context.Context, *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
-	h.called = "Multi"
-	return &encoding.MultiResponse{}, 0, nil
-}
-func (h *recordingHandler) MultiRead(context.Context, *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
-	h.called = "MultiRead"
-	return &encoding.MultiResponse{}, 0, nil
-}
-func (h *recordingHandler) CreateContainer(context.Context, *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	h.called = "CreateContainer"
-	return &encoding.Create2Response{}, 0, nil
-}
-func (h *recordingHandler) CreateTTL(context.Context, *encoding.CreateTTLRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	h.called = "CreateTTL"
-	return &encoding.Create2Response{}, 0, nil
-}
-func (h *recordingHandler) DeleteContainer(context.Context, *encoding.DeleteContainerRequest) (encoding.Zxid, error) {
-	h.called = "DeleteContainer"
-	return 0, nil
-}
-func (h *recordingHandler) GetEphemerals(context.Context, *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
-	h.called = "GetEphemerals"
-	return &encoding.GetEphemeralsResponse{}, 0, nil
-}
-func (h *recordingHandler) GetAllChildrenNumber(context.Context, *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
-	h.called = "GetAllChildrenNumber"
-	return &encoding.GetAllChildrenNumberResponse{}, 0, nil
-}
-func (h *recordingHandler) WhoAmI(context.Context, *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
-	h.called = "WhoAmI"
-	return &encoding.WhoAmIResponse{}, 0, nil
-}
-func (h *recordingHandler) Reconfig(context.Context, *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
-	h.called = "Reconfig"
-	return &encoding.GetDataResponse{}, 0, nil
-}
-func (h *recordingHandler) Sasl(context.Context, *encoding.GetSASLRequest) (*encoding.SetSASLResponse, encoding.Zxid, error) {
-	h.called = "Sasl"
-	return &encoding.SetSASLResponse{}, 0, nil
-}
-func (h *recordingHandler) Auth(context.Context, *encoding.AuthPacket) (encoding.Zxid, error) {
-	h.called = "Auth"
-	return 0, nil
-}
-
-var _ Handler = (*recordingHandler)(nil)
-
-// TestServerDispatchTable is the opcode-completeness test: it lists the opcodes dispatched to
-// Handler methods and checks every other opcode is answered Unimplemented. Adding a Handler
-// method means adding its opcode here and a row to dispatchTable.
-func TestServerDispatchTable(t *testing.T) {
-	want := map[encoding.Op]string{
-		encoding.OpCreate:       "Create",
-		encoding.OpDelete:       "Delete",
-		encoding.OpExists:       "Exists",
-		encoding.OpGetData:      "GetData",
-		encoding.OpSetData:      "SetData",
-		encoding.OpGetACL:       "GetACL",
-		encoding.OpSetACL:       "SetACL",
-		encoding.OpGetChildren:  "GetChildren",
-		encoding.OpSync:         "Sync",
-		encoding.OpGetChildren2: "GetChildren2",
-		encoding.OpCreate2:      "Create2",
-
-		encoding.OpSetWatches:           "SetWatches",
-		encoding.OpSetWatches2:          "SetWatches2",
-		encoding.OpAddWatch:             "AddWatch",
-		encoding.OpCheckWatches:         "CheckWatches",
-		encoding.OpRemoveWatches:        "RemoveWatches",
-		encoding.OpMulti:                "Multi",
-		encoding.OpMultiRead:            "MultiRead",
-		encoding.OpCreateContainer:      "CreateContainer",
-		encoding.OpCreateTTL:            "CreateTTL",
-		encoding.OpDeleteContainer:      "DeleteContainer",
-		encoding.OpGetEphemerals:        "GetEphemerals",
-		encoding.OpGetAllChildrenNumber: "GetAllChildrenNumber",
-		encoding.OpWhoAmI:               "WhoAmI",
-		encoding.OpReconfig:             "Reconfig",
-		encoding.OpSasl:                 "Sasl",
-		encoding.OpAuth:                 "Auth",
-	}
-	for op := range dispatchTable {
-		if _, ok := want[op]; !ok {
-			t.Errorf("%v is dispatched but not listed here", op)
-		}
-	}
-	var dispatched []string
-	for op, method := range want {
-		fn, ok := dispatchTable[op]
-		if !ok {
-			t.Errorf("%v (%d) is not dispatched", op, op)
-			continue
-		}
-		dispatched = append(dispatched, fmt.Sprintf("%v(%d)", op, op))
-		req, ok := encoding.NewRequest(op)
-		if !ok {
-			t.Errorf("%v: encoding has no request record", op)
-			continue
-		}
-		h := &recordingHandler{}
-		if _, _, err := fn(context.Background(), h, req); err != nil {
-			t.Errorf("%v: dispatch: %v", op, err)
-		}
-		if h.called != method {
-			t.Errorf("%v dispatched to %q, want %q", op, h.called, method)
-		}
-	}
-	slices.Sort(dispatched)
-	t.Logf("dispatched opcodes: %s", strings.Join(dispatched, " "))
-
-	for op := encoding.Op(-20); op <= 200; op++ {
-		if _, ok := want[op]; ok || op == encoding.OpPing || op == encoding.OpCloseSession {
-			continue
-		}
-		r := &pendingRequest{hdr: encoding.RequestHeader{Op: op}}
-		parseRequestBody(r, nil)
-		if r.kind != requestUnimplemented {
-			t.Errorf("%v: kind %d, want unimplemented", op, r.kind)
-		}
-	}
-}
-
-// ---- misc -----------------------------------------------------------------------------------
-
-func TestServerJavaDouble(t *testing.T) {
-	for v, want := range map[float64]string{0: "0.0", 12: "12.0", 0.3123: "0.3123", 2.5: "2.5"} {
-		if got := javaDouble(v); got != want {
-			t.Errorf("javaDouble(%v) = %q, want %q", v, got, want)
-		}
-	}
+	waitClosed(t, ts.b.Session(sid).Closed, ioTimeout, "Close")
 }

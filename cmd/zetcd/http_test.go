@@ -76,11 +76,11 @@ func TestParseOperatorFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.metricsAddr != "" || o.pprof || o.drainTimeout != 10*time.Second || len(o.fourLetterWords) != 10 {
+	if o.metricsAddr != "" || o.pprof || o.drainTimeout != 10*time.Second || len(o.fourLetterWords) != 10 || o.logRequests {
 		t.Errorf("defaults: %+v", o)
 	}
-	o, err = parseFlags([]string{"--4lw-whitelist", "*", "--metrics-addr", "127.0.0.1:0", "--pprof", "--drain-timeout", "3s"})
-	if err != nil || o.fourLetterWords[0] != "*" || !o.pprof || o.drainTimeout != 3*time.Second {
+	o, err = parseFlags([]string{"--4lw-whitelist", "*", "--metrics-addr", "127.0.0.1:0", "--pprof", "--drain-timeout", "3s", "--log-requests"})
+	if err != nil || o.fourLetterWords[0] != "*" || !o.pprof || o.drainTimeout != 3*time.Second || !o.logRequests {
 		t.Errorf("%+v, %v", o, err)
 	}
 	for _, bad := range [][]string{

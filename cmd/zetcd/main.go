@@ -40,6 +40,7 @@ type options struct {
 	maxSessionTimeout time.Duration
 	maxFrameBytes     int
 	logLevel          string
+	logRequests       bool        // --log-requests: zetcd.WithLogging around the served backend
 	oracle            string      // --oracle: cross-check against this ZooKeeper
 	oracleAnswer      xchk.Answer // --oracle-answer
 	oracleFailFast    bool        // --oracle-fail-fast
@@ -63,6 +64,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.maxSessionTimeout, "max-session-timeout", 40*time.Second, "largest session timeout granted to clients")
 	fs.IntVar(&o.maxFrameBytes, "max-frame-bytes", encoding.DefaultMaxFrameBytes, "largest request frame accepted (ZooKeeper's jute.maxbuffer); larger closes the connection")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&o.logRequests, "log-requests", false, "log every request (session, op, path, zxid, code, latency) at debug level, so with --log-level debug; a request that fails without a ZooKeeper code at warn")
 	fourLetter := fs.String("4lw-whitelist", strings.Join(zetcd.DefaultFourLetterWords, ","), "comma-separated four-letter words answered on the client port, * for all (srvr is always answered)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint serving /metrics, /healthz and /readyz; empty disables it")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
@@ -208,9 +210,9 @@ func run(o options, log *zap.Logger) error {
 	}
 	defer backend.Close()
 
-	dataDir := ""
+	var dataDirs zetcd.DataDirs // an external etcd's files are not ours to measure
 	if o.endpoints == "" {
-		dataDir = o.dataDir
+		dataDirs.Snap, dataDirs.Log = embedetcd.Dirs(o.dataDir)
 	}
 	served := metrics.WrapBackend(backend)
 	if o.oracle != "" {
@@ -230,6 +232,10 @@ func run(o options, log *zap.Logger) error {
 		log.Info("cross-checking against ZooKeeper", zap.String("oracle", o.oracle),
 			zap.String("answer", string(o.oracleAnswer)), zap.Bool("fail-fast", o.oracleFailFast))
 	}
+	if o.logRequests {
+		// Outermost: the log shows what clients are answered, cross-checked or not.
+		served = zetcd.WithLogging(served, log.Named("requests"))
+	}
 	srv := zetcd.NewServer(served, zetcd.Config{
 		MinSessionTimeout: o.minSessionTimeout,
 		MaxSessionTimeout: o.maxSessionTimeout,
@@ -237,7 +243,7 @@ func run(o options, log *zap.Logger) error {
 		Logger:            log.Named("server"),
 		Version:           version,
 		FourLetterWords:   o.fourLetterWords,
-		DataDir:           dataDir,
+		DataDirs:          dataDirs,
 		Stats:             backend,
 		Metrics:           metrics,
 	})

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
@@ -48,6 +49,13 @@ type Etcd struct {
 	closing *atomic.Bool
 	// Endpoint is the client URL actually listened on (with the real port).
 	Endpoint string
+}
+
+// Dirs returns where an embedded etcd with data directory dataDir keeps its snapshots (and
+// database) and its write-ahead log: the layout etcd creates under Config.Dir when it starts.
+// They are what ZooKeeper calls dataDir and dataLogDir (zetcd.DataDirs).
+func Dirs(dataDir string) (snap, wal string) {
+	return filepath.Join(dataDir, "member", "snap"), filepath.Join(dataDir, "member", "wal")
 }
 
 // Start starts etcd and waits until it serves.

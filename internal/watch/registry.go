@@ -49,7 +49,7 @@ type Change struct {
 	// nil means no check. It may block (the store reads etcd on a cache miss): it is only
 	// called without the registry's lock held.
 	ACL func(parent bool) (acl []encoding.ACL, ok bool)
-	// CreatedACL is the ACL a create gave the node, in a multi's journal (schema.go).
+	// CreatedACL is the ACL a create gave the node, in a multi's journal (keys.go).
 	CreatedACL []encoding.ACL
 }
 

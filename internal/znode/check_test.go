@@ -21,13 +21,13 @@ var (
 // child), /open/x/y, and /open's child counter at 7.
 func tree() mapView {
 	return mapView{
-		"/":          {Exists: true, ACL: worldAll, NumChildren: 3},
-		"/open":      {Exists: true, ACL: worldAll, NumChildren: 1, Creates: 7},
-		"/open/x":    {Exists: true, ACL: worldAll, NumChildren: 1, Version: 3},
-		"/open/x/y":  {Exists: true, ACL: worldAll},
-		"/ro":        {Exists: true, ACL: worldRead, NumChildren: 1},
-		"/ro/child":  {Exists: true, ACL: worldRead, Version: 2},
-		"/eph":       {Exists: true, ACL: worldAll, EphemeralOwner: 0x42},
+		"/":         {Exists: true, ACL: worldAll, NumChildren: 3},
+		"/open":     {Exists: true, ACL: worldAll, NumChildren: 1, Creates: 7},
+		"/open/x":   {Exists: true, ACL: worldAll, NumChildren: 1, Version: 3},
+		"/open/x/y": {Exists: true, ACL: worldAll},
+		"/ro":       {Exists: true, ACL: worldRead, NumChildren: 1},
+		"/ro/child": {Exists: true, ACL: worldRead, Version: 2},
+		"/eph":      {Exists: true, ACL: worldAll, EphemeralOwner: 0x42},
 	}
 }
 

@@ -153,3 +153,63 @@ var (
 	// the backend's newest zxid.
 	ErrZxidAhead = errors.New("zetcd: client has seen a newer zxid than the server")
 )
+
+// StatsSource is implemented by a Backend that can report what ZooKeeper's four-letter words and
+// zetcd's metrics show about the tree, the sessions and the watches. A Server asks for it with
+// statsSourceOf; without one, those numbers read as zero.
+type StatsSource interface {
+	// Stats reports the numbers that cost one bounded backend request (count-only ranges, no
+	// data transferred).
+	Stats(ctx context.Context) (BackendStats, error)
+	// TreeStats reads the whole tree once (ephemeral nodes, data size). It is for the commands
+	// that need it (mntr, dump), never for a hot path.
+	TreeStats(ctx context.Context) (TreeStats, error)
+	// Watches lists every watch registered in this process, from memory.
+	Watches() []WatchInfo
+}
+
+// BackendStats are a backend's cheap numbers.
+type BackendStats struct {
+	// Zxid is the newest zxid of the backend (etcd's revision).
+	Zxid encoding.Zxid
+	// NodeCount counts the znodes as ZooKeeper's DataTree does: one more than there are, since
+	// it holds the root under both "" and "/".
+	NodeCount int64
+	// Sessions counts the sessions in the backend, whichever zetcd process serves them
+	// (ZooKeeper's global sessions).
+	Sessions int64
+}
+
+// TreeStats are the numbers read from the whole tree at one zxid.
+type TreeStats struct {
+	Zxid      encoding.Zxid
+	NodeCount int64 // as BackendStats.NodeCount
+	// Ephemerals lists the ephemeral nodes of every session that has any, paths sorted.
+	Ephemerals map[encoding.SessionID][]string
+	// EphemeralCount is the number of paths in Ephemerals.
+	EphemeralCount int64
+	// ApproximateDataSize is ZooKeeper's approximate data size: the length of every node's
+	// path plus the length of its data.
+	ApproximateDataSize int64
+}
+
+// WatchKind names the kind of a watch, as zetcd's metrics label it.
+type WatchKind string
+
+const (
+	WatchData                WatchKind = "data"                // getData, or exists on a present node
+	WatchExist               WatchKind = "exist"               // exists on an absent node
+	WatchChild               WatchKind = "child"               // getChildren, getChildren2
+	WatchPersistent          WatchKind = "persistent"          // addWatch mode 0
+	WatchPersistentRecursive WatchKind = "persistentRecursive" // addWatch mode 1
+)
+
+// WatchKinds lists every WatchKind.
+var WatchKinds = []WatchKind{WatchData, WatchExist, WatchChild, WatchPersistent, WatchPersistentRecursive}
+
+// WatchInfo is one registered watch.
+type WatchInfo struct {
+	Session encoding.SessionID
+	Path    string
+	Kind    WatchKind
+}

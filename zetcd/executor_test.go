@@ -1,0 +1,200 @@
+package zetcd
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// recordingHandler records which Handler method was called.
+type recordingHandler struct{ called string }
+
+func (h *recordingHandler) Create(context.Context, *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
+	h.called = "Create"
+	return &encoding.CreateResponse{}, 0, nil
+}
+func (h *recordingHandler) Create2(context.Context, *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	h.called = "Create2"
+	return &encoding.Create2Response{}, 0, nil
+}
+func (h *recordingHandler) Delete(context.Context, *encoding.DeleteRequest) (encoding.Zxid, error) {
+	h.called = "Delete"
+	return 0, nil
+}
+func (h *recordingHandler) Exists(context.Context, *encoding.ExistsRequest) (*encoding.ExistsResponse, encoding.Zxid, error) {
+	h.called = "Exists"
+	return &encoding.ExistsResponse{}, 0, nil
+}
+func (h *recordingHandler) GetData(context.Context, *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
+	h.called = "GetData"
+	return &encoding.GetDataResponse{}, 0, nil
+}
+func (h *recordingHandler) SetData(context.Context, *encoding.SetDataRequest) (*encoding.SetDataResponse, encoding.Zxid, error) {
+	h.called = "SetData"
+	return &encoding.SetDataResponse{}, 0, nil
+}
+func (h *recordingHandler) GetACL(context.Context, *encoding.GetACLRequest) (*encoding.GetACLResponse, encoding.Zxid, error) {
+	h.called = "GetACL"
+	return &encoding.GetACLResponse{}, 0, nil
+}
+func (h *recordingHandler) SetACL(context.Context, *encoding.SetACLRequest) (*encoding.SetACLResponse, encoding.Zxid, error) {
+	h.called = "SetACL"
+	return &encoding.SetACLResponse{}, 0, nil
+}
+func (h *recordingHandler) GetChildren(context.Context, *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
+	h.called = "GetChildren"
+	return &encoding.GetChildrenResponse{}, 0, nil
+}
+func (h *recordingHandler) GetChildren2(context.Context, *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error) {
+	h.called = "GetChildren2"
+	return &encoding.GetChildren2Response{}, 0, nil
+}
+func (h *recordingHandler) Sync(context.Context, *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
+	h.called = "Sync"
+	return &encoding.SyncResponse{}, 0, nil
+}
+func (h *recordingHandler) SetWatches(context.Context, *encoding.SetWatches) (encoding.Zxid, error) {
+	h.called = "SetWatches"
+	return 0, nil
+}
+func (h *recordingHandler) SetWatches2(context.Context, *encoding.SetWatches2) (encoding.Zxid, error) {
+	h.called = "SetWatches2"
+	return 0, nil
+}
+func (h *recordingHandler) AddWatch(context.Context, *encoding.AddWatchRequest) (encoding.Zxid, error) {
+	h.called = "AddWatch"
+	return 0, nil
+}
+func (h *recordingHandler) CheckWatches(context.Context, *encoding.CheckWatchesRequest) (encoding.Zxid, error) {
+	h.called = "CheckWatches"
+	return 0, nil
+}
+func (h *recordingHandler) RemoveWatches(context.Context, *encoding.RemoveWatchesRequest) (encoding.Zxid, error) {
+	h.called = "RemoveWatches"
+	return 0, nil
+}
+func (h *recordingHandler) Multi(context.Context, *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	h.called = "Multi"
+	return &encoding.MultiResponse{}, 0, nil
+}
+func (h *recordingHandler) MultiRead(context.Context, *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	h.called = "MultiRead"
+	return &encoding.MultiResponse{}, 0, nil
+}
+func (h *recordingHandler) CreateContainer(context.Context, *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	h.called = "CreateContainer"
+	return &encoding.Create2Response{}, 0, nil
+}
+func (h *recordingHandler) CreateTTL(context.Context, *encoding.CreateTTLRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	h.called = "CreateTTL"
+	return &encoding.Create2Response{}, 0, nil
+}
+func (h *recordingHandler) DeleteContainer(context.Context, *encoding.DeleteContainerRequest) (encoding.Zxid, error) {
+	h.called = "DeleteContainer"
+	return 0, nil
+}
+func (h *recordingHandler) GetEphemerals(context.Context, *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
+	h.called = "GetEphemerals"
+	return &encoding.GetEphemeralsResponse{}, 0, nil
+}
+func (h *recordingHandler) GetAllChildrenNumber(context.Context, *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
+	h.called = "GetAllChildrenNumber"
+	return &encoding.GetAllChildrenNumberResponse{}, 0, nil
+}
+func (h *recordingHandler) WhoAmI(context.Context, *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
+	h.called = "WhoAmI"
+	return &encoding.WhoAmIResponse{}, 0, nil
+}
+func (h *recordingHandler) Reconfig(context.Context, *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
+	h.called = "Reconfig"
+	return &encoding.GetDataResponse{}, 0, nil
+}
+func (h *recordingHandler) Sasl(context.Context, *encoding.GetSASLRequest) (*encoding.SetSASLResponse, encoding.Zxid, error) {
+	h.called = "Sasl"
+	return &encoding.SetSASLResponse{}, 0, nil
+}
+func (h *recordingHandler) Auth(context.Context, *encoding.AuthPacket) (encoding.Zxid, error) {
+	h.called = "Auth"
+	return 0, nil
+}
+
+var _ Handler = (*recordingHandler)(nil)
+
+// TestServerDispatchTable is the opcode-completeness test: it lists the opcodes dispatched to
+// Handler methods and checks every other opcode is answered Unimplemented. Adding a Handler
+// method means adding its opcode here and a row to dispatchTable.
+func TestServerDispatchTable(t *testing.T) {
+	want := map[encoding.Op]string{
+		encoding.OpCreate:       "Create",
+		encoding.OpDelete:       "Delete",
+		encoding.OpExists:       "Exists",
+		encoding.OpGetData:      "GetData",
+		encoding.OpSetData:      "SetData",
+		encoding.OpGetACL:       "GetACL",
+		encoding.OpSetACL:       "SetACL",
+		encoding.OpGetChildren:  "GetChildren",
+		encoding.OpSync:         "Sync",
+		encoding.OpGetChildren2: "GetChildren2",
+		encoding.OpCreate2:      "Create2",
+
+		encoding.OpSetWatches:           "SetWatches",
+		encoding.OpSetWatches2:          "SetWatches2",
+		encoding.OpAddWatch:             "AddWatch",
+		encoding.OpCheckWatches:         "CheckWatches",
+		encoding.OpRemoveWatches:        "RemoveWatches",
+		encoding.OpMulti:                "Multi",
+		encoding.OpMultiRead:            "MultiRead",
+		encoding.OpCreateContainer:      "CreateContainer",
+		encoding.OpCreateTTL:            "CreateTTL",
+		encoding.OpDeleteContainer:      "DeleteContainer",
+		encoding.OpGetEphemerals:        "GetEphemerals",
+		encoding.OpGetAllChildrenNumber: "GetAllChildrenNumber",
+		encoding.OpWhoAmI:               "WhoAmI",
+		encoding.OpReconfig:             "Reconfig",
+		encoding.OpSasl:                 "Sasl",
+		encoding.OpAuth:                 "Auth",
+	}
+	for op := range dispatchTable {
+		if _, ok := want[op]; !ok {
+			t.Errorf("%v is dispatched but not listed here", op)
+		}
+	}
+	var dispatched []string
+	for op, method := range want {
+		fn, ok := dispatchTable[op]
+		if !ok {
+			t.Errorf("%v (%d) is not dispatched", op, op)
+			continue
+		}
+		dispatched = append(dispatched, fmt.Sprintf("%v(%d)", op, op))
+		req, ok := encoding.NewRequest(op)
+		if !ok {
+			t.Errorf("%v: encoding has no request record", op)
+			continue
+		}
+		h := &recordingHandler{}
+		if _, _, err := fn(context.Background(), h, req); err != nil {
+			t.Errorf("%v: dispatch: %v", op, err)
+		}
+		if h.called != method {
+			t.Errorf("%v dispatched to %q, want %q", op, h.called, method)
+		}
+	}
+	slices.Sort(dispatched)
+	t.Logf("dispatched opcodes: %s", strings.Join(dispatched, " "))
+
+	for op := encoding.Op(-20); op <= 200; op++ {
+		if _, ok := want[op]; ok || op == encoding.OpPing || op == encoding.OpCloseSession {
+			continue
+		}
+		r := &pendingRequest{hdr: encoding.RequestHeader{Op: op}}
+		parseRequestBody(r, nil)
+		if r.kind != requestUnimplemented {
+			t.Errorf("%v: kind %d, want unimplemented", op, r.kind)
+		}
+	}
+}
