@@ -18,7 +18,7 @@ import (
 	"github.com/zetcd/zetcd/zetcd"
 )
 
-// Config configures an Store.
+// Config configures a Store.
 type Config struct {
 	// Client is the etcd client; its Lease API keeps sessions alive.
 	Client *clientv3.Client

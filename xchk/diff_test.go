@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 func TestZxidMapPairsByIdentityAndOrder(t *testing.T) {
@@ -200,17 +201,17 @@ func TestRequestPath(t *testing.T) {
 		{Op: encoding.OpCheck, Record: &encoding.CheckVersionRequest{Path: "/a"}},
 		{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: "/b"}},
 	}}
-	if got := requestPath(multi); got != "/a,/b" {
-		t.Errorf("requestPath(multi) = %q", got)
+	if got := zetcd.RequestPath(multi); got != "/a,/b" {
+		t.Errorf("RequestPath(multi) = %q", got)
 	}
 	if got := pathFor("/a,/b", "results[1].path"); got != "/b" {
 		t.Errorf("pathFor = %q", got)
 	}
-	if got := requestPath(&encoding.GetEphemeralsRequest{PrefixPath: "/p"}); got != "/p" {
-		t.Errorf("requestPath(getEphemerals) = %q", got)
+	if got := zetcd.RequestPath(&encoding.GetEphemeralsRequest{PrefixPath: "/p"}); got != "/p" {
+		t.Errorf("RequestPath(getEphemerals) = %q", got)
 	}
-	if got := requestPath(&encoding.Empty{}); got != "" {
-		t.Errorf("requestPath(empty) = %q", got)
+	if got := zetcd.RequestPath(&encoding.Empty{}); got != "" {
+		t.Errorf("RequestPath(empty) = %q", got)
 	}
 }
 

@@ -223,7 +223,7 @@ func (s *session) call(ctx context.Context, op encoding.Op, req encoding.Record)
 	}
 	s.b.m.requests.WithLabelValues(op.String()).Inc()
 
-	path := requestPath(req)
+	path := zetcd.RequestPath(req)
 	oc := s.liveOracle()
 	var pending *oracleCall
 	if oc != nil {
@@ -382,28 +382,6 @@ func errCode(err error) (encoding.ErrCode, bool) {
 		return code, true
 	}
 	return 0, false
-}
-
-// requestPath is the path a request names, for log lines; a multi names the paths of its ops,
-// comma-separated.
-func requestPath(req encoding.Record) string {
-	if m, ok := req.(*encoding.MultiRequest); ok {
-		paths := make([]string, len(m.Ops))
-		for i, op := range m.Ops {
-			paths[i] = requestPath(op.Record)
-		}
-		return strings.Join(paths, ",")
-	}
-	v := reflect.ValueOf(req)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return ""
-	}
-	for _, name := range []string{"Path", "PrefixPath"} {
-		if f := v.Elem().FieldByName(name); f.IsValid() && f.Kind() == reflect.String {
-			return f.String()
-		}
-	}
-	return ""
 }
 
 // pathFor narrows a multi's comma-separated paths to the op a field "results[i]..." is about.

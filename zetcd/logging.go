@@ -87,7 +87,7 @@ func (s *loggingSession) logRequest(op encoding.Op, req encoding.Record, zxid en
 		return
 	}
 	fields := []zap.Field{zap.Stringer("op", op)}
-	if path := requestPath(req); path != "" {
+	if path := RequestPath(req); path != "" {
 		fields = append(fields, zap.String("path", path))
 	}
 	fields = append(fields, zap.Stringer("zxid", zxid), zap.Duration("latency", took))
@@ -102,13 +102,14 @@ func (s *loggingSession) logRequest(op encoding.Op, req encoding.Record, zxid en
 	ce.Write(fields...)
 }
 
-// requestPath is the path a request names, or ""; a multi names the paths of its ops,
-// comma-separated. Every request record spells its path Path, or PrefixPath (getEphemerals).
-func requestPath(req encoding.Record) string {
+// RequestPath is the path a request names, or "", for log lines; a multi names the paths of
+// its ops, comma-separated. Every request record spells its path Path, or PrefixPath
+// (getEphemerals).
+func RequestPath(req encoding.Record) string {
 	if m, ok := req.(*encoding.MultiRequest); ok {
 		paths := make([]string, len(m.Ops))
 		for i, op := range m.Ops {
-			paths[i] = requestPath(op.Record)
+			paths[i] = RequestPath(op.Record)
 		}
 		return strings.Join(paths, ",")
 	}

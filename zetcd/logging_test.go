@@ -20,7 +20,7 @@ type pathBackend struct{}
 func (pathBackend) Connect(ctx context.Context, p ConnectParams) (Session, error) {
 	s := &lifecycleSession{done: make(chan struct{})}
 	s.Session = Forward(s, func(_ context.Context, op encoding.Op, req encoding.Record) (encoding.Record, encoding.Zxid, error) {
-		switch requestPath(req) {
+		switch RequestPath(req) {
 		case "/missing":
 			return nil, 7, encoding.ErrNoNode
 		case "/broken":
