@@ -15,6 +15,22 @@ import (
 // its Else branch what decides the failure), and classify (why a commit failed: a retry, or
 // ZooKeeper's error code from znode.CheckCreate over what the Else branch read).
 
+func (s *etcdSession) Create(ctx context.Context, req *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error) {
+	path, _, z, err := s.create(ctx, "create", req.Path, req.Data, req.ACL, req.Flags, -1, znode.Kind(encoding.OpCreate, req.Flags))
+	if err != nil {
+		return nil, z, err
+	}
+	return &encoding.CreateResponse{Path: path}, z, nil
+}
+
+func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
+	path, stat, z, err := s.create(ctx, "create2", req.Path, req.Data, req.ACL, req.Flags, -1, znode.Kind(encoding.OpCreate2, req.Flags))
+	if err != nil {
+		return nil, z, err
+	}
+	return &encoding.Create2Response{Path: path, Stat: stat}, z, nil
+}
+
 // createPlan is one create, planned: what the commit writes and guards.
 type createPlan struct {
 	op, path  string

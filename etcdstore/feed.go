@@ -2,9 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -13,7 +10,6 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
-	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // Watches on etcd: ONE etcd watch per process, on the whole prefix, feeds the in-memory
@@ -227,154 +223,4 @@ func (b *Store) catchUp(ctx context.Context, regs []watch.Registration, eventZxi
 		return err
 	}
 	return b.watches.Settle(regs, states, eventZxid, encoding.Zxid(rev))
-}
-
-// arm registers a watch armed at zxid since (the revision of the read that set it); if the
-// feed's history no longer reaches back to since, it falls back to a catch-up read.
-func (s *etcdSession) arm(ctx context.Context, kind watch.Kind, path string, since encoding.Zxid) error {
-	if s.b.watches.Register(s.watcher, kind, path, since) {
-		return nil
-	}
-	return s.b.catchUp(ctx, []watch.Registration{{Watcher: s.watcher, Kind: kind, Path: path, Since: since}}, -1)
-}
-
-func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error {
-	if zxid <= 0 || !s.b.watches.Watching(s.watcher) {
-		return nil
-	}
-	asked := false
-	for {
-		progress, moved := s.b.watches.Progress()
-		if progress >= zxid {
-			return nil
-		}
-		t := time.NewTimer(progressRequestDelay)
-		select {
-		case <-moved:
-			t.Stop()
-		case <-t.C:
-			if !asked {
-				// Revisions made outside the prefix produce no event; etcd's progress
-				// notification tells the feed it has seen everything up to now.
-				asked = true
-				if err := s.b.watcher.RequestProgress(ctx); err != nil && !errors.Is(err, context.Canceled) {
-					return fmt.Errorf("request watch progress: %w", err)
-				}
-			}
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-	}
-}
-
-// watchList is one watch list of a setWatches request; nil is a null list.
-type watchList struct {
-	kind  watch.Kind
-	paths []string
-}
-
-// setWatches re-arms the lists in the request's order, as ZooKeeper does: the standard watches
-// with catch-up from rel (events with zxid -1), the persistent ones from now on. ZooKeeper walks
-// the lists in order and fails on a null one with MarshallingError, keeping what the lists
-// before it set; so does this. The reply carries etcd's current revision, which is also where
-// the persistent watches are armed: the feed's progress may lag it.
-func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists []watchList) (encoding.Zxid, error) {
-	var result error
-	if i := slices.IndexFunc(lists, func(l watchList) bool { return l.paths == nil }); i >= 0 {
-		lists, result = lists[:i], encoding.ErrMarshallingError
-	}
-	rev, err := s.b.currentRevision(ctx)
-	if err != nil {
-		return s.etcdFailure("setWatches", "", err)
-	}
-	var regs []watch.Registration
-	for _, l := range lists {
-		if l.kind.OneShot() {
-			for _, p := range l.paths {
-				regs = append(regs, watch.Registration{Watcher: s.watcher, Kind: l.kind, Path: znode.NormalizeRead(p), Since: rel})
-			}
-		}
-	}
-	if err := s.b.catchUp(ctx, regs, -1); err != nil {
-		return s.etcdFailure("setWatches", "", err)
-	}
-	for _, l := range lists {
-		if !l.kind.OneShot() {
-			for _, p := range l.paths {
-				s.b.watches.Register(s.watcher, l.kind, znode.NormalizeRead(p), encoding.Zxid(rev))
-			}
-		}
-	}
-	return s.zxid(rev), result
-}
-
-func (s *etcdSession) SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error) {
-	return s.setWatches(ctx, req.RelativeZxid, []watchList{
-		{watch.Data, req.DataWatches}, {watch.Exist, req.ExistWatches}, {watch.Child, req.ChildWatches},
-	})
-}
-
-func (s *etcdSession) SetWatches2(ctx context.Context, req *encoding.SetWatches2) (encoding.Zxid, error) {
-	return s.setWatches(ctx, req.RelativeZxid, []watchList{
-		{watch.Data, req.DataWatches}, {watch.Exist, req.ExistWatches}, {watch.Child, req.ChildWatches},
-		{watch.Persistent, req.PersistentWatches}, {watch.PersistentRecursive, req.PersistentRecursiveWatches},
-	})
-}
-
-// AddWatch arms a persistent or persistent-recursive watch; the node need not exist. It takes
-// one etcd round trip to learn the current revision: arming at the feed's progress instead would
-// let a change another client was already answered about fire the new watch.
-func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (encoding.Zxid, error) {
-	kind := watch.Persistent
-	switch req.Mode {
-	case encoding.AddWatchPersistent:
-	case encoding.AddWatchPersistentRecursive:
-		kind = watch.PersistentRecursive
-	default:
-		return s.zxid(0), encoding.ErrBadArguments
-	}
-	rev, err := s.b.currentRevision(ctx)
-	if err != nil {
-		return s.etcdFailure("addWatch", req.Path, err)
-	}
-	s.b.watches.Register(s.watcher, kind, znode.NormalizeRead(req.Path), encoding.Zxid(rev))
-	return s.zxid(rev), nil
-}
-
-// watchKindsOf maps a checkWatches/removeWatches WatcherType onto the tables it covers
-// (PROTOCOL.md §6.5).
-func watchKindsOf(t encoding.WatcherType) ([]watch.Kind, bool) {
-	switch t {
-	case encoding.WatcherChildren:
-		return []watch.Kind{watch.Child}, true
-	case encoding.WatcherData:
-		return []watch.Kind{watch.Data, watch.Exist}, true
-	case encoding.WatcherAny:
-		return []watch.Kind{watch.Data, watch.Exist, watch.Child, watch.Persistent, watch.PersistentRecursive}, true
-	case encoding.WatcherPersistent:
-		return []watch.Kind{watch.Persistent}, true
-	case encoding.WatcherPersistentRecursive:
-		return []watch.Kind{watch.PersistentRecursive}, true
-	}
-	return nil, false
-}
-
-func (s *etcdSession) checkOrRemove(path string, t encoding.WatcherType, dryRun bool) (encoding.Zxid, error) {
-	kinds, ok := watchKindsOf(t)
-	if !ok {
-		return s.zxid(0), encoding.ErrBadArguments
-	}
-	if !s.b.watches.RemoveKinds(s.watcher, znode.NormalizeRead(path), kinds, dryRun) {
-		return s.zxid(0), encoding.ErrNoWatcher
-	}
-	return s.zxid(0), nil
-}
-
-func (s *etcdSession) CheckWatches(ctx context.Context, req *encoding.CheckWatchesRequest) (encoding.Zxid, error) {
-	return s.checkOrRemove(req.Path, req.Type, true)
-}
-
-func (s *etcdSession) RemoveWatches(ctx context.Context, req *encoding.RemoveWatchesRequest) (encoding.Zxid, error) {
-	return s.checkOrRemove(req.Path, req.Type, false)
 }

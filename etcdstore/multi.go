@@ -511,22 +511,9 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		}
 		return nil, 0, s.zxid(put.Header.Revision), nil
 	}
+	turn := multiTurn{locks: &b.multiLocks, paths: multiReadSet(ops, nil)}
+	defer turn.release()
 	var unread []string // names guarded as absent that conflicted: read them next time
-	// lockMulti takes this process's locks of the nodes the multi touches (unlock releases
-	// them); the read set is sorted, so locks are always taken in one order.
-	var unlock func()
-	defer func() {
-		if unlock != nil {
-			unlock()
-		}
-	}()
-	lockMulti := func() (waited bool, err error) {
-		unlock, waited, err = b.multiLocks.lock(ctx, multiReadSet(ops, nil))
-		if err != nil {
-			return false, fmt.Errorf("session %s: %s: %w", s.id, opName, err)
-		}
-		return waited, nil
-	}
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if attempt >= 3 {
 			// Contention from elsewhere: let the writers ahead of us commit.
@@ -538,44 +525,21 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			return nil, 0, z, err
 		}
 		m.auth, m.x509 = s.auth, b.x509
-		now := b.nowMs()
-		results = make([]encoding.MultiResult, len(ops))
-		failedAt := -1
-		for i, o := range ops {
-			res, code := m.apply(o, s.id, now)
-			if code != 0 {
-				failedAt, failed = i, code
-				break
+		results, failedAt, failed := m.simulate(ops, s.id, b.nowMs())
+		then := []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
+		if failedAt < 0 {
+			// A multi that changes the tree takes turns with this process's other multis on
+			// the same nodes, so that under contention only writers elsewhere can make its
+			// guards fail. (A failing multi writes only the error key: it takes its turn
+			// only after a conflict.)
+			waited, err := turn.take(ctx)
+			if err != nil {
+				return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s: %w", s.id, opName, err)
 			}
-			results[i] = res
-		}
-		var then []clientv3.Op
-		if failedAt >= 0 {
-			then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
-		} else {
-			if unlock == nil {
-				// A multi that changes the tree takes turns with this process's other
-				// multis on the same nodes, so that under contention only writers
-				// elsewhere can make its guards fail. (A failing multi writes only the
-				// error key: it takes its turn only after a conflict.)
-				waited, err := lockMulti()
-				if err != nil {
-					return nil, 0, s.zxid(0), err
-				}
-				if waited {
-					// Others committed meanwhile: the state read is likely stale.
-					continue
-				}
+			if waited {
+				continue // others committed meanwhile: the state read is likely stale
 			}
-			then = m.writes()
-			if j := journalOf(ops, results, s.auth.Authenticated(), b.x509); len(j) > 0 {
-				then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
-			}
-			if len(then) == 0 {
-				// Only checks: nothing changes, but ZooKeeper logs the multi all the same,
-				// consuming a zxid.
-				then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
-			}
+			then = s.multiWrites(m, ops, results)
 		}
 		r, err := b.kv.Txn(ctx).If(m.guards()...).Then(then...).Commit()
 		if err != nil {
@@ -583,50 +547,120 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			return nil, 0, z, err
 		}
 		if !r.Succeeded {
-			for p, n := range m.nodes {
-				if !n.read {
-					unread = append(unread, p)
-				}
-			}
-			if unlock == nil {
-				if _, err := lockMulti(); err != nil {
-					return nil, 0, s.zxid(0), err
-				}
+			unread = append(unread, m.unreadPaths()...)
+			if _, err := turn.take(ctx); err != nil {
+				return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s: %w", s.id, opName, err)
 			}
 			continue
 		}
 		z := s.zxid(r.Header.Revision)
 		if failedAt >= 0 {
-			for i := range results {
-				switch {
-				case i < failedAt:
-					results[i] = encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrOK}
-				case i == failedAt:
-					results[i] = encoding.MultiResult{Op: encoding.OpError, Err: failed}
-				default:
-					results[i] = encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrRuntimeInconsistency}
-				}
-			}
-			return results, failed, z, nil
+			return errorResults(len(ops), failedAt, failed), failed, z, nil
 		}
-		// The ACL keys this multi wrote, for the writes that follow (the feed would record
-		// them too, but perhaps only after the next write of this session needs one).
-		for p, n := range m.nodes {
-			if n.touched && n.exists && n.created {
-				b.acls.remember(p, n.meta.ACL, r.Header.Revision)
-			}
-		}
-		for i := range results {
-			switch rec := results[i].Record.(type) {
-			case *encoding.Create2Response:
-				patchZxid(&rec.Stat, z)
-			case *encoding.SetDataResponse:
-				patchZxid(&rec.Stat, z)
-			}
-		}
+		b.committedMulti(m, results, r.Header.Revision, z)
 		return results, 0, z, nil
 	}
 	return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, opName, ops[0].path)
+}
+
+// simulate applies ops to the overlay in order until one fails: the results so far, and the
+// index and code of the failed op (-1 and 0 when none failed).
+func (m *multiState) simulate(ops []mop, owner encoding.SessionID, now int64) (results []encoding.MultiResult, failedAt int, failed encoding.ErrCode) {
+	results = make([]encoding.MultiResult, len(ops))
+	for i, o := range ops {
+		res, code := m.apply(o, owner, now)
+		if code != 0 {
+			return results, i, code
+		}
+		results[i] = res
+	}
+	return results, -1, 0
+}
+
+// multiWrites is what a multi whose ops all succeed commits: its writes, and the journal that
+// tells the watch feed its per-op changes. A multi of checks only changes nothing, but
+// ZooKeeper logs it all the same, consuming a zxid: it writes the error key.
+func (s *etcdSession) multiWrites(m *multiState, ops []mop, results []encoding.MultiResult) []clientv3.Op {
+	b := s.b
+	then := m.writes()
+	if j := journalOf(ops, results, s.auth.Authenticated(), b.x509); len(j) > 0 {
+		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
+	}
+	if len(then) == 0 {
+		then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
+	}
+	return then
+}
+
+// unreadPaths lists the overlay's nodes that were guarded as absent without being read.
+func (m *multiState) unreadPaths() []string {
+	var out []string
+	for p, n := range m.nodes {
+		if !n.read {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// errorResults is a failed multi's reply: ok for the ops before the failed one, its code for
+// it, RuntimeInconsistency for the ops after it, as ZooKeeper answers.
+func errorResults(n, failedAt int, failed encoding.ErrCode) []encoding.MultiResult {
+	results := make([]encoding.MultiResult, n)
+	for i := range results {
+		switch {
+		case i < failedAt:
+			results[i] = encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrOK}
+		case i == failedAt:
+			results[i] = encoding.MultiResult{Op: encoding.OpError, Err: failed}
+		default:
+			results[i] = encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrRuntimeInconsistency}
+		}
+	}
+	return results
+}
+
+// committedMulti records what a committed multi wrote: the ACL keys it created, for the writes
+// that follow (the feed would record them too, but perhaps only after the next write of this
+// session needs one), and its zxid in the Stats of its results.
+func (b *Store) committedMulti(m *multiState, results []encoding.MultiResult, rev int64, z encoding.Zxid) {
+	for p, n := range m.nodes {
+		if n.touched && n.exists && n.created {
+			b.acls.remember(p, n.meta.ACL, rev)
+		}
+	}
+	for i := range results {
+		switch rec := results[i].Record.(type) {
+		case *encoding.Create2Response:
+			patchZxid(&rec.Stat, z)
+		case *encoding.SetDataResponse:
+			patchZxid(&rec.Stat, z)
+		}
+	}
+}
+
+// multiTurn is this process's lock of the nodes a multi touches (pathLocks), taken at most
+// once and held until release; the read set is sorted, so locks are always taken in one order.
+type multiTurn struct {
+	locks  *pathLocks
+	paths  []string
+	unlock func() // nil until taken
+}
+
+// take takes the lock unless already held; waited says whether another multi held it first.
+func (t *multiTurn) take(ctx context.Context) (waited bool, err error) {
+	if t.unlock != nil {
+		return false, nil
+	}
+	t.unlock, waited, err = t.locks.lock(ctx, t.paths)
+	return waited, err
+}
+
+// release gives the lock back if it was taken.
+func (t *multiTurn) release() {
+	if t.unlock != nil {
+		t.unlock()
+	}
 }
 
 // journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches,

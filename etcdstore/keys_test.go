@@ -1,0 +1,100 @@
+package etcdstore
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
+)
+
+// TestKeysRoundTrip: every key that is parsed back names what it was built from, and keys of
+// other kinds or other prefixes are refused.
+func TestKeysRoundTrip(t *testing.T) {
+	k := keySchema{prefix: "/zk/"}
+	for _, path := range []string{"/", "/a", "/a/b", "/zookeeper/config", "/x/y/z-0000000007"} {
+		if got, ok := k.pathOfDataKey(k.data(path)); !ok || got != path {
+			t.Errorf("pathOfDataKey(data(%q)) = %q, %v", path, got, ok)
+		}
+		if got, ok := k.pathOfACLKey(k.acl(path)); !ok || got != path {
+			t.Errorf("pathOfACLKey(acl(%q)) = %q, %v", path, got, ok)
+		}
+		if got, ok := k.pathOfReapIndex(k.reapIndex(path)); path != "/" && (!ok || got != path) {
+			t.Errorf("pathOfReapIndex(reapIndex(%q)) = %q, %v", path, got, ok)
+		}
+		if _, ok := k.pathOfDataKey(k.acl(path)); ok {
+			t.Errorf("an ACL key parsed as a data key: %q", k.acl(path))
+		}
+		if _, ok := (keySchema{prefix: "/other/"}).pathOfDataKey(k.data(path)); ok {
+			t.Errorf("a data key under another prefix parsed: %q", k.data(path))
+		}
+	}
+	// The children of a path are exactly the keys under its children prefix, one level down.
+	if c := k.childrenPrefix("/a"); !bytes.HasPrefix([]byte(k.data("/a/b")), []byte(c)) || bytes.HasPrefix([]byte(k.data("/a/b/c")), []byte(c)) {
+		t.Errorf("childrenPrefix(/a) = %q", c)
+	}
+	if got := childName([]byte(k.data("/a/b")), k.childrenPrefix("/a")); got != "b" {
+		t.Errorf("childName = %q", got)
+	}
+	for _, id := range []encoding.SessionID{1, 0x7fffffffffffffff, 0x1234abcd} {
+		if got, ok := k.sessionOfKey(k.session(id)); !ok || got != id {
+			t.Errorf("sessionOfKey(session(%x)) = %x, %v", id, got, ok)
+		}
+	}
+	for _, id := range []uint64{1, 1<<64 - 1} {
+		if got, ok := k.processOfKey(k.process(id)); !ok || got != id {
+			t.Errorf("processOfKey(process(%x)) = %x, %v", id, got, ok)
+		}
+	}
+}
+
+// TestValuesRoundTrip: each value codec decodes what it encodes, and refuses a truncated value.
+func TestValuesRoundTrip(t *testing.T) {
+	for _, data := range [][]byte{{}, []byte("x"), bytes.Repeat([]byte{0, 1, 2}, 1000)} {
+		got, mtime, err := decodeDataValue([]byte(encodeDataValue(data, 1234567)))
+		if err != nil || !bytes.Equal(got, data) || mtime != 1234567 {
+			t.Errorf("data value of %d bytes: %d bytes, mtime %d, %v", len(data), len(got), mtime, err)
+		}
+	}
+	if _, _, err := decodeDataValue([]byte{1}); err == nil {
+		t.Error("a truncated data value decoded")
+	}
+
+	acl := aclValue{Ctime: 42, Mode: encoding.ModePersistentWithTTL, TTL: 5000, ACL: []encoding.ACL{
+		{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}},
+		{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "digest", ID: "u:p"}},
+	}}
+	if got, err := decodeACLValue([]byte(encodeACLValue(acl))); err != nil || !reflect.DeepEqual(got, acl) {
+		t.Errorf("ACL value: %+v, %v; want %+v", got, err, acl)
+	}
+	if _, err := decodeACLValue([]byte(encodeACLValue(acl))[:20]); err == nil {
+		t.Error("a truncated ACL value decoded")
+	}
+
+	sess := sessionValue{passwd: bytes.Repeat([]byte{7}, 16), timeoutMs: 6000, owner: 0xfeedface}
+	if got, err := decodeSessionValue([]byte(encodeSessionValue(sess))); err != nil || !reflect.DeepEqual(got, sess) {
+		t.Errorf("session value: %+v, %v; want %+v", got, err, sess)
+	}
+
+	off := offsetsValue{Version: 3, Aversion: -1, Creates: 9, Czxid: czxidOwn}
+	if got, err := decodeOffsetsValue([]byte(encodeOffsetsValue(off))); err != nil || got != off {
+		t.Errorf("offsets value: %+v, %v; want %+v", got, err, off)
+	}
+
+	changes := []watch.Change{
+		{Kind: watch.Created, Path: "/a", CreatedACL: acl.ACL},
+		{Kind: watch.DataChanged, Path: "/a"},
+		{Kind: watch.Deleted, Path: "/b"},
+	}
+	got, err := decodeJournal([]byte(encodeJournal(changes)), 77)
+	if err != nil || len(got) != len(changes) {
+		t.Fatalf("journal: %+v, %v", got, err)
+	}
+	for i, c := range got {
+		want := changes[i]
+		if c.Kind != want.Kind || c.Path != want.Path || c.Zxid != 77 || !reflect.DeepEqual(c.CreatedACL, want.CreatedACL) {
+			t.Errorf("journal change %d: %+v, want %+v at zxid 77", i, c, want)
+		}
+	}
+}
