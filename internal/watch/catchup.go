@@ -58,11 +58,7 @@ func CatchUpEvent(kind Kind, path string, since encoding.Zxid, st State) (encodi
 // The decisions are taken under mu; the events are handed to their sinks after it is released,
 // like every other delivery of the registry.
 func (r *Registry) Settle(regs []Registration, states map[string]State, eventZxid, armAt encoding.Zxid) error {
-	type pending struct {
-		w  *Watcher
-		ev encoding.WatcherEvent
-	}
-	var fired []pending
+	var fired []delivery
 	var rearm []Registration
 	r.mu.Lock()
 	for _, reg := range regs {
@@ -76,13 +72,15 @@ func (r *Registry) Settle(regs []Registration, states map[string]State, eventZxi
 			r.remove(reg.Watcher, reg.Kind, reg.Path)
 		}
 		if !reg.Watcher.closed && (ev.Type == encoding.EventNodeDeleted || reg.Watcher.auth == nil || reg.Watcher.auth.Allowed(st.ACL, encoding.PermRead)) {
-			fired = append(fired, pending{reg.Watcher, ev})
+			fired = append(fired, delivery{w: reg.Watcher, ev: ev})
 		}
 	}
+	hold(fired)
 	r.mu.Unlock()
-	for _, p := range fired {
-		p.w.sink.Event(p.ev, eventZxid)
+	for _, d := range fired {
+		d.w.sink.Event(d.ev, eventZxid)
 	}
+	r.release(fired)
 	for _, reg := range rearm {
 		if !r.Register(reg.Watcher, reg.Kind, reg.Path, armAt) {
 			return fmt.Errorf("watch %s: history lost again during catch-up", reg.Path)

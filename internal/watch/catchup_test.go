@@ -64,3 +64,41 @@ func TestSettleDeliversOutsideLock(t *testing.T) {
 		t.Fatal("a sink was called with the registry's lock held (deadlock)")
 	}
 }
+
+// watchingSink records, at each event, whether the registry still counts its watcher as
+// watching.
+type watchingSink struct {
+	r        *Registry
+	w        *Watcher
+	watching []bool
+}
+
+func (s *watchingSink) Event(encoding.WatcherEvent, encoding.Zxid) {
+	s.watching = append(s.watching, s.r.Watching(s.w))
+}
+
+// TestWatchingUntilDelivered: a one-shot watch leaves the tables when it fires, before its
+// event reaches the sink; until then Watching stays true, so that a wait for a reply's events
+// (etcdstore's AwaitEvents) cannot skip an event in flight and let the reply overtake it.
+func TestWatchingUntilDelivered(t *testing.T) {
+	r := NewRegistry(10)
+	sink := &watchingSink{r: r}
+	w := NewWatcher(sink, 1, nil)
+	sink.w = w
+	r.Register(w, Data, "/a", 10)
+	r.Fire(Change{Kind: DataChanged, Path: "/a", Zxid: 11}) // from the feed
+	r.Advance(11)
+	r.Fire(Change{Kind: Created, Path: "/b", Zxid: 12})
+	r.Advance(12)
+	r.Register(w, Exist, "/b", 11) // replayed from history
+	r.Register(w, Child, "/c", 12)
+	if err := r.Settle([]Registration{{Watcher: w, Kind: Child, Path: "/c", Since: 12}}, map[string]State{}, -1, 12); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sink.watching, []bool{true, true, true}) {
+		t.Errorf("Watching during delivery: %v, want true each time", sink.watching)
+	}
+	if r.Watching(w) {
+		t.Error("still watching after every one-shot watch fired and was delivered")
+	}
+}

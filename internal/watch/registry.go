@@ -56,9 +56,9 @@ type Change struct {
 // delivery is an event for one watcher, decided under the registry's lock and handed to its
 // sink after it (deliver), once the ACL check is done.
 type delivery struct {
-	Watcher *Watcher
-	ev      encoding.WatcherEvent
-	parent  bool // the parent's ACL decides (NodeChildrenChanged)
+	w      *Watcher
+	ev     encoding.WatcherEvent
+	parent bool // the parent's ACL decides (NodeChildrenChanged)
 }
 
 // deliver hands the events of change c to their sinks, each only if its connection may READ
@@ -66,14 +66,34 @@ type delivery struct {
 // same, as in ZooKeeper. Called without the registry's lock.
 func (c Change) deliver(ds []delivery) {
 	for _, d := range ds {
-		if d.Watcher.auth != nil && c.ACL != nil {
+		if d.w.auth != nil && c.ACL != nil {
 			acl, ok := c.ACL(d.parent)
-			if !ok || !d.Watcher.auth.Allowed(acl, encoding.PermRead) {
+			if !ok || !d.w.auth.Allowed(acl, encoding.PermRead) {
 				continue
 			}
 		}
-		d.Watcher.sink.Event(d.ev, c.Zxid)
+		d.w.sink.Event(d.ev, c.Zxid)
 	}
+}
+
+// hold counts deliveries decided for their watchers, so that Watching reports true until they
+// are handed over (release); mu held.
+func hold(ds []delivery) {
+	for _, d := range ds {
+		d.w.inFlight++
+	}
+}
+
+// release uncounts deliveries once handed over; called without mu.
+func (r *Registry) release(ds []delivery) {
+	if len(ds) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, d := range ds {
+		d.w.inFlight--
+	}
+	r.mu.Unlock()
 }
 
 // Watcher is one connection's set of watches. sinks and indexes are guarded by the registry's mu.
@@ -82,6 +102,9 @@ type Watcher struct {
 	// session is the id of the session whose connection holds these watches (wchc, wchp); set
 	// before the watcher is shared, read-only afterwards.
 	session encoding.SessionID
+	// inFlight counts the events decided for this watcher and not yet handed to its sink: a
+	// one-shot watch is gone from the tables before its event is delivered.
+	inFlight int
 	// since[kind][path] is the zxid the watch was armed at: only changes after it fire it.
 	since  [NumKinds]map[string]encoding.Zxid
 	closed bool
@@ -141,8 +164,10 @@ func (r *Registry) Register(w *Watcher, kind Kind, path string, since encoding.Z
 		for i, c := range replay {
 			c.deliver(ds[i : i+1])
 		}
+		r.release(ds)
 	}()
 	r.mu.Lock()
+	defer func() { hold(ds) }()
 	defer r.mu.Unlock()
 	if w.closed {
 		return true
@@ -158,7 +183,7 @@ func (r *Registry) Register(w *Watcher, kind Kind, path string, since encoding.Z
 			}
 			if ev, hit := EventFor(kind, path, c); hit {
 				replay = append(replay, c)
-				ds = append(ds, delivery{Watcher: w, ev: ev, parent: ev.Type == encoding.EventNodeChildrenChanged})
+				ds = append(ds, delivery{w: w, ev: ev, parent: ev.Type == encoding.EventNodeChildrenChanged})
 				if kind.OneShot() {
 					return true // consumed
 				}
@@ -210,10 +235,14 @@ func (r *Registry) CloseWatcher(w *Watcher) {
 	}
 }
 
-// Watching reports whether w holds any watch.
+// Watching reports whether w holds any watch, or has events decided and not yet handed over:
+// false means no change can produce an event for w any more.
 func (r *Registry) Watching(w *Watcher) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if w.inFlight > 0 {
+		return true
+	}
 	for k := range w.since {
 		if len(w.since[k]) > 0 {
 			return true
@@ -253,9 +282,10 @@ func (r *Registry) RemoveKinds(w *Watcher, path string, kinds []Kind, dryRun boo
 // history. Changes must come in zxid order; call advance after the last change of a zxid.
 func (r *Registry) Fire(c Change) {
 	var ds []delivery
-	defer func() { c.deliver(ds) }()
+	defer func() { c.deliver(ds); r.release(ds) }()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer func() { hold(ds) }()
 	r.record(c)
 	parent, _ := znode.Parent(c.Path)
 
@@ -277,7 +307,7 @@ func (r *Registry) Fire(c Change) {
 				continue
 			}
 			notified[w] = true
-			ds = append(ds, delivery{Watcher: w, ev: ev})
+			ds = append(ds, delivery{w: w, ev: ev})
 		}
 	}
 	deliver(Data, c.Path)
@@ -313,7 +343,7 @@ func (r *Registry) Fire(c Change) {
 				continue
 			}
 			notified[w] = true
-			ds = append(ds, delivery{Watcher: w, parent: true,
+			ds = append(ds, delivery{w: w, parent: true,
 				ev: encoding.WatcherEvent{Type: encoding.EventNodeChildrenChanged, State: encoding.StateSyncConnected, Path: parent}})
 		}
 	}
