@@ -86,6 +86,9 @@ type clientConn struct {
 	execDone   chan struct{}        // closed when the executor has returned
 	out        *outQueue            // reader (pings), executor (replies), watch events → writer
 	writerDone chan struct{}        // closed when the writer has returned
+	// events holds back the watch events that arrive while a request executes, so that the
+	// reply of a request that sets a watch precedes that watch's events (events.go).
+	events eventGate
 
 	lastZxid encoding.Zxid // highest zxid written on this connection; writer goroutine only
 }

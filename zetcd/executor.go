@@ -176,6 +176,7 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 		return true
 	}
 
+	c.holdEvents(op, r.body)
 	resp, zxid, err := dispatchTable[op](c.ctx, c.sess, r.body)
 	if werr := c.sess.AwaitEvents(c.ctx, zxid); werr != nil && c.ctx.Err() == nil {
 		c.log.Warn("reply sent without waiting for its watch events", zap.Stringer("op", op),
@@ -188,10 +189,10 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 				// ZooKeeper answers a failed auth and closes the connection; the session
 				// survives, for the client to resume (Handler.Auth).
 				c.log.Info("authentication failed; closing the connection")
-				c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, closeAfter: true})
+				c.reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, closeAfter: true})
 				return false
 			}
-			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}})
+			c.reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}})
 			return true
 		}
 		// The request could not be served at all: close without a reply (after the replies
@@ -200,10 +201,10 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 			c.log.Error("request failed; closing the connection", zap.Stringer("op", op),
 				zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
 		}
-		c.send(outFrame{noFrame: true, closeAfter: true})
+		c.reply(outFrame{noFrame: true, closeAfter: true})
 		return false
 	}
-	c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid}, body: resp})
+	c.reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid}, body: resp})
 	return true
 }
 

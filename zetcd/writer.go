@@ -31,13 +31,6 @@ func (c *clientConn) send(f outFrame) bool {
 	return c.out.push(f)
 }
 
-// Event queues a watch notification (EventSink). It never blocks: the queue is unbounded, as
-// ZooKeeper's per-connection outgoing queue is, so one slow client cannot stall the watch
-// fan-out of every other connection.
-func (c *clientConn) Event(ev encoding.WatcherEvent, zxid encoding.Zxid) {
-	c.out.push(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidNotification, Zxid: zxid}, body: &ev})
-}
-
 // outQueue is a connection's write queue: one FIFO for replies, pings and watch events, so that
 // an event queued before a reply is written before it. It is unbounded; replies are bounded by
 // the request queue in front of the executor, events by the watches the client set.

@@ -1,0 +1,216 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// The Java client registers a watch when the reply of the request that set it arrives; an event
+// of that watch written before the reply matches nothing there and is dropped, and a one-shot
+// watch is lost for good. These tests read raw frames (go-zookeeper forgives the wrong order)
+// while another session keeps changing the watched nodes.
+
+// watchRound sets one watch and reads frames up to its reply. It reports whether an event of
+// the watch's path came first; the caller has made sure no earlier watch on that path is armed.
+type watchRound struct {
+	name  string
+	path  string
+	op    encoding.Op
+	req   func(path string) encoding.Record
+	write func(ctx context.Context, c *zk.Conn, path string, i int) // one change that fires it
+	// remove, if set, removes the watch after it fired (persistent watches stay otherwise).
+	remove encoding.WatcherType
+}
+
+var watchRounds = []watchRound{
+	{name: "getData", op: encoding.OpGetData,
+		req:   func(p string) encoding.Record { return &encoding.GetDataRequest{Path: p, Watch: true} },
+		write: setDataLoop},
+	{name: "exists", op: encoding.OpExists,
+		req:   func(p string) encoding.Record { return &encoding.ExistsRequest{Path: p, Watch: true} },
+		write: toggleLoop},
+	{name: "getChildren", op: encoding.OpGetChildren,
+		req:   func(p string) encoding.Record { return &encoding.GetChildrenRequest{Path: p, Watch: true} },
+		write: childLoop},
+	{name: "getChildren2", op: encoding.OpGetChildren2,
+		req:   func(p string) encoding.Record { return &encoding.GetChildren2Request{Path: p, Watch: true} },
+		write: childLoop},
+	{name: "addWatch", op: encoding.OpAddWatch, remove: encoding.WatcherPersistent,
+		req: func(p string) encoding.Record {
+			return &encoding.AddWatchRequest{Path: p, Mode: encoding.AddWatchPersistent}
+		},
+		write: setDataLoop},
+}
+
+// setDataLoop keeps writing path's data.
+func setDataLoop(ctx context.Context, c *zk.Conn, path string, i int) {
+	c.Set(path, []byte(fmt.Sprint(i)), -1)
+}
+
+// toggleLoop keeps creating and deleting path: exists sees it present and missing in turn.
+func toggleLoop(ctx context.Context, c *zk.Conn, path string, i int) {
+	if i%2 == 0 {
+		c.Create(path, nil, 0, openACL)
+	} else {
+		c.Delete(path, -1)
+	}
+}
+
+// childLoop keeps adding and removing a child of path.
+func childLoop(ctx context.Context, c *zk.Conn, path string, i int) {
+	if i%2 == 0 {
+		c.Create(path+"/c", nil, 0, openACL)
+	} else {
+		c.Delete(path+"/c", -1)
+	}
+}
+
+// TestWatchReplyBeforeEvent races reads that set a watch against another session's writes to
+// the watched node: the reply of the request that set a watch always comes before any event of
+// that watch (PROTOCOL.md §6.3), for getData, exists on a present and on a missing node,
+// getChildren, getChildren2 and addWatch.
+func TestWatchReplyBeforeEvent(t *testing.T) {
+	const rounds = 150
+	forEachServer(t, func(t *testing.T, addr string) {
+		for _, wr := range watchRounds {
+			t.Run(wr.name, func(t *testing.T) {
+				path := "/order-" + wr.name
+				setup := connect(t, addr)
+				if _, err := setup.Create(path, nil, 0, openACL); err != nil {
+					t.Fatal(err)
+				}
+				stop := startWriter(t, addr, path, wr.write)
+				defer stop()
+				c := connectRaw(t, addr)
+				outcomes := map[encoding.ErrCode]int{}
+				for i := 0; i < rounds; i++ {
+					code, early := setWatchRaw(t, c, wr.op, wr.req(path), path)
+					if len(early) > 0 {
+						t.Fatalf("round %d: %v on %s got %v before its reply (%v)", i, wr.op, path, eventsString(early), code)
+					}
+					outcomes[code]++
+					c.waitEvents(1) // the watch fires: no watch of this connection stays armed
+					if wr.remove != 0 {
+						removeWatchRaw(t, c, path, wr.remove)
+					}
+				}
+				t.Logf("%d rounds, reply codes %v", rounds, outcomes)
+			})
+		}
+	})
+}
+
+// setWatchRaw sends a request that sets a watch and reads up to its reply; early are the
+// events on path that arrived before the reply. Events on other paths are kept for later.
+func setWatchRaw(t *testing.T, c *rawClient, op encoding.Op, req encoding.Record, path string) (code encoding.ErrCode, early []rawEvent) {
+	t.Helper()
+	if n := len(c.events); n > 0 {
+		t.Fatalf("events pending before the request: %v", eventsString(c.events))
+	}
+	hdr, err := c.call(op, req, nil)
+	if err != nil {
+		t.Fatalf("%v: %v", op, err)
+	}
+	for _, ev := range c.takeEvents() {
+		if ev.Path == path || ev.Path == path+"/c" {
+			early = append(early, ev)
+		}
+	}
+	return hdr.Err, early
+}
+
+// removeWatchRaw removes a persistent watch; events already queued before the reply are read
+// and dropped with it.
+func removeWatchRaw(t *testing.T, c *rawClient, path string, typ encoding.WatcherType) {
+	t.Helper()
+	if code := c.mustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: path, Type: typ}, nil); code != 0 {
+		t.Fatalf("removeWatches %s: %v", path, code)
+	}
+	c.takeEvents()
+}
+
+// startWriter runs write in a loop on its own session until the returned stop is called.
+func startWriter(t *testing.T, addr, path string, write func(context.Context, *zk.Conn, string, int)) (stop func()) {
+	c := connect(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			write(ctx, c, path, i)
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
+}
+
+// TestWatchQueueConsumerNeverStalls is Curator's DistributedQueue consumer as the Java client
+// runs it: list the queue with a child watch, take (delete) what it lists, and when the list is
+// empty wait for the watch; an event that arrives before the reply of the getChildren that set
+// the watch is dropped, as the Java client drops it. Another session keeps adding items; every
+// item must be consumed without the consumer waiting out its stall timeout.
+func TestWatchQueueConsumerNeverStalls(t *testing.T) {
+	const items = 300
+	forEachServer(t, func(t *testing.T, addr string) {
+		producer := connect(t, addr)
+		if _, err := producer.Create("/queue", nil, 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for i := 0; i < items; i++ {
+				if _, err := producer.Create("/queue/item-", nil, zk.FlagSequence, openACL); err != nil {
+					return
+				}
+			}
+		}()
+		c := connectRaw(t, addr)
+		consumed := 0
+		for consumed < items {
+			var resp encoding.GetChildrenResponse
+			hdr, err := c.call(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/queue", Watch: true}, &resp)
+			if err != nil || hdr.Err != 0 {
+				t.Fatalf("getChildren: %+v %v", hdr, err)
+			}
+			c.takeEvents() // before the reply: the Java client drops these
+			for _, name := range resp.Children {
+				if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/queue/" + name, Version: -1}, nil); code != 0 {
+					t.Fatalf("take %s: %v", name, code)
+				}
+				consumed++
+			}
+			if len(resp.Children) > 0 {
+				continue // the watch may still be armed; list again, as Curator does
+			}
+			if !c.waitEventFor(5 * time.Second) {
+				t.Fatalf("consumer stalled after %d of %d items: the child watch never fired", consumed, items)
+			}
+		}
+	})
+}
+
+// waitEventFor reads frames until a notification arrives (true) or d passes (false).
+func (c *rawClient) waitEventFor(d time.Duration) bool {
+	c.t.Helper()
+	if len(c.events) > 0 {
+		c.takeEvents()
+		return true
+	}
+	c.conn.SetReadDeadline(time.Now().Add(d))
+	defer c.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		hdr, _, err := c.readReply()
+		if err != nil {
+			return false
+		}
+		if hdr.Xid == encoding.XidNotification {
+			return true
+		}
+	}
+}
