@@ -22,6 +22,7 @@ import (
 func (s *etcdSession) zxid(rev int64) encoding.Zxid {
 	if rev > s.lastRev {
 		s.lastRev = rev
+		s.b.answered(rev)
 	}
 	return encoding.Zxid(s.lastRev)
 }

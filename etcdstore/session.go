@@ -105,6 +105,21 @@ func (s *etcdSession) markGone() { s.goneOnce.Do(func() { close(s.gone) }) }
 
 func (s *etcdSession) Done() <-chan struct{} { return s.gone }
 
+// LastZxid is the newest revision this process knows committed without a round trip: the
+// watch feed's progress, or the newest answer given to any of its sessions if that is newer
+// (the feed applies a revision a moment after etcd acknowledges it). Like a ZooKeeper
+// follower's last processed zxid, it can lag writes made through other zetcd processes.
+func (s *etcdSession) LastZxid() encoding.Zxid {
+	progress, _ := s.b.watches.Progress()
+	return max(progress, encoding.Zxid(s.b.newestAnswer.Load()))
+}
+
+// RefuseWrite consumes a revision through the error key, as ZooKeeper logs an error txn for
+// a write it refused while decoding it.
+func (s *etcdSession) RefuseWrite(ctx context.Context, op encoding.Op) (encoding.Zxid, error) {
+	return s.fail(ctx, op.String(), "", encoding.ErrMarshallingError)
+}
+
 var _ zetcd.Session = (*etcdSession)(nil)
 
 func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, events zetcd.EventSink) *etcdSession {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -80,6 +81,9 @@ type Store struct {
 	orphans orphanAdoptions
 	// acls caches node ACLs for writes and the watch feed (acl.go).
 	acls aclCache
+	// newestAnswer is the newest revision any session of this process was answered with (a
+	// write's own, a read's): with the watch feed's progress, what LastZxid reports.
+	newestAnswer atomic.Int64
 	// superDigest and x509 are Config's SuperDigest and X509.
 	superDigest string
 	x509        bool
@@ -154,6 +158,16 @@ func (b *Store) Close() {
 }
 
 func (b *Store) nowMs() int64 { return b.nowFn().UnixMilli() }
+
+// answered records that a session of this process was answered with revision rev.
+func (b *Store) answered(rev int64) {
+	for {
+		cur := b.newestAnswer.Load()
+		if rev <= cur || b.newestAnswer.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
+}
 
 // bootstrap writes the system nodes in one transaction, only if the root does not exist yet. It
 // returns the revision it ran at.

@@ -119,7 +119,8 @@ func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchReques
 	case encoding.AddWatchPersistentRecursive:
 		kind = watch.PersistentRecursive
 	default:
-		return s.zxid(0), encoding.ErrBadArguments
+		// ZooKeeper's AddWatchMode.fromValue refuses it while decoding the request.
+		return s.zxid(0), encoding.ErrMarshallingError
 	}
 	rev, err := s.b.currentRevision(ctx)
 	if err != nil {
@@ -150,7 +151,8 @@ func watchKindsOf(t encoding.WatcherType) ([]watch.Kind, bool) {
 func (s *etcdSession) checkOrRemove(path string, t encoding.WatcherType, dryRun bool) (encoding.Zxid, error) {
 	kinds, ok := watchKindsOf(t)
 	if !ok {
-		return s.zxid(0), encoding.ErrBadArguments
+		// ZooKeeper's WatcherType.fromInt refuses it while decoding the request.
+		return s.zxid(0), encoding.ErrMarshallingError
 	}
 	if !s.b.watches.RemoveKinds(s.watcher, znode.NormalizeRead(path), kinds, dryRun) {
 		return s.zxid(0), encoding.ErrNoWatcher

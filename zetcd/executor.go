@@ -104,6 +104,7 @@ const (
 	requestCloseSession                     // closeSession: Session.Close, reply, close
 	requestUnimplemented                    // no dispatchTable row: Unimplemented, close
 	requestBadBody                          // body did not decode: MarshallingError
+	requestRefusedWrite                     // ZooKeeper refuses it as an error txn: MarshallingError at a zxid of its own
 )
 
 // pendingRequest is a request read from the socket and waiting for the executor.
@@ -117,10 +118,19 @@ type pendingRequest struct {
 
 // parseRequestBody classifies r by opcode and decodes its body. Bodies of opcodes the server
 // does not serve are not decoded: they are answered with Unimplemented whatever they hold.
+//
+// ZooKeeper takes a zxid for a multi and for createSession before it decodes their bodies, so
+// a multi that does not decode, and createSession inside a session (whose body never does), are
+// refused as error transactions with a zxid of their own; any other body that does not decode
+// consumes none.
 func parseRequestBody(r *pendingRequest, body []byte) {
 	op := r.hdr.Op
-	if op == encoding.OpCloseSession {
+	switch op {
+	case encoding.OpCloseSession:
 		r.kind = requestCloseSession
+		return
+	case encoding.OpCreateSession:
+		r.kind, r.err = requestRefusedWrite, errors.New("createSession inside a session")
 		return
 	}
 	if _, ok := dispatchTable[op]; !ok {
@@ -134,6 +144,9 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 	}
 	if err := encoding.DecodeRecord(body, rec); err != nil {
 		r.kind, r.err = requestBadBody, err
+		if op == encoding.OpMulti {
+			r.kind = requestRefusedWrite
+		}
 		return
 	}
 	r.kind, r.body = requestDispatch, rec
@@ -167,15 +180,22 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 	case requestUnimplemented:
 		c.log.Warn("unimplemented request; answering Unimplemented and closing the connection",
 			zap.Stringer("op", op), zap.Stringer("xid", xid))
-		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Err: encoding.ErrUnimplemented}, lastZxid: true, closeAfter: true})
+		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrUnimplemented}, closeAfter: true})
 		return false
 	case requestBadBody:
 		c.log.Warn("undecodable request; answering MarshallingError", zap.Stringer("op", op),
 			zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
-		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Err: encoding.ErrMarshallingError}, lastZxid: true})
+		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrMarshallingError}})
 		return true
+	case requestRefusedWrite:
+		return c.refuseWrite(r)
 	}
 
+	reply := c.reply
+	if op == encoding.OpAuth {
+		// ZooKeeper answers auth with zxid 0, whatever the connection has seen.
+		reply = func(f outFrame) { f.exactZxid = true; c.reply(f) }
+	}
 	c.holdEvents(op, r.body)
 	resp, zxid, err := dispatchTable[op](c.ctx, c.sess, r.body)
 	if werr := c.sess.AwaitEvents(c.ctx, zxid); werr != nil && c.ctx.Err() == nil {
@@ -189,10 +209,10 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 				// ZooKeeper answers a failed auth and closes the connection; the session
 				// survives, for the client to resume (Handler.Auth).
 				c.log.Info("authentication failed; closing the connection")
-				c.reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, closeAfter: true})
+				reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}, closeAfter: true})
 				return false
 			}
-			c.reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}})
+			reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}})
 			return true
 		}
 		// The request could not be served at all: close without a reply (after the replies
@@ -201,10 +221,30 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 			c.log.Error("request failed; closing the connection", zap.Stringer("op", op),
 				zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
 		}
-		c.reply(outFrame{noFrame: true, closeAfter: true})
+		reply(outFrame{noFrame: true, closeAfter: true})
 		return false
 	}
-	c.reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid}, body: resp})
+	reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid}, body: resp})
+	return true
+}
+
+// refuseWrite answers a request ZooKeeper refuses as an error transaction: MarshallingError at
+// the zxid the backend consumes for it.
+func (c *clientConn) refuseWrite(r *pendingRequest) bool {
+	op := r.hdr.Op
+	c.log.Info("undecodable write; answering MarshallingError", zap.Stringer("op", op),
+		zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
+	zxid, err := c.sess.RefuseWrite(c.ctx, op)
+	c.observeRequest(r, zxid, err)
+	if _, ok := errCode(err); err != nil && !ok {
+		if !errors.Is(err, context.Canceled) {
+			c.log.Error("request failed; closing the connection", zap.Stringer("op", op),
+				zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
+		}
+		c.send(outFrame{noFrame: true, closeAfter: true})
+		return false
+	}
+	c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid, Err: encoding.ErrMarshallingError}})
 	return true
 }
 

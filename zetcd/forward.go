@@ -32,8 +32,8 @@ func Call(h Handler) Invoker {
 }
 
 // Forward returns a Session whose Handler methods call inv with their opcode and request, and
-// convert its response back to the method's type; its life-cycle methods (ID, Password,
-// Timeout, AwaitEvents, Close, Expire, Done, Detach) call inner's. For every Session s that
+// convert its response back to the method's type; its other methods (ID, Password, Timeout,
+// AwaitEvents, LastZxid, RefuseWrite, Close, Expire, Done, Detach) call inner's. For every Session s that
 // keeps the Handler contract, Forward(s, Call(s)) behaves exactly like s.
 //
 // This is the only hand-written forwarder of the 27 opcodes: a decorator embeds the Session
@@ -85,6 +85,12 @@ func (f *forwarded) Timeout() time.Duration { return f.inner.Timeout() }
 
 func (f *forwarded) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error {
 	return f.inner.AwaitEvents(ctx, zxid)
+}
+
+func (f *forwarded) LastZxid() encoding.Zxid { return f.inner.LastZxid() }
+
+func (f *forwarded) RefuseWrite(ctx context.Context, op encoding.Op) (encoding.Zxid, error) {
+	return f.inner.RefuseWrite(ctx, op)
 }
 
 func (f *forwarded) Close(ctx context.Context) (encoding.Zxid, error) { return f.inner.Close(ctx) }

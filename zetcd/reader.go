@@ -48,7 +48,7 @@ func (c *clientConn) runReader() {
 		if r.hdr.Op == encoding.OpPing {
 			// Answered at once, not behind slow requests. Clients match pings by xid -2,
 			// not by position, so overtaking earlier replies is fine.
-			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing}, lastZxid: true})
+			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
 			continue
 		}
 		parseRequestBody(r, frame[encoding.RequestHeaderSize:])

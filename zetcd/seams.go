@@ -97,6 +97,16 @@ type Session interface {
 	// change that fired it (PROTOCOL.md §6.3). An error (context ended) is logged; the reply is
 	// still sent.
 	AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
+	// LastZxid is the newest zxid the backend knows to be applied, without a round trip:
+	// ZooKeeper's last processed zxid as this server sees it. Ping replies and the errors the
+	// server makes itself carry it (never less than what the connection has already seen).
+	// Safe to call concurrently with every other method.
+	LastZxid() encoding.Zxid
+	// RefuseWrite consumes a zxid for a request the server refused before any Handler method
+	// saw it but that ZooKeeper logs as an error transaction (a multi whose body does not
+	// decode, createSession inside a session), and returns that zxid. It is called from the
+	// executor, in order with the Handler methods, and its error means what theirs does.
+	RefuseWrite(ctx context.Context, op encoding.Op) (encoding.Zxid, error)
 
 	// Close ends the session at the client's request (closeSession): its ephemeral nodes are
 	// deleted in one transaction. Returns the zxid of that transaction.

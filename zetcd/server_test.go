@@ -514,7 +514,6 @@ func TestConnUnimplemented(t *testing.T) {
 		{"notification0", encoding.OpNotification, nil},
 		{"checkOutsideMulti13", encoding.OpCheck, &encoding.CheckVersionRequest{Path: "/", Version: 0}},
 		{"unused10", 10, nil},
-		{"createSession-10", encoding.OpCreateSession, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := startTestServer(t, testConfig())

@@ -18,9 +18,10 @@ type outFrame struct {
 
 	hdr  encoding.ReplyHeader
 	body encoding.Record // nil: header only
-	// lastZxid: the writer sets hdr.Zxid to the highest zxid written on the connection so far
-	// (pings, and errors produced by the server itself rather than the handler).
-	lastZxid bool
+
+	// exactZxid keeps hdr.Zxid as it is, below what the connection has seen if need be: an
+	// auth reply, which ZooKeeper answers with zxid 0.
+	exactZxid bool
 
 	noFrame    bool // write nothing; only meaningful with closeAfter
 	closeAfter bool // flush, then close the connection
@@ -79,7 +80,7 @@ func (q *outQueue) close() {
 
 // runWriter owns the socket for writing: it encodes queued frames into a buffered writer and
 // flushes whenever the queue is empty, so a burst of replies leaves in few system calls. It
-// tracks the highest zxid written, which pings and server-made errors carry. Every write must
+// tracks the highest zxid written: no reply carries a lower one. Every write must
 // complete within the session timeout; a client that stops reading is disconnected.
 func (c *clientConn) runWriter() {
 	defer close(c.writerDone)
@@ -122,7 +123,9 @@ func (c *clientConn) runWriter() {
 				buf = encoding.AppendFrame(buf, f.connect)
 			default:
 				hdr = f.hdr
-				if f.lastZxid {
+				if hdr.Xid != encoding.XidNotification && !f.exactZxid && hdr.Zxid < c.lastZxid {
+					// A reply's zxid never goes back: ZooKeeper's is its last processed
+					// zxid, at least that of every reply and event sent before it.
 					hdr.Zxid = c.lastZxid
 				} else if hdr.Zxid > c.lastZxid {
 					c.lastZxid = hdr.Zxid

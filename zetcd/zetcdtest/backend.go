@@ -231,6 +231,15 @@ func (s *Session) call() func() {
 
 func (s *Session) readZxid() encoding.Zxid { return encoding.Zxid(s.b.zxid.Load()) }
 
+// LastZxid is the fake's newest zxid.
+func (s *Session) LastZxid() encoding.Zxid { return s.readZxid() }
+
+// RefuseWrite consumes a zxid, as a refused write does.
+func (s *Session) RefuseWrite(ctx context.Context, op encoding.Op) (encoding.Zxid, error) {
+	defer s.call()()
+	return encoding.Zxid(s.b.zxid.Add(1)), nil
+}
+
 func (s *Session) stat(data []byte) encoding.Stat {
 	return encoding.Stat{Czxid: s.readZxid(), Mzxid: s.readZxid(), DataLength: int32(len(data))}
 }

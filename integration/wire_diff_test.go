@@ -1,0 +1,232 @@
+package integration
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// The last wire differences found frame by frame against ZooKeeper 3.9, each written once and
+// run on every server.
+
+// sendBody sends a request whose body is the given bytes, as they are, and reads up to its
+// reply.
+func (c *rawClient) sendBody(op encoding.Op, body []byte) encoding.ReplyHeader {
+	c.t.Helper()
+	c.xid++
+	frame := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: op})
+	frame = append(frame, body...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	if _, err := c.conn.Write(frame); err != nil {
+		c.t.Fatalf("write %v: %v", op, err)
+	}
+	for {
+		hdr, _, err := c.readReply()
+		if err != nil {
+			c.t.Fatalf("%v: read reply: %v", op, err)
+		}
+		if hdr.Xid == c.xid {
+			return hdr
+		}
+	}
+}
+
+// lastZxid is a write's zxid: the newest zxid of the tree as this client sees it.
+func (c *rawClient) lastZxid(path string) encoding.Zxid {
+	c.t.Helper()
+	return c.setData(path, []byte("z"))
+}
+
+// TestWireDeleteContainer: deleteContainer (20) is the container reaper's own operation; from
+// a client, ZooKeeper 3.9.6 closes the connection without an answer, deletes nothing and
+// consumes no zxid, whatever the node (PROTOCOL.md §3.2 describes what its reaper does with it).
+func TestWireDeleteContainer(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		c.create("/z", nil, 0)
+		if code := c.mustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/dc", ACL: rawOpenACL, Flags: encoding.ModeContainer}, &encoding.Create2Response{}); code != 0 {
+			t.Fatalf("createContainer: %v", code)
+		}
+		c.create("/plain", nil, 0)
+		for _, path := range []string{"/none", "/dc", "/plain"} {
+			c := connectRaw(t, addr)
+			before := c.lastZxid("/z")
+			c.send(encoding.OpDeleteContainer, &encoding.DeleteContainerRequest{Path: path})
+			c.expectClosed(0)
+			after := connectRaw(t, addr)
+			// The session opened by the new connection is one zxid, the write another.
+			if z := after.lastZxid("/z"); z != before+2 {
+				t.Errorf("deleteContainer %s consumed a zxid: next write at %v, want %v", path, z, before+2)
+			}
+			if path != "/none" && !after.exists(path) {
+				t.Errorf("deleteContainer %s deleted it", path)
+			}
+		}
+	})
+}
+
+// TestWireMalformedWrites: a request whose body does not decode is answered MarshallingError.
+// ZooKeeper takes a zxid for a multi and for createSession (-10, refused inside a session)
+// before decoding them, so those consume one; any other (a create, setData or setACL cut short)
+// carries its last processed zxid and consumes none, also on a connection that has seen no
+// zxid yet.
+func TestWireMalformedWrites(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		c.create("/m", nil, 0)
+		pathPastFrame := binary.BigEndian.AppendUint32(nil, 1000) // a string longer than the frame
+		for _, step := range []struct {
+			name     string
+			op       encoding.Op
+			body     []byte
+			consumes bool
+		}{
+			{"create cut short", encoding.OpCreate, pathPastFrame, false},
+			{"setData cut short", encoding.OpSetData, append(binary.BigEndian.AppendUint32(nil, 2), '/', 'm'), false},
+			{"ACL count past the frame", encoding.OpSetACL, append(append(binary.BigEndian.AppendUint32(nil, 2), '/', 'm'), 0, 0, 1, 0), false},
+			{"getData cut short", encoding.OpGetData, pathPastFrame, false},
+			{"multi with an unknown op type", encoding.OpMulti, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, 77), 0), true},
+			{"multi cut short", encoding.OpMulti, binary.BigEndian.AppendUint32(nil, uint32(encoding.OpCreate)), true},
+			{"createSession inside a session", encoding.OpCreateSession, nil, true},
+		} {
+			before := c.lastZxid("/m")
+			want := before
+			if step.consumes {
+				want++
+			}
+			if hdr := c.sendBody(step.op, step.body); hdr.Err != encoding.ErrMarshallingError || hdr.Zxid != want {
+				t.Errorf("%s: %v at zxid %v, want MarshallingError at %v", step.name, hdr.Err, hdr.Zxid, want)
+			}
+			if z := c.lastZxid("/m"); z != want+1 {
+				t.Errorf("%s: the next write at zxid %v, want %v", step.name, z, want+1)
+			}
+		}
+		// A connection that has seen no zxid gets the server's last one.
+		last := c.lastZxid("/m")
+		fresh := connectRaw(t, addr)
+		if hdr := fresh.sendBody(encoding.OpCreate, pathPastFrame); hdr.Err != encoding.ErrMarshallingError || hdr.Zxid < last {
+			t.Errorf("create cut short on a new connection: %v at zxid %v, want MarshallingError at %v or later", hdr.Err, hdr.Zxid, last)
+		}
+	})
+}
+
+// TestWireUnknownWatchArguments: an unknown addWatch mode or watcher type does not decode on
+// ZooKeeper: MarshallingError.
+func TestWireUnknownWatchArguments(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		c.create("/w", nil, 0)
+		for name, call := range map[string]func() encoding.ErrCode{
+			"addWatch mode 7": func() encoding.ErrCode {
+				return c.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/w", Mode: 7}, nil)
+			},
+			"removeWatches type 9": func() encoding.ErrCode {
+				return c.mustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "/w", Type: 9}, nil)
+			},
+			"checkWatches type 9": func() encoding.ErrCode {
+				return c.mustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/w", Type: 9}, nil)
+			},
+		} {
+			if code := call(); code != encoding.ErrMarshallingError {
+				t.Errorf("%s: %v, want MarshallingError", name, code)
+			}
+		}
+	})
+}
+
+// TestWireZxidNeverGoesBack: after a watch event, a checkWatches reply, and a ping reply, carry
+// at least the zxid the client has seen; a ping shows another session's write, and a session
+// created or closed elsewhere.
+func TestWireZxidNeverGoesBack(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		other := connect(t, addr)
+		c.create("/p", nil, 0)
+		if code := c.watch("getData", "/p"); code != 0 {
+			t.Fatalf("getData: %v", code)
+		}
+		stat, err := other.Set("/p", []byte("x"), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := c.waitEvents(1)
+		if ev[0].Zxid != encoding.Zxid(stat.Mzxid) {
+			t.Fatalf("event zxid %v, want %v", ev[0].Zxid, stat.Mzxid)
+		}
+		hdr, err := c.call(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/p", Type: encoding.WatcherAny}, nil)
+		if err != nil || hdr.Zxid < ev[0].Zxid {
+			t.Errorf("checkWatches after an event at %v: zxid %v (%v, %v)", ev[0].Zxid, hdr.Zxid, hdr.Err, err)
+		}
+
+		// A ping after another session's write carries that write's zxid or a newer one.
+		stat, err = other.Set("/p", []byte("y"), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if z := c.ping(); z < encoding.Zxid(stat.Mzxid) {
+			t.Errorf("ping after a write at %v elsewhere: zxid %v", stat.Mzxid, z)
+		}
+		// And after a session is created and closed elsewhere (each one zxid on ZooKeeper).
+		before := c.ping()
+		third, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := third.Exists("/"); err != nil {
+			t.Fatal(err)
+		}
+		third.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for c.ping() < before+2 {
+			if time.Now().After(deadline) {
+				t.Errorf("ping zxid %v after a session created and closed elsewhere, want at least %v", c.ping(), before+2)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+}
+
+// ping sends a ping and returns its reply's zxid.
+func (c *rawClient) ping() encoding.Zxid {
+	c.t.Helper()
+	c.send(encoding.OpPing, nil)
+	for {
+		hdr, body, err := c.readReply()
+		if err != nil {
+			c.t.Fatalf("ping: %v", err)
+		}
+		switch hdr.Xid {
+		case encoding.XidPing:
+			return hdr.Zxid
+		case encoding.XidNotification:
+			var ev encoding.WatcherEvent
+			if err := encoding.DecodeRecord(body, &ev); err == nil {
+				c.events = append(c.events, rawEvent{ev, hdr.Zxid})
+			}
+		}
+	}
+}
+
+// TestWireWrongPassword: resuming a session with a wrong password is answered with timeout 0,
+// and the connection is closed.
+func TestWireWrongPassword(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		owner := connectRaw(t, addr)
+		c := dialRaw(t, addr)
+		wrong := make([]byte, 16)
+		wrong[0] = 1
+		resp, err := c.handshake(encoding.ConnectRequest{SessionID: owner.Session.SessionID, Passwd: wrong, TimeOut: 10000})
+		if err != nil {
+			t.Fatalf("handshake: %v", err)
+		}
+		if resp.TimeOut != 0 {
+			t.Errorf("timeout %d for a wrong password, want 0", resp.TimeOut)
+		}
+		c.expectClosedWithin(0, 5*time.Second)
+	})
+}
