@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/internal/znode"
 	"github.com/zetcd/zetcd/zetcd"
+	"github.com/zetcd/zetcd/zetcd/zetcdtest"
 )
 
 // countingKV counts etcd round trips: every KV call and every committed Txn is one.
@@ -471,7 +471,7 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	ctx := context.Background()
 	b, cli, start := newHeldFeedBackend(t)
 
-	sink := &recordingSink{}
+	sink := &zetcdtest.Events{}
 	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
 	if err != nil {
 		t.Fatal(err)
@@ -499,7 +499,7 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	if err := watching.AwaitEvents(ctx, zSet); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := sink.take(), []string{"NodeDataChanged /x @-1"}; !slices.Equal(got, want) {
+	if got, want := sink.Take(), []string{"NodeDataChanged /x @-1"}; !slices.Equal(got, want) {
 		t.Errorf("after resync: %v, want %v", got, want)
 	}
 	// The feed carries on: a live change fires the exist watch with its own zxid.
@@ -510,7 +510,7 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	if err := watching.AwaitEvents(ctx, zCreate); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := sink.take(), []string{fmt.Sprintf("NodeCreated /y @%d", zCreate)}; !slices.Equal(got, want) {
+	if got, want := sink.Take(), []string{fmt.Sprintf("NodeCreated /y @%d", zCreate)}; !slices.Equal(got, want) {
 		t.Errorf("after resync, live: %v, want %v", got, want)
 	}
 	// A connection that goes away releases its watches.
@@ -685,7 +685,7 @@ func TestEtcdPersistentWatchArmedNow(t *testing.T) {
 	wb, _, _ := newTestBackendOn(t, cli, Config{})
 	writer := openTestSession(t, wb)
 
-	sink := &recordingSink{}
+	sink := &zetcdtest.Events{}
 	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
 	if err != nil {
 		t.Fatal(err)
@@ -719,28 +719,7 @@ func TestEtcdPersistentWatchArmedNow(t *testing.T) {
 	if err := watching.AwaitEvents(ctx, last); err != nil {
 		t.Fatal(err)
 	}
-	if got := sink.take(); !slices.Equal(got, want) {
+	if got := sink.Take(); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v (no NodeCreated from before the watches were set)", got, want)
 	}
-}
-
-// recordingSink is an EventSink that keeps what it receives, as "Type path @zxid".
-type recordingSink struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (s *recordingSink) Event(ev encoding.WatcherEvent, zxid encoding.Zxid) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.events = append(s.events, fmt.Sprintf("%v %s @%d", ev.Type, ev.Path, zxid))
-}
-
-// take returns what was received since the last take.
-func (s *recordingSink) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.events
-	s.events = nil
-	return out
 }

@@ -5,35 +5,15 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd/zetcdtest"
 )
-
-// recordingSink is a Sink that keeps what it receives.
-type recordingSink struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (s *recordingSink) Event(ev encoding.WatcherEvent, zxid encoding.Zxid) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.events = append(s.events, fmt.Sprintf("%v %s @%d", ev.Type, ev.Path, zxid))
-}
-
-func (s *recordingSink) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.events
-	s.events = nil
-	return out
-}
 
 func TestWatchRegistryTriggers(t *testing.T) {
 	r := NewRegistry(10)
-	sink := &recordingSink{}
+	sink := &zetcdtest.Events{}
 	w := NewWatcher(sink, 0, nil)
 	r.Register(w, Data, "/a", 10)
 	r.Register(w, Child, "/a", 10)
@@ -43,17 +23,17 @@ func TestWatchRegistryTriggers(t *testing.T) {
 	r.Fire(Change{Kind: Deleted, Path: "/a", Zxid: 11})
 	r.Advance(11)
 	// Data and child watches on /a: one NodeDeleted; the root's child watch: children changed.
-	if got, want := sink.take(), []string{"NodeDeleted /a @11", "NodeChildrenChanged / @11"}; !slices.Equal(got, want) {
+	if got, want := sink.Take(), []string{"NodeDeleted /a @11", "NodeChildrenChanged / @11"}; !slices.Equal(got, want) {
 		t.Errorf("delete: %v, want %v", got, want)
 	}
 	r.Fire(Change{Kind: Created, Path: "/b", Zxid: 12})
-	if got, want := sink.take(), []string{"NodeCreated /b @12"}; !slices.Equal(got, want) {
+	if got, want := sink.Take(), []string{"NodeCreated /b @12"}; !slices.Equal(got, want) {
 		t.Errorf("create: %v, want %v", got, want)
 	}
 	// Everything was one-shot.
 	r.Fire(Change{Kind: DataChanged, Path: "/b", Zxid: 13})
 	r.Fire(Change{Kind: Created, Path: "/a", Zxid: 14})
-	if got := sink.take(); len(got) != 0 {
+	if got := sink.Take(); len(got) != 0 {
 		t.Errorf("after one-shot watches fired: %v", got)
 	}
 	if r.Watching(w) {
@@ -63,7 +43,7 @@ func TestWatchRegistryTriggers(t *testing.T) {
 
 func TestWatchRegistrySinceAndHistory(t *testing.T) {
 	r := NewRegistry(100)
-	sink := &recordingSink{}
+	sink := &zetcdtest.Events{}
 	w := NewWatcher(sink, 0, nil)
 	// The feed passes zxid 101 and 102 before a read at 100 registers its watch.
 	r.Fire(Change{Kind: DataChanged, Path: "/x", Zxid: 101})
@@ -73,14 +53,14 @@ func TestWatchRegistrySinceAndHistory(t *testing.T) {
 	if !r.Register(w, Data, "/y", 100) {
 		t.Fatal("history should cover zxid 100")
 	}
-	if got, want := sink.take(), []string{"NodeDataChanged /y @102"}; !slices.Equal(got, want) {
+	if got, want := sink.Take(), []string{"NodeDataChanged /y @102"}; !slices.Equal(got, want) {
 		t.Errorf("replay: %v, want %v", got, want)
 	}
 	// A watch armed at 102 does not fire for a change at 102 delivered late, only later ones.
 	r.Register(w, Data, "/z", 102)
 	r.Fire(Change{Kind: DataChanged, Path: "/z", Zxid: 102})
 	r.Fire(Change{Kind: DataChanged, Path: "/z", Zxid: 103})
-	if got, want := sink.take(), []string{"NodeDataChanged /z @103"}; !slices.Equal(got, want) {
+	if got, want := sink.Take(), []string{"NodeDataChanged /z @103"}; !slices.Equal(got, want) {
 		t.Errorf("since filter: %v, want %v", got, want)
 	}
 	// Before the history's reach, registration asks for a catch-up.
@@ -102,7 +82,7 @@ func TestWatchRegistrySinceAndHistory(t *testing.T) {
 
 func TestWatchRegistryPersistentAndRecursive(t *testing.T) {
 	r := NewRegistry(0)
-	sink := &recordingSink{}
+	sink := &zetcdtest.Events{}
 	w := NewWatcher(sink, 0, nil)
 	r.Register(w, Persistent, "/p", 0)
 	r.Register(w, PersistentRecursive, "/r", 0)
@@ -122,7 +102,7 @@ func TestWatchRegistryPersistentAndRecursive(t *testing.T) {
 		"NodeCreated /r/a/b @4",
 		"NodeDeleted /rx @5",
 	}
-	if got := sink.take(); !slices.Equal(got, want) {
+	if got := sink.Take(); !slices.Equal(got, want) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if !r.Has(w, Persistent, "/p") || !r.Has(w, PersistentRecursive, "/r") {
