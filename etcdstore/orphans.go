@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -19,25 +20,26 @@ import (
 // Orphaned sessions. The zetcd serving a session keeps its lease alive and, when the client goes
 // silent for its timeout, ends it itself in one transaction that also moves the parents' pzxid
 // (endSession). If that zetcd dies and the client does not resume elsewhere, nobody does: etcd
-// expires the lease after timeout+grace and deletes the ephemerals with it, but leaves their
-// parents' pzxid behind, so a reconnecting client's setWatches catch-up would miss the
-// NodeChildrenChanged. Instead, the elected leader (the reaper, reaper.go) adopts such
-// sessions and ends them exactly as their own zetcd would have, before etcd's expiry.
+// expires the lease later and deletes the ephemerals with it, but leaves their parents' pzxid
+// behind, so a reconnecting client's setWatches catch-up would miss the NodeChildrenChanged.
+// Instead, the elected leader (the reaper, reaper.go) adopts such sessions and ends them
+// exactly as their own zetcd would have, before etcd's expiry (leaseTTL).
 //
 // Every process writes a process key (keys.go) under a short lease of its own, and names
 // itself in the session keys it writes. A session whose named process has no process key is an
 // orphan. The leader looks for orphans when it is elected, when the watch feed sees a process
 // key deleted, and every orphanScanInterval. Whether an orphan is due is decided by its lease
-// alone: a lease kept alive by anyone has more than grace left (its TTL is timeout+grace and
-// keepalives come every TTL/3), so an adopted session that is in fact still served — its
-// process key lost to a slow etcd, say — is never ended; one whose lease has at most grace left
-// has had no keepalive for its timeout. An orphan resumed elsewhere has a rewritten session
-// key, which ends the adoption (and guards endSession).
+// alone (watchOrphan, orphanEndTTL): it is ended once no keepalive came for its timeout plus
+// the keepalive cadence, so never before its timeout has passed since its client was last
+// heard by its process, whenever that process stopped. A process that is in fact alive (its
+// process key lost to an etcd stall, say) keeps its sessions' leases refreshed, and the leader
+// never ends them; a stall shorter than the timeout cannot age a lease that far. An orphan
+// resumed elsewhere has a rewritten session key, which ends the adoption (and guards
+// endSession).
 
 const (
 	// processTTL is the lease TTL (seconds) of a process key: how soon after a zetcd dies the
-	// leader learns its sessions are orphaned. It must stay below the smallest session lease
-	// TTL (min session timeout + grace) for the leader to act before etcd expires the lease.
+	// leader learns its sessions are orphaned (leaseTTL counts on it).
 	processTTL = 3
 	// orphanScanInterval is the leader's periodic scan, behind the scans the watch feed
 	// triggers; it bounds the delay when a trigger was missed (a leader change in between).
@@ -242,32 +244,27 @@ func (b *Store) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id encoding
 	}()
 }
 
-// watchOrphan waits until the orphan's lease has at most grace left, then ends the session. It
-// returns early when the session was resumed (its key rewritten) or ended, or ctx ends.
+// watchOrphan ends an adopted session once its lease shows that no keepalive came for the
+// session's timeout plus the keepalive cadence (orphanEndTTL): the client's last packet to its
+// process is then older than its timeout, wherever the process went. A lease that is refreshed
+// (its process alive after all) never gets there. It returns early when the session was resumed
+// (its key rewritten) or ended, expired in etcd, or ctx ends.
 func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64) {
 	log := b.log.With(zap.String("session", id.String()))
 	for {
-		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id))
-		if err == nil && ttl.TTL <= 0 {
-			return // expired in etcd (or revoked) already
-		}
-		var wait time.Duration
-		if err == nil {
-			var sk *clientv3.GetResponse
-			sk, err = b.kv.Get(ctx, b.keys.session(id), clientv3.WithKeysOnly())
-			if err == nil && (len(sk.Kvs) == 0 || sk.Kvs[0].ModRevision != ownerRev) {
-				return // ended, or resumed by a connection somewhere
-			}
-			wait = time.Duration(ttl.TTL)*time.Second - b.grace
-		}
-		if err != nil {
+		o, err := b.readOrphan(ctx, id, ownerRev)
+		wait := time.Second
+		switch {
+		case err != nil:
 			if ctx.Err() != nil {
 				return
 			}
 			log.Warn("orphaned session: read lease", zap.Error(err))
-			wait = time.Second
-		}
-		if wait <= 0 {
+		case o.gone:
+			return
+		case o.ttl > orphanEndTTL(o.granted, o.timeout):
+			wait = time.Duration(o.ttl-orphanEndTTL(o.granted, o.timeout)) * time.Second
+		default:
 			zxid, owned, err := b.endSession(zetcd.WithOpLabel(ctx, zetcd.OpLabelExpire), id, ownerRev)
 			switch {
 			case err != nil && ctx.Err() == nil:
@@ -283,4 +280,45 @@ func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev
 		case <-time.After(wait):
 		}
 	}
+}
+
+// orphanEndTTL is the remaining TTL (whole seconds, truncated, as etcd reports it) at or below
+// which the leader ends an orphan whose lease was granted granted seconds: by then the last
+// keepalive is more than granted-ttl-1 seconds old, at least the keepalive cadence plus the
+// session timeout. The etcd client sends a keepalive every TTL/3, its send loop ticks every
+// 0.5 s, and a second more covers the round trip. The default leaseTTL makes it 2; 0 leaves the
+// session to etcd's own expiry.
+func orphanEndTTL(granted int64, timeout time.Duration) int64 {
+	cadence := float64(granted)/3 + 1.5
+	return max(int64(math.Floor(float64(granted)-1-cadence-timeout.Seconds())), 0)
+}
+
+// orphan is what watchOrphan reads of an adopted session.
+type orphan struct {
+	gone         bool          // ended, resumed by a connection somewhere, or expired in etcd
+	ttl, granted int64         // the lease's remaining and granted TTL, whole seconds
+	timeout      time.Duration // the session's negotiated timeout
+}
+
+// readOrphan reads the lease of session id and its session key, held at ownerRev.
+func (b *Store) readOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64) (orphan, error) {
+	ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return orphan{}, err
+	}
+	if ttl.TTL <= 0 {
+		return orphan{gone: true}, nil // expired in etcd (or revoked) already
+	}
+	sk, err := b.kv.Get(ctx, b.keys.session(id))
+	if err != nil {
+		return orphan{}, err
+	}
+	if len(sk.Kvs) == 0 || sk.Kvs[0].ModRevision != ownerRev {
+		return orphan{gone: true}, nil
+	}
+	sv, err := decodeSessionValue(sk.Kvs[0].Value)
+	if err != nil {
+		return orphan{}, err
+	}
+	return orphan{ttl: ttl.TTL, granted: ttl.GrantedTTL, timeout: time.Duration(sv.timeoutMs) * time.Millisecond}, nil
 }

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/zetcd"
+	"github.com/zetcd/zetcd/zetcd/zetcdtest"
 )
 
 // TestEtcdOrphanedSessions: when the zetcd serving a session goes away and the client does not
@@ -21,16 +23,7 @@ import (
 func TestEtcdOrphanedSessions(t *testing.T) {
 	cli := startEtcd(t)
 	ctx := context.Background()
-	leader, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(leader.Close)
-	for deadline := time.Now().Add(10 * time.Second); !leader.reaper.leader.Load(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the leader was not elected within 10s")
-		}
-	}
+	leader := electedStore(t, cli)
 	dying, _, _ := newTestBackendOn(t, cli, Config{})
 
 	const timeout = 4 * time.Second
@@ -54,7 +47,7 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 		}
 	}
 
-	sink := &recordingSink{}
+	sink := &zetcdtest.Events{}
 	watching, err := leader.Connect(ctx, zetcd.ConnectParams{Timeout: 30 * time.Second, Events: sink})
 	if err != nil {
 		t.Fatal(err)
@@ -69,16 +62,23 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 	// The serving process goes away without ending its sessions; one client comes back
 	// elsewhere within its timeout.
 	dying.Close()
+	gone := time.Now() // the orphan's client cannot have been heard later than this
 	if _, err := leader.Connect(ctx, zetcd.ConnectParams{SessionID: resumed.ID(), Passwd: resumed.Password(), Timeout: timeout}); err != nil {
 		t.Fatal(err)
 	}
 
 	var got []string
-	for deadline := time.Now().Add(3 * timeout); len(got) < 2; time.Sleep(50 * time.Millisecond) {
-		got = append(got, sink.take()...)
+	limit := time.Duration(dying.leaseTTL(timeout)) * time.Second
+	for deadline := time.Now().Add(limit); len(got) < 2; time.Sleep(50 * time.Millisecond) {
+		got = append(got, sink.Take()...)
 		if time.Now().After(deadline) {
-			t.Fatalf("events after %v: %v; the orphaned session was not ended", 3*timeout, got)
+			t.Fatalf("events after %v: %v; the orphaned session was not ended", limit, got)
 		}
+	}
+	if ended := time.Since(gone); ended < timeout {
+		t.Errorf("the orphaned session ended %v after its process, before its timeout %v", ended, timeout)
+	} else {
+		t.Logf("the orphaned session ended %v after its process (timeout %v)", ended, timeout)
 	}
 	resp, _, err := watching.GetData(ctx, &encoding.GetDataRequest{Path: "/p"})
 	if err != nil {
@@ -101,4 +101,103 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 	if _, _, err := watching.Exists(ctx, &encoding.ExistsRequest{Path: "/p/resumed"}); err != nil {
 		t.Errorf("the resumed session's ephemeral: %v", err)
 	}
+}
+
+// TestEtcdOrphanOfLiveProcess: a process whose process key is gone (lost to an etcd stall, say)
+// but which still serves its session keeps the session's lease refreshed, and the leader, which
+// adopts the session, never ends it; once the process stops refreshing it (its client gone), the
+// leader ends it, and no earlier than its timeout after that.
+func TestEtcdOrphanOfLiveProcess(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := context.Background()
+	leader := electedStore(t, cli)
+	checker, err := leader.Connect(ctx, zetcd.ConnectParams{Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checker.Detach()
+	live, _, _ := newTestBackendOn(t, cli, Config{})
+	const timeout = 2 * time.Second
+	s, err := live.Connect(ctx, zetcd.ConnectParams{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/e", ACL: openACL, Flags: encoding.ModeEphemeral}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Delete(ctx, live.keys.process(live.process.id)); err != nil {
+		t.Fatal(err)
+	}
+	ttl := time.Duration(live.leaseTTL(timeout)) * time.Second
+	deadline := time.Now().Add(ttl + 2*time.Second)
+	for time.Now().Before(deadline) {
+		if !nodeExists(t, checker, "/e") {
+			t.Fatal("the leader ended a session whose process keeps its lease alive")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	s.Detach() // the client is gone: its process stops refreshing the lease
+	gone := time.Now()
+	for nodeExists(t, checker, "/e") {
+		if time.Since(gone) > ttl {
+			t.Fatalf("the session outlived its lease TTL %v after its process let it go", ttl)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ended := time.Since(gone); ended < timeout {
+		t.Errorf("the session ended %v after its client was last heard, before its timeout %v", ended, timeout)
+	} else {
+		t.Logf("the session ended %v after its client was last heard (timeout %v)", ended, timeout)
+	}
+}
+
+// nodeExists reads path through session s.
+func nodeExists(t *testing.T, s zetcd.Session, path string) bool {
+	t.Helper()
+	_, _, err := s.Exists(context.Background(), &encoding.ExistsRequest{Path: path})
+	if err != nil && !errors.Is(err, encoding.ErrNoNode) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestOrphanEndTTL: for every session timeout, the default lease leaves the leader a window
+// before etcd's expiry, and ending at that window means no keepalive for the session timeout
+// plus the keepalive cadence.
+func TestOrphanEndTTL(t *testing.T) {
+	b := &Store{grace: defaultLeaseGrace}
+	for timeout := 2 * time.Second; timeout <= 60*time.Second; timeout += 500 * time.Millisecond {
+		granted := b.leaseTTL(timeout)
+		end := orphanEndTTL(granted, timeout)
+		if end < 2 {
+			t.Errorf("timeout %v: lease %ds, end at %ds left: no window before etcd's expiry", timeout, granted, end)
+		}
+		// At a reading of end, the last keepalive is more than granted-end-1 seconds old.
+		silent := time.Duration(granted-end-1) * time.Second
+		cadence := time.Duration(granted)*time.Second/3 + 1500*time.Millisecond
+		if silent < timeout+cadence {
+			t.Errorf("timeout %v: lease %ds, end at %ds left: silent %v < timeout + cadence %v", timeout, granted, end, silent, timeout+cadence)
+		}
+		// etcd's own expiry comes no earlier than timeout after the process stopped.
+		if etcdExpiry := time.Duration(granted)*time.Second - cadence; etcdExpiry < timeout {
+			t.Errorf("timeout %v: etcd may expire the lease %v after the process stopped", timeout, etcdExpiry)
+		}
+	}
+}
+
+// electedStore is a Store on cli that has won the reaper's election: the one that ends orphans.
+func electedStore(t *testing.T, cli *clientv3.Client) *Store {
+	t.Helper()
+	leader, err := New(context.Background(), Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(leader.Close)
+	for deadline := time.Now().Add(10 * time.Second); !leader.reaper.leader.Load(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the leader was not elected within 10s")
+		}
+	}
+	return leader
 }

@@ -30,10 +30,11 @@ type Config struct {
 	Prefix string
 	// Logger (default: no logging).
 	Logger *zap.Logger
-	// LeaseGrace is added to a session's timeout to form its etcd lease TTL, so that the zetcd
-	// serving a session expires it itself (with exact parent stats) before etcd would. If that
-	// zetcd has died, the elected leader does (orphans.go); if every zetcd has died, etcd
-	// expires the lease after timeout+grace. Default 2s.
+	// LeaseGrace goes into a session's etcd lease TTL, 1.5×timeout + LeaseGrace, so that the
+	// zetcd serving a session expires it itself (with exact parent stats) before etcd would,
+	// and if that zetcd has died, the elected leader does (orphans.go), never before the
+	// client's timeout has passed. If every zetcd has died, etcd expires the lease itself, no
+	// earlier than timeout after the last client packet either (leaseTTL). Default 7s.
 	LeaseGrace time.Duration
 	// ReapInterval is how often the reaper looks for empty containers and expired TTL nodes to
 	// delete (reaper.go); one zetcd per cluster and prefix, elected, does it, and also
@@ -104,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	if cfg.LeaseGrace <= 0 {
-		cfg.LeaseGrace = 2 * time.Second
+		cfg.LeaseGrace = defaultLeaseGrace
 	}
 	kv := cfg.KV
 	if kv == nil {
@@ -227,9 +228,22 @@ func (b *Store) Connect(ctx context.Context, p zetcd.ConnectParams) (zetcd.Sessi
 	return sess, err
 }
 
-// leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout.
+// defaultLeaseGrace is Config.LeaseGrace's default; see leaseTTL.
+const defaultLeaseGrace = 7 * time.Second
+
+// leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout: 1.5×timeout + grace.
+//
+// Neither etcd's own expiry of a lease nor the leader's end of an orphan (orphanEndTTL) may
+// come before the client's timeout has passed since its process last heard it. The etcd client
+// refreshes a lease every TTL/3 (plus up to 0.5 s of its send loop and a round trip), so a
+// process that stopped at t refreshed last after t - TTL/3 - 1.5 s, and etcd expires the
+// lease after t + 2TTL/3 - 1.5 s: not before t + timeout once TTL >= 1.5×timeout + 2.25 s. The
+// rest of the grace leaves the leader two seconds or more before etcd's expiry to end an
+// orphan itself (with exact parent stats). The price: once every zetcd has died, etcd removes
+// a session up to timeout/2 + grace after its timeout.
 func (b *Store) leaseTTL(timeout time.Duration) int64 {
-	return int64((timeout + b.grace + time.Second - 1) / time.Second)
+	ttl := timeout*3/2 + b.grace
+	return int64((ttl + time.Second - 1) / time.Second)
 }
 
 // openSession grants the lease (its id is the session id) and writes the session key: one

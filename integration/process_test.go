@@ -293,26 +293,39 @@ func TestProcessKill9OrphanedSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the zetcd binary")
 	}
+	// The owner's client goes silent, and its zetcd is killed right then or a while later: the
+	// session ends no earlier than its timeout after the client's last packet, and not long
+	// after (the lease's keepalive cadence and grace; etcdstore's leaseTTL).
+	for _, killAfter := range []time.Duration{0, 2500 * time.Millisecond} {
+		t.Run(fmt.Sprintf("killed%v", killAfter), func(t *testing.T) { killOrphanedSession(t, killAfter) })
+	}
+}
+
+func killOrphanedSession(t *testing.T, killAfter time.Duration) {
+	const timeout = 4 * time.Second
 	cluster := startEtcd(t)
 	endpoint := cluster.Etcd.Endpoint
 	a := startProcessArgs(t, freePort(t), "--endpoints", endpoint)
 	b := startProcessArgs(t, freePort(t), "--endpoints", endpoint)
 
-	owner := connectRawTimeout(t, a.Addr, 4000)
+	owner := connectRawTimeout(t, a.Addr, int32(timeout/time.Millisecond))
 	owner.mustCreate("/o", nil, 0)
-	owner.mustCreate("/o/e", nil, encoding.ModeEphemeral)
 	watcher := connectRawTimeout(t, b.Addr, 40000)
+	owner.mustCreate("/o/e", nil, encoding.ModeEphemeral)
+	lastPacket := time.Now() // the owner sends nothing more
 	if code := watcher.watch("getChildren", "/o"); code != 0 {
 		t.Fatal(code)
 	}
 	before, _ := watcher.stat("/o")
 
+	time.Sleep(killAfter)
 	a.kill()
 	watcher.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	hdr, body, err := watcher.readReply()
 	if err != nil {
 		t.Fatalf("no event within 30s of the kill: %v", err)
 	}
+	ended := time.Since(lastPacket)
 	var ev encoding.WatcherEvent
 	if err := encoding.DecodeRecord(body, &ev); err != nil || hdr.Xid != encoding.XidNotification {
 		t.Fatalf("want a notification, got %+v (%v)", hdr, err)
@@ -320,6 +333,11 @@ func TestProcessKill9OrphanedSession(t *testing.T) {
 	if ev.Type != encoding.EventNodeChildrenChanged || ev.Path != "/o" {
 		t.Fatalf("event %v %s, want NodeChildrenChanged /o", ev.Type, ev.Path)
 	}
+	const late = 10 * time.Second // keepalive cadence (lease TTL/3) plus grace, with room
+	if ended < timeout || ended > timeout+late {
+		t.Errorf("the session ended %v after its client's last packet; want between its timeout %v and %v", ended, timeout, timeout+late)
+	}
+	t.Logf("the session ended %v after its client's last packet (timeout %v)", ended, timeout)
 	after, _ := watcher.stat("/o")
 	if after.Pzxid != hdr.Zxid || after.NumChildren != 0 || after.Cversion != before.Cversion+1 {
 		t.Errorf("parent after the expiry: pzxid %d numChildren %d cversion %d; want pzxid %d (the event's zxid), 0, %d",
