@@ -31,6 +31,17 @@ type Config struct {
 	// TLS, if set, serves clients over TLS; ClientURL must then be https. Client does not
 	// apply it: clients of a TLS etcd bring their own configuration.
 	TLS *TLS
+	// Member, if set, makes this etcd one member of a new multi-member cluster (fault tests
+	// run three as separate processes); otherwise it is a cluster of one.
+	Member *Member
+}
+
+// Member places an etcd in a multi-member cluster.
+type Member struct {
+	Name    string // this member's name, as in Cluster
+	PeerURL string // where it talks to the other members (loopback, a fixed port)
+	// Cluster lists every member as name=peerURL, comma-separated (etcd's --initial-cluster).
+	Cluster string
 }
 
 // TLS is the client-facing TLS of an embedded etcd.
@@ -79,15 +90,24 @@ func Start(cfg Config) (*Etcd, error) {
 	// The peer listener is never dialled by a single member; a free loopback port keeps two
 	// embedded etcds on one machine from colliding.
 	purl, _ := url.Parse("http://127.0.0.1:0")
-
 	ec := embed.NewConfig()
 	ec.Name = "zetcd"
+	if m := cfg.Member; m != nil {
+		if purl, err = url.Parse(m.PeerURL); err != nil {
+			return nil, fmt.Errorf("embedetcd: peer URL %q: %w", m.PeerURL, err)
+		}
+		ec.Name = m.Name
+	}
 	ec.Dir = cfg.Dir
 	ec.ListenClientUrls = []url.URL{*curl}
 	ec.AdvertiseClientUrls = []url.URL{*curl}
 	ec.ListenPeerUrls = []url.URL{*purl}
 	ec.AdvertisePeerUrls = []url.URL{*purl}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
+	if cfg.Member != nil {
+		ec.InitialCluster = cfg.Member.Cluster
+		ec.InitialClusterToken = "zetcd-test-cluster"
+	}
 	ec.AutoCompactionMode = "periodic"
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
 	// A session close deletes all of a session's ephemerals in one transaction.

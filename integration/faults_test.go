@@ -1,0 +1,318 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// Fault tests: a three-member etcd cluster and zetcd processes, each a real process that the
+// test pauses (SIGSTOP) and kills (SIGKILL) while clients work. What must hold (DESIGN.md, "The
+// guarantees we keep"): no session is expired while its client keeps talking to a live zetcd,
+// whatever etcd does for less than the session timeout; a session whose client went away
+// expires no earlier than its timeout after the client's last packet, and not long after.
+
+// buildEtcdMember builds the etcd member binary (tools/bench/benchetcd) once per test binary.
+var buildEtcdMember = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "zetcd-etcd-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "benchetcd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/zetcd/zetcd/tools/bench/benchetcd").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build benchetcd: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// etcdMember is one member of a test's etcd cluster, running as its own process.
+type etcdMember struct {
+	name, clientURL string
+	cmd             *exec.Cmd
+}
+
+// signal sends sig to the member's process (SIGSTOP pauses it, SIGCONT resumes it).
+func (m *etcdMember) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := m.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v to etcd member %s: %v", sig, m.name, err)
+	}
+}
+
+// startEtcdCluster starts a new three-member etcd cluster on loopback and waits until every
+// member serves. The members are killed when the test ends.
+func startEtcdCluster(t *testing.T) []*etcdMember {
+	t.Helper()
+	bin, err := buildEtcdMember()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	peers := make([]string, n)
+	var cluster []string
+	for i := range peers {
+		peers[i] = "http://" + freePort(t)
+		cluster = append(cluster, fmt.Sprintf("m%d=%s", i+1, peers[i]))
+	}
+	members := make([]*etcdMember, n)
+	ready := make(chan error, n)
+	for i := range members {
+		m := &etcdMember{name: fmt.Sprintf("m%d", i+1), clientURL: "http://" + freePort(t)}
+		m.cmd = exec.Command(bin, "--data-dir", t.TempDir(), "--listen", m.clientURL,
+			"--name", m.name, "--peer", peers[i], "--initial-cluster", strings.Join(cluster, ","))
+		out, err := m.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT); m.cmd.Process.Kill(); m.cmd.Wait() })
+		members[i] = m
+		go func() {
+			s := bufio.NewScanner(out)
+			for s.Scan() {
+				if strings.HasPrefix(s.Text(), "ready ") {
+					ready <- nil
+					for s.Scan() {
+					}
+					return
+				}
+			}
+			ready <- fmt.Errorf("etcd member %s exited before serving", m.name)
+		}()
+	}
+	for range members {
+		select {
+		case err := <-ready:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the etcd cluster did not serve within 60s")
+		}
+	}
+	return members
+}
+
+// clusterEndpoints is the members' client URLs, comma-separated, for zetcd's --endpoints.
+func clusterEndpoints(ms []*etcdMember) string {
+	var urls []string
+	for _, m := range ms {
+		urls = append(urls, m.clientURL)
+	}
+	return strings.Join(urls, ",")
+}
+
+// clusterLeader returns the member that leads the cluster now.
+func clusterLeader(t *testing.T, ms []*etcdMember) *etcdMember {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(clusterEndpoints(ms), ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, m := range ms {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := cli.Status(ctx, m.clientURL)
+			cancel()
+			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
+				return m
+			}
+		}
+	}
+	t.Fatal("no etcd leader within 10s")
+	return nil
+}
+
+// talkingSession is a go-zookeeper session on one zetcd that keeps talking (its client pings
+// every third of the timeout) and records whether it was ever told its session expired.
+type talkingSession struct {
+	conn    *zk.Conn
+	expired atomic.Bool
+}
+
+func startTalking(t *testing.T, addrs []string, timeout time.Duration) *talkingSession {
+	t.Helper()
+	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &talkingSession{conn: conn}
+	go func() {
+		for ev := range events {
+			if ev.State == zk.StateExpired {
+				s.expired.Store(true)
+			}
+		}
+	}()
+	t.Cleanup(conn.Close)
+	return s
+}
+
+// leaveAfterEphemeral opens a raw session with the given timeout on addr, creates an
+// ephemeral node at path, and goes away at once (closes its socket): it returns the time of
+// the client's last packet.
+func leaveAfterEphemeral(t *testing.T, addr, path string, timeout time.Duration) time.Time {
+	t.Helper()
+	c := connectRawTimeout(t, addr, int32(timeout/time.Millisecond))
+	c.mustCreate(path, nil, encoding.ModeEphemeral)
+	last := time.Now()
+	c.close()
+	return last
+}
+
+// waitNodeGone polls observer until path is gone and returns how long after since that was; it
+// fails the test after limit.
+func waitNodeGone(t *testing.T, observer *zk.Conn, path string, since time.Time, limit time.Duration) time.Duration {
+	t.Helper()
+	for {
+		ok, _, err := observer.Exists(path)
+		if err == nil && !ok {
+			return time.Since(since)
+		}
+		if time.Since(since) > limit {
+			t.Fatalf("%s still there %v after its client went away", path, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// expiryBounds checks that a session that went away at lastPacket ended (after ended) no
+// earlier than its timeout and no later than late after it.
+func expiryBounds(t *testing.T, what string, ended, timeout time.Duration) {
+	t.Helper()
+	const late = 10 * time.Second // etcdstore's leaseTTL: keepalive cadence and grace, with room
+	if ended < timeout || ended > timeout+late {
+		t.Errorf("%s ended %v after its client's last packet; want between its timeout %v and %v", what, ended, timeout, timeout+late)
+	} else {
+		t.Logf("%s ended %v after its client's last packet (timeout %v)", what, ended, timeout)
+	}
+}
+
+// stillTalking checks that the talking session was never expired and its ephemeral node is
+// there, as an observer elsewhere sees it.
+func stillTalking(t *testing.T, s *talkingSession, observer *zk.Conn, path string) {
+	t.Helper()
+	if s.expired.Load() {
+		t.Errorf("a session whose client kept talking was expired")
+	}
+	if ok, _, err := observer.Exists(path); err != nil || !ok {
+		t.Errorf("the talking session's ephemeral %s: exists %v (%v)", path, ok, err)
+	}
+}
+
+// TestFaultEtcdLeaderPaused: the etcd leader is paused for 5 s, less than the session
+// timeout, and a new one elected. zetcd A talks only to that member, so it is cut off from etcd
+// for the whole pause and its process key lapses (it is alive all along); zetcd B talks to the
+// two others, and its elected reaper adopts A's sessions. Sessions whose clients keep talking
+// survive, on A and on B; a session whose client went away just before the pause ends no
+// earlier than its timeout after its client's last packet.
+func TestFaultEtcdLeaderPaused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an etcd cluster and zetcd as processes")
+	}
+	const timeout = 8 * time.Second
+	ms := startEtcdCluster(t)
+	leader := clusterLeader(t, ms)
+	var others []*etcdMember
+	for _, m := range ms {
+		if m != leader {
+			others = append(others, m)
+		}
+	}
+	a := startProcessArgs(t, freePort(t), "--endpoints", leader.clientURL)
+	b := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(others))
+	observer := connect(t, b.Addr)
+
+	talkers := []*talkingSession{startTalking(t, []string{a.Addr}, timeout), startTalking(t, []string{b.Addr}, timeout)}
+	for i, s := range talkers {
+		if _, err := s.conn.Create(fmt.Sprintf("/talk%d", i), nil, zk.FlagEphemeral, openACL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastPacket := leaveAfterEphemeral(t, a.Addr, "/leave", timeout)
+
+	leader.signal(t, syscall.SIGSTOP)
+	time.Sleep(5 * time.Second)
+	leader.signal(t, syscall.SIGCONT)
+
+	expiryBounds(t, "the session that went away", waitNodeGone(t, observer, "/leave", lastPacket, timeout+20*time.Second), timeout)
+	time.Sleep(time.Until(lastPacket.Add(2 * timeout)))
+	for i, s := range talkers {
+		stillTalking(t, s, observer, fmt.Sprintf("/talk%d", i))
+	}
+}
+
+// TestFaultEtcdMemberKilled: an etcd member (the leader) is killed outright while zetcd serves:
+// sessions survive and writes go on; a session whose client went away ends in its bounds.
+func TestFaultEtcdMemberKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an etcd cluster and zetcd as processes")
+	}
+	const timeout = 4 * time.Second
+	ms := startEtcdCluster(t)
+	a := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms))
+	observer := connect(t, a.Addr)
+	talker := startTalking(t, []string{a.Addr}, timeout)
+	if _, err := talker.conn.Create("/talk", nil, zk.FlagEphemeral, openACL); err != nil {
+		t.Fatal(err)
+	}
+	lastPacket := leaveAfterEphemeral(t, a.Addr, "/leave", timeout)
+	clusterLeader(t, ms).signal(t, syscall.SIGKILL)
+
+	expiryBounds(t, "the session that went away", waitNodeGone(t, observer, "/leave", lastPacket, timeout+20*time.Second), timeout)
+	if _, err := talker.conn.Create("/after", []byte("x"), 0, openACL); err != nil {
+		t.Errorf("write after an etcd member was killed: %v", err)
+	}
+	time.Sleep(time.Until(lastPacket.Add(3 * timeout)))
+	stillTalking(t, talker, observer, "/talk")
+}
+
+// TestFaultZetcdPaused: a zetcd process is paused for 3 s (its process key lapses, so the
+// elected zetcd adopts its sessions) and resumed: its clients, which only know it, keep their
+// sessions; a session whose client went away ends in its bounds.
+func TestFaultZetcdPaused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an etcd cluster and zetcd as processes")
+	}
+	const timeout = 8 * time.Second
+	ms := startEtcdCluster(t)
+	a := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms))
+	b := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms))
+	observer := connect(t, b.Addr)
+	talker := startTalking(t, []string{a.Addr}, timeout)
+	if _, err := talker.conn.Create("/talk", nil, zk.FlagEphemeral, openACL); err != nil {
+		t.Fatal(err)
+	}
+	lastPacket := leaveAfterEphemeral(t, a.Addr, "/leave", timeout)
+
+	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+
+	expiryBounds(t, "the session that went away", waitNodeGone(t, observer, "/leave", lastPacket, timeout+20*time.Second), timeout)
+	time.Sleep(time.Until(lastPacket.Add(2 * timeout)))
+	stillTalking(t, talker, observer, "/talk")
+}
