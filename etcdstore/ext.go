@@ -61,8 +61,7 @@ func (s *etcdSession) DeleteContainer(ctx context.Context, req *encoding.DeleteC
 func (s *etcdSession) GetEphemerals(ctx context.Context, req *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
 	ttl, err := s.b.lease.TimeToLive(ctx, clientv3.LeaseID(s.id), clientv3.WithAttachedKeys())
 	if err != nil {
-		z, err := s.etcdFailure("getEphemerals", req.PrefixPath, err)
-		return nil, z, err
+		return storeErr[encoding.GetEphemeralsResponse](s, "getEphemerals", req.PrefixPath, err)
 	}
 	trimmed := strings.TrimFunc(req.PrefixPath, func(r rune) bool { return r <= ' ' })
 	all := trimmed == "" || trimmed == "/"
@@ -104,8 +103,7 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 		}
 		r, err := b.kv.Txn(ctx).Then(ops...).Commit()
 		if err != nil {
-			z, err := s.etcdFailure("getAllChildrenNumber", path, err)
-			return nil, z, err
+			return storeErr[encoding.GetAllChildrenNumberResponse](s, "getAllChildrenNumber", path, err)
 		}
 		i := 0
 		if rev == 0 {

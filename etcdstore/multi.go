@@ -735,8 +735,7 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 		return ops
 	})
 	if err != nil {
-		z, err := s.etcdFailure("multiRead", "", err)
-		return nil, z, err
+		return storeErr[encoding.MultiResponse](s, "multiRead", "", err)
 	}
 	z := s.zxid(r.Header.Revision)
 	noNode := encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}

@@ -189,8 +189,7 @@ func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest)
 	}
 	if req.Watch {
 		if err := s.arm(ctx, watch.Data, znode.NormalizeRead(req.Path), z); err != nil {
-			z, err := s.etcdFailure("getData", req.Path, err)
-			return nil, z, err
+			return storeErr[encoding.GetDataResponse](s, "getData", req.Path, err)
 		}
 	}
 	return &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}, z, nil
@@ -222,8 +221,7 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 	}
 	if req.Watch {
 		if err := s.arm(ctx, watch.Child, znode.NormalizeRead(req.Path), z); err != nil {
-			z, err := s.etcdFailure("getChildren2", req.Path, err)
-			return nil, z, err
+			return storeErr[encoding.GetChildren2Response](s, "getChildren2", req.Path, err)
 		}
 	}
 	if children == nil {
@@ -241,8 +239,7 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 		return s.b.childListOps(path, opts...)
 	})
 	if err != nil {
-		z, err := s.etcdFailure("getChildren", path, err)
-		return nil, z, err
+		return storeErr[encoding.GetChildrenResponse](s, "getChildren", path, err)
 	}
 	z := s.zxid(r.Header.Revision)
 	if firstKV(r, 0) == nil {
@@ -256,8 +253,7 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 	}
 	if req.Watch {
 		if err := s.arm(ctx, watch.Child, path, z); err != nil {
-			z, err := s.etcdFailure("getChildren", path, err)
-			return nil, z, err
+			return storeErr[encoding.GetChildrenResponse](s, "getChildren", path, err)
 		}
 	}
 	kvs := rangeKVs(r, 1)
@@ -274,8 +270,15 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
 	rev, err := s.b.currentRevision(ctx)
 	if err != nil {
-		z, err := s.etcdFailure("sync", req.Path, err)
-		return nil, z, err
+		return storeErr[encoding.SyncResponse](s, "sync", req.Path, err)
 	}
 	return &encoding.SyncResponse{Path: req.Path}, s.zxid(rev), nil
+}
+
+// storeErr is the reply of a Handler method whose etcd request failed: no response, and
+// etcdFailure's zxid and error (a vanished lease is SessionExpired; any other error closes the
+// connection, and the session survives).
+func storeErr[R any](s *etcdSession, op, path string, err error) (*R, encoding.Zxid, error) {
+	z, err := s.etcdFailure(op, path, err)
+	return nil, z, err
 }

@@ -95,8 +95,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 	nodeKey := b.keys.data(path)
 	g, err := s.guardACL(ctx, path, encoding.PermWrite)
 	if err != nil {
-		z, err := s.etcdFailure("setData", path, err)
-		return nil, z, err
+		return storeErr[encoding.SetDataResponse](s, "setData", path, err)
 	}
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
@@ -119,8 +118,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 			clientv3.OpGet(b.keys.acl(path)),
 		).Commit()
 		if err != nil {
-			z, err := s.etcdFailure("setData", path, err)
-			return nil, z, err
+			return storeErr[encoding.SetDataResponse](s, "setData", path, err)
 		}
 		z := s.zxid(r.Header.Revision)
 		if !r.Succeeded && !putRecorded(r.Responses[1]) {
@@ -192,8 +190,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 			g := aclGuard{path: path, perm: encoding.PermAdmin, rev: n.aclRev}
 			code, z, err := s.settle(ctx, &g, 0)
 			if err != nil {
-				z, err := s.etcdFailure("setACL", path, err)
-				return nil, z, err
+				return storeErr[encoding.SetACLResponse](s, "setACL", path, err)
 			}
 			if code != 0 {
 				return nil, z, code
@@ -212,8 +209,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 			append([]clientv3.Op{clientv3.OpPut(aclKey, encodeACLValue(meta), clientv3.WithIgnoreLease())}, b.nodeReadOps(path, false)...)...,
 		).Commit()
 		if err != nil {
-			z, err := s.etcdFailure("setACL", path, err)
-			return nil, z, err
+			return storeErr[encoding.SetACLResponse](s, "setACL", path, err)
 		}
 		if !r.Succeeded {
 			continue
