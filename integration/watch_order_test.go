@@ -17,11 +17,10 @@ import (
 // watch is lost for good. These tests read raw frames (go-zookeeper forgives the wrong order)
 // while another session keeps changing the watched nodes.
 
-// watchRound sets one watch and reads frames up to its reply. It reports whether an event of
-// the watch's path came first; the caller has made sure no earlier watch on that path is armed.
+// watchRound is one kind of request that sets a watch, raced against the writes of write,
+// which fire it; the watched node is "/order-<name>".
 type watchRound struct {
 	name  string
-	path  string
 	op    encoding.Op
 	req   func(path string) encoding.Record
 	write func(ctx context.Context, c *zk.Conn, path string, i int) // one change that fires it
