@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/zksession"
 )
 
 // zkTarget drives zetcd or ZooKeeper through go-zookeeper: one session per connection, which
@@ -60,26 +61,14 @@ func dialZK(ctx context.Context, endpoints []string) (*zk.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	timer := time.NewTimer(20 * time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return c, nil
-			}
-		case <-timer.C:
-			c.Close()
-			return nil, fmt.Errorf("connect %v: no session after 20s", endpoints)
-		case <-ctx.Done():
-			c.Close()
-			return nil, ctx.Err()
+	if err := zksession.Await(ctx, events, 20*time.Second); err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, err // an interrupted run is reported by ctx's own error
 		}
+		return nil, fmt.Errorf("connect %v: %w", endpoints, err)
 	}
+	return c, nil
 }
 
 type silentLogger struct{}

@@ -21,6 +21,7 @@ import (
 	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/internal/zksession"
 	"github.com/zetcd/zetcd/xchk"
 	"github.com/zetcd/zetcd/zetcd"
 )
@@ -275,21 +276,10 @@ func ConnectServers(t testing.TB, servers []string, hosts zk.HostProvider) *zk.C
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return conn
-			}
-		case <-deadline:
-			t.Fatalf("no session from %v after 20s", servers)
-		}
+	if err := zksession.Await(context.Background(), events, 20*time.Second); err != nil {
+		t.Fatalf("connect %v: %v", servers, err)
 	}
+	return conn
 }
 
 type quietLogger struct{}
