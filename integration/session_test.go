@@ -97,14 +97,7 @@ func TestSessionResume(t *testing.T) {
 		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, nil); code != encoding.ErrNoNode {
 			t.Errorf("ephemeral after closeSession: %v, want NoNode", code)
 		}
-		again := dialRaw(t, addr)
-		resp, err = again.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 10000, HasReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.TimeOut != 0 {
-			t.Errorf("resume a closed session: %+v, want timeout 0", resp)
-		}
+		expectSessionGone(t, addr, sess, 10000, "resume a closed session")
 	})
 }
 
@@ -150,14 +143,7 @@ func TestSessionExpiry(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		again := dialRaw(t, addr)
-		r2, err := again.handshake(encoding.ConnectRequest{SessionID: resp.SessionID, Passwd: resp.Passwd, TimeOut: 4000, HasReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r2.TimeOut != 0 {
-			t.Errorf("resume an expired session: %+v, want timeout 0", r2)
-		}
+		expectSessionGone(t, addr, resp, 4000, "resume an expired session")
 	})
 }
 
