@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -53,30 +50,10 @@ func ok(t *testing.T, addr string, args ...string) string {
 	return r.out
 }
 
-// pending reports whether the etcd backend still answers the named Handler methods with
-// Unimplemented: they are listed in zetcd/etcd_pending.go until their issue lands.
-func pending(t *testing.T, methods ...string) bool {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "zetcd", "etcd_pending.go"))
-	if os.IsNotExist(err) {
-		return false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range methods {
-		if bytes.Contains(src, []byte(") "+m+"(")) {
-			return true
-		}
-	}
-	return false
-}
-
 // skipIfPending skips a zetcd subtest whose feature has not landed yet.
 func skipIfPending(t *testing.T, server string, methods ...string) {
 	t.Helper()
-	if server == "zetcd" && pending(t, methods...) {
+	if server == "zetcd" && testenv.Pending(t, methods...) {
 		t.Skipf("zetcd does not implement %v yet (listed in zetcd/etcd_pending.go); runs once it does", methods)
 	}
 }
@@ -220,7 +197,7 @@ var digest = zk.DigestACL(zk.PermAll, "bob", "secret")[0].ID[len("bob:"):]
 
 // authArgs is --auth bob:secret where the server has digest auth.
 func authArgs(t *testing.T, server string) []string {
-	if server == "zetcd" && pending(t, "Auth") {
+	if server == "zetcd" && testenv.Pending(t, "Auth") {
 		t.Log("zetcd does not implement auth yet (zetcd/etcd_pending.go): running without --auth")
 		return nil
 	}
@@ -614,7 +591,7 @@ func TestCopy(t *testing.T) {
 	if !strings.Contains(r.err, "left out 1 ephemeral nodes") {
 		t.Errorf("copy summary: %q", r.err)
 	}
-	zetcdAuth := !pending(t, "Auth")
+	zetcdAuth := !testenv.Pending(t, "Auth")
 	compareTrees(t, snapshot(t, zkAddr, "/src", true), snapshot(t, zetcdAddr, "/src", zetcdAuth))
 	a := ok(t, zkAddr, "create", "-s", "/src/jobs/job-")
 	b := ok(t, zetcdAddr, "create", "-s", "/src/jobs/job-")
@@ -635,7 +612,7 @@ func TestCopy(t *testing.T) {
 }
 
 func TestCopyModes(t *testing.T) {
-	if pending(t, "CreateContainer", "CreateTTL") {
+	if testenv.Pending(t, "CreateContainer", "CreateTTL") {
 		t.Skip("zetcd does not implement CreateContainer/CreateTTL yet (listed in zetcd/etcd_pending.go); runs once it does")
 	}
 	zkAddr := testenv.StartZooKeeper(t)
