@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testenv"
 )
 
 // TestSessionHandshakeShapes: a 44-byte ConnectRequest (no readOnly byte, go-zookeeper) gets a
@@ -126,22 +127,8 @@ func TestSessionExpiry(t *testing.T) {
 		if elapsed < 3*time.Second {
 			t.Errorf("connection closed after %v, before the 4s timeout", elapsed)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			children, st, err := watcher.Children("/svc")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(children) == 0 {
-				if st.Cversion != 4 || st.NumChildren != 0 || st.Pzxid <= st.Czxid {
-					t.Errorf("parent after expiry: %+v, want cversion 4, 0 children, pzxid moved", st)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("ephemerals %q still there %v after the connection closed", children, 10*time.Second)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if _, st := testenv.WaitChildren(t, watcher, "/svc", 0); st.Cversion != 4 || st.NumChildren != 0 || st.Pzxid <= st.Czxid {
+			t.Errorf("parent after expiry: %+v, want cversion 4, 0 children, pzxid moved", st)
 		}
 		expectSessionGone(t, addr, resp, 4000, "resume an expired session")
 	})

@@ -286,6 +286,27 @@ func ConnectServers(t testing.TB, servers []string, hosts zk.HostProvider) *zk.C
 	return conn
 }
 
+// WaitChildren polls the children of path through c until there are n of them, typically
+// while a closed or expired session's ephemerals go, and returns them with path's Stat as read
+// then. It fails the test after 10s.
+func WaitChildren(t testing.TB, c *zk.Conn, path string, n int) ([]string, *zk.Stat) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		children, st, err := c.Children(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(children) == n {
+			return children, st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("children of %s still %q after 10s, want %d", path, children, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 type quietLogger struct{}
 
 func (quietLogger) Printf(string, ...any) {}
