@@ -251,6 +251,11 @@ func eventually(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
+// gone is the condition, for eventually, that p no longer exists on addr: zkctl stat exits 1.
+func gone(t *testing.T, addr, p string) func() bool {
+	return func() bool { return zkctl(t, addr, "stat", p).code == 1 }
+}
+
 func TestContainerAndTTL(t *testing.T) {
 	for _, s := range fastReaperServers {
 		t.Run(s.Name, func(t *testing.T) {
@@ -265,16 +270,13 @@ func TestContainerAndTTL(t *testing.T) {
 			}
 			ok(t, addr, "delete", "/box/item")
 			// The reapers run every 100ms here.
-			gone := func(p string) func() bool {
-				return func() bool { return zkctl(t, addr, "stat", p).code == 1 }
-			}
-			if !eventually(20*time.Second, gone("/box")) {
+			if !eventually(20*time.Second, gone(t, addr, "/box")) {
 				t.Errorf("container /box still exists after its last child was deleted")
 			}
-			if !eventually(20*time.Second, gone("/short")) {
+			if !eventually(20*time.Second, gone(t, addr, "/short")) {
 				t.Errorf("TTL node /short still exists")
 			}
-			if gone("/long")() {
+			if gone(t, addr, "/long")() {
 				t.Errorf("TTL node /long (1h) was deleted")
 			}
 			for _, args := range [][]string{{"create", "-c", "-e", "/x"}, {"create", "-e", "-t", "5", "/x"}, {"create", "-t", "soon", "/x"}} {
@@ -563,15 +565,14 @@ func TestDumpLoadModes(t *testing.T) {
 			if r := zkctlIn(t, dump, addr2, "load", "/m"); r.code != 0 {
 				t.Fatalf("load: %+v", r)
 			}
-			gone := func(p string) func() bool { return func() bool { return zkctl(t, addr2, "stat", p).code == 1 } }
-			if !eventually(20*time.Second, gone("/m/t")) {
+			if !eventually(20*time.Second, gone(t, addr2, "/m/t")) {
 				t.Errorf("loaded TTL node /m/t (300ms) still exists")
 			}
 			ok(t, addr2, "delete", "/m/box/item")
-			if !eventually(20*time.Second, gone("/m/box")) {
+			if !eventually(20*time.Second, gone(t, addr2, "/m/box")) {
 				t.Errorf("loaded container /m/box still exists after its last child was deleted")
 			}
-			if !eventually(20*time.Second, gone("/m")) {
+			if !eventually(20*time.Second, gone(t, addr2, "/m")) {
 				t.Errorf("loaded container /m still exists after its children went")
 			}
 		})
@@ -624,12 +625,11 @@ func TestCopyModes(t *testing.T) {
 	if r := zkctl(t, zkAddr, "copy", "--to", zetcdAddr, "--container", "/locks", "--container", "/locks/l*", "--ttl", "/locks/t=300ms", "/locks"); r.code != 0 {
 		t.Fatalf("copy: %+v", r)
 	}
-	gone := func(p string) func() bool { return func() bool { return zkctl(t, zetcdAddr, "stat", p).code == 1 } }
-	if !eventually(20*time.Second, gone("/locks/t")) {
+	if !eventually(20*time.Second, gone(t, zetcdAddr, "/locks/t")) {
 		t.Errorf("copied TTL node still exists")
 	}
 	ok(t, zetcdAddr, "delete", "/locks/l1/held")
-	if !eventually(20*time.Second, gone("/locks/l1")) {
+	if !eventually(20*time.Second, gone(t, zetcdAddr, "/locks/l1")) {
 		t.Errorf("copied container still exists after its last child was deleted")
 	}
 }
