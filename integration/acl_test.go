@@ -339,17 +339,21 @@ var permCases = []permCase{
 // multiCode runs a one-op multi and returns the op's code.
 func multiCode(c *rawClient, op encoding.MultiOp) encoding.ErrCode {
 	c.t.Helper()
-	var r encoding.MultiResponse
-	if code := c.mustCall(encoding.OpMulti, &encoding.MultiRequest{Ops: []encoding.MultiOp{op}}, &r); code != 0 {
-		return code
-	}
-	return r.Results[0].Err
+	return oneOpMulti(c, encoding.OpMulti, op)
 }
 
+// multiReadCode runs a one-op multiRead and returns the op's code.
 func multiReadCode(c *rawClient, op encoding.MultiOp) encoding.ErrCode {
 	c.t.Helper()
+	return oneOpMulti(c, encoding.OpMultiRead, op)
+}
+
+// oneOpMulti sends op alone in a request of kind (multi or multiRead) and returns the op's code,
+// or the request's when it fails as a whole.
+func oneOpMulti(c *rawClient, kind encoding.Op, op encoding.MultiOp) encoding.ErrCode {
+	c.t.Helper()
 	var r encoding.MultiResponse
-	if code := c.mustCall(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{op}}, &r); code != 0 {
+	if code := c.mustCall(kind, &encoding.MultiRequest{Ops: []encoding.MultiOp{op}}, &r); code != 0 {
 		return code
 	}
 	return r.Results[0].Err

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testenv"
 )
 
 // TestCoreSystemNodes: a fresh server has /, /zookeeper, /zookeeper/quota and /zookeeper/config
@@ -219,27 +219,14 @@ func TestCoreEphemeralAndSequential(t *testing.T) {
 		}
 
 		owner.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			children, st, err := watcher.Children("/locks")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(children) == 2 {
-				slices.Sort(children)
-				if !slices.Equal(children, []string{"0000000004", "lock-0000000003"}) {
-					t.Errorf("children after close: %q", children)
-				}
-				// 5 creates and 3 deletes (one explicit, two by the session's close).
-				if st.Cversion != 8 || st.NumChildren != 2 {
-					t.Errorf("parent after close: %+v, want cversion 8, numChildren 2", st)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("ephemerals still there 10s after close: %q", children)
-			}
-			time.Sleep(50 * time.Millisecond)
+		children, st := testenv.WaitChildren(t, watcher, "/locks", 2)
+		slices.Sort(children)
+		if !slices.Equal(children, []string{"0000000004", "lock-0000000003"}) {
+			t.Errorf("children after close: %q", children)
+		}
+		// 5 creates and 3 deletes (one explicit, two by the session's close).
+		if st.Cversion != 8 || st.NumChildren != 2 {
+			t.Errorf("parent after close: %+v, want cversion 8, numChildren 2", st)
 		}
 	})
 }

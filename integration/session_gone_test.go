@@ -51,14 +51,7 @@ func TestSessionExpiredInEtcdClosesConnection(t *testing.T) {
 	}
 	c.expectClosedWithin(0, 5*time.Second)
 
-	again := dialRaw(t, z.Addr)
-	resp, err := again.handshake(encoding.ConnectRequest{SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, TimeOut: 10000, HasReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.TimeOut != 0 {
-		t.Errorf("resume after etcd ended the session: %+v, want the expired answer (timeout 0)", resp)
-	}
+	expectSessionGone(t, z.Addr, c.Session, 10000, "resume after etcd ended the session")
 	other := connectRaw(t, z.Addr)
 	if code := other.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/doomed"}, nil); code != encoding.ErrNoNode {
 		t.Errorf("ephemeral of the ended session: %v, want NoNode", code)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testenv"
 )
 
 // TestSessionHandshakeShapes: a 44-byte ConnectRequest (no readOnly byte, go-zookeeper) gets a
@@ -97,14 +98,7 @@ func TestSessionResume(t *testing.T) {
 		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, nil); code != encoding.ErrNoNode {
 			t.Errorf("ephemeral after closeSession: %v, want NoNode", code)
 		}
-		again := dialRaw(t, addr)
-		resp, err = again.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 10000, HasReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.TimeOut != 0 {
-			t.Errorf("resume a closed session: %+v, want timeout 0", resp)
-		}
+		expectSessionGone(t, addr, sess, 10000, "resume a closed session")
 	})
 }
 
@@ -133,31 +127,10 @@ func TestSessionExpiry(t *testing.T) {
 		if elapsed < 3*time.Second {
 			t.Errorf("connection closed after %v, before the 4s timeout", elapsed)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			children, st, err := watcher.Children("/svc")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(children) == 0 {
-				if st.Cversion != 4 || st.NumChildren != 0 || st.Pzxid <= st.Czxid {
-					t.Errorf("parent after expiry: %+v, want cversion 4, 0 children, pzxid moved", st)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("ephemerals %q still there %v after the connection closed", children, 10*time.Second)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if _, st := testenv.WaitChildren(t, watcher, "/svc", 0); st.Cversion != 4 || st.NumChildren != 0 || st.Pzxid <= st.Czxid {
+			t.Errorf("parent after expiry: %+v, want cversion 4, 0 children, pzxid moved", st)
 		}
-		again := dialRaw(t, addr)
-		r2, err := again.handshake(encoding.ConnectRequest{SessionID: resp.SessionID, Passwd: resp.Passwd, TimeOut: 4000, HasReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r2.TimeOut != 0 {
-			t.Errorf("resume an expired session: %+v, want timeout 0", r2)
-		}
+		expectSessionGone(t, addr, resp, 4000, "resume an expired session")
 	})
 }
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/zksession"
 )
 
 // testPKI is a CA and certificates it signed, as PEM files in a directory.
@@ -278,7 +279,9 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	waitSession(t, events)
+	if err := zksession.Await(context.Background(), events, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if err := conn.AddAuth("digest", []byte("alice:pw")); err != nil {
 		t.Fatal(err)
 	}
@@ -449,28 +452,6 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 	p.stop(t)
 	if logs := p.logs.String(); strings.Contains(logs, "permission denied") || strings.Contains(logs, `"level":"error"`) {
 		t.Errorf("zetcd logged errors:\n%s", logs)
-	}
-}
-
-func waitSession(t testing.TB, events <-chan zk.Event) {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return
-			}
-			if ev.State == zk.StateAuthFailed {
-				t.Fatal("auth failed")
-			}
-		case <-deadline:
-			t.Fatal("no session after 20s")
-		}
 	}
 }
 

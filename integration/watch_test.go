@@ -331,51 +331,38 @@ func TestWatchCheckAndRemove(t *testing.T) {
 		w := connectRaw(t, addr)
 		x := connectRaw(t, addr)
 		x.create("/n", nil, 0)
-		check := func(op encoding.Op, path string, typ encoding.WatcherType) encoding.ErrCode {
+		// want sends checkWatches or removeWatches (op) of typ on /n and checks the reply's code.
+		want := func(op encoding.Op, typ encoding.WatcherType, code encoding.ErrCode, what string) {
+			t.Helper()
+			var req encoding.Record = &encoding.RemoveWatchesRequest{Path: "/n", Type: typ}
 			if op == encoding.OpCheckWatches {
-				return w.mustCall(op, &encoding.CheckWatchesRequest{Path: path, Type: typ}, nil)
+				req = &encoding.CheckWatchesRequest{Path: "/n", Type: typ}
 			}
-			return w.mustCall(op, &encoding.RemoveWatchesRequest{Path: path, Type: typ}, nil)
+			if got := w.mustCall(op, req, nil); got != code {
+				t.Errorf("%s: %v, want %v", what, got, code)
+			}
 		}
 		for _, typ := range []encoding.WatcherType{encoding.WatcherData, encoding.WatcherChildren, encoding.WatcherAny, encoding.WatcherPersistent, encoding.WatcherPersistentRecursive} {
-			if code := check(encoding.OpCheckWatches, "/n", typ); code != encoding.ErrNoWatcher {
-				t.Errorf("checkWatches type %d without watches: %v, want NoWatcher", typ, code)
-			}
-			if code := check(encoding.OpRemoveWatches, "/n", typ); code != encoding.ErrNoWatcher {
-				t.Errorf("removeWatches type %d without watches: %v, want NoWatcher", typ, code)
-			}
+			want(encoding.OpCheckWatches, typ, encoding.ErrNoWatcher, fmt.Sprintf("checkWatches type %d without watches", typ))
+			want(encoding.OpRemoveWatches, typ, encoding.ErrNoWatcher, fmt.Sprintf("removeWatches type %d without watches", typ))
 		}
 		w.watch("getData", "/n")
-		if code := check(encoding.OpCheckWatches, "/n", encoding.WatcherChildren); code != encoding.ErrNoWatcher {
-			t.Errorf("checkWatches children with a data watch: %v", code)
-		}
-		if code := check(encoding.OpCheckWatches, "/n", encoding.WatcherData); code != 0 {
-			t.Errorf("checkWatches data: %v", code)
-		}
-		if code := check(encoding.OpRemoveWatches, "/n", encoding.WatcherData); code != 0 {
-			t.Errorf("removeWatches data: %v", code)
-		}
+		want(encoding.OpCheckWatches, encoding.WatcherChildren, encoding.ErrNoWatcher, "checkWatches children with a data watch")
+		want(encoding.OpCheckWatches, encoding.WatcherData, 0, "checkWatches data")
+		want(encoding.OpRemoveWatches, encoding.WatcherData, 0, "removeWatches data")
 		x.setData("/n", []byte("1"))
 		w.barrier()
 		wantEvents(t, "removed data watch", w.takeEvents())
 		// Any removes every kind.
 		w.watch("getData", "/n")
 		w.watch("getChildren", "/n")
-		if code := check(encoding.OpRemoveWatches, "/n", encoding.WatcherAny); code != 0 {
-			t.Errorf("removeWatches any: %v", code)
-		}
-		if code := check(encoding.OpCheckWatches, "/n", encoding.WatcherAny); code != encoding.ErrNoWatcher {
-			t.Errorf("checkWatches any after removing: %v", code)
-		}
+		want(encoding.OpRemoveWatches, encoding.WatcherAny, 0, "removeWatches any")
+		want(encoding.OpCheckWatches, encoding.WatcherAny, encoding.ErrNoWatcher, "checkWatches any after removing")
 		// Persistent watches are removed by their own type.
 		var er encoding.ErrorResponse
 		w.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/n", Mode: encoding.AddWatchPersistent}, &er)
-		if code := check(encoding.OpCheckWatches, "/n", encoding.WatcherPersistentRecursive); code != encoding.ErrNoWatcher {
-			t.Errorf("checkWatches recursive with a persistent watch: %v", code)
-		}
-		if code := check(encoding.OpRemoveWatches, "/n", encoding.WatcherPersistent); code != 0 {
-			t.Errorf("removeWatches persistent: %v", code)
-		}
+		want(encoding.OpCheckWatches, encoding.WatcherPersistentRecursive, encoding.ErrNoWatcher, "checkWatches recursive with a persistent watch")
+		want(encoding.OpRemoveWatches, encoding.WatcherPersistent, 0, "removeWatches persistent")
 		x.setData("/n", []byte("2"))
 		w.barrier()
 		wantEvents(t, "removed persistent watch", w.takeEvents())

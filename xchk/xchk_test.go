@@ -135,20 +135,7 @@ func TestCleanWorkloadHasNoDifferences(t *testing.T) {
 	}
 	a.Close()
 	// Wait for a's ephemerals to be gone on both sides, reading through b all along.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		children, _, err := b.Children("/app")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(children) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("children %q after close", children)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitChildren(t, b, "/app", 0)
 	if _, _, err := b.Get("/app"); err != nil {
 		t.Fatal(err)
 	}

@@ -159,6 +159,43 @@ func keyName(prefix string, i int, size int) string {
 	return s
 }
 
+// seed writes with put, before the run, the nodes (etcd: keys) that cfg.op reads or deletes:
+// cfg.keys under base+"k/" for set, get, exists and mixed; cfg.total under base+"d/" for delete;
+// 10 under base+"list/" for children and mixed. It returns the paths of the first two kinds,
+// which the clients pick from (nil where the op needs none).
+func seed(cfg *config, base string, put func(path string) error) (keys, deletes []string, err error) {
+	putAll := func(paths []string) error {
+		return parallel(len(paths), setupWidth, func(i int) error { return put(paths[i]) })
+	}
+	switch cfg.op {
+	case "set", "get", "exists", "mixed":
+		keys = keyNames(base+"k/", "k", cfg.keys, cfg.keySize)
+		if err := putAll(keys); err != nil {
+			return nil, nil, err
+		}
+	case "delete":
+		deletes = keyNames(base+"d/", "d", cfg.total, cfg.keySize)
+		if err := putAll(deletes); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.op == "children" || cfg.op == "mixed" {
+		if err := putAll(keyNames(base+"list/", "l", 10, cfg.keySize)); err != nil {
+			return nil, nil, err
+		}
+	}
+	return keys, deletes, nil
+}
+
+// keyNames is dir followed by keyName(kind, i, size), for i in [0, n).
+func keyNames(dir, kind string, n, size int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = dir + keyName(kind, i, size)
+	}
+	return names
+}
+
 // newRand is a client's own random source, so clients never contend on one.
 func newRand(id int) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(id)))

@@ -74,30 +74,9 @@ func (t *etcdTarget) setup(ctx context.Context) error {
 		}
 		return nil
 	}
-	switch t.cfg.op {
-	case "set", "get", "exists", "mixed":
-		t.keys = make([]string, t.cfg.keys)
-		for i := range t.keys {
-			t.keys[i] = t.prefix + "k/" + keyName("k", i, t.cfg.keySize)
-		}
-		if err := parallel(len(t.keys), setupWidth, func(i int) error { return put(t.keys[i]) }); err != nil {
-			return err
-		}
-	case "delete":
-		t.deletes = make([]string, t.cfg.total)
-		for i := range t.deletes {
-			t.deletes[i] = t.prefix + "d/" + keyName("d", i, t.cfg.keySize)
-		}
-		if err := parallel(len(t.deletes), setupWidth, func(i int) error { return put(t.deletes[i]) }); err != nil {
-			return err
-		}
-	}
-	if t.cfg.op == "children" || t.cfg.op == "mixed" {
-		if err := parallel(10, setupWidth, func(i int) error { return put(t.prefix + "list/" + keyName("l", i, t.cfg.keySize)) }); err != nil {
-			return err
-		}
-	}
-	return nil
+	var err error
+	t.keys, t.deletes, err = seed(t.cfg, t.prefix, put)
+	return err
 }
 
 func (t *etcdTarget) describe() string { return "etcd (raw)" }

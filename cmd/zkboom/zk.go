@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/zksession"
 )
 
 // zkTarget drives zetcd or ZooKeeper through go-zookeeper: one session per connection, which
@@ -60,26 +61,14 @@ func dialZK(ctx context.Context, endpoints []string) (*zk.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	timer := time.NewTimer(20 * time.Second)
-	defer timer.Stop()
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				go func() {
-					for range events {
-					}
-				}()
-				return c, nil
-			}
-		case <-timer.C:
-			c.Close()
-			return nil, fmt.Errorf("connect %v: no session after 20s", endpoints)
-		case <-ctx.Done():
-			c.Close()
-			return nil, ctx.Err()
+	if err := zksession.Await(ctx, events, 20*time.Second); err != nil {
+		c.Close()
+		if ctx.Err() != nil {
+			return nil, err // an interrupted run is reported by ctx's own error
 		}
+		return nil, fmt.Errorf("connect %v: %w", endpoints, err)
 	}
+	return c, nil
 }
 
 type silentLogger struct{}
@@ -99,24 +88,11 @@ func (t *zkTarget) setup(ctx context.Context) error {
 		}
 		return nil
 	}
-	switch t.cfg.op {
-	case "set", "get", "exists", "mixed":
-		t.keys = make([]string, t.cfg.keys)
-		for i := range t.keys {
-			t.keys[i] = t.root + "/k/" + keyName("k", i, t.cfg.keySize)
-		}
-		if err := parallel(len(t.keys), setupWidth, func(i int) error { return create(t.keys[i]) }); err != nil {
-			return err
-		}
-	case "delete":
-		t.deletes = make([]string, t.cfg.total)
-		for i := range t.deletes {
-			t.deletes[i] = t.root + "/d/" + keyName("d", i, t.cfg.keySize)
-		}
-		if err := parallel(len(t.deletes), setupWidth, func(i int) error { return create(t.deletes[i]) }); err != nil {
-			return err
-		}
-	case "watch":
+	var err error
+	if t.keys, t.deletes, err = seed(t.cfg, t.root+"/", create); err != nil {
+		return err
+	}
+	if t.cfg.op == "watch" {
 		// Each connection's writes come from another session: the next connection, or one
 		// of its own when there is only one.
 		t.writers = make([]*zk.Conn, len(t.conns))
@@ -129,11 +105,6 @@ func (t *zkTarget) setup(ctx context.Context) error {
 				return err
 			}
 			t.writers[0] = w
-		}
-	}
-	if t.cfg.op == "children" || t.cfg.op == "mixed" {
-		if err := parallel(10, setupWidth, func(i int) error { return create(t.root + "/list/" + keyName("l", i, t.cfg.keySize)) }); err != nil {
-			return err
 		}
 	}
 	return nil

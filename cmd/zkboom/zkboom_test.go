@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -30,20 +27,6 @@ func boom(t *testing.T, args ...string) *report {
 	return &r
 }
 
-// pending reports whether zetcd's etcd backend still answers method with Unimplemented (it is
-// listed in zetcd/etcd_pending.go until its issue lands).
-func pending(t *testing.T, method string) bool {
-	_, file, _, _ := runtime.Caller(0)
-	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "zetcd", "etcd_pending.go"))
-	if os.IsNotExist(err) {
-		return false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Contains(src, []byte(") "+method+"("))
-}
-
 const total = 60
 
 // servers are zetcd and real ZooKeeper. Not the cross-checker: concurrent writers on one node
@@ -60,7 +43,7 @@ func TestOps(t *testing.T) {
 					t.Errorf("%s: %d requests (%+v), want %d", op, r.Requests, r, total)
 				}
 				wantErrors := int64(0)
-				if op == "multi" && s.Name == "zetcd" && pending(t, "Multi") {
+				if op == "multi" && s.Name == "zetcd" && testenv.Pending(t, "Multi") {
 					wantErrors = total // counted and named, not fatal
 					if r.ErrorsByCode["Unimplemented"] != total {
 						t.Errorf("multi on zetcd without multi: errors %v, want %d Unimplemented", r.ErrorsByCode, total)

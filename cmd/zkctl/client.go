@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/zksession"
 )
 
 // connectString is a parsed ZooKeeper connect string: "host:port[,host:port...][/chroot]".
@@ -77,28 +79,10 @@ func connect(server, auth string, timeout time.Duration) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", server, err)
 	}
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-wait:
-	for {
-		select {
-		case ev := <-events:
-			switch ev.State {
-			case zk.StateHasSession:
-				break wait
-			case zk.StateAuthFailed:
-				conn.Close()
-				return nil, fmt.Errorf("connect %s: authentication failed", server)
-			}
-		case <-deadline.C:
-			conn.Close()
-			return nil, fmt.Errorf("connect %s: no session after %v", server, timeout)
-		}
+	if err := zksession.Await(context.Background(), events, timeout); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("connect %s: %w", server, err)
 	}
-	go func() { // keep the library's event channel drained
-		for range events {
-		}
-	}()
 	c := &client{conn: conn, chroot: cs.chroot, addr: server}
 	if auth != "" {
 		if !strings.Contains(auth, ":") {

@@ -87,10 +87,7 @@ func cmdLs(e *env, args []string) error {
 	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
 	withStat := fs.Bool("s", false, "")
 	recursive := fs.Bool("R", false, "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	p := fs.Arg(0)
@@ -197,10 +194,7 @@ func cmdGet(e *env, args []string) error {
 	fs := flag.NewFlagSet("get", flag.ContinueOnError)
 	withStat := fs.Bool("s", false, "")
 	watch := fs.Bool("w", false, "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	p := fs.Arg(0)
@@ -277,10 +271,7 @@ func cmdSet(e *env, args []string) error {
 	fs := flag.NewFlagSet("set", flag.ContinueOnError)
 	withStat := fs.Bool("s", false, "")
 	version := fs.String("v", "", "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 2, 2); err != nil {
+	if err := parseArgs(fs, args, 2, 2); err != nil {
 		return err
 	}
 	v, err := parseVersion(*version)
@@ -324,10 +315,7 @@ func cmdCreate(e *env, args []string) error {
 	sequential := fs.Bool("s", false, "")
 	container := fs.Bool("c", false, "")
 	ttlFlag := fs.String("t", "", "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 3); err != nil {
+	if err := parseArgs(fs, args, 1, 3); err != nil {
 		return err
 	}
 	var ttl time.Duration
@@ -400,10 +388,7 @@ func cmdCreate(e *env, args []string) error {
 func cmdDelete(e *env, args []string) error {
 	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
 	version := fs.String("v", "", "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	v, err := parseVersion(*version)
@@ -424,10 +409,7 @@ func cmdDelete(e *env, args []string) error {
 
 func cmdDeleteAll(e *env, args []string) error {
 	fs := flag.NewFlagSet("deleteall", flag.ContinueOnError)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	c, err := e.dial()
@@ -463,10 +445,7 @@ func (c *client) deleteAll(p string) error {
 
 func cmdStat(e *env, args []string) error {
 	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	c, err := e.dial()
@@ -493,10 +472,7 @@ type treeNode struct {
 
 func cmdTree(e *env, args []string) error {
 	fs := flag.NewFlagSet("tree", flag.ContinueOnError)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	c, err := e.dial()
@@ -617,10 +593,7 @@ func parsePerms(s string) (int32, error) {
 
 func cmdGetACL(e *env, args []string) error {
 	fs := flag.NewFlagSet("getacl", flag.ContinueOnError)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	p := fs.Arg(0)
@@ -645,10 +618,7 @@ func cmdGetACL(e *env, args []string) error {
 func cmdSetACL(e *env, args []string) error {
 	fs := flag.NewFlagSet("setacl", flag.ContinueOnError)
 	version := fs.String("v", "", "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 2, 2); err != nil {
+	if err := parseArgs(fs, args, 2, 2); err != nil {
 		return err
 	}
 	v, err := parseVersion(*version)
@@ -680,10 +650,7 @@ func cmdSetACL(e *env, args []string) error {
 
 func cmdSync(e *env, args []string) error {
 	fs := flag.NewFlagSet("sync", flag.ContinueOnError)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	p := fs.Arg(0)

@@ -456,10 +456,7 @@ func cmdDump(e *env, args []string) error {
 	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
 	var modes modeRules
 	modes.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	c, err := e.dial()
@@ -484,10 +481,7 @@ func cmdDump(e *env, args []string) error {
 
 func cmdLoad(e *env, args []string) error {
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	var f dumpFile
@@ -515,10 +509,7 @@ func cmdCopy(e *env, args []string) error {
 	toAuth := fs.String("to-auth", e.auth, "")
 	var modes modeRules
 	modes.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 2); err != nil {
+	if err := parseArgs(fs, args, 1, 2); err != nil {
 		return err
 	}
 	if *to == "" {

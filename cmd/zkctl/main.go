@@ -167,17 +167,13 @@ func (e *env) printJSON(v any) error {
 	return err
 }
 
-// parseFlags parses a command's own flags; they come before its arguments, as in zkCli.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+// parseArgs parses a command's own flags, which come before its arguments as in zkCli, then
+// checks that min to max positional arguments follow them. Either failure is a usage error.
+func parseArgs(fs *flag.FlagSet, args []string, min, max int) error {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	return nil
-}
-
-// wantArgs checks the number of positional arguments.
-func wantArgs(fs *flag.FlagSet, min, max int) error {
 	if n := fs.NArg(); n < min || n > max {
 		return usagef("want %s, got %d", plural(min, max), n)
 	}

@@ -24,10 +24,7 @@ func cmdWatch(e *env, args []string) error {
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	recursive := fs.Bool("R", false, "")
 	count := fs.Int("n", 0, "")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if err := wantArgs(fs, 1, 1); err != nil {
+	if err := parseArgs(fs, args, 1, 1); err != nil {
 		return err
 	}
 	p := fs.Arg(0)

@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -53,30 +50,10 @@ func ok(t *testing.T, addr string, args ...string) string {
 	return r.out
 }
 
-// pending reports whether the etcd backend still answers the named Handler methods with
-// Unimplemented: they are listed in zetcd/etcd_pending.go until their issue lands.
-func pending(t *testing.T, methods ...string) bool {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "zetcd", "etcd_pending.go"))
-	if os.IsNotExist(err) {
-		return false
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range methods {
-		if bytes.Contains(src, []byte(") "+m+"(")) {
-			return true
-		}
-	}
-	return false
-}
-
 // skipIfPending skips a zetcd subtest whose feature has not landed yet.
 func skipIfPending(t *testing.T, server string, methods ...string) {
 	t.Helper()
-	if server == "zetcd" && pending(t, methods...) {
+	if server == "zetcd" && testenv.Pending(t, methods...) {
 		t.Skipf("zetcd does not implement %v yet (listed in zetcd/etcd_pending.go); runs once it does", methods)
 	}
 }
@@ -220,7 +197,7 @@ var digest = zk.DigestACL(zk.PermAll, "bob", "secret")[0].ID[len("bob:"):]
 
 // authArgs is --auth bob:secret where the server has digest auth.
 func authArgs(t *testing.T, server string) []string {
-	if server == "zetcd" && pending(t, "Auth") {
+	if server == "zetcd" && testenv.Pending(t, "Auth") {
 		t.Log("zetcd does not implement auth yet (zetcd/etcd_pending.go): running without --auth")
 		return nil
 	}
@@ -274,6 +251,11 @@ func eventually(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
+// gone is the condition, for eventually, that p no longer exists on addr: zkctl stat exits 1.
+func gone(t *testing.T, addr, p string) func() bool {
+	return func() bool { return zkctl(t, addr, "stat", p).code == 1 }
+}
+
 func TestContainerAndTTL(t *testing.T) {
 	for _, s := range fastReaperServers {
 		t.Run(s.Name, func(t *testing.T) {
@@ -288,16 +270,13 @@ func TestContainerAndTTL(t *testing.T) {
 			}
 			ok(t, addr, "delete", "/box/item")
 			// The reapers run every 100ms here.
-			gone := func(p string) func() bool {
-				return func() bool { return zkctl(t, addr, "stat", p).code == 1 }
-			}
-			if !eventually(20*time.Second, gone("/box")) {
+			if !eventually(20*time.Second, gone(t, addr, "/box")) {
 				t.Errorf("container /box still exists after its last child was deleted")
 			}
-			if !eventually(20*time.Second, gone("/short")) {
+			if !eventually(20*time.Second, gone(t, addr, "/short")) {
 				t.Errorf("TTL node /short still exists")
 			}
-			if gone("/long")() {
+			if gone(t, addr, "/long")() {
 				t.Errorf("TTL node /long (1h) was deleted")
 			}
 			for _, args := range [][]string{{"create", "-c", "-e", "/x"}, {"create", "-e", "-t", "5", "/x"}, {"create", "-t", "soon", "/x"}} {
@@ -586,15 +565,14 @@ func TestDumpLoadModes(t *testing.T) {
 			if r := zkctlIn(t, dump, addr2, "load", "/m"); r.code != 0 {
 				t.Fatalf("load: %+v", r)
 			}
-			gone := func(p string) func() bool { return func() bool { return zkctl(t, addr2, "stat", p).code == 1 } }
-			if !eventually(20*time.Second, gone("/m/t")) {
+			if !eventually(20*time.Second, gone(t, addr2, "/m/t")) {
 				t.Errorf("loaded TTL node /m/t (300ms) still exists")
 			}
 			ok(t, addr2, "delete", "/m/box/item")
-			if !eventually(20*time.Second, gone("/m/box")) {
+			if !eventually(20*time.Second, gone(t, addr2, "/m/box")) {
 				t.Errorf("loaded container /m/box still exists after its last child was deleted")
 			}
-			if !eventually(20*time.Second, gone("/m")) {
+			if !eventually(20*time.Second, gone(t, addr2, "/m")) {
 				t.Errorf("loaded container /m still exists after its children went")
 			}
 		})
@@ -614,7 +592,7 @@ func TestCopy(t *testing.T) {
 	if !strings.Contains(r.err, "left out 1 ephemeral nodes") {
 		t.Errorf("copy summary: %q", r.err)
 	}
-	zetcdAuth := !pending(t, "Auth")
+	zetcdAuth := !testenv.Pending(t, "Auth")
 	compareTrees(t, snapshot(t, zkAddr, "/src", true), snapshot(t, zetcdAddr, "/src", zetcdAuth))
 	a := ok(t, zkAddr, "create", "-s", "/src/jobs/job-")
 	b := ok(t, zetcdAddr, "create", "-s", "/src/jobs/job-")
@@ -635,7 +613,7 @@ func TestCopy(t *testing.T) {
 }
 
 func TestCopyModes(t *testing.T) {
-	if pending(t, "CreateContainer", "CreateTTL") {
+	if testenv.Pending(t, "CreateContainer", "CreateTTL") {
 		t.Skip("zetcd does not implement CreateContainer/CreateTTL yet (listed in zetcd/etcd_pending.go); runs once it does")
 	}
 	zkAddr := testenv.StartZooKeeper(t)
@@ -647,12 +625,11 @@ func TestCopyModes(t *testing.T) {
 	if r := zkctl(t, zkAddr, "copy", "--to", zetcdAddr, "--container", "/locks", "--container", "/locks/l*", "--ttl", "/locks/t=300ms", "/locks"); r.code != 0 {
 		t.Fatalf("copy: %+v", r)
 	}
-	gone := func(p string) func() bool { return func() bool { return zkctl(t, zetcdAddr, "stat", p).code == 1 } }
-	if !eventually(20*time.Second, gone("/locks/t")) {
+	if !eventually(20*time.Second, gone(t, zetcdAddr, "/locks/t")) {
 		t.Errorf("copied TTL node still exists")
 	}
 	ok(t, zetcdAddr, "delete", "/locks/l1/held")
-	if !eventually(20*time.Second, gone("/locks/l1")) {
+	if !eventually(20*time.Second, gone(t, zetcdAddr, "/locks/l1")) {
 		t.Errorf("copied container still exists after its last child was deleted")
 	}
 }

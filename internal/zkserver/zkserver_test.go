@@ -2,6 +2,7 @@ package zkserver
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha1"
 	"encoding/base64"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/internal/zksession"
 )
 
 // childEnv marks a run of this test binary started by TestMissingJars.
@@ -30,17 +33,10 @@ func connect(t *testing.T, addr string) *zk.Conn {
 		t.Fatalf("zk.Connect(%s): %v", addr, err)
 	}
 	t.Cleanup(conn.Close)
-	timeout := time.After(15 * time.Second)
-	for {
-		select {
-		case ev := <-events:
-			if ev.State == zk.StateHasSession {
-				return conn
-			}
-		case <-timeout:
-			t.Fatalf("no session with %s after 15s (state %v)", addr, conn.State())
-		}
+	if err := zksession.Await(context.Background(), events, 15*time.Second); err != nil {
+		t.Fatalf("connect %s: %v (state %v)", addr, err, conn.State())
 	}
+	return conn
 }
 
 func TestServe(t *testing.T) {

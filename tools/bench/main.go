@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/internal/zksession"
 )
 
 type options struct {
@@ -433,21 +435,11 @@ func waitSession(s *server) error {
 		}
 		c, events, err := zk.Connect([]string{s.endpoint}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
 		if err == nil {
-			timer := time.NewTimer(2 * time.Second)
-		wait:
-			for {
-				select {
-				case ev := <-events:
-					if ev.State == zk.StateHasSession {
-						timer.Stop()
-						c.Close()
-						return nil
-					}
-				case <-timer.C:
-					break wait
-				}
-			}
+			err = zksession.Await(context.Background(), events, 2*time.Second)
 			c.Close()
+			if err == nil {
+				return nil
+			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
