@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -28,18 +25,7 @@ import (
 // expires no earlier than its timeout after the client's last packet, and not long after.
 
 // buildEtcdMember builds the etcd member binary (tools/bench/benchetcd) once per test binary.
-var buildEtcdMember = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "zetcd-etcd-bin")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "benchetcd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/zetcd/zetcd/tools/bench/benchetcd").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build benchetcd: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+var buildEtcdMember = goBinary("github.com/zetcd/zetcd/tools/bench/benchetcd", "benchetcd")
 
 // etcdMember is one member of a test's etcd cluster, running as its own process.
 type etcdMember struct {
@@ -111,6 +97,21 @@ func startEtcdCluster(t *testing.T) []*etcdMember {
 	return members
 }
 
+// faultCluster is startEtcdCluster for a fault test, which -short skips.
+func faultCluster(t *testing.T) []*etcdMember {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs an etcd cluster and zetcd as processes")
+	}
+	return startEtcdCluster(t)
+}
+
+// zetcdOn runs a zetcd process in front of the members ms.
+func zetcdOn(t *testing.T, ms []*etcdMember) *zetcdProcess {
+	t.Helper()
+	return startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms))
+}
+
 // clusterEndpoints is the members' client URLs, comma-separated, for zetcd's --endpoints.
 func clusterEndpoints(ms []*etcdMember) string {
 	var urls []string
@@ -149,7 +150,8 @@ type talkingSession struct {
 	expired atomic.Bool
 }
 
-func startTalking(t *testing.T, addrs []string, timeout time.Duration) *talkingSession {
+// startTalking opens a talking session on addrs with an ephemeral node at path.
+func startTalking(t *testing.T, addrs []string, timeout time.Duration, path string) *talkingSession {
 	t.Helper()
 	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
 	if err != nil {
@@ -164,6 +166,9 @@ func startTalking(t *testing.T, addrs []string, timeout time.Duration) *talkingS
 		}
 	}()
 	t.Cleanup(conn.Close)
+	if _, err := conn.Create(path, nil, zk.FlagEphemeral, openACL); err != nil {
+		t.Fatalf("talking session: create %s: %v", path, err)
+	}
 	return s
 }
 
@@ -193,6 +198,13 @@ func waitNodeGone(t *testing.T, observer *zk.Conn, path string, since time.Time,
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// leftInBounds waits for the ephemeral /leave of the session whose client went away at
+// lastPacket (leaveAfterEphemeral) to go, and checks when.
+func leftInBounds(t *testing.T, observer *zk.Conn, lastPacket time.Time, timeout time.Duration) {
+	t.Helper()
+	expiryBounds(t, "the session that went away", waitNodeGone(t, observer, "/leave", lastPacket, timeout+20*time.Second), timeout)
 }
 
 // expiryBounds checks that a session that went away at lastPacket ended (after ended) no
@@ -226,11 +238,8 @@ func stillTalking(t *testing.T, s *talkingSession, observer *zk.Conn, path strin
 // survive, on A and on B; a session whose client went away just before the pause ends no
 // earlier than its timeout after its client's last packet.
 func TestFaultEtcdLeaderPaused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs an etcd cluster and zetcd as processes")
-	}
 	const timeout = 8 * time.Second
-	ms := startEtcdCluster(t)
+	ms := faultCluster(t)
 	leader := clusterLeader(t, ms)
 	var others []*etcdMember
 	for _, m := range ms {
@@ -242,19 +251,14 @@ func TestFaultEtcdLeaderPaused(t *testing.T) {
 	b := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(others))
 	observer := connect(t, b.Addr)
 
-	talkers := []*talkingSession{startTalking(t, []string{a.Addr}, timeout), startTalking(t, []string{b.Addr}, timeout)}
-	for i, s := range talkers {
-		if _, err := s.conn.Create(fmt.Sprintf("/talk%d", i), nil, zk.FlagEphemeral, openACL); err != nil {
-			t.Fatal(err)
-		}
-	}
+	talkers := []*talkingSession{startTalking(t, []string{a.Addr}, timeout, "/talk0"), startTalking(t, []string{b.Addr}, timeout, "/talk1")}
 	lastPacket := leaveAfterEphemeral(t, a.Addr, "/leave", timeout)
 
 	leader.signal(t, syscall.SIGSTOP)
 	time.Sleep(5 * time.Second)
 	leader.signal(t, syscall.SIGCONT)
 
-	expiryBounds(t, "the session that went away", waitNodeGone(t, observer, "/leave", lastPacket, timeout+20*time.Second), timeout)
+	leftInBounds(t, observer, lastPacket, timeout)
 	time.Sleep(time.Until(lastPacket.Add(2 * timeout)))
 	for i, s := range talkers {
 		stillTalking(t, s, observer, fmt.Sprintf("/talk%d", i))
@@ -264,21 +268,15 @@ func TestFaultEtcdLeaderPaused(t *testing.T) {
 // TestFaultEtcdMemberKilled: an etcd member (the leader) is killed outright while zetcd serves:
 // sessions survive and writes go on; a session whose client went away ends in its bounds.
 func TestFaultEtcdMemberKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs an etcd cluster and zetcd as processes")
-	}
 	const timeout = 4 * time.Second
-	ms := startEtcdCluster(t)
-	a := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms))
+	ms := faultCluster(t)
+	a := zetcdOn(t, ms)
 	observer := connect(t, a.Addr)
-	talker := startTalking(t, []string{a.Addr}, timeout)
-	if _, err := talker.conn.Create("/talk", nil, zk.FlagEphemeral, openACL); err != nil {
-		t.Fatal(err)
-	}
+	talker := startTalking(t, []string{a.Addr}, timeout, "/talk")
 	lastPacket := leaveAfterEphemeral(t, a.Addr, "/leave", timeout)
 	clusterLeader(t, ms).signal(t, syscall.SIGKILL)
 
-	expiryBounds(t, "the session that went away", waitNodeGone(t, observer, "/leave", lastPacket, timeout+20*time.Second), timeout)
+	leftInBounds(t, observer, lastPacket, timeout)
 	if _, err := talker.conn.Create("/after", []byte("x"), 0, openACL); err != nil {
 		t.Errorf("write after an etcd member was killed: %v", err)
 	}
@@ -290,18 +288,12 @@ func TestFaultEtcdMemberKilled(t *testing.T) {
 // elected zetcd adopts its sessions) and resumed: its clients, which only know it, keep their
 // sessions; a session whose client went away ends in its bounds.
 func TestFaultZetcdPaused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs an etcd cluster and zetcd as processes")
-	}
 	const timeout = 8 * time.Second
-	ms := startEtcdCluster(t)
-	a := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms))
-	b := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms))
+	ms := faultCluster(t)
+	a := zetcdOn(t, ms)
+	b := zetcdOn(t, ms)
 	observer := connect(t, b.Addr)
-	talker := startTalking(t, []string{a.Addr}, timeout)
-	if _, err := talker.conn.Create("/talk", nil, zk.FlagEphemeral, openACL); err != nil {
-		t.Fatal(err)
-	}
+	talker := startTalking(t, []string{a.Addr}, timeout, "/talk")
 	lastPacket := leaveAfterEphemeral(t, a.Addr, "/leave", timeout)
 
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -312,7 +304,7 @@ func TestFaultZetcdPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	expiryBounds(t, "the session that went away", waitNodeGone(t, observer, "/leave", lastPacket, timeout+20*time.Second), timeout)
+	leftInBounds(t, observer, lastPacket, timeout)
 	time.Sleep(time.Until(lastPacket.Add(2 * timeout)))
 	stillTalking(t, talker, observer, "/talk")
 }

@@ -20,18 +20,24 @@ import (
 )
 
 // buildZetcd builds cmd/zetcd once per test binary.
-var buildZetcd = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "zetcd-bin")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "zetcd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/zetcd/zetcd/cmd/zetcd").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build cmd/zetcd: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+var buildZetcd = goBinary("github.com/zetcd/zetcd/cmd/zetcd", "zetcd")
+
+// goBinary returns a function that builds package pkg into a temporary directory as name, the
+// first time it is called, and returns the binary's path (or the build's failure) every time.
+func goBinary(pkg, name string) func() (string, error) {
+	return sync.OnceValues(func() (string, error) {
+		dir, err := os.MkdirTemp("", name+"-bin")
+		if err != nil {
+			return "", err
+		}
+		bin := filepath.Join(dir, name)
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+		return bin, nil
+	})
+}
 
 // zetcdProcess is the real zetcd binary running with an embedded etcd in dataDir.
 type zetcdProcess struct {

@@ -18,12 +18,18 @@ type State struct {
 func CatchUpEvent(kind Kind, path string, since encoding.Zxid, st State) (encoding.WatcherEvent, bool) {
 	ev := encoding.WatcherEvent{State: encoding.StateSyncConnected, Path: path}
 	switch kind {
-	case Data:
+	case Data, Child:
+		// A data watch fires if the data changed since, a child watch if the children did;
+		// both if the node is gone.
+		changed, typ := st.Mzxid, encoding.EventNodeDataChanged
+		if kind == Child {
+			changed, typ = st.Pzxid, encoding.EventNodeChildrenChanged
+		}
 		switch {
 		case !st.Exists:
 			ev.Type = encoding.EventNodeDeleted
-		case st.Mzxid > since:
-			ev.Type = encoding.EventNodeDataChanged
+		case changed > since:
+			ev.Type = typ
 		default:
 			return ev, false
 		}
@@ -32,15 +38,6 @@ func CatchUpEvent(kind Kind, path string, since encoding.Zxid, st State) (encodi
 			return ev, false
 		}
 		ev.Type = encoding.EventNodeCreated
-	case Child:
-		switch {
-		case !st.Exists:
-			ev.Type = encoding.EventNodeDeleted
-		case st.Pzxid > since:
-			ev.Type = encoding.EventNodeChildrenChanged
-		default:
-			return ev, false
-		}
 	default:
 		// Persistent and recursive watches are re-armed without catch-up, as ZooKeeper does.
 		return ev, false

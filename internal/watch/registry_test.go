@@ -12,9 +12,7 @@ import (
 )
 
 func TestWatchRegistryTriggers(t *testing.T) {
-	r := NewRegistry(10)
-	sink := &zetcdtest.Events{}
-	w := NewWatcher(sink, 0, nil)
+	r, w, sink := newRecorded(10)
 	r.Register(w, Data, "/a", 10)
 	r.Register(w, Child, "/a", 10)
 	r.Register(w, Child, "/", 10)
@@ -42,9 +40,7 @@ func TestWatchRegistryTriggers(t *testing.T) {
 }
 
 func TestWatchRegistrySinceAndHistory(t *testing.T) {
-	r := NewRegistry(100)
-	sink := &zetcdtest.Events{}
-	w := NewWatcher(sink, 0, nil)
+	r, w, sink := newRecorded(100)
 	// The feed passes zxid 101 and 102 before a read at 100 registers its watch.
 	r.Fire(Change{Kind: DataChanged, Path: "/x", Zxid: 101})
 	r.Advance(101)
@@ -81,9 +77,7 @@ func TestWatchRegistrySinceAndHistory(t *testing.T) {
 }
 
 func TestWatchRegistryPersistentAndRecursive(t *testing.T) {
-	r := NewRegistry(0)
-	sink := &zetcdtest.Events{}
-	w := NewWatcher(sink, 0, nil)
+	r, w, sink := newRecorded(0)
 	r.Register(w, Persistent, "/p", 0)
 	r.Register(w, PersistentRecursive, "/r", 0)
 	r.Register(w, PersistentRecursive, "/", 0)
@@ -146,3 +140,9 @@ func BenchmarkWatchRegistryMemory(b *testing.B) {
 type discardSink struct{}
 
 func (discardSink) Event(encoding.WatcherEvent, encoding.Zxid) {}
+
+// newRecorded is a registry at progress, with one watcher whose events sink records.
+func newRecorded(progress encoding.Zxid) (*Registry, *Watcher, *zetcdtest.Events) {
+	sink := &zetcdtest.Events{}
+	return NewRegistry(progress), NewWatcher(sink, 0, nil), sink
+}

@@ -65,48 +65,43 @@ func TestCheckCreateOrder(t *testing.T) {
 	}
 }
 
-func TestCheckDeleteOrder(t *testing.T) {
+// TestCheckVersionedOrder walks the orders of delete, setData and a multi's check, each case
+// failing one check that comes before others that would fail too.
+func TestCheckVersionedOrder(t *testing.T) {
+	who := &Identities{}
+	del := func(path string, version int32) encoding.ErrCode { return CheckDelete(tree(), path, version, who) }
+	set := func(path string, version int32) encoding.ErrCode { return CheckSetData(tree(), path, version, who) }
+	chk := func(path string, version int32) encoding.ErrCode { return CheckVersion(tree(), path, version, who) }
 	for _, c := range []struct {
 		name    string
+		check   func(string, int32) encoding.ErrCode
 		path    string
 		version int32
 		want    encoding.ErrCode
 	}{
-		{"system node", "/zookeeper", -1, encoding.ErrBadArguments},
-		{"root", "/", -1, encoding.ErrBadArguments},
-		{"no parent", "/none/a", 5, encoding.ErrNoNode},
-		{"NoAuth beats NoNode of the node", "/ro/none", -1, encoding.ErrNoAuth},
-		{"NoNode", "/open/none", 5, encoding.ErrNoNode},
-		{"BadVersion beats NotEmpty", "/open/x", 2, encoding.ErrBadVersion},
-		{"NotEmpty", "/open/x", 3, encoding.ErrNotEmpty},
-		{"any version", "/open/x/y", -1, 0},
+		{"delete: system node", del, "/zookeeper", -1, encoding.ErrBadArguments},
+		{"delete: root", del, "/", -1, encoding.ErrBadArguments},
+		{"delete: no parent", del, "/none/a", 5, encoding.ErrNoNode},
+		{"delete: NoAuth beats NoNode of the node", del, "/ro/none", -1, encoding.ErrNoAuth},
+		{"delete: NoNode", del, "/open/none", 5, encoding.ErrNoNode},
+		{"delete: BadVersion beats NotEmpty", del, "/open/x", 2, encoding.ErrBadVersion},
+		{"delete: NotEmpty", del, "/open/x", 3, encoding.ErrNotEmpty},
+		{"delete: any version", del, "/open/x/y", -1, 0},
+		{"setData: invalid path", set, "/open/", -1, encoding.ErrBadArguments},
+		{"setData: NoNode", set, "/open/none", 7, encoding.ErrNoNode},
+		{"setData: NoAuth beats BadVersion", set, "/ro/child", 9, encoding.ErrNoAuth},
+		{"setData: NoAuth with the right version", set, "/ro/child", 2, encoding.ErrNoAuth},
+		{"setData: BadVersion", set, "/open/x", 2, encoding.ErrBadVersion},
+		{"setData: any version", set, "/open/x", -1, 0},
+		{"check: invalid path", chk, "/open/", -1, encoding.ErrBadArguments},
+		{"check: NoNode", chk, "/open/none", 7, encoding.ErrNoNode},
+		{"check: READ is enough, BadVersion", chk, "/ro/child", 9, encoding.ErrBadVersion},
+		{"check: version matches", chk, "/ro/child", 2, 0},
+		{"check: BadVersion", chk, "/open/x", 2, encoding.ErrBadVersion},
+		{"check: any version", chk, "/open/x", -1, 0},
 	} {
-		if got := CheckDelete(tree(), c.path, c.version, &Identities{}); got != c.want {
+		if got := c.check(c.path, c.version); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-func TestCheckSetDataAndVersion(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		path      string
-		version   int32
-		setData   encoding.ErrCode
-		checkCode encoding.ErrCode
-	}{
-		{"invalid path", "/open/", -1, encoding.ErrBadArguments, encoding.ErrBadArguments},
-		{"NoNode", "/open/none", 7, encoding.ErrNoNode, encoding.ErrNoNode},
-		{"NoAuth beats BadVersion (write only)", "/ro/child", 9, encoding.ErrNoAuth, encoding.ErrBadVersion},
-		{"version matches", "/ro/child", 2, encoding.ErrNoAuth, 0},
-		{"BadVersion", "/open/x", 2, encoding.ErrBadVersion, encoding.ErrBadVersion},
-		{"any version", "/open/x", -1, 0, 0},
-	} {
-		if got := CheckSetData(tree(), c.path, c.version, &Identities{}); got != c.setData {
-			t.Errorf("setData %s: %v, want %v", c.name, got, c.setData)
-		}
-		if got := CheckVersion(tree(), c.path, c.version, &Identities{}); got != c.checkCode {
-			t.Errorf("check %s: %v, want %v", c.name, got, c.checkCode)
 		}
 	}
 }
