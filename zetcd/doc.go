@@ -40,14 +40,16 @@
 //     stops the reader, which stops reading the socket) and calls the Session's Handler
 //     methods strictly one at a time in arrival order, through one table from opcode to
 //     Handler method (dispatchTable). It queues each reply to the writer before taking the
-//     next request, so replies leave in request order.
+//     next request, so replies leave in request order. While a request that sets a watch
+//     executes, the watch events handed to the connection are held and queued around its
+//     reply (events.go), so that reply comes before any event of the watch it set.
 //   - The writer (runWriter). It is the only goroutine writing to the socket once the session
 //     is open. It encodes frames into a buffered writer and flushes whenever its queue is
-//     empty, and it tracks the highest zxid written on the connection, which ping replies
-//     carry.
+//     empty, and it tracks the highest zxid written on the connection: no reply carries a
+//     lower one. Pings and the errors the server makes itself carry Session.LastZxid.
 //
 // One file per role: handshake.go (first frame, Backend.Connect, runSession), reader.go,
-// executor.go (with dispatchTable), writer.go; conn.go holds what they share (clientConn, its
+// executor.go (with dispatchTable), writer.go, events.go; conn.go holds what they share (clientConn, its
 // end reason, shutdown, teardown). The seams (Handler, Session, Backend, EventSink,
 // StatsSource) are in seams.go. Decorators (Metrics.WrapBackend, WithLogging, the xchk
 // cross-checker) turn one Invoker into a Session with Forward (forward.go), the only
