@@ -180,10 +180,13 @@ func run(o options, log *zap.Logger) error {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
-		Logger:      atLeastWarn(log.Named("etcd-client")),
-		TLS:         etcdTLS,
-		Username:    o.security.etcdUser,
-		Password:    o.security.etcdPassword,
+		// Requests ZooKeeper accepts can make etcd requests larger than gRPC's default
+		// (embedetcd.MaxRequestBytes); an external etcd needs --max-request-bytes to match.
+		MaxCallSendMsgSize: embedetcd.ClientMaxCallSendMsgSize,
+		Logger:             atLeastWarn(log.Named("etcd-client")),
+		TLS:                etcdTLS,
+		Username:           o.security.etcdUser,
+		Password:           o.security.etcdPassword,
 	})
 	if err != nil {
 		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)

@@ -53,6 +53,17 @@ type TLS struct {
 	ClientCertAuth bool
 }
 
+// MaxRequestBytes is the largest etcd request the embedded etcd accepts, and
+// ClientMaxCallSendMsgSize the largest a client of zetcd's sends: a request ZooKeeper accepts
+// under its default jute.maxbuffer (1 MiB) becomes an etcd transaction that names a node's path
+// several times (data, ACL and meta keys, compares, the multi journal), so a 1 MiB request can
+// grow several-fold; etcd's default (1.5 MiB) and gRPC's (2 MiB) are too small for a multi of
+// 10,000 creates or a 500,000-character name. 10 MiB is etcd's recommended maximum.
+const (
+	MaxRequestBytes          = 10 << 20
+	ClientMaxCallSendMsgSize = MaxRequestBytes + 1<<20
+)
+
 // Etcd is a running embedded etcd.
 type Etcd struct {
 	e *embed.Etcd
@@ -112,6 +123,7 @@ func Start(cfg Config) (*Etcd, error) {
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
 	// A session close deletes all of a session's ephemerals in one transaction.
 	ec.MaxTxnOps = 1 << 16
+	ec.MaxRequestBytes = MaxRequestBytes
 	if cfg.TLS != nil {
 		ec.ClientTLSInfo = transport.TLSInfo{
 			CertFile:       cfg.TLS.CertFile,
@@ -145,9 +157,10 @@ func Start(cfg Config) (*Etcd, error) {
 // Client returns a new client of this etcd; the caller closes it.
 func (e *Etcd) Client() (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
-		Endpoints:   []string{e.Endpoint},
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
+		Endpoints:          []string{e.Endpoint},
+		DialTimeout:        5 * time.Second,
+		MaxCallSendMsgSize: ClientMaxCallSendMsgSize,
+		Logger:             zap.NewNop(),
 	})
 }
 
