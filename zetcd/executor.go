@@ -215,17 +215,23 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 			reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid, Err: code}})
 			return true
 		}
-		// The request could not be served at all: close without a reply (after the replies
-		// already queued); the session survives for the client to resume.
-		if !errors.Is(err, context.Canceled) {
-			c.log.Error("request failed; closing the connection", zap.Stringer("op", op),
-				zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
-		}
-		reply(outFrame{noFrame: true, closeAfter: true})
+		reply(c.unserved(op, err))
 		return false
 	}
 	reply(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: zxid}, body: resp})
 	return true
+}
+
+// unserved is the frame that closes the connection after a request that could not be served
+// at all (a Go error, not a ZooKeeper code): no reply, after the replies already queued; the
+// session survives for the client to resume. A cancelled context is the connection already
+// closing, not a failure, and is not logged.
+func (c *clientConn) unserved(op encoding.Op, err error) outFrame {
+	if !errors.Is(err, context.Canceled) {
+		c.log.Error("request failed; closing the connection", zap.Stringer("op", op),
+			zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
+	}
+	return outFrame{noFrame: true, closeAfter: true}
 }
 
 // refuseWrite answers a request ZooKeeper refuses as an error transaction: MarshallingError at
@@ -237,11 +243,7 @@ func (c *clientConn) refuseWrite(r *pendingRequest) bool {
 	zxid, err := c.sess.RefuseWrite(c.ctx, op)
 	c.observeRequest(r, zxid, err)
 	if _, ok := errCode(err); err != nil && !ok {
-		if !errors.Is(err, context.Canceled) {
-			c.log.Error("request failed; closing the connection", zap.Stringer("op", op),
-				zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
-		}
-		c.send(outFrame{noFrame: true, closeAfter: true})
+		c.send(c.unserved(op, err))
 		return false
 	}
 	c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid, Err: encoding.ErrMarshallingError}})
@@ -262,11 +264,7 @@ func (c *clientConn) closeSession(r *pendingRequest) bool {
 			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid, Err: code}, closeAfter: true})
 			return false
 		}
-		if !errors.Is(err, context.Canceled) {
-			c.log.Error("closeSession failed; closing the connection",
-				zap.Error(fmt.Errorf("session %v: closeSession: %w", c.id, err)))
-		}
-		c.send(outFrame{noFrame: true, closeAfter: true})
+		c.send(c.unserved(encoding.OpCloseSession, err))
 		return false
 	}
 	c.setEnd(endClosed)
