@@ -185,14 +185,8 @@ func TestProtocolBadInput(t *testing.T) {
 
 		// A body that does not decode: a create whose path length runs past the frame.
 		c := connectRaw(t, addr)
-		c.xid++
-		frame := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpCreate})
-		frame = binary.BigEndian.AppendUint32(frame, 1000)
-		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-		c.conn.Write(frame)
-		hdr, _, err := c.readReply()
-		if err != nil || hdr.Err != encoding.ErrMarshallingError {
-			t.Errorf("undecodable create: %+v %v, want MarshallingError", hdr, err)
+		if hdr := c.sendBody(encoding.OpCreate, binary.BigEndian.AppendUint32(nil, 1000)); hdr.Err != encoding.ErrMarshallingError {
+			t.Errorf("undecodable create: %+v, want MarshallingError", hdr)
 		}
 
 		for _, length := range []int32{-5, encoding.DefaultMaxFrameBytes + 1} {
