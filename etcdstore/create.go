@@ -33,20 +33,27 @@ func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) 
 
 // createPlan is one create, planned: what the commit writes and guards.
 type createPlan struct {
-	op, path  string
-	parent    string
-	name      string // path, with the sequence suffix of counter for a sequential create
-	data      []byte
-	acl       []encoding.ACL // fixed (znode.FixupACL)
-	kind      encoding.CreateMode
-	mode      encoding.CreateMode
-	ttl       int64
-	lease     clientv3.LeaseID // the session's, for an ephemeral; else 0
-	now       int64
-	guard     aclGuard    // CREATE on the parent, pinned by the commit (acl.go)
-	seq       *seqCounter // the parent's counter for a sequential create (seq.go); else nil
-	counter   int64       // the counter the name was made from; -1 when it does not matter
-	createsAt string      // the parent's child-create key
+	op, path string
+	parent   string
+	data     []byte
+	acl      []encoding.ACL // fixed (znode.FixupACL)
+	kind     encoding.CreateMode
+	mode     encoding.CreateMode
+	ttl      int64
+	lease    clientv3.LeaseID // the session's, for an ephemeral; else 0
+	now      int64
+	guard    aclGuard    // CREATE on the parent, pinned by the commit (acl.go)
+	seq      *seqCounter // the parent's counter for a sequential create (seq.go); else nil
+	counter  int64       // the counter a sequential name is made from; -1 for other creates
+}
+
+// name is the node the plan creates: the path, with the sequence suffix of counter for a
+// sequential create.
+func (p *createPlan) name() string {
+	if p.counter < 0 {
+		return p.path
+	}
+	return znode.SequentialName(p.path, p.counter)
 }
 
 // create runs ZooKeeper's create checks in PrepRequestProcessor's order (PROTOCOL.md §3.2).
@@ -67,7 +74,7 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 			return "", encoding.Stat{}, z, err
 		}
 		if r.Succeeded {
-			return p.name, s.created(p, r.Header.Revision), s.zxid(r.Header.Revision), nil
+			return p.name(), s.created(p, r.Header.Revision), s.zxid(r.Header.Revision), nil
 		}
 		retry, z, err := s.classifyCreate(ctx, p, r)
 		if !retry {
@@ -85,8 +92,8 @@ func (s *etcdSession) planCreate(ctx context.Context, op, path string, data []by
 		z, err := s.fail(ctx, op, path, code)
 		return nil, z, err
 	}
-	p := &createPlan{op: op, path: path, parent: parent, name: path, data: data, acl: acl, kind: kind, mode: mode,
-		ttl: ttl, now: s.b.nowMs(), counter: -1, createsAt: s.b.keys.childCreates(parent)}
+	p := &createPlan{op: op, path: path, parent: parent, data: data, acl: acl, kind: kind, mode: mode,
+		ttl: ttl, now: s.b.nowMs(), counter: -1}
 	if kind == encoding.ModeEphemeral {
 		p.lease = clientv3.LeaseID(s.id)
 	}
@@ -107,7 +114,7 @@ func (s *etcdSession) planCreate(ctx context.Context, op, path string, data []by
 		}
 	}
 	// Names that fail validation are refused after the parent lookup (NoNode wins).
-	if !znode.ValidatePath(p.name) {
+	if !znode.ValidatePath(p.name()) {
 		code, z, err := s.settle(ctx, &p.guard, encoding.ErrBadArguments)
 		s.releaseSeq(p)
 		z, err = s.answerSettled(op, path, z, code, err)
@@ -152,7 +159,6 @@ func (s *etcdSession) planSequence(ctx context.Context, p *createPlan) (encoding
 		}
 	}
 	p.counter = seq.counter()
-	p.name = znode.SequentialName(p.path, p.counter)
 	return 0, nil
 }
 
@@ -170,7 +176,8 @@ func (s *etcdSession) releaseSeq(p *createPlan) {
 // changed, so the failure is final and consumes its revision now), and the parent's ACL key.
 func (s *etcdSession) commitCreate(ctx context.Context, p *createPlan) (*clientv3.TxnResponse, error) {
 	b := s.b
-	parentKey, nodeKey := b.keys.data(p.parent), b.keys.data(p.name)
+	name := p.name()
+	parentKey, nodeKey, createsKey := b.keys.data(p.parent), b.keys.data(name), b.keys.childCreates(p.parent)
 	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(parentKey), ">", 0),
 		clientv3.Compare(clientv3.LeaseValue(parentKey), "=", 0),
@@ -189,18 +196,18 @@ func (s *etcdSession) commitCreate(ctx context.Context, p *createPlan) (*clientv
 		clientv3.OpPut(nodeKey, encodeDataValue(p.data, p.now), clientv3.WithLease(p.lease)),
 		// An ephemeral's ACL key shares its lease, so that etcd removes both if it ever
 		// expires the session itself.
-		clientv3.OpPut(b.keys.acl(p.name), aclVal, clientv3.WithLease(p.lease)),
-		clientv3.OpPut(p.createsAt, ""),
+		clientv3.OpPut(b.keys.acl(name), aclVal, clientv3.WithLease(p.lease)),
+		clientv3.OpPut(createsKey, ""),
 	}
 	if znode.IsReaped(p.kind) {
-		then = append(then, clientv3.OpPut(b.keys.reapIndex(p.name), ""))
+		then = append(then, clientv3.OpPut(b.keys.reapIndex(name), ""))
 	}
 	els := []clientv3.Op{
 		// Not keys-only: etcd serves those from its index, which has no Lease field, and
 		// the parent's lease tells NoChildrenForEphemerals.
 		clientv3.OpGet(parentKey),
 		clientv3.OpGet(nodeKey, clientv3.WithKeysOnly()),
-		clientv3.OpGet(p.createsAt, clientv3.WithKeysOnly()),
+		clientv3.OpGet(createsKey, clientv3.WithKeysOnly()),
 	}
 	if p.seq != nil {
 		els = append(els, clientv3.OpGet(b.keys.offsets(p.parent)))
@@ -216,7 +223,7 @@ func (s *etcdSession) created(p *createPlan, rev int64) encoding.Stat {
 	if p.seq != nil {
 		p.seq.committed()
 	}
-	s.b.acls.remember(p.name, p.acl, rev)
+	s.b.acls.remember(p.name(), p.acl, rev)
 	return encoding.Stat{
 		Czxid: encoding.Zxid(rev), Mzxid: encoding.Zxid(rev), Pzxid: encoding.Zxid(rev),
 		Ctime: p.now, Mtime: p.now,
@@ -265,7 +272,7 @@ func (s *etcdSession) classifyCreate(ctx context.Context, p *createPlan, r *clie
 	// The ACL decision stands (not stale): the parent's ACL as the Else branch read it is the
 	// one decided on; with its existence and lease, the node's existence, and the counter the
 	// name was made from.
-	view := failedView{p.name: znode.Node{Exists: nodeKV != nil}}
+	view := failedView{p.name(): znode.Node{Exists: nodeKV != nil}}
 	if parentKV != nil {
 		parent, err := parentFromElse(firstKV(r, 4))
 		if err != nil {
@@ -289,6 +296,5 @@ func (s *etcdSession) classifyCreate(ctx context.Context, p *createPlan, r *clie
 func (p *createPlan) renumber() {
 	if p.seq != nil {
 		p.counter = p.seq.counter()
-		p.name = znode.SequentialName(p.path, p.counter)
 	}
 }
