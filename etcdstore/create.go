@@ -272,7 +272,7 @@ func (s *etcdSession) classifyCreate(ctx context.Context, p *createPlan, r *clie
 	// The ACL decision stands (not stale): the parent's ACL as the Else branch read it is the
 	// one decided on; with its existence and lease, the node's existence, and the counter the
 	// name was made from.
-	view := failedView{p.name(): znode.Node{Exists: nodeKV != nil}}
+	view := znode.Nodes{p.name(): znode.Node{Exists: nodeKV != nil}}
 	if parentKV != nil {
 		parent, err := parentFromElse(firstKV(r, 4))
 		if err != nil {

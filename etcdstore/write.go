@@ -75,7 +75,7 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 			return z, fmt.Errorf("session %s: delete %q: %w", s.id, path, err)
 		}
 		n, _ := nodeFromElse(firstKV(r, 0), nil, rangeCount(r, 3))
-		if code := znode.CheckDelete(failedView{parent: p, path: n}, path, req.Version, s.auth); code != 0 {
+		if code := znode.CheckDelete(znode.Nodes{parent: p, path: n}, path, req.Version, s.auth); code != 0 {
 			return z, code
 		}
 		return z, fmt.Errorf("session %s: delete %q: transaction failed for no known reason", s.id, path)
@@ -141,7 +141,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 			if err != nil {
 				return nil, z, fmt.Errorf("session %s: setData %q: %w", s.id, path, err)
 			}
-			if code := znode.CheckSetData(failedView{path: n}, path, req.Version, s.auth); code != 0 {
+			if code := znode.CheckSetData(znode.Nodes{path: n}, path, req.Version, s.auth); code != 0 {
 				return nil, z, code
 			}
 			return nil, z, fmt.Errorf("session %s: setData %q: transaction failed for no known reason", s.id, path)
@@ -229,11 +229,6 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 // (znode.Check*) names the error in ZooKeeper's order. They are used only where the failure was
 // final (the error key was put): a node's version then has no offset, and ZooKeeper's version
 // is etcd's minus one.
-
-// failedView is a znode.View over a failed write's Else reads; other paths are absent.
-type failedView map[string]znode.Node
-
-func (v failedView) Node(path string) znode.Node { return v[path] }
 
 // parentFromElse is a parent of which the ACL key alone was read: it exists when that key does.
 func parentFromElse(aclKV *mvccpb.KeyValue) (znode.Node, error) {

@@ -36,6 +36,12 @@ type View interface {
 	Node(path string) Node
 }
 
+// Nodes is a View over a map of the nodes read; a path it lacks is a node that does not exist.
+type Nodes map[string]Node
+
+// Node implements View.
+func (n Nodes) Node(path string) Node { return n[path] }
+
 // CreateOp is a create of any opcode (create, create2, createContainer, createTTL).
 type CreateOp struct {
 	Op    encoding.Op

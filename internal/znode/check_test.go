@@ -6,11 +6,6 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// mapView is a View over a map; absent paths are absent nodes.
-type mapView map[string]Node
-
-func (v mapView) Node(path string) Node { return v[path] }
-
 var (
 	worldAll  = []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: SchemeWorld, ID: "anyone"}}}
 	worldRead = []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: SchemeWorld, ID: "anyone"}}}
@@ -19,8 +14,8 @@ var (
 
 // tree: /open (anyone may do anything), /ro (read only), /eph (an ephemeral), /open/x (with a
 // child), /open/x/y, and /open's child counter at 7.
-func tree() mapView {
-	return mapView{
+func tree() Nodes {
+	return Nodes{
 		"/":         {Exists: true, ACL: worldAll, NumChildren: 3},
 		"/open":     {Exists: true, ACL: worldAll, NumChildren: 1, Creates: 7},
 		"/open/x":   {Exists: true, ACL: worldAll, NumChildren: 1, Version: 3},
