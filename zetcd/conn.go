@@ -85,6 +85,7 @@ type clientConn struct {
 	reqCh      chan *pendingRequest // reader → executor; closed by teardown once the reader stopped
 	execDone   chan struct{}        // closed when the executor has returned
 	out        *outQueue            // reader (pings), executor (replies), watch events → writer
+	budget     *queueBudget         // bytes held for the client: requests read, frames to write
 	writerDone chan struct{}        // closed when the writer has returned
 	// events holds back the watch events that arrive while a request executes, so that the
 	// reply of a request that sets a watch precedes that watch's events (events.go).
@@ -110,6 +111,7 @@ func newClientConn(s *Server, nc net.Conn) *clientConn {
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	c.budget = newQueueBudget(&s.stats.queuedBytes)
 	c.st.reset()
 	return c
 }
@@ -210,8 +212,8 @@ func (c *clientConn) teardown() {
 	}
 	<-c.execDone
 	<-c.writerDone
-	for range c.reqCh { // left behind by an executor that stopped early
-		c.addOutstanding(-1)
+	for r := range c.reqCh { // left behind by an executor that stopped early
+		c.dequeued(r)
 	}
 	if c.endReason() == endExpired {
 		c.closeSocket() // ZooKeeper closes the connection, then ends the session

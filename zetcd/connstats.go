@@ -80,10 +80,18 @@ func (c *clientConn) countSent(n int) {
 	storeMax(&st.respMax, int64(n))
 }
 
-// addOutstanding moves the connection's and the server's count of queued requests by d.
-func (c *clientConn) addOutstanding(d int64) {
-	c.st.queued.Add(d)
-	c.s.stats.outstanding.Add(d)
+// queued counts r as read and waiting for the executor, in requests and bytes.
+func (c *clientConn) queued(r *pendingRequest) {
+	c.st.queued.Add(1)
+	c.s.stats.outstanding.Add(1)
+	c.budget.addIn(r.size)
+}
+
+// dequeued uncounts r: executed, or dropped with the connection.
+func (c *clientConn) dequeued(r *pendingRequest) {
+	c.st.queued.Add(-1)
+	c.s.stats.outstanding.Add(-1)
+	c.budget.addIn(-r.size)
 }
 
 // observeRequest records a request executed by the executor: latency (from when its frame was

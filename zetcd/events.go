@@ -3,6 +3,8 @@ package zetcd
 import (
 	"sync"
 
+	"go.uber.org/zap"
+
 	"github.com/zetcd/zetcd/encoding"
 )
 
@@ -38,18 +40,30 @@ type eventGate struct {
 	// is setWatches or setWatches2.
 	holding, passCatchUp bool
 	held                 []outFrame
+	heldBytes            int64 // the size of held's frames
 }
 
 // Event queues a watch notification (EventSink), or holds it while a request executes. It
-// never blocks on the client: the queue is unbounded, as ZooKeeper's per-connection outgoing
-// queue is, so one slow client cannot stall the watch fan-out of every other connection.
+// never blocks on the client, so one slow client cannot stall the watch fan-out of every other
+// connection; an event that would take the connection past what it may hold closes it instead
+// (backpressure.go).
 func (c *clientConn) Event(ev encoding.WatcherEvent, zxid encoding.Zxid) {
 	f := outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidNotification, Zxid: zxid}, body: &ev}
+	f.encode()
 	g := &c.events
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if c.eventOverflows(f.size(), g.heldBytes) {
+		if !c.isClosing() {
+			c.log.Info("client does not read its watch events; closing the connection",
+				zap.Int64("queuedBytes", c.budget.out.Load()+g.heldBytes))
+			c.shutdown()
+		}
+		return
+	}
 	if g.holding && !(zxid < 0 && g.passCatchUp) {
 		g.held = append(g.held, f)
+		g.heldBytes += f.size()
 		return
 	}
 	c.out.push(f)
@@ -102,6 +116,6 @@ func (c *clientConn) reply(f outFrame) {
 		}
 	}
 	clear(g.held)
-	g.held = g.held[:0]
+	g.held, g.heldBytes = g.held[:0], 0
 	g.holding, g.passCatchUp = false, false
 }

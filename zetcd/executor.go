@@ -114,6 +114,7 @@ type pendingRequest struct {
 	body     encoding.Record // requestDispatch: the decoded body
 	err      error           // requestBadBody: the decode error
 	received time.Time       // when the frame was read, for latency
+	size     int64           // what it counts in the connection's queued bytes
 }
 
 // parseRequestBody classifies r by opcode and decodes its body. Bodies of opcodes the server
@@ -160,11 +161,13 @@ func (c *clientConn) runExecutor() {
 	defer close(c.execDone)
 	defer c.recoverPanic("executor")
 	for r := range c.reqCh {
-		c.addOutstanding(-1)
-		if c.ctx.Err() != nil {
+		if c.ctx.Err() != nil || !c.awaitRoom(c.outFull, c.budget.outRoom, c.timeout) {
+			c.dequeued(r)
 			continue
 		}
-		if !c.execute(r) {
+		more := c.execute(r)
+		c.dequeued(r)
+		if !more {
 			return
 		}
 	}

@@ -161,7 +161,7 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 	c.st.established.Store(time.Now().UnixMilli())
 	c.reqCh = make(chan *pendingRequest, maxOutstanding)
 	c.execDone = make(chan struct{})
-	c.out = newOutQueue()
+	c.out = newOutQueue(c.budget)
 	c.writerDone = make(chan struct{})
 	go c.runExecutor()
 	go c.runWriter()

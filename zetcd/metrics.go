@@ -30,6 +30,9 @@ import (
 //	sessions                       gauge     sessions this process serves on a connection now
 //	connections                    gauge     open client connections (including 4lw ones)
 //	outstanding_requests           gauge     requests read and not yet answered
+//	queued_bytes                   gauge     bytes held for clients: requests read, replies
+//	                                         and events not yet written (backpressure.go)
+//	backpressure_waits_total       counter   times a connection stopped for its client to read
 //	watches{kind}                  gauge     watches registered in this process, by kind
 //	received_bytes_total           counter   bytes of frames read from clients
 //	sent_bytes_total               counter   bytes of frames written to clients
@@ -148,6 +151,7 @@ type serverCollector struct {
 	s *Server
 
 	connections, outstanding, draining    *prometheus.Desc
+	queuedBytes, backpressured            *prometheus.Desc
 	bytesIn, bytesOut                     *prometheus.Desc
 	watches, znodes, globalSessions, zxid *prometheus.Desc
 }
@@ -162,6 +166,8 @@ func (m *Metrics) registerServer(s *Server) error {
 		connections:    d("connections", "Open client connections, including four-letter-word ones."),
 		outstanding:    d("outstanding_requests", "Requests read from clients and not yet answered."),
 		draining:       d("draining", "1 while the server drains its connections (Shutdown), else 0."),
+		queuedBytes:    d("queued_bytes", "Bytes held for clients: requests read and not executed, replies and watch events not yet written."),
+		backpressured:  d("backpressure_waits_total", "Times a connection stopped executing or reading requests until its client read (or the server's queued bytes went down)."),
 		bytesIn:        d("received_bytes_total", "Bytes of the frames read from clients."),
 		bytesOut:       d("sent_bytes_total", "Bytes of the frames written to clients."),
 		watches:        d("watches", "Watches registered in this process, by kind.", "kind"),
@@ -172,7 +178,7 @@ func (m *Metrics) registerServer(s *Server) error {
 }
 
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.connections, c.outstanding, c.draining, c.bytesIn, c.bytesOut,
+	for _, d := range []*prometheus.Desc{c.connections, c.outstanding, c.draining, c.queuedBytes, c.backpressured, c.bytesIn, c.bytesOut,
 		c.watches, c.znodes, c.globalSessions, c.zxid} {
 		ch <- d
 	}
@@ -182,6 +188,8 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	ch <- prometheus.MustNewConstMetric(c.connections, prometheus.GaugeValue, float64(s.numConnections()))
 	ch <- prometheus.MustNewConstMetric(c.outstanding, prometheus.GaugeValue, float64(s.stats.outstanding.Load()))
+	ch <- prometheus.MustNewConstMetric(c.queuedBytes, prometheus.GaugeValue, float64(s.stats.queuedBytes.Load()))
+	ch <- prometheus.MustNewConstMetric(c.backpressured, prometheus.CounterValue, float64(s.stats.backpressured.Load()))
 	draining := 0.0
 	if s.isDraining() {
 		draining = 1

@@ -14,8 +14,9 @@ import (
 )
 
 // runReader reads request frames until the connection ends. Pings are answered through the
-// writer at once; everything else is queued, in order, for the executor. The queue is bounded:
-// when it is full the reader stops reading the socket (backpressure).
+// writer at once; everything else is queued, in order, for the executor. The queue is bounded,
+// in requests and in the bytes the connection holds (backpressure.go): when it is full the
+// reader stops reading the socket (backpressure).
 //
 // Each frame must arrive within the session timeout (read deadline); one that does not expires
 // the session.
@@ -23,7 +24,7 @@ func (c *clientConn) runReader() {
 	defer c.recoverPanic("reader")
 	var buf []byte
 	for {
-		if !c.armRead(c.timeout) {
+		if !c.awaitRoom(c.inFull, c.budget.inRoom, 0) || !c.armRead(c.timeout) {
 			return
 		}
 		frame, err := encoding.ReadFrame(c.br, buf, c.s.cfg.MaxFrameBytes)
@@ -52,11 +53,13 @@ func (c *clientConn) runReader() {
 			continue
 		}
 		parseRequestBody(r, frame[encoding.RequestHeaderSize:])
-		c.addOutstanding(1)
+		// The decoded request holds about what its frame did.
+		r.size = int64(len(frame)) + frameOverhead
+		c.queued(r)
 		select {
 		case c.reqCh <- r:
 		case <-c.closing:
-			c.addOutstanding(-1)
+			c.dequeued(r)
 			return
 		}
 	}

@@ -44,6 +44,14 @@ type Config struct {
 	// Metrics, if set, receive the server's connection, byte, queue and watch gauges
 	// (registered on Metrics.Registerer by NewServer).
 	Metrics *Metrics
+
+	// MaxConnQueuedBytes bounds the bytes one connection holds for its client (requests read,
+	// replies and watch events not yet written); default DefaultMaxConnQueuedBytes. Past it
+	// the connection stops executing and reading requests until its client reads
+	// (backpressure.go).
+	MaxConnQueuedBytes int64
+	// MaxQueuedBytes bounds those bytes over all connections; default DefaultMaxQueuedBytes.
+	MaxQueuedBytes int64
 }
 
 const (
@@ -90,6 +98,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Version == "" {
 		cfg.Version = defaultVersion
+	}
+	if cfg.MaxConnQueuedBytes <= 0 {
+		cfg.MaxConnQueuedBytes = DefaultMaxConnQueuedBytes
+	}
+	if cfg.MaxQueuedBytes <= 0 {
+		cfg.MaxQueuedBytes = DefaultMaxQueuedBytes
 	}
 	return cfg
 }
@@ -308,7 +322,10 @@ type serverStats struct {
 	received    atomic.Int64 // frames read from clients, including ConnectRequests and pings
 	sent        atomic.Int64 // frames written to clients, including ConnectResponses
 	outstanding atomic.Int64 // requests read but not yet executed, over all connections
-	maxZxid     atomic.Int64 // highest zxid any reply header carried
+	queuedBytes atomic.Int64 // bytes held for clients, over all connections (queueBudget)
+	// backpressured counts the times a connection waited for room (backpressure.go).
+	backpressured atomic.Int64
+	maxZxid       atomic.Int64 // highest zxid any reply header carried
 
 	bytesReceived atomic.Int64 // bytes of the frames in received, length prefixes included
 	bytesSent     atomic.Int64 // bytes of the frames in sent

@@ -2,6 +2,7 @@ package zetcd
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -12,7 +13,9 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// outFrame is one item of a connection's write queue.
+// outFrame is one item of a connection's write queue. It is built with connect or hdr (and
+// body), and encoded into frame before it is queued (encode), so that the queue holds bytes
+// whose size it can count, not the records they came from.
 type outFrame struct {
 	connect *encoding.ConnectResponse // if set, the handshake answer (no ReplyHeader)
 
@@ -25,7 +28,34 @@ type outFrame struct {
 
 	noFrame    bool // write nothing; only meaningful with closeAfter
 	closeAfter bool // flush, then close the connection
+
+	frame    []byte // the encoded frame, length prefix included; set by encode
+	noHeader bool   // frame has no ReplyHeader (a ConnectResponse); set by encode
 }
+
+// replyZxidOffset is where a reply frame holds its header's zxid: after the length prefix and
+// the xid. The writer raises it there (runWriter).
+const replyZxidOffset = 8
+
+// frameOverhead is what a queued frame costs beyond its bytes (the outFrame itself), counted so
+// that empty frames are not free.
+const frameOverhead = 64
+
+// encode encodes f into f.frame, once, and drops the records it came from.
+func (f *outFrame) encode() {
+	if f.frame != nil || f.noFrame {
+		return
+	}
+	if f.connect != nil {
+		f.frame, f.noHeader = encoding.AppendFrame(nil, f.connect), true
+	} else {
+		f.frame = encoding.AppendFrame(nil, &f.hdr, f.body)
+	}
+	f.connect, f.body = nil, nil
+}
+
+// size is what f counts against the connection's and the server's queued bytes.
+func (f *outFrame) size() int64 { return int64(len(f.frame)) + frameOverhead }
 
 // send queues f for the writer. It reports false, dropping f, if the writer has stopped.
 func (c *clientConn) send(f outFrame) bool {
@@ -33,25 +63,32 @@ func (c *clientConn) send(f outFrame) bool {
 }
 
 // outQueue is a connection's write queue: one FIFO for replies, pings and watch events, so that
-// an event queued before a reply is written before it. It is unbounded; replies are bounded by
-// the request queue in front of the executor, events by the watches the client set.
+// an event queued before a reply is written before it. It counts the bytes it holds, and the
+// writer those it has taken and not yet written, in the connection's queuedBytes (and the
+// server's, see backpressure.go); the executor and the reader wait for room, so replies are
+// bounded, and watch events by closing a connection that lets them pile up (clientConn.Event).
 type outQueue struct {
 	mu     sync.Mutex
 	items  []outFrame // guarded by mu
 	closed bool       // guarded by mu; set when the writer stops
 	ready  chan struct{}
+	budget *queueBudget // the connection's count of queued bytes
 }
 
-func newOutQueue() *outQueue { return &outQueue{ready: make(chan struct{}, 1)} }
+func newOutQueue(b *queueBudget) *outQueue {
+	return &outQueue{ready: make(chan struct{}, 1), budget: b}
+}
 
-// push appends f; false if the writer has stopped.
+// push encodes f and appends it; false if the writer has stopped.
 func (q *outQueue) push(f outFrame) bool {
+	f.encode()
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
 		return false
 	}
 	q.items = append(q.items, f)
+	q.budget.addOut(f.size())
 	q.mu.Unlock()
 	select {
 	case q.ready <- struct{}{}:
@@ -61,6 +98,7 @@ func (q *outQueue) push(f outFrame) bool {
 }
 
 // take moves everything queued into dst (reused) and returns it; empty if nothing is queued.
+// The frames stay counted until the writer has written them (budget.written).
 func (q *outQueue) take(dst []outFrame) []outFrame {
 	q.mu.Lock()
 	dst = append(dst[:0], q.items...)
@@ -70,10 +108,14 @@ func (q *outQueue) take(dst []outFrame) []outFrame {
 	return dst
 }
 
-// close makes later pushes fail; called by the writer when it stops.
+// close makes later pushes fail and uncounts what is still queued; called by the writer when it
+// stops.
 func (q *outQueue) close() {
 	q.mu.Lock()
 	q.closed = true
+	for i := range q.items {
+		q.budget.written(q.items[i].size())
+	}
 	q.items = nil
 	q.mu.Unlock()
 }
@@ -87,11 +129,17 @@ func (c *clientConn) runWriter() {
 	defer c.out.close()
 	defer c.recoverPanic("writer")
 	w := bufio.NewWriterSize(c.nc, writeBufferSize)
-	var buf []byte
 	var batch []outFrame
-	var hdr encoding.ReplyHeader // reused: passing it as a Record moves it to the heap once
+	next := 0 // batch[next:] are taken and not yet written
+	// Frames taken but not written when the writer stops are uncounted on the way out.
+	defer func() {
+		for i := next; i < len(batch); i++ {
+			c.budget.written(batch[i].size())
+		}
+	}()
 	for {
-		batch = c.out.take(batch)
+		clear(batch)
+		batch, next = c.out.take(batch), 0
 		if len(batch) == 0 {
 			if w.Buffered() > 0 {
 				if !c.armWrite(c.timeout) {
@@ -114,37 +162,23 @@ func (c *clientConn) runWriter() {
 				return
 			}
 		}
-		for i := range batch {
-			f := &batch[i]
-			buf = buf[:0]
-			switch {
-			case f.noFrame:
-			case f.connect != nil:
-				buf = encoding.AppendFrame(buf, f.connect)
-			default:
-				hdr = f.hdr
-				if hdr.Xid != encoding.XidNotification && !f.exactZxid && hdr.Zxid < c.lastZxid {
-					// A reply's zxid never goes back: ZooKeeper's is its last processed
-					// zxid, at least that of every reply and event sent before it.
-					hdr.Zxid = c.lastZxid
-				} else if hdr.Zxid > c.lastZxid {
-					c.lastZxid = hdr.Zxid
-					c.s.stats.observeZxid(hdr.Zxid)
-				}
-				buf = encoding.AppendFrame(buf, &hdr, f.body)
-			}
-			if len(buf) > 0 {
+		for next < len(batch) {
+			f := &batch[next]
+			c.raiseZxid(f)
+			if len(f.frame) > 0 {
 				// bufio only writes to the socket when the frame does not fit; arm the
 				// deadline just for those writes.
-				if len(buf) > w.Available() && !c.armWrite(c.timeout) {
+				if len(f.frame) > w.Available() && !c.armWrite(c.timeout) {
 					return
 				}
-				if _, err := w.Write(buf); err != nil {
+				if _, err := w.Write(f.frame); err != nil {
 					c.writeFailed(err)
 					return
 				}
-				c.countSent(len(buf))
+				c.countSent(len(f.frame))
 			}
+			c.budget.written(f.size())
+			next++
 			if f.closeAfter {
 				if !c.armWrite(c.timeout) {
 					return
@@ -157,11 +191,23 @@ func (c *clientConn) runWriter() {
 				c.shutdown()
 				return
 			}
-			if cap(buf) > maxReuseBytes {
-				buf = nil
-			}
 		}
-		clear(batch)
+	}
+}
+
+// raiseZxid keeps the zxids the client sees from going back: a reply's zxid is raised, in its
+// encoded frame, to the highest the connection has written (ZooKeeper's is its last processed
+// zxid, at least that of every reply and event sent before it); the highest is tracked.
+func (c *clientConn) raiseZxid(f *outFrame) {
+	if f.noHeader || len(f.frame) < replyZxidOffset+8 {
+		return
+	}
+	switch {
+	case f.hdr.Xid != encoding.XidNotification && !f.exactZxid && f.hdr.Zxid < c.lastZxid:
+		binary.BigEndian.PutUint64(f.frame[replyZxidOffset:], uint64(c.lastZxid))
+	case f.hdr.Zxid > c.lastZxid:
+		c.lastZxid = f.hdr.Zxid
+		c.s.stats.observeZxid(f.hdr.Zxid)
 	}
 }
 

@@ -39,6 +39,8 @@ type options struct {
 	minSessionTimeout time.Duration
 	maxSessionTimeout time.Duration
 	maxFrameBytes     int
+	maxConnQueued     int64 // --max-conn-queued-bytes
+	maxQueued         int64 // --max-queued-bytes
 	logLevel          string
 	logRequests       bool        // --log-requests: zetcd.WithLogging around the served backend
 	oracle            string      // --oracle: cross-check against this ZooKeeper
@@ -63,6 +65,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.minSessionTimeout, "min-session-timeout", 4*time.Second, "smallest session timeout granted to clients")
 	fs.DurationVar(&o.maxSessionTimeout, "max-session-timeout", 40*time.Second, "largest session timeout granted to clients")
 	fs.IntVar(&o.maxFrameBytes, "max-frame-bytes", encoding.DefaultMaxFrameBytes, "largest request frame accepted (ZooKeeper's jute.maxbuffer); larger closes the connection")
+	fs.Int64Var(&o.maxConnQueued, "max-conn-queued-bytes", zetcd.DefaultMaxConnQueuedBytes, "bytes one connection may hold for its client (requests read, replies and watch events not yet written); past it zetcd stops reading that connection until the client reads, and closes it if the client does not read within its session timeout")
+	fs.Int64Var(&o.maxQueued, "max-queued-bytes", zetcd.DefaultMaxQueuedBytes, "those bytes over all connections; past it only connections with nothing queued are served")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&o.logRequests, "log-requests", false, "log every request (session, op, path, zxid, code, latency) at debug level, so with --log-level debug; a request that fails without a ZooKeeper code at warn")
 	fourLetter := fs.String("4lw-whitelist", strings.Join(zetcd.DefaultFourLetterWords, ","), "comma-separated four-letter words answered on the client port, * for all (srvr is always answered)")
@@ -107,6 +111,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.maxFrameBytes <= 0 {
 		return o, fmt.Errorf("--max-frame-bytes must be positive")
+	}
+	if o.maxConnQueued <= 0 || o.maxQueued <= 0 {
+		return o, fmt.Errorf("--max-conn-queued-bytes and --max-queued-bytes must be positive")
 	}
 	if !strings.HasSuffix(o.prefix, "/") {
 		return o, fmt.Errorf("--prefix %q must end with '/'", o.prefix)
@@ -240,15 +247,17 @@ func run(o options, log *zap.Logger) error {
 		served = zetcd.WithLogging(served, log.Named("requests"))
 	}
 	srv := zetcd.NewServer(served, zetcd.Config{
-		MinSessionTimeout: o.minSessionTimeout,
-		MaxSessionTimeout: o.maxSessionTimeout,
-		MaxFrameBytes:     o.maxFrameBytes,
-		Logger:            log.Named("server"),
-		Version:           version,
-		FourLetterWords:   o.fourLetterWords,
-		DataDirs:          dataDirs,
-		Stats:             backend,
-		Metrics:           metrics,
+		MinSessionTimeout:  o.minSessionTimeout,
+		MaxSessionTimeout:  o.maxSessionTimeout,
+		MaxFrameBytes:      o.maxFrameBytes,
+		MaxConnQueuedBytes: o.maxConnQueued,
+		MaxQueuedBytes:     o.maxQueued,
+		Logger:             log.Named("server"),
+		Version:            version,
+		FourLetterWords:    o.fourLetterWords,
+		DataDirs:           dataDirs,
+		Stats:              backend,
+		Metrics:            metrics,
 	})
 	ports, err := o.security.listen(o.zkAddr)
 	if err != nil {

@@ -382,6 +382,10 @@ func (s *Session) AddWatch(ctx context.Context, req *encoding.AddWatchRequest) (
 	return z, nil
 }
 
+// Emit hands ev at zxid to the connection's zetcd.EventSink from the calling goroutine, as a
+// store's watch feed does for another session's change.
+func (s *Session) Emit(ev encoding.WatcherEvent, zxid encoding.Zxid) { s.events.Event(ev, zxid) }
+
 // The remaining operations are not modelled by the fake: the connection layer only needs to
 // route them, which TestServerDispatchTable checks.
 

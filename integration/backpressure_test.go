@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// TestProcessNonReadersBoundedMemory is the hostile client of issue 14: clients that pipeline
+// getData of a 1 MB node and never read their socket. Unbounded, the zetcd process queued their
+// replies at about 140 MB/s. Here the real binary (embedded etcd) runs with small bounds; the
+// queued bytes it reports and its resident memory stay bounded, and a bystander session's
+// requests keep succeeding meanwhile.
+func TestProcessNonReadersBoundedMemory(t *testing.T) {
+	const perConn, total, clients, nodeBytes = 4 << 20, 8 << 20, 4, 1000 * 1000
+	addr, maddr := freePort(t), freePort(t)
+	p := startProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr,
+		"--max-conn-queued-bytes", strconv.Itoa(perConn), "--max-queued-bytes", strconv.Itoa(total))
+	setup := connectRaw(t, addr)
+	setup.mustCreate("/big", bytes.Repeat([]byte("b"), nodeBytes), 0)
+	setup.mustCreate("/small", []byte("s"), 0)
+	rss0 := residentBytes(t, p.cmd.Process.Pid)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range clients {
+		c := connectRawTimeout(t, addr, 40000) // writes forever: never expires for silence
+		c.conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+		wg.Go(func() { c.flood(&encoding.GetDataRequest{Path: "/big"}, stop) })
+	}
+	bystander := connectRaw(t, addr)
+	var maxQueued, maxRSS float64
+	calls := 0
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); calls++ {
+		var resp encoding.GetDataResponse
+		if code := bystander.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/small"}, &resp); code != 0 || string(resp.Data) != "s" {
+			t.Fatalf("bystander getData while the others do not read: %v %q", code, resp.Data)
+		}
+		bystander.mustCreate(fmt.Sprintf("/by%d", calls), nil, 0)
+		if calls%20 == 0 {
+			maxQueued = max(maxQueued, scrape(t, "http://"+maddr+"/metrics")["zetcd_queued_bytes"])
+			maxRSS = max(maxRSS, float64(residentBytes(t, p.cmd.Process.Pid)))
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("bystander calls %d; queued bytes peak %.0f; RSS %d MiB before, peak %.0f MiB", calls, maxQueued, rss0>>20, maxRSS/(1<<20))
+	// The server's bound, and a reply and a request per connection past it.
+	if want := float64(total + clients*(nodeBytes+64<<10)); maxQueued > want {
+		t.Errorf("queued bytes peaked at %.0f, want at most %.0f", maxQueued, want)
+	}
+	// 8 s of 4 unbounded clients would be more than a GB; garbage and etcd's own reads of the
+	// node come on top of the bound.
+	if grew := maxRSS - float64(rss0); grew > 200<<20 {
+		t.Errorf("resident memory grew by %.0f MiB while clients did not read", grew/(1<<20))
+	}
+}
+
+// flood sends req as getData over and over, never reading, until stop is closed or a write
+// fails.
+func (c *rawClient) flood(req encoding.Record, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		c.xid++
+		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
+		if _, err := c.conn.Write(encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpGetData}, req)); err != nil && !os.IsTimeout(err) {
+			return
+		}
+	}
+}
+
+// residentBytes reads a process's resident set size from /proc.
+func residentBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
