@@ -149,16 +149,23 @@ func (k keySchema) journal() string { return k.prefix + "j" }
 
 // pathOfACLKey inverts acl: it returns the znode path of an ACL key.
 func (k keySchema) pathOfACLKey(key string) (string, bool) {
+	if !strings.HasSuffix(key, "\x00a") {
+		return "", false
+	}
+	return k.pathOfMetaKey(key)
+}
+
+// pathOfMetaKey inverts metaPrefix: it returns the znode path of any of a node's meta keys.
+func (k keySchema) pathOfMetaKey(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, k.prefix+"m/")
 	if !ok {
 		return "", false
 	}
-	rest, ok = strings.CutSuffix(rest, "\x00a")
-	i := strings.IndexByte(rest, '/')
-	if !ok || i <= 0 {
+	i, j := strings.IndexByte(rest, '/'), strings.LastIndexByte(rest, 0)
+	if i <= 0 || j < i {
 		return "", false
 	}
-	return rest[i:], true
+	return rest[i:j], true
 }
 
 // pathOfDataKey inverts data: it returns the znode path of a data key.
