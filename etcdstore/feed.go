@@ -51,6 +51,7 @@ func (b *Store) runWatchFeed(rev int64) {
 				break
 			}
 			if resp.IsProgressNotify() {
+				b.tree.advance(resp.Header.Revision)
 				b.watches.Advance(encoding.Zxid(resp.Header.Revision))
 				next = max(next, resp.Header.Revision+1)
 				continue
@@ -62,6 +63,7 @@ func (b *Store) runWatchFeed(rev int64) {
 				for n < len(evs) && evs[n].Kv.ModRevision == r {
 					n++
 				}
+				b.tree.apply(r, evs[:n])
 				b.fireRevision(evs[:n])
 				b.watches.Advance(encoding.Zxid(r))
 				next = r + 1
@@ -135,6 +137,10 @@ func (b *Store) resyncWatches() (int64, error) {
 	cur, err := b.currentRevision(ctx)
 	if err != nil {
 		b.log.Error("resync watches: read current revision", zap.Error(err))
+		return 0, err
+	}
+	if err := b.tree.load(ctx, b.kv, cur); err != nil {
+		b.log.Error("resync watches: reload the tree", zap.Error(err))
 		return 0, err
 	}
 	b.watches.ResetHistory(encoding.Zxid(cur))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -74,6 +75,10 @@ func (b *Store) nodeReadOps(path string, childNames bool, opts ...clientv3.OpOpt
 	}
 }
 
+// treeWaitLimit bounds how long a read waits for the replica to reach the session's floor
+// before it asks etcd instead.
+const treeWaitLimit = 2 * time.Second
+
 // rangeOpts is fixed followed by opts, in a slice of its own: opts may be shared by several
 // ranges, and appending to it could write into another range's options.
 func rangeOpts(opts []clientv3.OpOption, fixed ...clientv3.OpOption) []clientv3.OpOption {
@@ -130,8 +135,47 @@ func (b *Store) nodeFromOps(path string, r *clientv3.TxnResponse, i int, childNa
 	return n, children, err == nil, err
 }
 
-// readNode reads one node in one round trip.
+// readNode reads one node from the replica, once it has reached the session's floor (see
+// treeAt); from etcd if it cannot.
 func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames bool) (node, []string, encoding.Zxid, error) {
+	path = znode.NormalizeRead(path)
+	if !s.treeAt(ctx) {
+		return s.readNodeEtcd(ctx, op, path, childNames)
+	}
+	kvs, children, rev, ok := s.b.tree.node(path, childNames)
+	z := s.zxid(rev)
+	if !ok {
+		return node{}, nil, z, encoding.ErrNoNode
+	}
+	n, err := s.b.keys.decodeNode(kvs)
+	if err != nil {
+		return node{}, nil, z, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+	}
+	return n, children, z, nil
+}
+
+// treeAt waits until the replica has reached what a read must not go behind: the newest
+// revision any session of this process has been answered with, so at least the session's own
+// writes, its syncs and the zxid it resumed with (the watch events already delivered are the
+// feed's progress, which the replica always reaches first). That is a ZooKeeper server's
+// guarantee: a write acknowledged by a server is seen by every later read on that server (a
+// follower applies a write before it acknowledges it); across zetcd processes, as across
+// ZooKeeper servers, sync is the way. It reports false if that takes longer than treeWait (etcd
+// unreachable, the feed restarting): the read then goes to etcd, which answers it or fails it
+// as any etcd request.
+func (s *etcdSession) treeAt(ctx context.Context) bool {
+	floor := max(s.lastRev, s.b.newestAnswer.Load())
+	if s.b.tree.revision() >= floor {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.b.treeWait)
+	defer cancel()
+	return s.b.awaitProgress(ctx, encoding.Zxid(floor)) == nil
+}
+
+// readNodeEtcd reads one node from etcd in one round trip: the current state, for a write's
+// read-modify-write.
+func (s *etcdSession) readNodeEtcd(ctx context.Context, op, path string, childNames bool) (node, []string, encoding.Zxid, error) {
 	path = znode.NormalizeRead(path)
 	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
 		return s.b.nodeReadOps(path, childNames, opts...)
@@ -230,10 +274,44 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 	return &encoding.GetChildren2Response{Children: children, Stat: n.Stat}, z, nil
 }
 
-// GetChildren needs no Stat, so it reads only the data key's existence, the ACL key and the
-// child keys.
+// GetChildren needs no Stat: from the replica, it checks the ACL key and lists the children.
 func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
 	path := znode.NormalizeRead(req.Path)
+	if !s.treeAt(ctx) {
+		return s.getChildrenEtcd(ctx, path, req.Watch)
+	}
+	kvs, children, rev, ok := s.b.tree.node(path, true)
+	z := s.zxid(rev)
+	if !ok {
+		return nil, z, encoding.ErrNoNode
+	}
+	aclKV, _, _ := s.b.keys.metaKeys(path, kvs.meta)
+	return s.childrenReply(ctx, path, aclKV, children, req.Watch, z)
+}
+
+// childrenReply checks READ on the ACL key of path and answers getChildren with children,
+// setting the watch if asked.
+func (s *etcdSession) childrenReply(ctx context.Context, path string, aclKV *mvccpb.KeyValue, children []string, setWatch bool, z encoding.Zxid) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
+	if ok, err := s.aclKVAllows(path, aclKV, encoding.PermRead); err != nil || !ok {
+		if err != nil {
+			return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
+		}
+		return nil, z, encoding.ErrNoAuth
+	}
+	if setWatch {
+		if err := s.arm(ctx, watch.Child, path, z); err != nil {
+			return storeErr[encoding.GetChildrenResponse](s, "getChildren", path, err)
+		}
+	}
+	if children == nil {
+		children = []string{}
+	}
+	return &encoding.GetChildrenResponse{Children: children}, z, nil
+}
+
+// getChildrenEtcd is GetChildren from etcd: the data key's existence, the ACL key and the
+// child keys in one round trip.
+func (s *etcdSession) getChildrenEtcd(ctx context.Context, path string, setWatch bool) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
 	prefix := s.b.keys.childrenPrefix(path)
 	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
 		return s.b.childListOps(path, opts...)
@@ -245,23 +323,12 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 	if firstKV(r, 0) == nil {
 		return nil, z, encoding.ErrNoNode
 	}
-	if ok, err := s.aclKVAllows(path, firstKV(r, 2), encoding.PermRead); err != nil || !ok {
-		if err != nil {
-			return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
-		}
-		return nil, z, encoding.ErrNoAuth
-	}
-	if req.Watch {
-		if err := s.arm(ctx, watch.Child, path, z); err != nil {
-			return storeErr[encoding.GetChildrenResponse](s, "getChildren", path, err)
-		}
-	}
 	kvs := rangeKVs(r, 1)
 	children := make([]string, 0, len(kvs))
 	for _, kv := range kvs {
 		children = append(children, childName(kv.Key, prefix))
 	}
-	return &encoding.GetChildrenResponse{Children: children}, z, nil
+	return s.childrenReply(ctx, path, firstKV(r, 2), children, setWatch, z)
 }
 
 // Sync makes sure the session's later reads see every write committed before it: one

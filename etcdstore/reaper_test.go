@@ -159,6 +159,10 @@ func TestReaperGuards(t *testing.T) {
 	if n, err := b.reapOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("reap pass: %d, %v; want 1", n, err)
 	}
+	// The session has not seen the reaper's delete: sync, then read.
+	if _, _, err := s.Sync(ctx, &encoding.SyncRequest{Path: "/c"}); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: "/c"}); err != encoding.ErrNoNode {
 		t.Fatalf("container after the pass: %v", err)
 	}

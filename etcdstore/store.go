@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -51,6 +52,8 @@ type Config struct {
 
 	// manualWatchFeed (tests only) leaves starting the watch feed to the test.
 	manualWatchFeed bool
+	// treeWait (tests only) replaces treeWaitLimit.
+	treeWait time.Duration
 }
 
 // Store is the Backend that keeps the ZooKeeper tree and its sessions in etcd, following
@@ -62,6 +65,10 @@ type Store struct {
 	watcher clientv3.Watcher
 	// watches holds every watch of this process, fed by one etcd watch (feed.go).
 	watches *watch.Registry
+	// tree is the replica of the tree that reads are served from, kept by the feed (replica.go).
+	tree *replica
+	// treeWait bounds a read's wait for the replica (treeWaitLimit).
+	treeWait time.Duration
 	// local holds the Session objects this process serves (session.go).
 	local  localSessions
 	keys   keySchema
@@ -133,6 +140,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if err := b.registerProcess(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	b.treeWait = cmp.Or(cfg.treeWait, treeWaitLimit)
+	b.tree = newReplica(b.keys)
+	if err := b.tree.load(ctx, b.kv, rev); err != nil {
 		cancel()
 		return nil, err
 	}

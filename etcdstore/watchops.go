@@ -29,9 +29,15 @@ func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 	if zxid <= 0 || !s.b.watches.Watching(s.watcher) {
 		return nil
 	}
+	return s.b.awaitProgress(ctx, zxid)
+}
+
+// awaitProgress waits until the watch feed has handed over every event up to zxid (and so the
+// replica has applied it, feed.go).
+func (b *Store) awaitProgress(ctx context.Context, zxid encoding.Zxid) error {
 	asked := false
 	for {
-		progress, moved := s.b.watches.Progress()
+		progress, moved := b.watches.Progress()
 		if progress >= zxid {
 			return nil
 		}
@@ -44,7 +50,7 @@ func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 				// Revisions made outside the prefix produce no event; etcd's progress
 				// notification tells the feed it has seen everything up to now.
 				asked = true
-				if err := s.b.watcher.RequestProgress(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				if err := b.watcher.RequestProgress(ctx); err != nil && !errors.Is(err, context.Canceled) {
 					return fmt.Errorf("request watch progress: %w", err)
 				}
 			}

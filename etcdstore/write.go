@@ -178,7 +178,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 	}
 	b := s.b
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
-		n, _, z, err := s.readNode(ctx, "setACL", path, false)
+		n, _, z, err := s.readNodeEtcd(ctx, "setACL", path, false)
 		if err == encoding.ErrNoNode {
 			return fail(encoding.ErrNoNode)
 		}

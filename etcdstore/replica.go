@@ -1,0 +1,217 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zetcd/zetcd/internal/znode"
+)
+
+// The replica is this process's copy of the tree, as a ZooKeeper follower keeps one: every
+// znode's etcd keys (data key and meta keys, keys.go), and its children's names, at one
+// revision. It is loaded at the revision the watch feed starts after (paginated: a large tree
+// is never one huge response), then every revision the feed receives is applied to it before
+// the feed fires that revision's watches and advances its progress, so the replica's revision
+// is the feed's progress. Reads are answered from it (read.go) once it has reached what the
+// session must not go behind; a Stat is derived from the keys by decodeNode, as for keys read
+// from etcd, so there is one derivation.
+//
+// Lost history (a compacted watch) reloads the whole replica at etcd's current revision.
+
+// replicaPageSize is how many keys one range of the load returns.
+const replicaPageSize = 1000
+
+// replica is the in-memory tree. mu guards everything; the feed goroutine writes (apply,
+// reset), readers read under RLock. The KeyValues are etcd's and never modified.
+type replica struct {
+	keys keySchema
+
+	mu    sync.RWMutex
+	rev   int64 // the last revision applied
+	nodes map[string]*replicaNode
+}
+
+// replicaNode is one znode's keys. A node exists when data is set; an entry without data, meta
+// keys or children is removed.
+type replicaNode struct {
+	data     *mvccpb.KeyValue
+	meta     []*mvccpb.KeyValue // the meta keys (a, c, d, o), sorted by key
+	children []string           // the names of its children, sorted
+}
+
+func newReplica(keys keySchema) *replica {
+	return &replica{keys: keys, nodes: map[string]*replicaNode{}}
+}
+
+// load reads every data and meta key under the prefix at revision rev, in pages, and replaces
+// the replica's content with them.
+func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
+	nodes := map[string]*replicaNode{}
+	for _, prefix := range []string{r.keys.prefix + "n/", r.keys.prefix + "m/"} {
+		err := rangePages(ctx, kv, prefix, rev, func(kv *mvccpb.KeyValue) {
+			applyPut(r.keys, nodes, kv)
+		})
+		if err != nil {
+			return fmt.Errorf("load the tree at revision %d: %w", rev, err)
+		}
+	}
+	r.mu.Lock()
+	r.nodes, r.rev = nodes, rev
+	r.mu.Unlock()
+	return nil
+}
+
+// rangePages calls f for every key with the prefix at revision rev, in key order, one page of
+// replicaPageSize keys per request.
+func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, f func(*mvccpb.KeyValue)) error {
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	from := prefix
+	for {
+		resp, err := kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithRev(rev),
+			clientv3.WithLimit(replicaPageSize), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			f(kv)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// apply applies the events of one revision (all of them, as etcd delivers them together).
+func (r *replica) apply(rev int64, evs []*clientv3.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range evs {
+		if ev.Type == mvccpb.DELETE {
+			applyDelete(r.keys, r.nodes, string(ev.Kv.Key))
+		} else {
+			applyPut(r.keys, r.nodes, ev.Kv)
+		}
+	}
+	r.rev = max(r.rev, rev)
+}
+
+// advance records that etcd has no change under the prefix up to rev (a progress notification).
+func (r *replica) advance(rev int64) {
+	r.mu.Lock()
+	r.rev = max(r.rev, rev)
+	r.mu.Unlock()
+}
+
+// revision is the last revision applied.
+func (r *replica) revision() int64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.rev
+}
+
+// entry returns the node's entry, creating it.
+func entry(nodes map[string]*replicaNode, path string) *replicaNode {
+	n := nodes[path]
+	if n == nil {
+		n = &replicaNode{}
+		nodes[path] = n
+	}
+	return n
+}
+
+// applyPut records a put of a data or meta key; other keys are not the tree's.
+func applyPut(keys keySchema, nodes map[string]*replicaNode, kv *mvccpb.KeyValue) {
+	if path, ok := keys.pathOfDataKey(string(kv.Key)); ok {
+		n := entry(nodes, path)
+		if n.data == nil && path != "/" {
+			parent, name := splitPath(path)
+			p := entry(nodes, parent)
+			if i, found := slices.BinarySearch(p.children, name); !found {
+				p.children = slices.Insert(p.children, i, name)
+			}
+		}
+		n.data = kv
+		return
+	}
+	if path, ok := keys.pathOfMetaKey(string(kv.Key)); ok {
+		n := entry(nodes, path)
+		i, found := slices.BinarySearchFunc(n.meta, kv.Key, compareKey)
+		if found {
+			n.meta[i] = kv
+		} else {
+			n.meta = slices.Insert(n.meta, i, kv)
+		}
+	}
+}
+
+// applyDelete records a delete of a data or meta key.
+func applyDelete(keys keySchema, nodes map[string]*replicaNode, key string) {
+	if path, ok := keys.pathOfDataKey(key); ok {
+		n := nodes[path]
+		if n == nil || n.data == nil {
+			return
+		}
+		n.data = nil
+		forgetIfEmpty(nodes, path, n)
+		if path != "/" {
+			parent, name := splitPath(path)
+			if p := nodes[parent]; p != nil {
+				if i, found := slices.BinarySearch(p.children, name); found {
+					p.children = slices.Delete(p.children, i, i+1)
+				}
+				forgetIfEmpty(nodes, parent, p)
+			}
+		}
+		return
+	}
+	if path, ok := keys.pathOfMetaKey(key); ok {
+		n := nodes[path]
+		if n == nil {
+			return
+		}
+		if i, found := slices.BinarySearchFunc(n.meta, []byte(key), compareKey); found {
+			n.meta = slices.Delete(n.meta, i, i+1)
+		}
+		forgetIfEmpty(nodes, path, n)
+	}
+}
+
+func forgetIfEmpty(nodes map[string]*replicaNode, path string, n *replicaNode) {
+	if n.data == nil && len(n.meta) == 0 && len(n.children) == 0 {
+		delete(nodes, path)
+	}
+}
+
+func compareKey(kv *mvccpb.KeyValue, key []byte) int {
+	return strings.Compare(string(kv.Key), string(key))
+}
+
+// splitPath splits a path other than "/" into its parent and its last component.
+func splitPath(path string) (parent, name string) {
+	parent, _ = znode.Parent(path)
+	return parent, path[strings.LastIndexByte(path, '/')+1:]
+}
+
+// node returns the keys of the node at path, as a read from etcd returns them, and its
+// children's names if childNames; ok is false if the node does not exist. rev is the
+// replica's revision: the state returned is the one at rev. The slices returned are copies.
+func (r *replica) node(path string, childNames bool) (kvs nodeKVs, children []string, rev int64, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := r.nodes[path]
+	if n == nil || n.data == nil {
+		return nodeKVs{}, nil, r.rev, false
+	}
+	kvs = nodeKVs{path: path, data: n.data, meta: slices.Clone(n.meta), numChildren: int64(len(n.children))}
+	if childNames {
+		children = slices.Clone(n.children)
+	}
+	return kvs, children, r.rev, true
+}

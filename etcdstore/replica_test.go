@@ -1,0 +1,240 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
+)
+
+// gatedWatcher is the etcd client's Watcher with a gate on the responses it delivers: while
+// paused, the watch feed receives nothing (etcd's events wait, in order, behind the gate).
+type gatedWatcher struct {
+	clientv3.Watcher
+	open chan struct{} // holds a token while the gate is open
+}
+
+func newGatedWatcher(w clientv3.Watcher) *gatedWatcher {
+	g := &gatedWatcher{Watcher: w, open: make(chan struct{}, 1)}
+	g.open <- struct{}{}
+	return g
+}
+
+func (g *gatedWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	in := g.Watcher.Watch(ctx, key, opts...)
+	out := make(chan clientv3.WatchResponse)
+	go func() {
+		defer close(out)
+		for resp := range in {
+			g.open <- <-g.open // waits while paused
+			select {
+			case out <- resp:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+func (g *gatedWatcher) pause()  { <-g.open }
+func (g *gatedWatcher) resume() { g.open <- struct{}{} }
+
+// newGatedBackend starts a backend whose watch feed can be paused; reads wait at most 300 ms
+// for the replica.
+func newGatedBackend(t *testing.T) (*Store, *countingKV, *gatedWatcher, *clientv3.Client) {
+	t.Helper()
+	cli := startEtcd(t)
+	gw := newGatedWatcher(cli.Watcher)
+	cli.Watcher = gw
+	kv := &countingKV{KV: cli.KV}
+	b, err := New(context.Background(), Config{Client: cli, KV: kv, Logger: zaptest.NewLogger(t), ReapInterval: -1, treeWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b, kv, gw, cli
+}
+
+// awaitTree waits until the replica has applied rev.
+func awaitTree(t *testing.T, b *Store, rev encoding.Zxid) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); b.tree.revision() < int64(rev); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica did not reach revision %d within 10s (at %d)", rev, b.tree.revision())
+		}
+	}
+}
+
+// TestTreeReadsNeverGoBack: reads are answered from the replica with no etcd round trip, never
+// from a replica behind what a read must see (a write this process acknowledged, to any of its
+// sessions; a sync): such a read waits for the replica, and asks etcd when the replica does not
+// come (the feed stalled). A write made through another zetcd may be missing from a read until
+// the replica applies it or the session syncs, as on a ZooKeeper follower that has not applied
+// the newest writes yet.
+func TestTreeReadsNeverGoBack(t *testing.T) {
+	ctx := context.Background()
+	b, kv, gw, cli := newGatedBackend(t)
+	other, _, _ := newTestBackendOn(t, cli, Config{})
+	writer, reader, elsewhere := openTestSession(t, b), openTestSession(t, b), openTestSession(t, other)
+	getData := func(s zetcd.Session) (string, int64) {
+		t.Helper()
+		before := kv.n.Load()
+		resp, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: "/x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(resp.Data), kv.n.Load() - before
+	}
+	_, z1, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/x", Data: []byte("1"), ACL: openACL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitTree(t, b, z1)
+	if got, trips := getData(reader); got != "1" || trips != 0 {
+		t.Fatalf("read %q with %d etcd round trips; want \"1\" from the replica", got, trips)
+	}
+
+	gw.pause()
+	_, z2, err := elsewhere.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("2"), Version: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, trips := getData(reader); got != "1" || trips != 0 {
+		t.Errorf("read %q with %d round trips after another zetcd wrote \"2\"; want \"1\" from the replica", got, trips)
+	}
+	if _, _, err := reader.Sync(ctx, &encoding.SyncRequest{Path: "/x"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, trips := getData(reader); got != "2" || trips != 1 {
+		t.Errorf("a read after sync: %q with %d round trips, want \"2\" from etcd (the replica is held back)", got, trips)
+	}
+	_, z3, err := writer.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("3"), Version: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []zetcd.Session{writer, reader} {
+		if got, trips := getData(s); got != "3" || trips != 1 {
+			t.Errorf("read %q with %d round trips after this zetcd acknowledged \"3\" at %d; want \"3\" from etcd", got, trips, z3)
+		}
+	}
+
+	gw.resume()
+	awaitTree(t, b, max(z2, z3))
+	for _, s := range []zetcd.Session{writer, reader} {
+		if got, trips := getData(s); got != "3" || trips != 0 {
+			t.Errorf("read %q with %d round trips once the replica caught up; want \"3\" from it", got, trips)
+		}
+	}
+}
+
+// TestTreeMatchesEtcd: after a random workload of every kind of write from two sessions (creates
+// of every mode, setData, delete, setACL, multis that change a node twice), the replica holds
+// exactly what a fresh load from etcd at its revision holds, and every node reads the same
+// from the replica as from etcd.
+func TestTreeMatchesEtcd(t *testing.T) {
+	ctx := context.Background()
+	b, _, _, _ := newGatedBackend(t)
+	sessions := []zetcd.Session{openTestSession(t, b), openTestSession(t, b)}
+	rng := rand.New(rand.NewPCG(1, 2))
+	paths := []string{"/a", "/a/b", "/a/c", "/d", "/d/e", "/a/b/f"}
+	modes := []encoding.CreateMode{encoding.ModePersistent, encoding.ModeEphemeral, encoding.ModePersistentSequential, encoding.ModeEphemeralSequential, encoding.ModeContainer}
+	for i := range 600 {
+		s := sessions[rng.IntN(len(sessions))]
+		p := paths[rng.IntN(len(paths))]
+		data := []byte(fmt.Sprint(i))
+		switch rng.IntN(6) {
+		case 0, 1:
+			s.Create(ctx, &encoding.CreateRequest{Path: p, Data: data, ACL: openACL, Flags: modes[rng.IntN(len(modes))]})
+		case 2:
+			s.SetData(ctx, &encoding.SetDataRequest{Path: p, Data: data, Version: -1})
+		case 3:
+			s.Delete(ctx, &encoding.DeleteRequest{Path: p, Version: -1})
+		case 4:
+			s.SetACL(ctx, &encoding.SetACLRequest{Path: p, ACL: openACL, Version: -1})
+		case 5:
+			s.Multi(ctx, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+				{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: p + "/m", ACL: openACL}},
+				{Op: encoding.OpSetData, Record: &encoding.SetDataRequest{Path: p + "/m", Data: data, Version: -1}},
+				{Op: encoding.OpDelete, Record: &encoding.DeleteRequest{Path: p + "/m", Version: -1}},
+				{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: p + "/m", Data: data, ACL: openACL}},
+			}})
+		}
+		if i == 300 {
+			// One session ends: its ephemerals go in one transaction.
+			if _, err := sessions[1].Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			sessions[1] = openTestSession(t, b)
+		}
+	}
+	rev, err := b.currentRevision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitTree(t, b, encoding.Zxid(rev))
+	checkTreeMatchesEtcd(t, b)
+}
+
+// checkTreeMatchesEtcd compares the replica with a fresh load at its revision, and each node's
+// Stat, data and children as read from the replica and from etcd.
+func checkTreeMatchesEtcd(t *testing.T, b *Store) {
+	t.Helper()
+	ctx := context.Background()
+	b.tree.mu.RLock()
+	rev, nodes := b.tree.rev, b.tree.nodes
+	b.tree.mu.RUnlock()
+	fresh := newReplica(b.keys)
+	if err := fresh.load(ctx, b.kv, rev); err != nil {
+		t.Fatal(err)
+	}
+	if len(fresh.nodes) != len(nodes) {
+		t.Errorf("the replica has %d entries, a fresh load %d", len(nodes), len(fresh.nodes))
+	}
+	for path, want := range fresh.nodes {
+		got := nodes[path]
+		if got == nil || !reflect.DeepEqual(got.children, want.children) || !sameKV(got.data, want.data) || len(got.meta) != len(want.meta) {
+			t.Errorf("%s: the replica's entry differs from a fresh load's", path)
+			continue
+		}
+		for i := range want.meta {
+			if !sameKV(got.meta[i], want.meta[i]) {
+				t.Errorf("%s: meta key %q differs", path, want.meta[i].Key)
+			}
+		}
+		if want.data == nil {
+			continue
+		}
+		fromTree, err := b.keys.decodeNode(nodeKVs{path: path, data: got.data, meta: got.meta, numChildren: int64(len(got.children))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.kv.Txn(ctx).Then(b.nodeReadOps(path, true, clientv3.WithRev(rev))...).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromEtcd, children, ok, err := b.nodeFromOps(path, r, 0, true)
+		if err != nil || !ok {
+			t.Fatalf("%s from etcd at %d: %v %v", path, rev, ok, err)
+		}
+		if !reflect.DeepEqual(fromTree, fromEtcd) || !reflect.DeepEqual(children, got.children) && len(children)+len(got.children) > 0 {
+			t.Errorf("%s: the replica reads %+v %v, etcd %+v %v", path, fromTree, got.children, fromEtcd, children)
+		}
+	}
+}
+
+func sameKV(a, b *mvccpb.KeyValue) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.String() == b.String()
+}
