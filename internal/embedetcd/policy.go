@@ -14,10 +14,11 @@ import "time"
 //     it is above PressureBytes (then at most every PressureInterval);
 //   - up to what the feed has applied, at once, when etcd's NOSPACE alarm is raised.
 //
-// After a compaction it defragments when at least half of the file is free and the file is at
-// least DefragMinBytes, at most every DefragInterval unless the file nears the quota; with
-// the NOSPACE alarm it always defragments and then disarms the alarm once the file is well
-// below the quota.
+// It defragments when at least half of the file is free and the file is at least
+// DefragMinBytes, at most every DefragInterval; when the file has grown past three quarters of
+// the quota with a sixteenth of the quota free, at most every PressureInterval; with the
+// NOSPACE alarm after every compaction, and then disarms the alarm once the file is well below
+// the quota.
 //
 // Zero fields take the defaults below; quota-relative ones scale with the quota.
 type Compaction struct {
@@ -121,13 +122,18 @@ func (p Compaction) compaction(st *policyState, o observation) (rev int64, reaso
 // defrag decides whether to defragment now, after the compaction of this tick (o is the
 // status after it), for a quota of quota bytes.
 func (p Compaction) defrag(st *policyState, o observation, quota int64) bool {
-	if o.alarm {
+	since := o.now.Sub(st.defragAt)
+	switch {
+	case o.alarm:
 		return true
-	}
-	if o.dbSize < p.DefragMinBytes || o.inUse*2 > o.dbSize {
+	case o.dbSize >= quota*3/4 && o.dbSize-o.inUse >= quota/16:
+		// Near the quota with a sixteenth of it to gain: history and fragmentation are
+		// outgrowing the data.
+		return since >= p.PressureInterval
+	case o.dbSize < p.DefragMinBytes || o.inUse*2 > o.dbSize:
 		return false
 	}
-	return o.now.Sub(st.defragAt) >= p.DefragInterval || o.dbSize >= quota*3/4
+	return since >= p.DefragInterval
 }
 
 // disarm says whether a NOSPACE alarm may be disarmed with the file at dbSize: at least a

@@ -141,7 +141,10 @@ func TestDefragPolicy(t *testing.T) {
 		{10, 16 * mib, 12 * mib, false, false},  // mostly in use
 		{10, 16 * mib, 6 * mib, false, false},   // mostly free, but defragmented 10 s ago
 		{70, 16 * mib, 6 * mib, false, true},    // ... a minute ago
-		{10, 50 * mib, 20 * mib, false, true},   // near the quota: at once
+		{10, 50 * mib, 20 * mib, false, true},   // near the quota, much free: after PressureInterval
+		{3, 50 * mib, 45 * mib, false, false},   // ... not before
+		{10, 50 * mib, 45 * mib, false, true},   // a sixteenth of the quota free is enough
+		{10, 50 * mib, 48 * mib, false, false},  // less is not
 		{10, 16 * mib, 12 * mib, true, true},    // NOSPACE alarm: always
 		{70, 16 * mib, 8*mib + 1, false, false}, // not half free
 	} {
