@@ -240,7 +240,8 @@ func (m *spaceMonitor) logTransitions(sp Space, refused bool) {
 		m.log.Warn("the embedded etcd raised its NOSPACE alarm; writes are refused with QuotaExceeded until its compactor has freed space and disarmed it", fields...)
 	case sp.NoSpace && !m.alarmLogged:
 		m.alarmLogged = true
-		m.log.Error("etcd raised its NOSPACE alarm: it refuses every write (zetcd answers writes with QuotaExceeded, and serves reads) "+
+		// One line for the operator: no stack trace, which says nothing here.
+		m.log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error("etcd raised its NOSPACE alarm: it refuses every write (zetcd answers writes with QuotaExceeded, and serves reads) "+
 			"until an operator frees space: delete data (or raise etcd's --quota-backend-bytes), then run "+
 			"`etcdctl compact <revision>` (the revision from `etcdctl endpoint status -w json`), "+
 			"`etcdctl defrag --cluster` and `etcdctl alarm disarm`",
@@ -250,6 +251,8 @@ func (m *spaceMonitor) logTransitions(sp Space, refused bool) {
 		m.log.Info("etcd's NOSPACE alarm is cleared", fields...)
 	}
 	switch {
+	case sp.NoSpace:
+		// Refusals are the alarm's, said above.
 	case refused && !m.limitLogged:
 		m.limitLogged = true
 		m.log.Warn("zetcd's data reached its limit: writes that would grow it are refused with QuotaExceeded until data is deleted (and etcd has compacted it)", fields...)
@@ -310,6 +313,17 @@ func (t *spaceTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 func (t *spaceTxn) Commit() (*clientv3.TxnResponse, error) {
 	t.m.wrote(max(t.thenPut, t.elsePut))
 	return t.Txn.Commit()
+}
+
+// NearLimit reports whether the data is within an eighth of its limit (or etcd's file within a
+// sixteenth of its quota of the hard limit, or the NOSPACE alarm raised): the embedded etcd's
+// compactor then compacts often, so that deleted data frees room soon.
+func (b *Store) NearLimit() bool {
+	sp, r := b.space.polled.Load(), b.space.room()
+	if sp == nil {
+		return false
+	}
+	return sp.NoSpace || sp.Limit > 0 && r.grow < sp.Limit/8 || sp.Quota > 0 && r.put < sp.Quota/16
 }
 
 // Space returns what the store knows of etcd's space (as of its last poll, every

@@ -45,7 +45,7 @@ func TestSpaceFillAndRecover(t *testing.T) {
 	// largest ZooKeeper values), history and fragmentation weigh more than at the default
 	// three quarters of a real quota.
 	z := testenv.StartZetcdOn(t, e, testenv.Options{DataLimit: quota / 2, SpacePoll: 100 * time.Millisecond, ManagedEtcd: true})
-	if err := e.Etcd.StartCompactor(embedetcd.CompactorConfig{Applied: z.Backend.AppliedRevision,
+	if err := e.Etcd.StartCompactor(embedetcd.CompactorConfig{Applied: z.Backend.AppliedRevision, Pressure: z.Backend.NearLimit,
 		Policy: embedetcd.Compaction{Interval: 100 * time.Millisecond, MinRetention: 200 * time.Millisecond, PressureInterval: 500 * time.Millisecond}}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,16 +137,24 @@ func TestSpaceFillAndRecover(t *testing.T) {
 			t.Fatalf("delete at the limit: %v", code)
 		}
 	}
+	// Half the data deleted: the large node refused above, and as many 256 KiB ones as make
+	// up half of what was deleted, are accepted (each as soon as there is room).
 	deleted := time.Now()
-	for i := 0; ; i++ {
-		code := create(fmt.Sprintf("/fill/again%03d", i), val)
-		if code == 0 {
-			break
+	for i := -1; i < n/4; i++ {
+		path, data := fmt.Sprintf("/fill/again%03d", i), val
+		if i < 0 {
+			path, data = "/fill/more", big
 		}
-		if code != encoding.ErrQuotaExceeded || time.Since(deleted) > 20*time.Second {
-			t.Fatalf("create %v after deleting half the data: %v", time.Since(deleted).Round(time.Millisecond), code)
+		for {
+			code := create(path, data)
+			if code == 0 {
+				break
+			}
+			if code != encoding.ErrQuotaExceeded || time.Since(deleted) > 20*time.Second {
+				t.Fatalf("create %s %v after deleting half the data: %v", path, time.Since(deleted).Round(time.Millisecond), code)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	sp = z.Backend.Space()
 	t.Logf("writes accepted again %v after the deletes: db size %.1f MiB, in use %.1f MiB; whole test %v",

@@ -229,7 +229,7 @@ func run(o options, log *zap.Logger) error {
 	if embedded != nil {
 		// Compacts no further than the store's watch feed has applied; stopped by the
 		// embedded etcd's Close.
-		if err := embedded.StartCompactor(embedetcd.CompactorConfig{Applied: backend.AppliedRevision, Logger: log.Named("compactor")}); err != nil {
+		if err := embedded.StartCompactor(embedetcd.CompactorConfig{Applied: backend.AppliedRevision, Pressure: backend.NearLimit, Logger: log.Named("compactor")}); err != nil {
 			return err
 		}
 	}

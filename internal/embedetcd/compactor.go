@@ -17,6 +17,10 @@ type CompactorConfig struct {
 	// Store.AppliedRevision): compaction never goes past it, so the feed's watch is never
 	// compacted out from under it. Nil: etcd's current revision.
 	Applied func() int64
+	// Pressure, if set, reports that zetcd's data is near its limit (etcdstore's
+	// Store.NearLimit): history is then compacted every Policy.PressureInterval, so that the
+	// space of deleted data is free again soon.
+	Pressure func() bool
 	// Policy is when to compact and defragment; zero fields take Compaction's defaults, and
 	// Retention defaults to Config.CompactionRetention.
 	Policy Compaction
@@ -31,6 +35,7 @@ type compactor struct {
 	quota    int64
 	policy   Compaction
 	applied  func() int64
+	pressure func() bool
 	log      *zap.Logger
 	state    policyState
 	// alarmed is set while a NOSPACE alarm episode lasts, to log it once.
@@ -59,6 +64,7 @@ func (e *Etcd) StartCompactor(cfg CompactorConfig) error {
 		quota:    e.Quota,
 		policy:   cfg.Policy.withDefaults(e.Quota, e.retention),
 		applied:  cfg.Applied,
+		pressure: cfg.Pressure,
 		log:      log,
 		cancel:   cancel,
 		done:     make(chan struct{}),
@@ -109,6 +115,9 @@ func (c *compactor) observe(ctx context.Context) (observation, error) {
 	o := observation{now: time.Now(), rev: st.Header.Revision, dbSize: st.DbSize, inUse: st.DbSizeInUse, applied: st.Header.Revision}
 	if c.applied != nil {
 		o.applied = min(c.applied(), o.rev)
+	}
+	if c.pressure != nil {
+		o.pressure = c.pressure()
 	}
 	o.alarm, err = c.noSpace(ctx)
 	return o, err

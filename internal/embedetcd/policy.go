@@ -11,7 +11,8 @@ import "time"
 //   - history older than Retention, always (the upper bound of history kept);
 //   - up to what the feed applied MinRetention ago, once MaxRevisions revisions were written
 //     since the last compaction, or the database in use grew by MaxHistoryBytes since then, or
-//     it is above PressureBytes (then at most every PressureInterval);
+//     it is above PressureBytes or zetcd's data near its limit (then at most every
+//     PressureInterval);
 //   - up to what the feed has applied, at once, when etcd's NOSPACE alarm is raised.
 //
 // It defragments when at least half of the file is free and the file is at least
@@ -65,6 +66,9 @@ type observation struct {
 	dbSize  int64 // the database file (what etcd's quota counts)
 	inUse   int64 // of which in use (the rest is free pages)
 	alarm   bool  // etcd's NOSPACE alarm is raised
+	// pressure says zetcd's data is near its limit (CompactorConfig.Pressure): deleted data
+	// frees room only once compacted.
+	pressure bool
 }
 
 // sample is the revisions seen at one tick, kept for Retention.
@@ -113,7 +117,7 @@ func (p Compaction) compaction(st *policyState, o observation) (rev int64, reaso
 		return safe, "revisions"
 	case o.inUse-st.inUseAfter >= p.MaxHistoryBytes:
 		return safe, "history size"
-	case o.inUse >= p.PressureBytes && o.now.Sub(st.compactedAt) >= p.PressureInterval:
+	case (o.inUse >= p.PressureBytes || o.pressure) && o.now.Sub(st.compactedAt) >= p.PressureInterval:
 		return safe, "size in use"
 	}
 	return rev, reason

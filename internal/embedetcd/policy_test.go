@@ -157,3 +157,26 @@ func TestDefragPolicy(t *testing.T) {
 		t.Error("disarm: want a sixteenth of the quota free")
 	}
 }
+
+// TestCompactionPolicyPressure: zetcd's data near its limit (a limit far below PressureBytes)
+// compacts every new revision at most every PressureInterval, so that deleted data frees room.
+func TestCompactionPolicyPressure(t *testing.T) {
+	const mib = 1 << 20
+	p := Compaction{}.withDefaults(64*mib, 10*time.Minute)
+	t0 := time.Unix(1000, 0)
+	st := policyState{compactedAt: t0, inUseAfter: mib}
+	var at []int
+	for s := 0; s < 30; s++ {
+		o := observation{now: t0.Add(time.Duration(s) * time.Second), rev: int64(100 + s), applied: int64(100 + s), inUse: 2 * mib, dbSize: 2 * mib, pressure: s >= 10}
+		if rev, why := p.compaction(&st, o); rev != 0 {
+			if why != "size in use" || s < 10 {
+				t.Fatalf("t=%d: compacted to %d for %q", s, rev, why)
+			}
+			at = append(at, s)
+			st.compacted, st.compactedAt = rev, o.now
+		}
+	}
+	if len(at) < 3 || len(at) > 5 {
+		t.Errorf("under pressure compacted at %v, want every 5 s from t=10", at)
+	}
+}
