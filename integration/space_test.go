@@ -2,12 +2,16 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -161,5 +165,126 @@ func TestSpaceFillAndRecover(t *testing.T) {
 		time.Since(deleted).Round(time.Millisecond), float64(sp.DBSize)/mib, float64(sp.DBSizeInUse)/mib, time.Since(start).Round(time.Millisecond))
 	if noSpaceAlarm(t, cli) {
 		t.Error("etcd raised its NOSPACE alarm")
+	}
+}
+
+// httpGet returns the status code and body of GET url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestProcessExternalNoSpace: zetcd in front of an external etcd (here a separate embedded etcd
+// with a small quota, which zetcd does not manage) that fills up by writes outside zetcd's
+// prefix until etcd raises its NOSPACE alarm. zetcd shows it in /healthz, in
+// zetcd_etcd_nospace_alarm and in one log line naming the etcdctl commands, answers writes with
+// QuotaExceeded and keeps serving reads; once the operator has run those commands, it serves
+// writes again by itself.
+func TestProcessExternalNoSpace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the zetcd binary")
+	}
+	const quota = 8 * mib
+	e := testenv.StartEtcdWith(t, embedetcd.Config{QuotaBackendBytes: quota})
+	cli := e.Client(t)
+	maddr := freePort(t)
+	p := startProcessArgs(t, freePort(t), "--endpoints", e.Etcd.Endpoint, "--metrics-addr", maddr)
+	base := "http://" + maddr
+	c := connectRawTimeout(t, p.Addr, 40000)
+	c.mustCreate("/a", []byte("data"), 0)
+	if code, body := httpGet(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz before: %d %q", code, body)
+	}
+
+	// Someone else's writes fill etcd until it raises NOSPACE.
+	ctx := context.Background()
+	val := strings.Repeat("x", 256<<10)
+	var err error
+	for i := 0; i < 4*quota/len(val) && err == nil; i++ {
+		_, err = cli.Put(ctx, "/not-zetcd/big", val)
+	}
+	if !errors.Is(err, rpctypes.ErrNoSpace) {
+		t.Fatalf("filling etcd: %v, want NOSPACE", err)
+	}
+	raised := time.Now()
+	for {
+		code, body := httpGet(t, base+"/healthz")
+		if code == 503 && strings.Contains(body, "NOSPACE") {
+			break
+		}
+		if time.Since(raised) > 15*time.Second {
+			t.Fatalf("/healthz %v after the alarm: %d %q", time.Since(raised).Round(time.Millisecond), code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("/healthz reports the alarm %v after it was raised", time.Since(raised).Round(time.Millisecond))
+	if code, body := httpGet(t, base+"/healthz?exclude=NOSPACE"); code != 200 {
+		t.Errorf("/healthz?exclude=NOSPACE: %d %q", code, body)
+	}
+	if m := scrape(t, base+"/metrics"); m["zetcd_etcd_nospace_alarm"] != 1 || m["zetcd_etcd_quota_bytes"] != quota ||
+		m["zetcd_etcd_db_size_bytes"] < quota*3/4 || m["zetcd_data_limit_bytes"] != quota/4*3 {
+		t.Errorf("space gauges with the alarm: alarm %v, quota %v, db size %v, limit %v", m["zetcd_etcd_nospace_alarm"],
+			m["zetcd_etcd_quota_bytes"], m["zetcd_etcd_db_size_bytes"], m["zetcd_data_limit_bytes"])
+	}
+	// Reads are served; writes are answered QuotaExceeded, and the connection stays open.
+	var data encoding.GetDataResponse
+	if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/a"}, &data); code != 0 || string(data.Data) != "data" {
+		t.Errorf("getData with the alarm: %v %q", code, data.Data)
+	}
+	for _, path := range []string{"/b", "/c"} {
+		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: []byte("d"), ACL: rawOpenACL}, &encoding.CreateResponse{}); code != encoding.ErrQuotaExceeded {
+			t.Errorf("create %s with the alarm: %v, want QuotaExceeded", path, code)
+		}
+	}
+	if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/a", Data: []byte("da"), Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrQuotaExceeded {
+		t.Errorf("setData with the alarm: %v, want QuotaExceeded", code)
+	}
+	time.Sleep(2500 * time.Millisecond) // a few more polls: still one log line
+	if n := strings.Count(p.logText(), "etcdctl alarm disarm"); n != 1 {
+		t.Errorf("%d log lines name the etcdctl commands, want 1:\n%s", n, p.logText())
+	}
+
+	// The operator's commands, as the log names them.
+	st, err := cli.Status(ctx, e.Etcd.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, st.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Defragment(ctx, e.Etcd.Endpoint); err != nil {
+		t.Fatal(err)
+	}
+	alarms, err := cli.AlarmList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range alarms.Alarms {
+		if _, err := cli.AlarmDisarm(ctx, (*clientv3.AlarmMember)(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	disarmed := time.Now()
+	for {
+		code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/b", Data: []byte("d"), ACL: rawOpenACL}, &encoding.CreateResponse{})
+		if code == 0 {
+			break
+		}
+		if code != encoding.ErrQuotaExceeded || time.Since(disarmed) > 15*time.Second {
+			t.Fatalf("create %v after the operator's commands: %v", time.Since(disarmed).Round(time.Millisecond), code)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, body := httpGet(t, base+"/healthz"); code != 200 {
+		t.Errorf("/healthz after the operator's commands: %d %q", code, body)
+	}
+	if m := scrape(t, base+"/metrics"); m["zetcd_etcd_nospace_alarm"] != 0 {
+		t.Errorf("zetcd_etcd_nospace_alarm %v after the disarm", m["zetcd_etcd_nospace_alarm"])
 	}
 }
