@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,8 +23,8 @@ import (
 // the data, and sessions.
 //
 // How the store knows the size without a request per write: a background poll (every
-// Config.SpacePoll) reads each endpoint's status (database size, size in use, quota) and the
-// cluster's alarms; every byte the store has sent in a put since the poll before counts as in
+// Config.SpacePoll) reads each endpoint's status (database size, size in use, quota, the
+// cluster's alarms); every byte the store has sent in a put since the poll before counts as in
 // use on top (it is, as history, until etcd compacts it). A write takes its one-Txn fast path while even its largest
 // possible growth fits; otherwise it runs through the multi engine, which reads the nodes it
 // changes and so knows its exact growth (multiState.grow): creates grow the data, setData
@@ -193,6 +194,7 @@ func (m *spaceMonitor) poll(ctx context.Context) error {
 				return
 			}
 			polls++
+			sp.NoSpace = sp.NoSpace || statusNoSpace(st)
 			sp.DBSize = max(sp.DBSize, st.DbSize)
 			sp.DBSizeInUse = max(sp.DBSizeInUse, st.DbSizeInUse)
 			sp.Quota = max(sp.Quota, st.DbSizeQuota)
@@ -201,15 +203,6 @@ func (m *spaceMonitor) poll(ctx context.Context) error {
 	wg.Wait()
 	if polls == 0 {
 		return errors.Join(errs...)
-	}
-	alarms, err := m.cli.AlarmList(ctx)
-	if err != nil {
-		return err
-	}
-	for _, a := range alarms.Alarms {
-		if a.Alarm == pb.AlarmType_NOSPACE {
-			sp.NoSpace = true
-		}
 	}
 	if sp.Quota == 0 {
 		sp.Quota = m.quota
@@ -260,6 +253,18 @@ func (m *spaceMonitor) logTransitions(sp Space, refused bool) {
 		m.limitLogged = false
 		m.log.Info("zetcd's data is below its limit again", fields...)
 	}
+}
+
+// statusNoSpace reports whether a member's status lists a NOSPACE alarm. Its Errors name the
+// cluster's alarms (as "memberID:… alarm:NOSPACE"); listing them with AlarmList instead would
+// cost a raft proposal, a disk write, at every poll.
+func statusNoSpace(st *clientv3.StatusResponse) bool {
+	for _, e := range st.Errors {
+		if strings.Contains(e, pb.AlarmType_NOSPACE.String()) {
+			return true
+		}
+	}
+	return false
 }
 
 // isNoSpace reports whether err is etcd refusing a write for its NOSPACE alarm.

@@ -3,6 +3,7 @@ package embedetcd
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -119,22 +120,12 @@ func (c *compactor) observe(ctx context.Context) (observation, error) {
 	if c.pressure != nil {
 		o.pressure = c.pressure()
 	}
-	o.alarm, err = c.noSpace(ctx)
-	return o, err
-}
-
-// noSpace reports whether a NOSPACE alarm is raised.
-func (c *compactor) noSpace(ctx context.Context) (bool, error) {
-	r, err := c.cli.AlarmList(ctx)
-	if err != nil {
-		return false, err
+	// The status names the alarms ("memberID:… alarm:NOSPACE"); AlarmList would cost a raft
+	// proposal, a disk write, at every tick.
+	for _, e := range st.Errors {
+		o.alarm = o.alarm || strings.Contains(e, pb.AlarmType_NOSPACE.String())
 	}
-	for _, a := range r.Alarms {
-		if a.Alarm == pb.AlarmType_NOSPACE {
-			return true, nil
-		}
-	}
-	return false, nil
+	return o, nil
 }
 
 // tick is one round of the policy: observe, compact, defragment, disarm.
