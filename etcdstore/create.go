@@ -60,6 +60,9 @@ func (p *createPlan) name() string {
 // ttl is -1 for every opcode but createTTL. kind is the node made (znode.Kind): the flags in mode
 // decide the checks and the sequence suffix, the opcode and flags together what the node is.
 func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64, kind encoding.CreateMode) (string, encoding.Stat, encoding.Zxid, error) {
+	if !s.b.space.fits(createBytes(path, data) + sequenceSuffixLen) {
+		return s.createNearLimit(ctx, op, path, data, acl, mode, ttl)
+	}
 	p, z, err := s.planCreate(ctx, op, path, data, acl, mode, ttl, kind)
 	if p == nil || err != nil {
 		return "", encoding.Stat{}, z, err
@@ -82,6 +85,27 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 		}
 	}
 	return "", encoding.Stat{}, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, op, path)
+}
+
+// sequenceSuffixLen is the most a sequential create's name adds to its path.
+const sequenceSuffixLen = 10
+
+// createNearLimit runs a create that may not fit under the data limit (space.go) through the
+// multi engine, which checks it in ZooKeeper's order, the data limit last.
+func (s *etcdSession) createNearLimit(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64) (string, encoding.Stat, encoding.Zxid, error) {
+	o := mop{op: encoding.OpCreate2, path: path, data: data, acl: acl, flags: mode, ttl: ttl}
+	switch op {
+	case "createContainer":
+		o.op = encoding.OpCreateContainer
+	case "createTTL":
+		o.op = encoding.OpCreateTTL
+	}
+	res, z, err := s.slowWrite(ctx, op, o)
+	if err != nil {
+		return "", encoding.Stat{}, z, err
+	}
+	r := res.Record.(*encoding.Create2Response)
+	return r.Path, r.Stat, z, nil
 }
 
 // planCreate runs the checks that come before the commit and plans it. A nil plan means the

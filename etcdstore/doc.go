@@ -10,5 +10,7 @@
 // One etcd watch per process over the prefix feeds the watch registry, session and process
 // liveness and the ACL cache (feed.go). One elected process reaps containers and TTL nodes and
 // ends the sessions of dead processes (reaper.go, orphans.go). Writers that keep changing what a
-// write read make it retry up to maxConflictRetries (retry.go).
+// write read make it retry up to maxConflictRetries (retry.go). Writes that would grow the data
+// past its limit below etcd's space quota are refused with QuotaExceeded, sized from a
+// background poll of etcd's status (space.go).
 package etcdstore

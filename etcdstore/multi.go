@@ -170,6 +170,23 @@ type multiState struct {
 	// says whether x509 ACL ids are valid (znode.FixupACL).
 	auth *znode.Identities
 	x509 bool
+	// room is what the ops may add (spaceMonitor.room); growth how much the ops simulated so
+	// far grow the data (negative: shrink it), puts how many bytes of data they put.
+	room         room
+	growth, puts int64
+}
+
+// grow accounts an op that puts put bytes of data and changes the data by delta bytes:
+// QuotaExceeded if it grows the data past the room there is, or puts data without shrinking
+// any past the file's hard limit (space.go). ZooKeeper checks its quota after an op's other
+// checks.
+func (m *multiState) grow(delta, put int64) encoding.ErrCode {
+	if delta > 0 && m.growth+delta > m.room.grow || delta >= 0 && put > 0 && m.puts+put > m.room.put {
+		return encoding.ErrQuotaExceeded
+	}
+	m.growth += delta
+	m.puts += put
+	return 0
 }
 
 // node returns the overlay's node for path; a path that was not read is assumed absent.
@@ -217,7 +234,7 @@ func multiReadSet(ops []mop, extra []string) []string {
 
 // readMultiState reads paths in one Txn and builds the overlay.
 func (b *Store) readMultiState(ctx context.Context, paths []string) (*multiState, error) {
-	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4)}
+	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4), room: b.space.room()}
 	if len(paths) == 0 {
 		return m, nil
 	}
@@ -280,6 +297,9 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 			return encoding.MultiResult{}, code
 		}
 		n := m.node(o.path)
+		if code := m.grow(int64(len(o.data))-int64(len(n.data)), int64(len(o.data))); code != 0 {
+			return encoding.MultiResult{}, code
+		}
 		n.touched = true
 		n.dataWrites++
 		n.data = o.data
@@ -300,6 +320,9 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encoding.MultiResult, encoding.ErrCode) {
 	name, acl, code := znode.CheckCreate(m, znode.CreateOp{Op: o.op, Path: o.path, ACL: o.acl, Flags: o.flags, TTL: o.ttl}, m.auth, m.x509)
 	if code != 0 {
+		return encoding.MultiResult{}, code
+	}
+	if code := m.grow(createBytes(name, o.data), createBytes(name, o.data)); code != 0 {
 		return encoding.MultiResult{}, code
 	}
 	parentP, _ := znode.Parent(o.path)
@@ -342,6 +365,7 @@ func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
 	}
 	parentP, _ := znode.Parent(o.path)
 	parent, n := m.node(parentP), m.node(o.path)
+	m.grow(-createBytes(o.path, n.data), 0)
 	*n = mnode{
 		path: n.path, read: n.read,
 		dataKV: n.dataKV, aclKV: n.aclKV, createsKV: n.createsKV, deletesKV: n.deletesKV, offsetsKV: n.offsetsKV, offs: n.offs,
@@ -526,6 +550,11 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		}
 		m.auth, m.x509 = s.auth, b.x509
 		results, failedAt, failed := m.simulate(ops, s.id, b.nowMs())
+		if failed == encoding.ErrQuotaExceeded {
+			// Refused without a write (space.go): a write is what there is no room for.
+			b.space.refusing()
+			return errorResults(len(ops), failedAt, failed), failed, s.zxid(0), nil
+		}
 		then := []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
 		if failedAt < 0 {
 			// A multi that changes the tree takes turns with this process's other multis on

@@ -32,16 +32,26 @@ func (s *etcdSession) zxid(rev int64) encoding.Zxid {
 // revision through the error key, as ZooKeeper logs an error txn.
 func (s *etcdSession) fail(ctx context.Context, op string, path string, code encoding.ErrCode) (encoding.Zxid, error) {
 	put, err := s.b.kv.Put(ctx, s.b.keys.errorKey(), "")
+	if isNoSpace(err) {
+		// etcd's NOSPACE alarm: the refusal stands, without a zxid of its own.
+		s.b.space.sawNoSpace()
+		return s.zxid(0), code
+	}
 	if err != nil {
 		return 0, fmt.Errorf("session %s: %s %q: record failure: %w", s.id, op, path, err)
 	}
 	return s.zxid(put.Header.Revision), code
 }
 
-// etcdFailure wraps a transport error, turning a vanished lease into SessionExpired.
+// etcdFailure wraps a transport error, turning a vanished lease into SessionExpired and etcd's
+// NOSPACE refusal into QuotaExceeded (space.go).
 func (s *etcdSession) etcdFailure(op, path string, err error) (encoding.Zxid, error) {
 	if isLeaseGone(err) {
 		return s.zxid(0), encoding.ErrSessionExpired
+	}
+	if isNoSpace(err) {
+		s.b.space.sawNoSpace()
+		return s.zxid(0), encoding.ErrQuotaExceeded
 	}
 	return 0, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
 }

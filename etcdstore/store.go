@@ -50,6 +50,20 @@ type Config struct {
 	// x509:<subject DN> (ConnectParams.AuthIDs), and ACLs may name such ids.
 	X509 bool
 
+	// DataLimit bounds zetcd's data below etcd's space quota (space.go): a write that would
+	// grow etcd's database in use past it is refused with QuotaExceeded. 0: three quarters of
+	// etcd's quota; negative: no limit.
+	DataLimit int64
+	// Quota is etcd's space quota, used when etcd does not report its own (before 3.6).
+	// Default 2 GiB, etcd's default.
+	Quota int64
+	// SpacePoll is how often etcd's status (database size and quota) and alarms are read
+	// (default 1s); negative: never, and then there is no limit.
+	SpacePoll time.Duration
+	// ManagedEtcd says etcd is the embedded one, whose compactor recovers from a NOSPACE
+	// alarm by itself (internal/embedetcd): the store then tells no operator what to do.
+	ManagedEtcd bool
+
 	// manualWatchFeed (tests only) leaves starting the watch feed to the test.
 	manualWatchFeed bool
 	// treeWait (tests only) replaces treeWaitLimit.
@@ -92,6 +106,8 @@ type Store struct {
 	// newestAnswer is the newest revision any session of this process was answered with (a
 	// write's own, a read's): with the watch feed's progress, what LastZxid reports.
 	newestAnswer atomic.Int64
+	// space knows etcd's space and refuses writes past the data limit (space.go).
+	space *spaceMonitor
 	// superDigest and x509 are Config's SuperDigest and X509.
 	superDigest string
 	x509        bool
@@ -118,6 +134,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if kv == nil {
 		kv = cfg.Client.KV
 	}
+	if cfg.SpacePoll == 0 {
+		cfg.SpacePoll = defaultSpacePoll
+	}
+	if cfg.Quota <= 0 {
+		cfg.Quota = defaultQuota
+	}
+	space := &spaceMonitor{cli: cfg.Client, log: cfg.Logger, interval: cfg.SpacePoll, limit: cfg.DataLimit,
+		quota: cfg.Quota, managed: cfg.ManagedEtcd}
+	kv = &spaceKV{KV: kv, m: space}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	b := &Store{
 		kv:      kv,
@@ -133,6 +158,15 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		superDigest: cfg.SuperDigest,
 		x509:        cfg.X509,
 		orphans:     orphanAdoptions{m: map[encoding.SessionID]int64{}, scan: make(chan struct{}, 1)},
+		space:       space,
+	}
+	if space.interval > 0 {
+		// The first poll before serving: the limit holds from the first write.
+		if err := space.poll(ctx); err != nil {
+			b.log.Warn("cannot read etcd's space (status and alarms); no data limit until it can", zap.Error(err))
+		}
+		space.done = make(chan struct{})
+		go space.run(bgCtx)
 	}
 	rev, err := b.bootstrap(ctx)
 	if err != nil {
@@ -169,6 +203,9 @@ func (b *Store) Close() {
 	b.cancel()
 	b.stopReaper()
 	<-b.process.done
+	if b.space.done != nil {
+		<-b.space.done
+	}
 }
 
 func (b *Store) nowMs() int64 { return b.nowFn().UnixMilli() }

@@ -92,6 +92,15 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 		return nil, z, err
 	}
 	b := s.b
+	if !b.space.fits(int64(len(req.Data))) {
+		// It may grow the data past its limit (space.go): the multi engine, which reads the
+		// node, knows by how much.
+		res, z, err := s.slowWrite(ctx, "setData", mop{op: encoding.OpSetData, path: path, data: req.Data, version: req.Version, ttl: -1})
+		if err != nil {
+			return nil, z, err
+		}
+		return res.Record.(*encoding.SetDataResponse), z, nil
+	}
 	nodeKey := b.keys.data(path)
 	g, err := s.guardACL(ctx, path, encoding.PermWrite)
 	if err != nil {

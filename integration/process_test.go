@@ -43,8 +43,16 @@ func goBinary(pkg, name string) func() (string, error) {
 type zetcdProcess struct {
 	cmd  *exec.Cmd
 	Addr string
-	logs *strings.Builder
+	logs *strings.Builder // guarded by mu
+	mu   *sync.Mutex
 	done chan struct{}
+}
+
+// logText returns what the process has logged so far.
+func (p *zetcdProcess) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
 }
 
 func freePort(t testing.TB) string {
@@ -70,7 +78,7 @@ func startProcessArgs(t testing.TB, addr string, args ...string) *zetcdProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &zetcdProcess{Addr: addr, logs: &strings.Builder{}, done: make(chan struct{})}
+	p := &zetcdProcess{Addr: addr, logs: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"--zkaddr", addr, "--log-level", "warn"}, args...)...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
@@ -79,13 +87,12 @@ func startProcessArgs(t testing.TB, addr string, args ...string) *zetcdProcess {
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
 	go func() {
 		s := bufio.NewScanner(stderr)
 		for s.Scan() {
-			mu.Lock()
+			p.mu.Lock()
 			p.logs.WriteString(s.Text() + "\n")
-			mu.Unlock()
+			p.mu.Unlock()
 		}
 		p.cmd.Wait()
 		close(p.done)
@@ -98,9 +105,7 @@ func startProcessArgs(t testing.TB, addr string, args ...string) *zetcdProcess {
 		}
 		select {
 		case <-p.done:
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("zetcd exited during start:\n%s", p.logs.String())
+			t.Fatalf("zetcd exited during start:\n%s", p.logText())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,9 @@ import (
 // The operator's HTTP endpoint (--metrics-addr):
 //
 //	/metrics        Prometheus text format: zetcd's metrics, Go runtime and process collectors
-//	/healthz        200 while the server is serving and etcd answers a linearizable read
+//	/healthz        200 while the server is serving, etcd answers a linearizable read and etcd's
+//	                NOSPACE alarm is not raised (?exclude=NOSPACE leaves that out, as etcd's own
+//	                /health does: restarting zetcd does not free etcd's space)
 //	/readyz         200 while the server accepts connections (listening, not draining)
 //	/debug/pprof/   Go's profiler, only with --pprof
 //
@@ -47,6 +50,8 @@ type probes struct {
 	ready func() bool
 	// etcd makes a cheap linearizable read; nil error means etcd is reachable and has a leader.
 	etcd func(ctx context.Context) error
+	// noSpace, if set, reports etcd's NOSPACE alarm (as the last space poll saw it) as an error.
+	noSpace func() error
 }
 
 // newHTTPHandler returns the handler of the operator endpoint.
@@ -63,6 +68,12 @@ func newHTTPHandler(reg *prometheus.Registry, p probes, withPprof bool) http.Han
 		if err := p.etcd(ctx); err != nil {
 			http.Error(w, fmt.Sprintf("etcd unreachable: %v", err), http.StatusServiceUnavailable)
 			return
+		}
+		if p.noSpace != nil && !slices.Contains(r.URL.Query()["exclude"], "NOSPACE") {
+			if err := p.noSpace(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ok")
 	})

@@ -121,6 +121,8 @@ func TestGrafanaDashboard(t *testing.T) {
 		"zetcd_watches": true, "zetcd_received_bytes_total": true, "zetcd_sent_bytes_total": true,
 		"zetcd_draining": true, "zetcd_znodes": true, "zetcd_global_sessions": true,
 		"zetcd_last_zxid": true, "zetcd_xchk_mismatches_total": true,
+		"zetcd_etcd_db_size_bytes": true, "zetcd_etcd_db_size_in_use_bytes": true, "zetcd_etcd_quota_bytes": true,
+		"zetcd_data_limit_bytes": true, "zetcd_etcd_nospace_alarm": true,
 	}
 	name := regexp.MustCompile(`zetcd_[a-z_]+`)
 	n := 0

@@ -51,6 +51,8 @@ type options struct {
 	pprof             bool
 	drainTimeout      time.Duration
 	reapInterval      time.Duration // --reap-interval
+	quotaBytes        int64         // --quota-backend-bytes
+	dataLimitBytes    int64         // --data-limit-bytes
 	security          securityOptions
 }
 
@@ -74,6 +76,8 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
 	fs.DurationVar(&o.reapInterval, "reap-interval", etcdstore.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it (and ends the sessions of dead zetcd processes); 0 keeps this process out of that election")
+	fs.Int64Var(&o.quotaBytes, "quota-backend-bytes", embedetcd.DefaultQuotaBytes, "the embedded etcd's space quota (etcd's --quota-backend-bytes), in bytes; with --endpoints, the external etcd's quota if it does not report its own (etcd before 3.6)")
+	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "zetcd's data limit below etcd's quota, in bytes: writes that would grow etcd's database in use past it are refused with QuotaExceeded; 0: three quarters of etcd's quota; negative: no limit")
 	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
@@ -99,6 +103,12 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.reapInterval < 0 {
 		return o, fmt.Errorf("--reap-interval must not be negative")
+	}
+	if o.quotaBytes <= 0 {
+		return o, fmt.Errorf("--quota-backend-bytes must be positive")
+	}
+	if o.dataLimitBytes >= o.quotaBytes && o.endpoints == "" {
+		return o, fmt.Errorf("--data-limit-bytes (%d) must be below --quota-backend-bytes (%d)", o.dataLimitBytes, o.quotaBytes)
 	}
 	if o.pprof && o.metricsAddr == "" {
 		return o, fmt.Errorf("--pprof needs --metrics-addr")
@@ -166,11 +176,14 @@ func main() {
 func run(o options, log *zap.Logger) error {
 	var endpoints []string
 	var etcdErr <-chan error
+	var embedded *embedetcd.Etcd
 	if o.endpoints == "" {
-		e, err := embedetcd.Start(embedetcd.Config{Dir: o.dataDir, ClientURL: o.embeddedClientURL, Logger: atLeastWarn(log.Named("etcd"))})
+		e, err := embedetcd.Start(embedetcd.Config{Dir: o.dataDir, ClientURL: o.embeddedClientURL, Logger: atLeastWarn(log.Named("etcd")),
+			QuotaBackendBytes: o.quotaBytes, Compactor: true})
 		if err != nil {
 			return err
 		}
+		embedded = e
 		// Closed last: the server stops first, so nothing is in flight when etcd stops.
 		defer e.Close()
 		endpoints = []string{e.Endpoint}
@@ -213,12 +226,23 @@ func run(o options, log *zap.Logger) error {
 		reap = -1 // EtcdConfig: negative disables, 0 is the default
 	}
 	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: etcdstore.WrapKV(cli.KV, metrics), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
-		SuperDigest: o.security.superDigest, X509: o.security.x509()})
+		SuperDigest: o.security.superDigest, X509: o.security.x509(),
+		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil})
 	cancel()
 	if err != nil {
 		return err
 	}
 	defer backend.Close()
+	if embedded != nil {
+		// Compacts no further than the store's watch feed has applied; stopped by the
+		// embedded etcd's Close.
+		if err := embedded.StartCompactor(embedetcd.CompactorConfig{Applied: backend.AppliedRevision, Pressure: backend.NearLimit, Logger: log.Named("compactor")}); err != nil {
+			return err
+		}
+	}
+	if err := registerSpaceMetrics(reg, backend.Space); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
 
 	var dataDirs zetcd.DataDirs // an external etcd's files are not ours to measure
 	if o.endpoints == "" {
@@ -283,6 +307,7 @@ func run(o options, log *zap.Logger) error {
 				_, err := cli.Get(ctx, o.prefix, clientv3.WithCountOnly())
 				return err
 			},
+			noSpace: func() error { return noSpaceAlarm(backend.Space()) },
 		}, o.pprof)
 		ep, err := startHTTP(o.metricsAddr, h, log.Named("http"))
 		if err != nil {

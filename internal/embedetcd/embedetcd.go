@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,16 @@ type Config struct {
 	// ClientURL is where etcd serves clients, loopback only. Port 0 picks a free port.
 	// Default "http://127.0.0.1:0".
 	ClientURL string
-	// CompactionRetention is how much history the periodic compactor keeps (default 10m).
+	// CompactionRetention is the most history kept (default 10m): etcd's periodic compactor
+	// keeps that much, and with Compactor it is the compactor's Retention.
 	CompactionRetention time.Duration
+	// Compactor turns etcd's own periodic compactor off: the caller runs zetcd's
+	// (StartCompactor), which also compacts by revisions and size, defragments, and recovers
+	// from the NOSPACE alarm.
+	Compactor bool
+	// QuotaBackendBytes is etcd's space quota (--quota-backend-bytes): past it etcd raises its
+	// NOSPACE alarm and refuses writes. Default DefaultQuotaBytes.
+	QuotaBackendBytes int64
 	// Logger receives etcd's logs (default: none).
 	Logger *zap.Logger
 	// TLS, if set, serves clients over TLS; ClientURL must then be https. Client does not
@@ -64,6 +73,9 @@ const (
 	ClientMaxCallSendMsgSize = MaxRequestBytes + 1<<20
 )
 
+// DefaultQuotaBytes is the embedded etcd's default space quota, etcd's own default (2 GiB).
+const DefaultQuotaBytes = 2 << 30
+
 // Etcd is a running embedded etcd.
 type Etcd struct {
 	e *embed.Etcd
@@ -71,6 +83,14 @@ type Etcd struct {
 	closing *atomic.Bool
 	// Endpoint is the client URL actually listened on (with the real port).
 	Endpoint string
+	// Quota is etcd's space quota in bytes (Config.QuotaBackendBytes).
+	Quota int64
+
+	log          *zap.Logger
+	retention    time.Duration
+	ownCompactor bool // Config.Compactor
+	mu           sync.Mutex
+	compactor    *compactor // the running compactor (StartCompactor); nil if none
 }
 
 // Dirs returns where an embedded etcd with data directory dataDir keeps its snapshots (and
@@ -93,6 +113,9 @@ func Start(cfg Config) (*Etcd, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
+	}
+	if cfg.QuotaBackendBytes <= 0 {
+		cfg.QuotaBackendBytes = DefaultQuotaBytes
 	}
 	curl, err := url.Parse(cfg.ClientURL)
 	if err != nil {
@@ -121,6 +144,10 @@ func Start(cfg Config) (*Etcd, error) {
 	}
 	ec.AutoCompactionMode = "periodic"
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
+	if cfg.Compactor {
+		ec.AutoCompactionRetention = "0" // off: StartCompactor's compactor does it
+	}
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	// A session close deletes all of a session's ephemerals in one transaction.
 	ec.MaxTxnOps = 1 << 16
 	ec.MaxRequestBytes = MaxRequestBytes
@@ -151,7 +178,8 @@ func Start(cfg Config) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedetcd: start in %s: not ready after 60s", cfg.Dir)
 	}
-	return &Etcd{e: e, Endpoint: curl.Scheme + "://" + e.Clients[0].Addr().String(), closing: closing}, nil
+	return &Etcd{e: e, Endpoint: curl.Scheme + "://" + e.Clients[0].Addr().String(), closing: closing,
+		Quota: cfg.QuotaBackendBytes, log: cfg.Logger, retention: cfg.CompactionRetention, ownCompactor: cfg.Compactor}, nil
 }
 
 // Client returns a new client of this etcd; the caller closes it.
@@ -169,6 +197,7 @@ func (e *Etcd) Err() <-chan error { return e.e.Err() }
 
 // Close stops etcd after finishing in-flight requests; everything acknowledged is on disk.
 func (e *Etcd) Close() {
+	e.stopCompactor()
 	e.closing.Store(true)
 	e.e.Close()
 }

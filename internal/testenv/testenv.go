@@ -43,9 +43,15 @@ type Etcd struct {
 }
 
 // StartEtcd starts an embedded etcd in t.TempDir(), stopped at cleanup.
-func StartEtcd(t testing.TB) *Etcd {
+func StartEtcd(t testing.TB) *Etcd { return StartEtcdWith(t, embedetcd.Config{}) }
+
+// StartEtcdWith is StartEtcd with cfg (its Dir, if empty, is t.TempDir()).
+func StartEtcdWith(t testing.TB, cfg embedetcd.Config) *Etcd {
 	t.Helper()
-	e, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir()})
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
+	e, err := embedetcd.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +92,10 @@ type Options struct {
 	X509        bool
 	// Listener, if set, is served instead of a new listener on 127.0.0.1:0 (a TLS listener).
 	Listener net.Listener
+	// DataLimit, SpacePoll and ManagedEtcd are the backend's (etcdstore.Config).
+	DataLimit   int64
+	SpacePoll   time.Duration
+	ManagedEtcd bool
 }
 
 // StartZetcdOn starts a zetcd on 127.0.0.1:0 in front of the given etcd, stopped at cleanup.
@@ -96,7 +106,8 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval,
-		SuperDigest: opts.SuperDigest, X509: opts.X509})
+		SuperDigest: opts.SuperDigest, X509: opts.X509, DataLimit: opts.DataLimit, SpacePoll: opts.SpacePoll,
+		ManagedEtcd: opts.ManagedEtcd})
 	if err != nil {
 		t.Fatal(err)
 	}
