@@ -174,13 +174,19 @@ func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames 
 // unreachable, the feed restarting): the read then goes to etcd, which answers it or fails it
 // as any etcd request.
 func (s *etcdSession) treeAt(ctx context.Context) bool {
-	floor := max(s.lastRev, s.b.newestAnswer.Load())
-	if s.b.tree.revision() >= floor {
+	return s.b.treeReached(ctx, s.lastRev)
+}
+
+// treeReached waits up to treeWait for the replica to reach floor and every revision this
+// process has answered; it reports whether it has.
+func (b *Store) treeReached(ctx context.Context, floor int64) bool {
+	floor = max(floor, b.newestAnswer.Load())
+	if b.tree.revision() >= floor {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.b.treeWait)
+	ctx, cancel := context.WithTimeout(ctx, b.treeWait)
 	defer cancel()
-	return s.b.awaitProgress(ctx, encoding.Zxid(floor)) == nil
+	return b.awaitProgress(ctx, encoding.Zxid(floor)) == nil
 }
 
 // readNodeEtcd reads one node from etcd in one round trip: the current state, for a write's

@@ -10,7 +10,9 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/znode"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // The replica is this process's copy of the tree, as a ZooKeeper follower keeps one: every
@@ -214,4 +216,26 @@ func (r *replica) node(path string, childNames bool) (kvs nodeKVs, children []st
 		children = slices.Clone(n.children)
 	}
 	return kvs, children, r.rev, true
+}
+
+// stats counts the replica's znodes (the root twice, as ZooKeeper counts it), their data and
+// paths, and the ephemeral nodes of each session.
+func (r *replica) stats() zetcd.TreeStats {
+	ts := zetcd.TreeStats{NodeCount: 1, Ephemerals: map[encoding.SessionID][]string{}}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	ts.Zxid = encoding.Zxid(r.rev)
+	for path, n := range r.nodes {
+		if n.data == nil {
+			continue
+		}
+		ts.NodeCount++
+		ts.ApproximateDataSize += int64(len(path) + max(0, len(n.data.Value)-dataHeaderLen))
+		if n.data.Lease != 0 {
+			id := encoding.SessionID(n.data.Lease)
+			ts.Ephemerals[id] = append(ts.Ephemerals[id], path)
+			ts.EphemeralCount++
+		}
+	}
+	return ts
 }

@@ -12,15 +12,10 @@ import (
 	"github.com/zetcd/zetcd/zetcd"
 )
 
-// The Store's StatsSource. Its etcd requests are bounded: Stats is one Txn of two
-// count-only ranges (etcd counts in its index and sends a number); TreeStats reads the data
-// keys once, in pages, at one revision. Every round trip is labelled "stats".
+// The Store's StatsSource. Stats is one Txn of two count-only ranges (etcd counts in its index
+// and sends a number), labelled "stats"; TreeStats reads the replica.
 
 var _ zetcd.StatsSource = (*Store)(nil)
-
-// treeScanPage is how many data keys one TreeStats request reads. Values are read too (for the
-// data size), so a page is at most treeScanPage × the largest znode.
-const treeScanPage = 256
 
 // dataKeysPrefix is the common prefix of every data key (keys.go: "P n/<d><path>"), and
 // sessionKeysPrefix of every session key ("P s/<id>").
@@ -43,45 +38,12 @@ func (b *Store) Stats(ctx context.Context) (zetcd.BackendStats, error) {
 	}, nil
 }
 
-// TreeStats reads every data key, in pages of treeScanPage at the revision of the first page.
+// TreeStats reads the replica, once it has every write this process acknowledged: no etcd
+// request.
 func (b *Store) TreeStats(ctx context.Context) (zetcd.TreeStats, error) {
-	ctx = zetcd.WithOpLabel(ctx, zetcd.OpLabelStats)
-	prefix := b.keys.dataKeysPrefix()
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	ts := zetcd.TreeStats{NodeCount: 1, Ephemerals: map[encoding.SessionID][]string{}}
-	var rev int64
-	for from := prefix; ; {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(treeScanPage)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		r, err := b.kv.Get(ctx, from, opts...)
-		if err != nil {
-			return zetcd.TreeStats{}, fmt.Errorf("zetcd: tree stats: %w", err)
-		}
-		if rev == 0 {
-			rev = r.Header.Revision
-		}
-		for _, kv := range r.Kvs {
-			path, ok := b.keys.pathOfDataKey(string(kv.Key))
-			if !ok {
-				continue
-			}
-			ts.NodeCount++
-			ts.ApproximateDataSize += int64(len(path) + max(0, len(kv.Value)-dataHeaderLen))
-			if kv.Lease != 0 {
-				id := encoding.SessionID(kv.Lease)
-				ts.Ephemerals[id] = append(ts.Ephemerals[id], path)
-				ts.EphemeralCount++
-			}
-		}
-		if !r.More || len(r.Kvs) == 0 {
-			break
-		}
-		from = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
-	}
-	ts.Zxid = encoding.Zxid(rev)
-	// Keys sort by depth first; paths within a session read better sorted by path.
+	b.treeReached(ctx, 0)
+	ts := b.tree.stats()
+	// Paths within a session read better sorted.
 	for _, paths := range ts.Ephemerals {
 		sort.Strings(paths)
 	}
