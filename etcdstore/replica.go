@@ -201,21 +201,37 @@ func splitPath(path string) (parent, name string) {
 	return parent, path[strings.LastIndexByte(path, '/')+1:]
 }
 
-// node returns the keys of the node at path, as a read from etcd returns them, and its
-// children's names if childNames; ok is false if the node does not exist. rev is the
-// replica's revision: the state returned is the one at rev. The slices returned are copies.
-func (r *replica) node(path string, childNames bool) (kvs nodeKVs, children []string, rev int64, ok bool) {
+// replicaView reads the replica at one revision; it is valid only inside read's callback.
+type replicaView struct{ r *replica }
+
+// read calls f with a view of the replica at one revision, under its read lock (f must not
+// block), and returns that revision.
+func (r *replica) read(f func(v replicaView)) int64 {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	n := r.nodes[path]
+	f(replicaView{r})
+	return r.rev
+}
+
+// node returns the keys of the node at path, as a read from etcd returns them (data nil when
+// the node does not exist), and its children's names if childNames. The slices are copies.
+func (v replicaView) node(path string, childNames bool) (kvs nodeKVs, children []string, ok bool) {
+	kvs.path = path
+	n := v.r.nodes[path]
 	if n == nil || n.data == nil {
-		return nodeKVs{}, nil, r.rev, false
+		return kvs, nil, false
 	}
-	kvs = nodeKVs{path: path, data: n.data, meta: slices.Clone(n.meta), numChildren: int64(len(n.children))}
+	kvs.data, kvs.meta, kvs.numChildren = n.data, slices.Clone(n.meta), int64(len(n.children))
 	if childNames {
 		children = slices.Clone(n.children)
 	}
-	return kvs, children, r.rev, true
+	return kvs, children, true
+}
+
+// node reads one node (replicaView.node) and the revision it was read at.
+func (r *replica) node(path string, childNames bool) (kvs nodeKVs, children []string, rev int64, ok bool) {
+	rev = r.read(func(v replicaView) { kvs, children, ok = v.node(path, childNames) })
+	return kvs, children, rev, ok
 }
 
 // stats counts the replica's znodes (the root twice, as ZooKeeper counts it), their data and

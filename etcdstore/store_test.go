@@ -203,7 +203,7 @@ func TestEtcdRoundTrips(t *testing.T) {
 		create("/a/x", 0)))
 	count("multi (sequential)", 2, multi(create("/a/m-", encoding.ModePersistentSequential), create("/a/m-", encoding.ModePersistentSequential)))
 	count("multi (empty)", 1, multi())
-	count("multiRead", 1, func() error {
+	count("multiRead", 0, func() error {
 		_, _, err := s.MultiRead(ctx, &encoding.MultiRequest{Ops: []encoding.MultiOp{
 			{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/a"}},
 			{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/a"}},
@@ -605,7 +605,7 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 		}})
 		return err
 	})
-	count("multiRead", 1, 0, func() error {
+	count("multiRead", 0, 0, func() error {
 		_, _, err := alice.MultiRead(ctx, &encoding.MultiRequest{Ops: []encoding.MultiOp{
 			{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/s/a"}},
 			{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/s"}},

@@ -1,0 +1,137 @@
+package etcdstore
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
+)
+
+// MultiRead runs getData and getChildren ops (22) independently at one state: each op that fails
+// answers its code in place and the others still answer (PROTOCOL.md §3.4). Any other op is
+// MarshallingError, which in ZooKeeper consumes no zxid for multiRead. It reads the replica (one
+// read lock, so one revision), or etcd in one Txn when the replica cannot serve (treeAt).
+func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	for _, o := range req.Ops {
+		switch o.Record.(type) {
+		case *encoding.GetDataRequest, *encoding.GetChildrenRequest:
+		default:
+			return nil, s.zxid(0), encoding.ErrMarshallingError
+		}
+	}
+	if len(req.Ops) == 0 {
+		return &encoding.MultiResponse{}, s.zxid(0), nil
+	}
+	if !s.treeAt(ctx) {
+		return s.multiReadEtcd(ctx, req)
+	}
+	read := make([]readNodeResult, len(req.Ops))
+	rev := s.b.tree.read(func(v replicaView) {
+		for i, o := range req.Ops {
+			p, children := multiReadPath(o)
+			read[i].kvs, read[i].children, _ = v.node(p, children)
+		}
+	})
+	return s.multiReadAnswers(req, read, s.zxid(rev))
+}
+
+// readNodeResult is what a multiRead op read of its node: its keys (data nil when the node does
+// not exist) and, for getChildren, its children's names.
+type readNodeResult struct {
+	kvs      nodeKVs
+	children []string
+}
+
+// multiReadPath is the node an op of a multiRead reads, and whether it lists its children.
+func multiReadPath(o encoding.MultiOp) (string, bool) {
+	switch r := o.Record.(type) {
+	case *encoding.GetDataRequest:
+		return znode.NormalizeRead(r.Path), false
+	case *encoding.GetChildrenRequest:
+		return znode.NormalizeRead(r.Path), true
+	}
+	return "", false
+}
+
+// multiReadEtcd reads every op's node in one Txn.
+func (s *etcdSession) multiReadEtcd(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	b := s.b
+	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
+		var ops []clientv3.Op
+		for _, o := range req.Ops {
+			if p, children := multiReadPath(o); children {
+				ops = append(ops, b.childListOps(p, opts...)...)
+			} else {
+				ops = append(ops, b.nodeReadOps(p, false, opts...)...)
+			}
+		}
+		return ops
+	})
+	if err != nil {
+		return storeErr[encoding.MultiResponse](s, "multiRead", "", err)
+	}
+	read := make([]readNodeResult, len(req.Ops))
+	for i, o := range req.Ops {
+		p, children := multiReadPath(o)
+		kvs := nodeKVs{path: p, data: firstKV(r, 3*i)}
+		if !children {
+			kvs.meta, kvs.numChildren = rangeKVs(r, 3*i+1), rangeCount(r, 3*i+2)
+			read[i].kvs = kvs
+			continue
+		}
+		if aclKV := firstKV(r, 3*i+2); aclKV != nil {
+			kvs.meta = []*mvccpb.KeyValue{aclKV}
+		}
+		prefix := b.keys.childrenPrefix(p)
+		for _, kv := range rangeKVs(r, 3*i+1) {
+			read[i].children = append(read[i].children, childName(kv.Key, prefix))
+		}
+		read[i].kvs = kvs
+	}
+	return s.multiReadAnswers(req, read, s.zxid(r.Header.Revision))
+}
+
+// multiReadAnswers answers each op of a multiRead from what it read.
+func (s *etcdSession) multiReadAnswers(req *encoding.MultiRequest, read []readNodeResult, z encoding.Zxid) (*encoding.MultiResponse, encoding.Zxid, error) {
+	resp := &encoding.MultiResponse{Results: make([]encoding.MultiResult, len(req.Ops))}
+	for i, o := range req.Ops {
+		res, err := s.multiReadAnswer(o, read[i])
+		if err != nil {
+			return nil, z, fmt.Errorf("session %s: multiRead %v %q: %w", s.id, o.Op, read[i].kvs.path, err)
+		}
+		resp.Results[i] = res
+	}
+	return resp, z, nil
+}
+
+// multiReadAnswer answers one op: NoNode, NoAuth (READ), or its result.
+func (s *etcdSession) multiReadAnswer(o encoding.MultiOp, read readNodeResult) (encoding.MultiResult, error) {
+	kvs := read.kvs
+	if kvs.data == nil {
+		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}, nil
+	}
+	noAuth := encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoAuth}
+	if _, children := multiReadPath(o); children {
+		aclKV, _, _ := s.b.keys.metaKeys(kvs.path, kvs.meta)
+		if ok, err := s.aclKVAllows(kvs.path, aclKV, encoding.PermRead); err != nil || !ok {
+			return noAuth, err
+		}
+		names := read.children
+		if names == nil {
+			names = []string{}
+		}
+		return encoding.MultiResult{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenResponse{Children: names}}, nil
+	}
+	n, err := s.b.keys.decodeNode(kvs)
+	if err != nil {
+		return encoding.MultiResult{}, err
+	}
+	if !s.readAllowed(kvs.path, n, encoding.PermRead) {
+		return noAuth, nil
+	}
+	return encoding.MultiResult{Op: encoding.OpGetData, Record: &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}}, nil
+}
