@@ -252,8 +252,8 @@ func memoryMarkdown(b *strings.Builder, ms *memScaling) {
 		if a == nil || c == nil || n <= 0 {
 			return 0, false
 		}
-		if heap {
-			return float64(c.HeapKB-a.HeapKB) * 1024 / float64(n), true
+		if heap { // live memory: the heap, and a Go process's goroutine stacks
+			return float64(c.HeapKB+c.StackKB-a.HeapKB-a.StackKB) * 1024 / float64(n), true
 		}
 		return float64(c.RSSKB-a.RSSKB) * 1024 / float64(n), true
 	}
@@ -270,9 +270,11 @@ func memoryMarkdown(b *strings.Builder, ms *memScaling) {
 	if s1 > s0 {
 		rows = append(rows, row{fmt.Sprintf("per session at %s sessions, with its ephemeral and %d watches", thousands(s1), w1), "watches", "scale", s1 - s0})
 	}
-	w("\nDerived: the growth between two steps divided by what the later one added. RSS is what the machine pays;\n")
-	w("the heap column shows how much of it is live data (Go's heap in use; the JVM's used heap).\n\n")
-	w("| | zetcd RSS | ZooKeeper RSS | zetcd/ZooKeeper | zetcd Go heap | ZooKeeper heap used |\n")
+	w("\nDerived: the growth between two steps divided by what the later one added. RSS is what the machine pays,\n")
+	w("but it also holds memory a collector has freed and not yet returned, so it moves with how much garbage the\n")
+	w("step made; the live columns are what the data itself takes (zetcd: Go's heap in use plus goroutine stacks;\n")
+	w("ZooKeeper: the JVM's used heap).\n\n")
+	w("| | zetcd RSS | ZooKeeper RSS | zetcd/ZooKeeper | zetcd live | ZooKeeper live |\n")
 	w("| --- | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rows {
 		zr, zok := per(z, r.from, r.to, r.n, false)
