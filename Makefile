@@ -10,10 +10,10 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-all zookeeper bench fuzz verify clean
+.PHONY: help build run test test-all zookeeper bench bench-memory fuzz verify clean
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
 build: ## build the commands in cmd/ into bin/
 	$(GO) build -o bin/ ./cmd/...
@@ -37,7 +37,7 @@ test-all: zookeeper ## fetch ZooKeeper, then the whole suite with real-ZooKeeper
 zookeeper: ## fetch Apache ZooKeeper's jars from Maven Central into .cache/zookeeper (needs java, mvn)
 	tools/zookeeper/fetch.sh
 
-bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper (~6 min): docs/benchmarks.md
+bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then bench-memory's step (~10 min): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd
 	@if [[ ! -x .cache/benchvenv/bin/python ]]; then \
 		echo "bench: matplotlib for the plot, into .cache/benchvenv"; \
@@ -45,6 +45,9 @@ bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper (~6 min)
 			|| echo "bench: no matplotlib; the report goes without the plot" >&2; \
 	fi
 	$(GO) run ./tools/bench --bin bin
+
+bench-memory: build zookeeper ## memory per znode, session and watch, zetcd vs ZooKeeper (~3 min): docs/benchmarks.md
+	$(GO) run ./tools/bench --bin bin --matrix=false
 
 fuzz: ## run each fuzz target in ./encoding for FUZZTIME (default 30s)
 	list=$$($(GO) test -list '^Fuzz' ./encoding); \

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,30 +57,37 @@ type etcdSession struct {
 }
 
 // localSessions tracks the Session objects this process serves, by id, so that the watch feed
-// can tell them their session ended or moved elsewhere. mu guards m.
+// can tell them their session ended or moved elsewhere. mu guards m. An id has one object but
+// for the moment a resumed session's old connection takes to let go, so a slice (no map per id).
 type localSessions struct {
 	mu sync.Mutex
-	m  map[encoding.SessionID]map[*etcdSession]struct{}
+	m  map[encoding.SessionID][]*etcdSession
 }
 
 func (t *localSessions) add(s *etcdSession) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.m == nil {
-		t.m = map[encoding.SessionID]map[*etcdSession]struct{}{}
+		t.m = map[encoding.SessionID][]*etcdSession{}
 	}
-	if t.m[s.id] == nil {
-		t.m[s.id] = map[*etcdSession]struct{}{}
+	if !slices.Contains(t.m[s.id], s) {
+		t.m[s.id] = append(t.m[s.id], s)
 	}
-	t.m[s.id][s] = struct{}{}
 }
 
 func (t *localSessions) remove(s *etcdSession) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.m[s.id], s)
-	if len(t.m[s.id]) == 0 {
+	objs := t.m[s.id]
+	i := slices.Index(objs, s)
+	if i < 0 {
+		return
+	}
+	objs = slices.Delete(objs, i, i+1)
+	if len(objs) == 0 {
 		delete(t.m, s.id)
+	} else {
+		t.m[s.id] = objs
 	}
 }
 
@@ -92,7 +100,7 @@ func (b *Store) observeSessionKeys(evs []*clientv3.Event) {
 			continue
 		}
 		b.local.mu.Lock()
-		for s := range b.local.m[id] {
+		for _, s := range b.local.m[id] {
 			if !s.ending.Load() && (ev.Type == mvccpb.DELETE || ev.Kv.ModRevision > s.ownerRev) {
 				s.markGone()
 			}

