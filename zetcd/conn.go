@@ -40,9 +40,10 @@ const (
 	endClosed
 )
 
-// maxReuseBytes is the largest read or write buffer a connection keeps between frames; larger
-// ones (big setData or getChildren frames) are left to the garbage collector.
-const maxReuseBytes = 64 << 10
+// maxReuseBytes is the largest frame buffer the reader keeps between frames: enough for the
+// usual request; larger ones (big setData or create frames) are left to the garbage collector,
+// so an idle connection does not hold the largest frame it ever read.
+const maxReuseBytes = 4 << 10
 
 // clientConn is one accepted client connection. Its goroutines (see the package doc):
 //   - the serve goroutine (Server.serveConn), which owns the socket: it sniffs four-letter
@@ -105,7 +106,7 @@ func newClientConn(s *Server, nc net.Conn) *clientConn {
 		nc:      nc,
 		remote:  remote,
 		br:      bufio.NewReaderSize(nc, readBufferSize),
-		log:     s.log.With(zap.String("remote", remote)),
+		log:     s.log.WithLazy(zap.String("remote", remote)),
 		ctx:     ctx,
 		cancel:  cancel,
 		closing: make(chan struct{}),

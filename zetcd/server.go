@@ -73,11 +73,13 @@ const (
 	lingerTimeout  = 500 * time.Millisecond
 	lingerMaxBytes = 1 << 20
 	// maxOutstanding is the reader→executor queue length per connection: the reader stops
-	// reading the socket when this many requests wait (ZooKeeper's globalOutstandingLimit).
-	maxOutstanding = 1000
-	// readBufferSize is the size of each connection's buffered reader and writer.
-	readBufferSize  = 8 << 10
-	writeBufferSize = 16 << 10
+	// reading the socket when this many requests wait (as at ZooKeeper's
+	// globalOutstandingLimit; the bytes they hold are bounded too, backpressure.go). A slot
+	// costs a pointer for the connection's life: 128 is deep pipelining at 1 KiB.
+	maxOutstanding = 128
+	// readBufferSize is the size of each connection's buffered reader: small requests arrive
+	// several at a time; a frame larger than it is read straight into its own buffer.
+	readBufferSize = 1 << 10
 )
 
 func (cfg Config) withDefaults() Config {

@@ -1,7 +1,6 @@
 package zetcd
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -120,36 +119,28 @@ func (q *outQueue) close() {
 	q.mu.Unlock()
 }
 
-// runWriter owns the socket for writing: it encodes queued frames into a buffered writer and
-// flushes whenever the queue is empty, so a burst of replies leaves in few system calls. It
-// tracks the highest zxid written: no reply carries a lower one. Every write must
-// complete within the session timeout; a client that stops reading is disconnected.
+// runWriter owns the socket for writing: it takes everything queued and writes it in one
+// system call (writev of the encoded frames), so a burst of replies leaves together and no
+// connection keeps a write buffer of its own. It tracks the highest zxid written: no reply
+// carries a lower one. Every write must complete within the session timeout; a client that
+// stops reading is disconnected.
 func (c *clientConn) runWriter() {
 	defer close(c.writerDone)
 	defer c.out.close()
 	defer c.recoverPanic("writer")
-	w := bufio.NewWriterSize(c.nc, writeBufferSize)
 	var batch []outFrame
-	next := 0 // batch[next:] are taken and not yet written
+	var bufs net.Buffers
+	written := 0 // batch[written:] are taken and not yet written
 	// Frames taken but not written when the writer stops are uncounted on the way out.
 	defer func() {
-		for i := next; i < len(batch); i++ {
+		for i := written; i < len(batch); i++ {
 			c.budget.written(batch[i].size())
 		}
 	}()
 	for {
 		clear(batch)
-		batch, next = c.out.take(batch), 0
+		batch, written = c.out.take(batch), 0
 		if len(batch) == 0 {
-			if w.Buffered() > 0 {
-				if !c.armWrite(c.timeout) {
-					return
-				}
-				if err := w.Flush(); err != nil {
-					c.writeFailed(err)
-					return
-				}
-			}
 			select {
 			case <-c.out.ready:
 				continue
@@ -162,35 +153,38 @@ func (c *clientConn) runWriter() {
 				return
 			}
 		}
-		for next < len(batch) {
-			f := &batch[next]
+		closeAfter := false
+		bufs = bufs[:0]
+		for i := range batch {
+			f := &batch[i]
 			c.raiseZxid(f)
 			if len(f.frame) > 0 {
-				// bufio only writes to the socket when the frame does not fit; arm the
-				// deadline just for those writes.
-				if len(f.frame) > w.Available() && !c.armWrite(c.timeout) {
-					return
-				}
-				if _, err := w.Write(f.frame); err != nil {
-					c.writeFailed(err)
-					return
-				}
-				c.countSent(len(f.frame))
+				bufs = append(bufs, f.frame)
 			}
-			c.budget.written(f.size())
-			next++
 			if f.closeAfter {
-				if !c.armWrite(c.timeout) {
-					return
-				}
-				if err := w.Flush(); err != nil {
-					c.writeFailed(err)
-					return
-				}
-				c.graceful.Store(true)
-				c.shutdown()
-				return
+				closeAfter = true
+				break // nothing is queued after a closing frame
 			}
+		}
+		if !c.armWrite(c.timeout) {
+			return
+		}
+		out := bufs // WriteTo consumes its receiver
+		if _, err := out.WriteTo(c.nc); err != nil {
+			c.writeFailed(err)
+			return
+		}
+		for ; written < len(batch); written++ {
+			if n := len(batch[written].frame); n > 0 {
+				c.countSent(n)
+			}
+			c.budget.written(batch[written].size())
+		}
+		clear(bufs)
+		if closeAfter {
+			c.graceful.Store(true)
+			c.shutdown()
+			return
 		}
 	}
 }
