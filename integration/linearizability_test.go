@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -171,14 +171,20 @@ type linWorker struct {
 	expired     atomic.Int64 // StateExpired events seen
 
 	// Owned by the worker's goroutine until it ends.
-	ops    []porcupine.Operation
-	obs    []linObs
-	counts map[string]int
+	ops        []porcupine.Operation
+	obs        []linObs
+	counts     map[string]int
+	lastServer string
+	moves      int // times the client was found on another zetcd address than before
 }
 
 // where says which session and which zetcd process the client is on now.
 func (w *linWorker) where() (int64, string) {
 	server := w.conn.Server()
+	if server != w.lastServer && w.lastServer != "" {
+		w.moves++
+	}
+	w.lastServer = server
 	inc, ok := w.incarnation[server]
 	if !ok {
 		return w.conn.SessionID(), ""
@@ -523,6 +529,7 @@ func TestFaultLinearizability(t *testing.T) {
 		for k, n := range w.counts {
 			counts[k] += n
 		}
+		t.Logf("client %d on %v: %d operations, moved between zetcds %d times", w.id, w.addrs, len(w.ops), w.moves)
 		if n := w.expired.Load(); n > 0 {
 			t.Logf("session %d (%v) expired %d time(s); it went on with a new session", w.id, w.addrs, n)
 		}
@@ -534,8 +541,8 @@ func TestFaultLinearizability(t *testing.T) {
 	}
 
 	checkLinearizable(t, history, f.annotations)
-	checkMonotonicReads(t, obs)
-	checkProcessReadsItsWrites(t, obs)
+	reportViolations(t, "monotonic reads per session", monotonicViolations(obs))
+	reportViolations(t, "a process reads its acknowledged writes", processViolations(obs))
 }
 
 // checkLinearizable checks history against linModel with porcupine; on a violation it writes
@@ -548,51 +555,66 @@ func checkLinearizable(t *testing.T, history []porcupine.Operation, annotations 
 	switch res {
 	case porcupine.Ok:
 	case porcupine.Illegal:
+		// Not t.TempDir(): the file must outlive the test to be looked at.
 		info.AddAnnotations(annotations)
-		file := filepath.Join(t.TempDir(), "linearizability.html")
-		if err := porcupine.VisualizePath(linModel, info, file); err != nil {
-			t.Errorf("porcupine visualization: %v", err)
+		f, err := os.CreateTemp("", "zetcd-linearizability-*.html")
+		if err == nil {
+			err = porcupine.Visualize(linModel, info, f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 		}
-		t.Errorf("the history of writes and sync+gets is not linearizable; porcupine's visualization: %s", file)
+		if err != nil {
+			t.Errorf("the history of writes and sync+gets is not linearizable (porcupine's visualization failed: %v)", err)
+			return
+		}
+		t.Errorf("the history of writes and sync+gets is not linearizable; porcupine's visualization (faults annotated): %s", f.Name())
 	default:
 		t.Errorf("porcupine could not decide within %v whether the history is linearizable", linCheckTimeout)
 	}
 }
 
-// checkMonotonicReads checks that no session sees a znode go back: the version and mzxid of
-// successive reads and acknowledged writes of one session on one znode never decrease.
-func checkMonotonicReads(t *testing.T, obs []linObs) {
+// reportViolations fails the test with the first few violations of a check and their number.
+func reportViolations(t *testing.T, check string, violations []string) {
 	t.Helper()
+	for i, v := range violations {
+		if i == 10 {
+			t.Errorf("... %d violations of %s in all", len(violations), check)
+			break
+		}
+		t.Errorf("%s: %s", check, v)
+	}
+}
+
+// monotonicViolations returns where a session saw a znode go back: the version and mzxid of
+// successive reads and acknowledged writes of one session on one znode must never decrease.
+// obs holds each worker's observations in the worker's order.
+func monotonicViolations(obs []linObs) []string {
 	type sessKey struct {
 		client int
 		key    string
 	}
 	last := map[sessKey]linObs{}
-	bad := 0
-	for _, o := range obs { // each worker's observations are in its order
+	var bad []string
+	for _, o := range obs {
 		if o.session == 0 {
 			continue
 		}
 		k := sessKey{o.client, o.key}
 		prev, ok := last[k]
 		if ok && prev.session == o.session && (o.version < prev.version || o.mzxid < prev.mzxid) {
-			if bad++; bad <= 10 {
-				t.Errorf("session %x (client %d) went back in time on %s: %s at %.3fs saw version %d mzxid %#x after %s at %.3fs saw version %d mzxid %#x",
-					o.session, o.client, o.key, o.what, float64(o.call)/1e9, o.version, o.mzxid, prev.what, float64(prev.call)/1e9, prev.version, prev.mzxid)
-			}
+			bad = append(bad, fmt.Sprintf("session %x (client %d) went back in time on %s: %s from %.3fs saw version %d mzxid %#x after %s from %.3fs saw version %d mzxid %#x",
+				o.session, o.client, o.key, o.what, float64(o.call)/1e9, o.version, o.mzxid, prev.what, float64(prev.call)/1e9, prev.version, prev.mzxid))
 		}
 		last[k] = o
 	}
-	if bad > 10 {
-		t.Errorf("... %d reads went back in time in all", bad)
-	}
+	return bad
 }
 
-// checkProcessReadsItsWrites checks that a write acknowledged by a zetcd process is visible to
-// every read that process serves later: each read served by it sees at least the version of
-// every write it acknowledged before the read was sent.
-func checkProcessReadsItsWrites(t *testing.T, obs []linObs) {
-	t.Helper()
+// processViolations returns the reads that missed a write their zetcd process had
+// acknowledged before they were sent: a read served by a process must see at least the
+// version of every write that process acknowledged before.
+func processViolations(obs []linObs) []string {
 	type procKey struct{ server, key string }
 	writes := map[procKey][]linObs{}
 	for _, o := range obs {
@@ -613,7 +635,7 @@ func checkProcessReadsItsWrites(t *testing.T, obs []linObs) {
 		}
 		newest[k] = idx
 	}
-	bad := 0
+	var bad []string
 	for _, r := range obs {
 		if r.write || r.server == "" {
 			continue
@@ -625,13 +647,76 @@ func checkProcessReadsItsWrites(t *testing.T, obs []linObs) {
 			continue
 		}
 		if w := ws[newest[k][n-1]]; w.version > r.version {
-			if bad++; bad <= 10 {
-				t.Errorf("zetcd %s acknowledged %s of %s (version %d) at %.3fs, then a %s it served from %.3fs saw version %d",
-					r.server, w.what, r.key, w.version, float64(w.ret)/1e9, r.what, float64(r.call)/1e9, r.version)
-			}
+			bad = append(bad, fmt.Sprintf("zetcd %s acknowledged %s of %s (version %d) at %.3fs, then a %s it served from %.3fs saw version %d",
+				r.server, w.what, r.key, w.version, float64(w.ret)/1e9, r.what, float64(r.call)/1e9, r.version))
 		}
 	}
-	if bad > 10 {
-		t.Errorf("... %d reads missed their process's writes in all", bad)
+	return bad
+}
+
+// TestLinearizabilityChecks shows that TestFaultLinearizability's checks can fail: each is fed
+// small histories, some allowed and some not.
+func TestLinearizabilityChecks(t *testing.T) {
+	op := func(client int, in linInput, call int64, out linOutput, ret int64) porcupine.Operation {
+		if out.unknown {
+			ret = linUnknownReturn
+		}
+		return porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret}
+	}
+	set := func(v string) linInput { return linInput{kind: linSet, key: "/k", value: v} }
+	cas := func(expect int32, v string) linInput {
+		return linInput{kind: linCAS, key: "/k", value: v, expect: expect}
+	}
+	get := linInput{kind: linSyncGet, key: "/k"}
+	read := func(data string, version int32) linOutput { return linOutput{data: data, version: version} }
+	wrote := func(version int32) linOutput { return linOutput{version: version} }
+	lost := linOutput{unknown: true, err: "zk: connection closed"}
+	for _, tc := range []struct {
+		name    string
+		history []porcupine.Operation
+		ok      bool
+	}{
+		{"set then read", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, get, 20, read("a", 1), 30)}, true},
+		{"stale read after an acknowledged set", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, get, 20, read(linInitData, 0), 30)}, false},
+		{"concurrent read may see the old value", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 30), op(1, get, 10, read(linInitData, 0), 20)}, true},
+		{"read of a value never written", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, get, 20, read("b", 1), 30)}, false},
+		{"wrong version returned", []porcupine.Operation{op(0, set("a"), 0, wrote(2), 10)}, false},
+		{"cas on the current version", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, cas(1, "b"), 20, wrote(2), 30), op(0, get, 40, read("b", 2), 50)}, true},
+		{"cas refused on the current version", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, cas(1, "b"), 20, linOutput{badVersion: true}, 30)}, false},
+		{"cas granted on an old version", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, cas(0, "b"), 20, wrote(1), 30)}, false},
+		{"lost set seen later", []porcupine.Operation{op(0, set("a"), 0, lost, 0), op(1, get, 20, read("a", 1), 30), op(1, get, 40, read("a", 1), 50)}, true},
+		{"lost set never seen", []porcupine.Operation{op(0, set("a"), 0, lost, 0), op(1, get, 20, read(linInitData, 0), 30)}, true},
+		{"lost set seen, then unseen", []porcupine.Operation{op(0, set("a"), 0, lost, 0), op(1, get, 20, read("a", 1), 30), op(1, get, 40, read(linInitData, 0), 50)}, false},
+		{"lost set seen before it was sent", []porcupine.Operation{op(1, get, 0, read("a", 1), 10), op(0, set("a"), 20, lost, 0)}, false},
+	} {
+		if got := porcupine.CheckOperations(linModel, tc.history); got != tc.ok {
+			t.Errorf("%s: linearizable %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+
+	obs := func(client int, session int64, server string, write bool, version int32, call, ret int64) linObs {
+		return linObs{client: client, session: session, server: server, key: "/k", what: "get", write: write, version: version, mzxid: int64(version) << 32, call: call, ret: ret}
+	}
+	for _, tc := range []struct {
+		name                  string
+		obs                   []linObs
+		monotonic, ownProcess int // violations expected
+	}{
+		{"a session's reads go forward", []linObs{obs(0, 1, "A#0", false, 2, 0, 10), obs(0, 1, "A#0", false, 3, 20, 30)}, 0, 0},
+		{"a session reads back", []linObs{obs(0, 1, "A#0", false, 3, 0, 10), obs(0, 1, "B#0", false, 2, 20, 30)}, 1, 0},
+		{"a session reads back from before its own write", []linObs{obs(0, 1, "A#0", true, 3, 0, 10), obs(0, 1, "B#0", false, 2, 20, 30)}, 1, 0},
+		{"another session reads older", []linObs{obs(0, 1, "A#0", false, 3, 0, 10), obs(1, 2, "B#0", false, 2, 20, 30)}, 0, 0},
+		{"a new session (after expiry) reads older", []linObs{obs(0, 1, "A#0", false, 3, 0, 10), obs(0, 2, "B#0", false, 2, 20, 30)}, 0, 0},
+		{"a process misses a write it acknowledged", []linObs{obs(0, 1, "A#0", true, 3, 0, 10), obs(1, 2, "A#0", false, 2, 20, 30)}, 0, 1},
+		{"a read sent before the write returned", []linObs{obs(0, 1, "A#0", true, 3, 0, 20), obs(1, 2, "A#0", false, 2, 10, 30)}, 0, 0},
+		{"another process lags", []linObs{obs(0, 1, "A#0", true, 3, 0, 10), obs(1, 2, "B#0", false, 2, 20, 30)}, 0, 0},
+		{"a restarted process lags", []linObs{obs(0, 1, "A#0", true, 3, 0, 10), obs(1, 2, "A#1", false, 2, 20, 30)}, 0, 0},
+	} {
+		if got := len(monotonicViolations(tc.obs)); got != tc.monotonic {
+			t.Errorf("%s: %d monotonic-read violations, want %d", tc.name, got, tc.monotonic)
+		}
+		if got := len(processViolations(tc.obs)); got != tc.ownProcess {
+			t.Errorf("%s: %d own-process violations, want %d", tc.name, got, tc.ownProcess)
+		}
 	}
 }
