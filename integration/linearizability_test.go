@@ -1,0 +1,724 @@
+package integration
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/go-zookeeper/zk"
+)
+
+// Issue 15's "must keep" test: histories of writes and reads on a few znodes, recorded from
+// several sessions on two zetcd processes in front of a three-member etcd cluster while etcd
+// members and zetcd processes are killed (SIGKILL) and paused (SIGSTOP), checked against what
+// DESIGN.md ("The guarantees we keep") promises:
+//
+//   - writes (setData, compare-and-set by version) and sync+getData are linearizable: porcupine
+//     checks them against a register per znode holding (data, version);
+//   - per session, reads never go back in time: the version and mzxid a session sees of a znode
+//     (its own acknowledged writes included) never decrease, also when it resumes on the other
+//     zetcd;
+//   - a write acknowledged by a zetcd process is visible to every read that process serves
+//     later (plain getData, which may otherwise lag across processes).
+//
+// An operation that fails with anything but a ZooKeeper answer that says what happened
+// (connection loss, timeout, a closed or expired session, a server error) has an unknown
+// outcome: it stays in the history with no return (porcupine may place it anywhere after its
+// call, or at the very end, as if it never took effect).
+
+const (
+	linKeys           = 3
+	linFaultTime      = 36 * time.Second
+	linSessionTimeout = 6 * time.Second // the client's receive timeout is 2/3 of it: 4s
+	linDrain          = 15 * time.Second
+	linCheckTimeout   = 60 * time.Second
+	linUnknownReturn  = math.MaxInt64 // "never returned": an unknown outcome
+)
+
+// linKind is the kind of an operation in the linearizability model.
+type linKind int
+
+const (
+	linSet     linKind = iota // setData with version -1
+	linCAS                    // setData with an expected version
+	linSyncGet                // sync, then getData
+)
+
+// linInput is an operation's input: on which znode, and what it writes or expects.
+type linInput struct {
+	kind   linKind
+	key    string
+	value  string // written (set, cas)
+	expect int32  // expected version (cas)
+}
+
+// linOutput is an operation's outcome.
+type linOutput struct {
+	unknown    bool   // no answer that says what happened
+	badVersion bool   // cas refused: the version differed
+	data       string // read (syncGet)
+	version    int32  // read (syncGet) or the new version (set, cas)
+	err        string // the error of an unknown outcome, for the visualization
+}
+
+// linState is a znode as the model sees it.
+type linState struct {
+	data    string
+	version int32
+}
+
+// linInitData is what each znode holds when the history starts (version 0).
+const linInitData = "init"
+
+// linModel is a register per znode with its version, partitioned by znode.
+var linModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(linInput).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		sort.Strings(keys)
+		var parts [][]porcupine.Operation
+		for _, k := range keys {
+			parts = append(parts, byKey[k])
+		}
+		return parts
+	},
+	Init: func() any { return linState{data: linInitData} },
+	Step: func(state, input, output any) (bool, any) {
+		s, in, out := state.(linState), input.(linInput), output.(linOutput)
+		switch in.kind {
+		case linSet:
+			next := linState{data: in.value, version: s.version + 1}
+			return out.unknown || (!out.badVersion && out.version == next.version), next
+		case linCAS:
+			if s.version != in.expect {
+				return out.unknown || out.badVersion, s
+			}
+			next := linState{data: in.value, version: s.version + 1}
+			return out.unknown || (!out.badVersion && out.version == next.version), next
+		default: // linSyncGet
+			return out.unknown || (out.data == s.data && out.version == s.version), s
+		}
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(linInput), output.(linOutput)
+		var res string
+		switch {
+		case out.unknown:
+			res = "unknown (" + out.err + ")"
+		case out.badVersion:
+			res = "BadVersion"
+		case in.kind == linSyncGet:
+			res = fmt.Sprintf("%q v%d", out.data, out.version)
+		default:
+			res = fmt.Sprintf("ok v%d", out.version)
+		}
+		switch in.kind {
+		case linSet:
+			return fmt.Sprintf("set(%s, %q) -> %s", in.key, in.value, res)
+		case linCAS:
+			return fmt.Sprintf("cas(%s, v%d, %q) -> %s", in.key, in.expect, in.value, res)
+		default:
+			return fmt.Sprintf("sync+get(%s) -> %s", in.key, res)
+		}
+	},
+	DescribeState: func(state any) string {
+		s := state.(linState)
+		return fmt.Sprintf("%q v%d", s.data, s.version)
+	},
+}
+
+// linObs is one thing a session learned of a znode: a read's Stat or the Stat its own
+// acknowledged write returned.
+type linObs struct {
+	client  int    // the worker
+	session int64  // the ZooKeeper session it belonged to (0: unsure, not used)
+	server  string // the zetcd that served it, as "addr#incarnation" ("": unsure)
+	key     string
+	what    string // e.g. "get", "sync+get", "set", "cas"
+	write   bool   // an acknowledged write
+	version int32
+	mzxid   int64
+	call    int64 // ns since the history began
+	ret     int64
+}
+
+// linWorker is one session's client: it runs operations one at a time and records them.
+type linWorker struct {
+	id    int
+	conn  *zk.Conn
+	addrs []string
+	// incarnation, per zetcd address, counts its restarts (set by the test's goroutine).
+	incarnation map[string]*atomic.Int64
+	expired     atomic.Int64 // StateExpired events seen
+
+	// Owned by the worker's goroutine until it ends.
+	ops        []porcupine.Operation
+	obs        []linObs
+	counts     map[string]int
+	lastServer string
+	moves      int // times the client was found on another zetcd address than before
+}
+
+// where says which session and which zetcd process the client is on now.
+func (w *linWorker) where() (int64, string) {
+	server := w.conn.Server()
+	if server != w.lastServer && w.lastServer != "" {
+		w.moves++
+	}
+	w.lastServer = server
+	inc, ok := w.incarnation[server]
+	if !ok {
+		return w.conn.SessionID(), ""
+	}
+	return w.conn.SessionID(), fmt.Sprintf("%s#%d", server, inc.Load())
+}
+
+// observe records what a successful operation saw of key, if the session and server are
+// the same before and after it (otherwise who served it is unsure).
+func (w *linWorker) observe(key, what string, write bool, st *zk.Stat, call, ret int64, sess0 int64, srv0 string) {
+	sess1, srv1 := w.where()
+	o := linObs{client: w.id, key: key, what: what, write: write, version: st.Version, mzxid: st.Mzxid, call: call, ret: ret}
+	if sess0 == sess1 {
+		o.session = sess0
+	}
+	if srv0 == srv1 {
+		o.server = srv0
+	}
+	w.obs = append(w.obs, o)
+}
+
+// outcome is what err says about a write.
+func linOutcome(err error) linOutput {
+	switch {
+	case err == nil:
+		return linOutput{}
+	case errors.Is(err, zk.ErrBadVersion):
+		return linOutput{badVersion: true}
+	default:
+		return linOutput{unknown: true, err: err.Error()}
+	}
+}
+
+// run does operations on keys until stop is closed.
+func (w *linWorker) run(stop <-chan struct{}, t0 time.Time, keys []string) {
+	rng := rand.New(rand.NewPCG(uint64(w.id), uint64(t0.UnixNano())))
+	w.counts = map[string]int{}
+	now := func() int64 { return int64(time.Since(t0)) }
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		key := keys[rng.IntN(len(keys))]
+		value := fmt.Sprintf("c%d-%d", w.id, n)
+		sess0, srv0 := w.where()
+		switch r := rng.IntN(100); {
+		case r < 30: // set
+			call := now()
+			st, err := w.conn.Set(key, []byte(value), -1)
+			ret := now()
+			w.record(linInput{kind: linSet, key: key, value: value}, call, ret, err, st)
+			if err == nil {
+				w.observe(key, "set", true, st, call, ret, sess0, srv0)
+			}
+		case r < 60: // read, then compare-and-set on the version read
+			call := now()
+			_, st, err := w.conn.Get(key)
+			ret := now()
+			if err != nil {
+				w.counts["get error"]++
+				continue
+			}
+			w.observe(key, "get", false, st, call, ret, sess0, srv0)
+			expect := st.Version
+			sess0, srv0 = w.where()
+			call = now()
+			st, err = w.conn.Set(key, []byte(value), expect)
+			ret = now()
+			w.record(linInput{kind: linCAS, key: key, value: value, expect: expect}, call, ret, err, st)
+			if err == nil {
+				w.observe(key, "cas", true, st, call, ret, sess0, srv0)
+			}
+		case r < 85: // sync, then read
+			call := now()
+			_, err := w.conn.Sync(key)
+			var data []byte
+			var st *zk.Stat
+			if err == nil {
+				data, st, err = w.conn.Get(key)
+			}
+			ret := now()
+			in := linInput{kind: linSyncGet, key: key}
+			if err != nil {
+				w.record(in, call, ret, err, nil)
+				continue
+			}
+			w.ops = append(w.ops, porcupine.Operation{ClientId: w.id, Input: in, Call: call,
+				Output: linOutput{data: string(data), version: st.Version}, Return: ret})
+			w.counts["sync+get"]++
+			w.observe(key, "sync+get", false, st, call, ret, sess0, srv0)
+		default: // plain read: not linearizable across processes, for the other checks only
+			call := now()
+			_, st, err := w.conn.Get(key)
+			ret := now()
+			if err != nil {
+				w.counts["get error"]++
+				continue
+			}
+			w.counts["get"]++
+			w.observe(key, "get", false, st, call, ret, sess0, srv0)
+		}
+		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+	}
+}
+
+// record adds a write or a failed sync+get to the history; an unknown outcome never returns.
+func (w *linWorker) record(in linInput, call, ret int64, err error, st *zk.Stat) {
+	out := linOutcome(err)
+	name := [...]string{linSet: "set", linCAS: "cas", linSyncGet: "sync+get"}[in.kind]
+	switch {
+	case out.unknown:
+		ret = linUnknownReturn
+		w.counts[name+" unknown"]++
+	case out.badVersion:
+		w.counts[name+" BadVersion"]++
+	default:
+		out.version = st.Version
+		w.counts[name]++
+	}
+	w.ops = append(w.ops, porcupine.Operation{ClientId: w.id, Input: in, Call: call, Output: out, Return: ret})
+}
+
+// linConnect opens a session on addrs and counts its expirations in w.
+func linConnect(t *testing.T, w *linWorker) {
+	t.Helper()
+	conn, events, err := zk.Connect(w.addrs, linSessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	w.conn = conn
+	connected := make(chan struct{})
+	go func() {
+		once := sync.OnceFunc(func() { close(connected) })
+		for ev := range events {
+			switch ev.State {
+			case zk.StateHasSession:
+				once()
+			case zk.StateExpired:
+				w.expired.Add(1)
+			}
+		}
+	}()
+	select {
+	case <-connected:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no session on %v after 20s", w.addrs)
+	}
+}
+
+// restartEtcdMember starts a killed member again with its data directory and flags, and waits
+// until it serves.
+func restartEtcdMember(t *testing.T, m *etcdMember) {
+	t.Helper()
+	cmd := exec.Command(m.cmd.Path, m.cmd.Args[1:]...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd = cmd // startEtcdCluster's cleanup kills whichever process m.cmd is then
+	ready := make(chan bool, 1)
+	go func() {
+		s := bufio.NewScanner(out)
+		served := false
+		for s.Scan() {
+			if !served && strings.HasPrefix(s.Text(), "ready ") {
+				served = true
+				ready <- true
+			}
+		}
+		if !served {
+			ready <- false
+		}
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("etcd member %s exited during its restart", m.name)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("etcd member %s did not serve within 60s of its restart", m.name)
+	}
+}
+
+// linFaults is the test's fault injector; only the test's goroutine uses it.
+type linFaults struct {
+	t           *testing.T
+	t0          time.Time
+	members     []*etcdMember
+	zetcds      []*zetcdProcess
+	incarnation map[string]*atomic.Int64
+	annotations []porcupine.Annotation
+	log         []string
+}
+
+// do runs one fault (or fault and repair) and notes it for the log and the visualization.
+func (f *linFaults) do(what string, fault func()) {
+	start := int64(time.Since(f.t0))
+	fault()
+	end := int64(time.Since(f.t0))
+	f.annotations = append(f.annotations, porcupine.Annotation{Tag: "faults", Start: start, End: end, Description: what, BackgroundColor: "#f4cccc"})
+	f.log = append(f.log, fmt.Sprintf("%6.2fs-%6.2fs %s", float64(start)/1e9, float64(end)/1e9, what))
+}
+
+func (f *linFaults) killZetcd(i int, down time.Duration) {
+	p := f.zetcds[i]
+	f.do(fmt.Sprintf("kill -9 zetcd %c, restart it %v later", 'A'+i, down), func() {
+		f.incarnation[p.Addr].Add(1)
+		p.kill()
+		time.Sleep(down)
+		f.zetcds[i] = startProcessArgs(f.t, p.Addr, "--endpoints", clusterEndpoints(f.members))
+	})
+}
+
+func (f *linFaults) pauseZetcd(i int, d time.Duration) {
+	p := f.zetcds[i]
+	f.do(fmt.Sprintf("pause zetcd %c for %v", 'A'+i, d), func() {
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			f.t.Fatal(err)
+		}
+		time.Sleep(d)
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			f.t.Fatal(err)
+		}
+	})
+}
+
+func (f *linFaults) pauseMember(leader bool, d time.Duration) {
+	m := clusterLeader(f.t, f.members)
+	role := "leader"
+	if !leader {
+		role = "follower"
+		for _, o := range f.members {
+			if o != m {
+				m = o
+				break
+			}
+		}
+	}
+	f.do(fmt.Sprintf("pause etcd %s %s for %v", role, m.name, d), func() {
+		m.signal(f.t, syscall.SIGSTOP)
+		time.Sleep(d)
+		m.signal(f.t, syscall.SIGCONT)
+	})
+}
+
+func (f *linFaults) killLeader(down time.Duration) {
+	m := clusterLeader(f.t, f.members)
+	f.do(fmt.Sprintf("kill -9 etcd leader %s, restart it %v later", m.name, down), func() {
+		m.signal(f.t, syscall.SIGKILL)
+		m.cmd.Wait()
+		time.Sleep(down)
+		restartEtcdMember(f.t, m)
+	})
+}
+
+// TestFaultLinearizability records operations from six sessions on two zetcd processes (two
+// sessions only know A, two only B, two know both and move when theirs dies or stalls) on
+// three znodes while, for about 36 s, etcd members and zetcd processes are killed and paused
+// one at a time, each repaired before the next; then it checks the history (see the top of this
+// file). On a linearizability violation it writes porcupine's visualization to a file it names.
+func TestFaultLinearizability(t *testing.T) {
+	members := faultCluster(t)
+	a, b := zetcdOn(t, members), zetcdOn(t, members)
+	incarnation := map[string]*atomic.Int64{a.Addr: {}, b.Addr: {}}
+
+	setup := connect(t, a.Addr)
+	if _, err := setup.Create("/lin", nil, 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i := range linKeys {
+		k := fmt.Sprintf("/lin/k%d", i)
+		if _, err := setup.Create(k, []byte(linInitData), 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	setup.Close()
+
+	addrs := [][]string{{a.Addr}, {a.Addr}, {b.Addr}, {b.Addr}, {a.Addr, b.Addr}, {b.Addr, a.Addr}}
+	workers := make([]*linWorker, len(addrs))
+	for i := range workers {
+		workers[i] = &linWorker{id: i, addrs: addrs[i], incarnation: incarnation}
+		linConnect(t, workers[i])
+	}
+
+	t0 := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Go(func() { w.run(stop, t0, keys) })
+	}
+	stopWorkers := sync.OnceFunc(func() {
+		close(stop)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(linDrain):
+			// Operations stuck on a server: closing the sessions fails them (unknown outcome).
+			for _, w := range workers {
+				w.conn.Close()
+			}
+			<-done
+		}
+	})
+	t.Cleanup(stopWorkers) // if a fault fails the test
+
+	f := &linFaults{t: t, t0: t0, members: members, zetcds: []*zetcdProcess{a, b}, incarnation: incarnation}
+	faults := []func(){
+		func() { f.killZetcd(0, time.Second) },
+		func() { f.pauseMember(true, 3*time.Second) },
+		func() { f.pauseZetcd(1, 5*time.Second) }, // longer than the clients' receive timeout: they move
+		func() { f.killLeader(2 * time.Second) },
+		func() { f.killZetcd(1, time.Second) },
+		func() { f.pauseZetcd(0, 2*time.Second) },
+		func() { f.pauseMember(false, 2*time.Second) },
+	}
+	time.Sleep(time.Second)
+	for i := 0; time.Since(t0) < linFaultTime; i++ {
+		faults[i%len(faults)]()
+		time.Sleep(time.Second)
+	}
+	time.Sleep(time.Second)
+	stopWorkers()
+	for _, l := range f.log {
+		t.Log(l)
+	}
+
+	var history []porcupine.Operation
+	var obs []linObs
+	counts := map[string]int{}
+	for _, w := range workers {
+		history = append(history, w.ops...)
+		obs = append(obs, w.obs...)
+		for k, n := range w.counts {
+			counts[k] += n
+		}
+		t.Logf("client %d on %v: %d operations, moved between zetcds %d times", w.id, w.addrs, len(w.ops), w.moves)
+		if n := w.expired.Load(); n > 0 {
+			t.Logf("session %d (%v) expired %d time(s); it went on with a new session", w.id, w.addrs, n)
+		}
+	}
+	t.Logf("history: %d operations in %.1fs (%v), %d observations for the per-session and per-process checks",
+		len(history), time.Since(t0).Seconds(), counts, len(obs))
+	if counts["set"]+counts["cas"] == 0 || counts["sync+get"] == 0 {
+		t.Fatal("no write or no sync+get was acknowledged: the history checks nothing")
+	}
+
+	checkLinearizable(t, history, f.annotations)
+	reportViolations(t, "monotonic reads per session", monotonicViolations(obs))
+	reportViolations(t, "a process reads its acknowledged writes", processViolations(obs))
+}
+
+// checkLinearizable checks history against linModel with porcupine; on a violation it writes
+// porcupine's visualization (with the faults as annotations) and names the file.
+func checkLinearizable(t *testing.T, history []porcupine.Operation, annotations []porcupine.Annotation) {
+	t.Helper()
+	start := time.Now()
+	res := porcupine.CheckOperationsTimeout(linModel, history, linCheckTimeout)
+	t.Logf("porcupine: %s in %v", res, time.Since(start).Round(time.Millisecond))
+	switch res {
+	case porcupine.Ok:
+	case porcupine.Illegal:
+		// Checked again for the partial linearizations the visualization shows (many times
+		// slower, so only on a violation). Not t.TempDir(): the file must outlive the test.
+		_, info := porcupine.CheckOperationsVerbose(linModel, history, linCheckTimeout)
+		info.AddAnnotations(annotations)
+		f, err := os.CreateTemp("", "zetcd-linearizability-*.html")
+		if err == nil {
+			err = porcupine.Visualize(linModel, info, f)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			t.Errorf("the history of writes and sync+gets is not linearizable (porcupine's visualization failed: %v)", err)
+			return
+		}
+		t.Errorf("the history of writes and sync+gets is not linearizable; porcupine's visualization (faults annotated): %s", f.Name())
+	default:
+		t.Errorf("porcupine could not decide within %v whether the history is linearizable", linCheckTimeout)
+	}
+}
+
+// reportViolations fails the test with the first few violations of a check and their number.
+func reportViolations(t *testing.T, check string, violations []string) {
+	t.Helper()
+	for i, v := range violations {
+		if i == 10 {
+			t.Errorf("... %d violations of %s in all", len(violations), check)
+			break
+		}
+		t.Errorf("%s: %s", check, v)
+	}
+}
+
+// monotonicViolations returns where a session saw a znode go back: the version and mzxid of
+// successive reads and acknowledged writes of one session on one znode must never decrease.
+// obs holds each worker's observations in the worker's order.
+func monotonicViolations(obs []linObs) []string {
+	type sessKey struct {
+		client int
+		key    string
+	}
+	last := map[sessKey]linObs{}
+	var bad []string
+	for _, o := range obs {
+		if o.session == 0 {
+			continue
+		}
+		k := sessKey{o.client, o.key}
+		prev, ok := last[k]
+		if ok && prev.session == o.session && (o.version < prev.version || o.mzxid < prev.mzxid) {
+			bad = append(bad, fmt.Sprintf("session %x (client %d) went back in time on %s: %s from %.3fs saw version %d mzxid %#x after %s from %.3fs saw version %d mzxid %#x",
+				o.session, o.client, o.key, o.what, float64(o.call)/1e9, o.version, o.mzxid, prev.what, float64(prev.call)/1e9, prev.version, prev.mzxid))
+		}
+		last[k] = o
+	}
+	return bad
+}
+
+// processViolations returns the reads that missed a write their zetcd process had
+// acknowledged before they were sent: a read served by a process must see at least the
+// version of every write that process acknowledged before.
+func processViolations(obs []linObs) []string {
+	type procKey struct{ server, key string }
+	writes := map[procKey][]linObs{}
+	for _, o := range obs {
+		if o.write && o.server != "" {
+			k := procKey{o.server, o.key}
+			writes[k] = append(writes[k], o)
+		}
+	}
+	// newest[k][i] is the index of the highest version among writes[k][:i+1].
+	newest := map[procKey][]int{}
+	for k, ws := range writes {
+		sort.Slice(ws, func(i, j int) bool { return ws[i].ret < ws[j].ret })
+		idx := make([]int, len(ws))
+		for i := range ws {
+			if idx[i] = i; i > 0 && ws[idx[i-1]].version > ws[i].version {
+				idx[i] = idx[i-1]
+			}
+		}
+		newest[k] = idx
+	}
+	var bad []string
+	for _, r := range obs {
+		if r.write || r.server == "" {
+			continue
+		}
+		k := procKey{r.server, r.key}
+		ws := writes[k]
+		n := sort.Search(len(ws), func(i int) bool { return ws[i].ret >= r.call }) // acknowledged before r was sent
+		if n == 0 {
+			continue
+		}
+		if w := ws[newest[k][n-1]]; w.version > r.version {
+			bad = append(bad, fmt.Sprintf("zetcd %s acknowledged %s of %s (version %d) at %.3fs, then a %s it served from %.3fs saw version %d",
+				r.server, w.what, r.key, w.version, float64(w.ret)/1e9, r.what, float64(r.call)/1e9, r.version))
+		}
+	}
+	return bad
+}
+
+// TestLinearizabilityChecks shows that TestFaultLinearizability's checks can fail: each is fed
+// small histories, some allowed and some not.
+func TestLinearizabilityChecks(t *testing.T) {
+	op := func(client int, in linInput, call int64, out linOutput, ret int64) porcupine.Operation {
+		if out.unknown {
+			ret = linUnknownReturn
+		}
+		return porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret}
+	}
+	set := func(v string) linInput { return linInput{kind: linSet, key: "/k", value: v} }
+	cas := func(expect int32, v string) linInput {
+		return linInput{kind: linCAS, key: "/k", value: v, expect: expect}
+	}
+	get := linInput{kind: linSyncGet, key: "/k"}
+	read := func(data string, version int32) linOutput { return linOutput{data: data, version: version} }
+	wrote := func(version int32) linOutput { return linOutput{version: version} }
+	lost := linOutput{unknown: true, err: "zk: connection closed"}
+	for _, tc := range []struct {
+		name    string
+		history []porcupine.Operation
+		ok      bool
+	}{
+		{"set then read", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, get, 20, read("a", 1), 30)}, true},
+		{"stale read after an acknowledged set", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, get, 20, read(linInitData, 0), 30)}, false},
+		{"concurrent read may see the old value", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 30), op(1, get, 10, read(linInitData, 0), 20)}, true},
+		{"read of a value never written", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, get, 20, read("b", 1), 30)}, false},
+		{"wrong version returned", []porcupine.Operation{op(0, set("a"), 0, wrote(2), 10)}, false},
+		{"cas on the current version", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, cas(1, "b"), 20, wrote(2), 30), op(0, get, 40, read("b", 2), 50)}, true},
+		{"cas refused on the current version", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, cas(1, "b"), 20, linOutput{badVersion: true}, 30)}, false},
+		{"cas granted on an old version", []porcupine.Operation{op(0, set("a"), 0, wrote(1), 10), op(1, cas(0, "b"), 20, wrote(1), 30)}, false},
+		{"lost set seen later", []porcupine.Operation{op(0, set("a"), 0, lost, 0), op(1, get, 20, read("a", 1), 30), op(1, get, 40, read("a", 1), 50)}, true},
+		{"lost set never seen", []porcupine.Operation{op(0, set("a"), 0, lost, 0), op(1, get, 20, read(linInitData, 0), 30)}, true},
+		{"lost set seen, then unseen", []porcupine.Operation{op(0, set("a"), 0, lost, 0), op(1, get, 20, read("a", 1), 30), op(1, get, 40, read(linInitData, 0), 50)}, false},
+		{"lost set seen before it was sent", []porcupine.Operation{op(1, get, 0, read("a", 1), 10), op(0, set("a"), 20, lost, 0)}, false},
+	} {
+		if got := porcupine.CheckOperations(linModel, tc.history); got != tc.ok {
+			t.Errorf("%s: linearizable %v, want %v", tc.name, got, tc.ok)
+		}
+	}
+
+	obs := func(client int, session int64, server string, write bool, version int32, call, ret int64) linObs {
+		return linObs{client: client, session: session, server: server, key: "/k", what: "get", write: write, version: version, mzxid: int64(version) << 32, call: call, ret: ret}
+	}
+	for _, tc := range []struct {
+		name                  string
+		obs                   []linObs
+		monotonic, ownProcess int // violations expected
+	}{
+		{"a session's reads go forward", []linObs{obs(0, 1, "A#0", false, 2, 0, 10), obs(0, 1, "A#0", false, 3, 20, 30)}, 0, 0},
+		{"a session reads back", []linObs{obs(0, 1, "A#0", false, 3, 0, 10), obs(0, 1, "B#0", false, 2, 20, 30)}, 1, 0},
+		{"a session reads back from before its own write", []linObs{obs(0, 1, "A#0", true, 3, 0, 10), obs(0, 1, "B#0", false, 2, 20, 30)}, 1, 0},
+		{"another session reads older", []linObs{obs(0, 1, "A#0", false, 3, 0, 10), obs(1, 2, "B#0", false, 2, 20, 30)}, 0, 0},
+		{"a new session (after expiry) reads older", []linObs{obs(0, 1, "A#0", false, 3, 0, 10), obs(0, 2, "B#0", false, 2, 20, 30)}, 0, 0},
+		{"a process misses a write it acknowledged", []linObs{obs(0, 1, "A#0", true, 3, 0, 10), obs(1, 2, "A#0", false, 2, 20, 30)}, 0, 1},
+		{"a read sent before the write returned", []linObs{obs(0, 1, "A#0", true, 3, 0, 20), obs(1, 2, "A#0", false, 2, 10, 30)}, 0, 0},
+		{"another process lags", []linObs{obs(0, 1, "A#0", true, 3, 0, 10), obs(1, 2, "B#0", false, 2, 20, 30)}, 0, 0},
+		{"a restarted process lags", []linObs{obs(0, 1, "A#0", true, 3, 0, 10), obs(1, 2, "A#1", false, 2, 20, 30)}, 0, 0},
+	} {
+		if got := len(monotonicViolations(tc.obs)); got != tc.monotonic {
+			t.Errorf("%s: %d monotonic-read violations, want %d", tc.name, got, tc.monotonic)
+		}
+		if got := len(processViolations(tc.obs)); got != tc.ownProcess {
+			t.Errorf("%s: %d own-process violations, want %d", tc.name, got, tc.ownProcess)
+		}
+	}
+}
