@@ -183,7 +183,7 @@ func run(o options, log *zap.Logger) error {
 		// Requests ZooKeeper accepts can make etcd requests larger than gRPC's default
 		// (embedetcd.MaxRequestBytes); an external etcd needs --max-request-bytes to match.
 		MaxCallSendMsgSize: embedetcd.ClientMaxCallSendMsgSize,
-		Logger:             atLeastWarn(log.Named("etcd-client")),
+		Logger:             embedetcd.Quiet(atLeastWarn(log.Named("etcd-client"))),
 		TLS:                etcdTLS,
 		Username:           o.security.etcdUser,
 		Password:           o.security.etcdPassword,

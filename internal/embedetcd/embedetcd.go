@@ -28,7 +28,7 @@ type Config struct {
 	ClientURL string
 	// CompactionRetention is how much history the periodic compactor keeps (default 10m).
 	CompactionRetention time.Duration
-	// Logger receives etcd's logs (default: none).
+	// Logger receives etcd's logs (default: none), through Quiet.
 	Logger *zap.Logger
 	// TLS, if set, serves clients over TLS; ClientURL must then be https. Client does not
 	// apply it: clients of a TLS etcd bring their own configuration.
@@ -154,7 +154,7 @@ func Start(cfg Config) (*Etcd, error) {
 		}
 	}
 	closing := &atomic.Bool{}
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(Quiet(cfg.Logger).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return &quietOnCloseCore{Core: c, closing: closing}
 	})))
 
