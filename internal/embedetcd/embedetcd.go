@@ -33,6 +33,9 @@ type Config struct {
 	// TLS, if set, serves clients over TLS; ClientURL must then be https. Client does not
 	// apply it: clients of a TLS etcd bring their own configuration.
 	TLS *TLS
+	// MaxRequestBytes and MaxTxnOps, if set, replace the limits zetcd's embedded etcd has
+	// (MaxRequestBytes, MaxTxnOps): tests run an etcd with an external etcd's limits.
+	MaxRequestBytes, MaxTxnOps uint
 	// Users makes etcd issue authentication tokens (etcd's "simple" tokens), for an etcd whose
 	// clients log in with a user name and password (tests of --etcd-user). Without it, etcd
 	// authentication cannot be used: zetcd's own embedded etcd has no users.
@@ -69,6 +72,10 @@ const (
 	MaxRequestBytes          = 10 << 20
 	ClientMaxCallSendMsgSize = MaxRequestBytes + 1<<20
 )
+
+// MaxTxnOps is the most operations one transaction may have in the embedded etcd: a session
+// close deletes all of a session's ephemerals in one transaction.
+const MaxTxnOps = 1 << 16
 
 // Etcd is a running embedded etcd.
 type Etcd struct {
@@ -142,9 +149,14 @@ func Start(cfg Config) (*Etcd, error) {
 	}
 	ec.AutoCompactionMode = "periodic"
 	ec.AutoCompactionRetention = cfg.CompactionRetention.String()
-	// A session close deletes all of a session's ephemerals in one transaction.
-	ec.MaxTxnOps = 1 << 16
+	ec.MaxTxnOps = MaxTxnOps
 	ec.MaxRequestBytes = MaxRequestBytes
+	if cfg.MaxTxnOps > 0 {
+		ec.MaxTxnOps = cfg.MaxTxnOps
+	}
+	if cfg.MaxRequestBytes > 0 {
+		ec.MaxRequestBytes = cfg.MaxRequestBytes
+	}
 	if cfg.TLS != nil {
 		ec.ClientTLSInfo = transport.TLSInfo{
 			CertFile:       cfg.TLS.CertFile,

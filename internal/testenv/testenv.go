@@ -86,6 +86,9 @@ type Options struct {
 	X509        bool
 	// Listener, if set, is served instead of a new listener on 127.0.0.1:0 (a TLS listener).
 	Listener net.Listener
+	// Logger, if set, is the backend's and the server's logger instead of the test's (to
+	// observe what they log).
+	Logger *zap.Logger
 }
 
 // StartZetcdOn starts a zetcd on 127.0.0.1:0 in front of the given etcd, stopped at cleanup.
@@ -93,6 +96,9 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 	t.Helper()
 	cli := c.Client(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	if opts.Logger != nil {
+		log = opts.Logger
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval,
