@@ -77,6 +77,11 @@ func parseFlags(args []string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := o.security.readSecrets(func(name string) bool { return set[name] }, os.LookupEnv); err != nil {
+		return o, err
+	}
 	if err := o.security.check(o.zkAddr, o.endpoints); err != nil {
 		return o, err
 	}
