@@ -145,7 +145,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	kv = &spaceKV{KV: kv, m: space}
 	bgCtx, cancel := context.WithCancel(context.Background())
 	b := &Store{
-		kv:      kv,
+		// Requests over etcd's limits are answered with a ZooKeeper error (limits.go).
+		kv:      &limitsKV{KV: kv, limits: newEtcdLimits(), log: cfg.Logger},
 		lease:   cfg.Client.Lease,
 		watcher: cfg.Client.Watcher,
 		keys:    keySchema{prefix: cfg.Prefix},

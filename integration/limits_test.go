@@ -5,7 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/testenv"
 )
 
 // Requests that ZooKeeper 3.9 serves under its default jute.maxbuffer (1 MiB) are served, however
@@ -58,4 +64,73 @@ func TestLimitLongNodeName(t *testing.T) {
 			t.Error("the long name is still there after its delete")
 		}
 	})
+}
+
+// TestLimitExternalEtcd: in front of an etcd with etcd's default limits (--max-request-bytes
+// 1.5 MiB, --max-txn-ops 128), the requests above, which ZooKeeper serves and such an etcd
+// refuses, are answered SystemError on a connection that keeps serving its session, and the
+// operator is told once per limit which etcd flag to raise.
+func TestLimitExternalEtcd(t *testing.T) {
+	e, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), MaxRequestBytes: 3 << 19, MaxTxnOps: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	core, logs := observer.New(zapcore.InfoLevel)
+	z := testenv.StartZetcdOn(t, &testenv.Etcd{Etcd: e}, testenv.Options{Logger: zap.New(core)})
+	c := connectRawTimeout(t, z.Addr, 40000)
+
+	long := "/" + strings.Repeat("a", 500000)
+	many := make([]encoding.MultiOp, 10000)
+	for i := range many {
+		many[i] = opCreate(fmt.Sprintf("/n%05d", i), []byte("x"), 0)
+	}
+	few := make([]encoding.MultiOp, 100)
+	for i := range few {
+		few[i] = opCreate(fmt.Sprintf("/f%03d", i), []byte("x"), 0)
+	}
+	for _, tc := range []struct {
+		name string
+		call func() encoding.ErrCode
+	}{
+		{"create of a 500,000-character name", func() encoding.ErrCode {
+			return c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: long, ACL: rawOpenACL}, &encoding.CreateResponse{})
+		}},
+		{"the same again", func() encoding.ErrCode {
+			return c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: long, ACL: rawOpenACL}, &encoding.CreateResponse{})
+		}},
+		{"multi of 10,000 creates", func() encoding.ErrCode { hdr, _ := c.multi(many...); return hdr.Err }},
+		{"multi of 100 creates", func() encoding.ErrCode { hdr, _ := c.multi(few...); return hdr.Err }},
+	} {
+		if code := tc.call(); code != encoding.ErrSystemError {
+			t.Errorf("%s: %v, want SystemError", tc.name, code)
+		}
+		// The connection and its session serve on.
+		path := fmt.Sprintf("/after-%d", c.xid)
+		c.mustCreate(path, []byte("ok"), 0)
+		var data encoding.GetDataResponse
+		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path}, &data); code != 0 || string(data.Data) != "ok" {
+			t.Fatalf("after the %s: getData %v %q", tc.name, code, data.Data)
+		}
+	}
+	// (A read naming the long path is over etcd's limit too: the root's children tell.)
+	var children encoding.GetChildrenResponse
+	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/"}, &children); code != 0 || len(children.Children) != 5 {
+		t.Errorf("the root's children: %v, %d of them, want zookeeper and the four after-*: a refused request left a node behind", code, len(children.Children))
+	}
+
+	warned := map[string]int{}
+	for _, ent := range logs.All() {
+		if ent.Level >= zapcore.WarnLevel {
+			warned[fmt.Sprint(ent.ContextMap()["fix"])]++
+		}
+	}
+	if len(warned) != 2 {
+		t.Errorf("warnings: %v, want one naming --max-request-bytes and one --max-txn-ops", warned)
+	}
+	for fix, n := range warned {
+		if n != 1 || !strings.Contains(fix, "--max-request-bytes") && !strings.Contains(fix, "--max-txn-ops") {
+			t.Errorf("warned %d times: %q", n, fix)
+		}
+	}
 }

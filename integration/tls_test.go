@@ -130,6 +130,7 @@ func startSecureEtcd(t testing.TB, pki *testPKI) *secureEtcd {
 		Dir:       t.TempDir(),
 		ClientURL: "https://127.0.0.1:0",
 		TLS:       &embedetcd.TLS{CertFile: cert, KeyFile: key, TrustedCAFile: pki.CAFile, ClientCertAuth: true},
+		Users:     true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -64,11 +65,21 @@ func (c *clientConn) logHandshakeError(step string, err error) {
 	switch {
 	case c.isClosing(), c.isDraining(), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		// Closed by us, or a client that connected and left (port probes, health checks).
+	case clientGone(err):
+		c.log.Debug("client left during the handshake", zap.Error(fmt.Errorf("%s: %w", step, err)))
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Info("no connect request in time; closing the connection", zap.Duration("timeout", handshakeTimeout))
 	default:
 		c.log.Info("handshake failed", zap.Error(fmt.Errorf("%s: %w", step, err)))
 	}
+}
+
+// clientGone reports whether err, from reading or writing the connection, is the client having
+// closed or reset it: ordinary client behaviour (a process exiting, a client giving up), worth a
+// debug line at most.
+func clientGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED)
 }
 
 // connect opens or resumes the session the client asked for, answering the client itself when
@@ -133,7 +144,11 @@ func (c *clientConn) writeHandshake(resp *encoding.ConnectResponse) {
 	}
 	buf, err := encoding.WriteFrame(c.nc, nil, resp)
 	if err != nil {
-		c.log.Info("write connect response failed", zap.Error(fmt.Errorf("write connect response: %w", err)))
+		level := zap.InfoLevel
+		if clientGone(err) {
+			level = zap.DebugLevel
+		}
+		c.log.Log(level, "write connect response failed", zap.Error(fmt.Errorf("write connect response: %w", err)))
 		return
 	}
 	c.countSent(len(buf))

@@ -85,6 +85,11 @@ func parseFlags(args []string) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := o.security.readSecrets(func(name string) bool { return set[name] }, os.LookupEnv); err != nil {
+		return o, err
+	}
 	if err := o.security.check(o.zkAddr, o.endpoints); err != nil {
 		return o, err
 	}
@@ -203,7 +208,7 @@ func run(o options, log *zap.Logger) error {
 		// Requests ZooKeeper accepts can make etcd requests larger than gRPC's default
 		// (embedetcd.MaxRequestBytes); an external etcd needs --max-request-bytes to match.
 		MaxCallSendMsgSize: embedetcd.ClientMaxCallSendMsgSize,
-		Logger:             atLeastWarn(log.Named("etcd-client")),
+		Logger:             embedetcd.Quiet(atLeastWarn(log.Named("etcd-client"))),
 		TLS:                etcdTLS,
 		Username:           o.security.etcdUser,
 		Password:           o.security.etcdPassword,

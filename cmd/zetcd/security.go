@@ -14,7 +14,7 @@ import (
 // securityOptions are the flags of the client port's TLS, the super user, and the connection
 // to etcd (TLS and etcd authentication).
 type securityOptions struct {
-	superDigest string // --super-digest
+	superDigest string // --super-digest, --super-digest-file or $ZETCD_SUPER_DIGEST (secrets.go)
 
 	tlsZkAddr string // --tls-zkaddr: the TLS client port (ZooKeeper's secureClientPort)
 	tlsCert   string // --tls-cert
@@ -25,11 +25,12 @@ type securityOptions struct {
 	etcdKey      string // --etcd-key
 	etcdCACert   string // --etcd-cacert
 	etcdUser     string // --etcd-user
-	etcdPassword string // --etcd-password
+	etcdPassword string // --etcd-password, --etcd-password-file or $ZETCD_ETCD_PASSWORD
+
+	superDigestFile, etcdPasswordFile string // --super-digest-file, --etcd-password-file
 }
 
 func (s *securityOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.superDigest, "super-digest", "", "ZooKeeper's superDigest, user:BASE64(SHA1(user:password)): a client that authenticates with that digest passes every ACL check")
 	fs.StringVar(&s.tlsZkAddr, "tls-zkaddr", "", "address to serve the ZooKeeper client protocol on over TLS (ZooKeeper's secureClientPort); needs --tls-cert and --tls-key")
 	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate (chain) of the TLS client port")
 	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of the TLS client port")
@@ -38,7 +39,7 @@ func (s *securityOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.etcdKey, "etcd-key", "", "PEM private key of --etcd-cert")
 	fs.StringVar(&s.etcdCACert, "etcd-cacert", "", "PEM CA certificates that verify etcd's server certificate (default: the system's)")
 	fs.StringVar(&s.etcdUser, "etcd-user", "", "etcd user name (etcd authentication; with --endpoints)")
-	fs.StringVar(&s.etcdPassword, "etcd-password", "", "password of --etcd-user")
+	s.registerSecrets(fs)
 }
 
 // check validates the combination of flags.
@@ -56,13 +57,14 @@ func (s *securityOptions) check(zkAddr, endpoints string) error {
 		return errors.New("--etcd-cert and --etcd-key go together")
 	}
 	if s.etcdPassword != "" && s.etcdUser == "" {
-		return errors.New("--etcd-password needs --etcd-user")
+		return errors.New("--etcd-password (or its file or $ZETCD_ETCD_PASSWORD) needs --etcd-user")
 	}
 	if endpoints == "" && (s.etcdCert != "" || s.etcdCACert != "" || s.etcdUser != "") {
 		return errors.New("--etcd-cert, --etcd-cacert and --etcd-user need --endpoints (the embedded etcd has neither TLS nor users)")
 	}
 	if s.superDigest != "" && !strings.Contains(s.superDigest, ":") {
-		return fmt.Errorf("--super-digest %q is not user:BASE64(SHA1(user:password))", s.superDigest)
+		// (Not quoted: it is a secret.)
+		return errors.New("--super-digest is not user:BASE64(SHA1(user:password))")
 	}
 	return nil
 }

@@ -5,7 +5,9 @@ package embedetcd
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -35,11 +37,18 @@ type Config struct {
 	// QuotaBackendBytes is etcd's space quota (--quota-backend-bytes): past it etcd raises its
 	// NOSPACE alarm and refuses writes. Default DefaultQuotaBytes.
 	QuotaBackendBytes int64
-	// Logger receives etcd's logs (default: none).
+	// Logger receives etcd's logs (default: none), through Quiet.
 	Logger *zap.Logger
 	// TLS, if set, serves clients over TLS; ClientURL must then be https. Client does not
 	// apply it: clients of a TLS etcd bring their own configuration.
 	TLS *TLS
+	// MaxRequestBytes and MaxTxnOps, if set, replace the limits zetcd's embedded etcd has
+	// (MaxRequestBytes, MaxTxnOps): tests run an etcd with an external etcd's limits.
+	MaxRequestBytes, MaxTxnOps uint
+	// Users makes etcd issue authentication tokens (etcd's "simple" tokens), for an etcd whose
+	// clients log in with a user name and password (tests of --etcd-user). Without it, etcd
+	// authentication cannot be used: zetcd's own embedded etcd has no users.
+	Users bool
 	// Member, if set, makes this etcd one member of a new multi-member cluster (fault tests
 	// run three as separate processes); otherwise it is a cluster of one.
 	Member *Member
@@ -75,6 +84,10 @@ const (
 
 // DefaultQuotaBytes is the embedded etcd's default space quota, etcd's own default (2 GiB).
 const DefaultQuotaBytes = 2 << 30
+
+// MaxTxnOps is the most operations one transaction may have in the embedded etcd: a session
+// close deletes all of a session's ephemerals in one transaction.
+const MaxTxnOps = 1 << 16
 
 // Etcd is a running embedded etcd.
 type Etcd struct {
@@ -135,6 +148,21 @@ func Start(cfg Config) (*Etcd, error) {
 	ec.Dir = cfg.Dir
 	ec.ListenClientUrls = []url.URL{*curl}
 	ec.AdvertiseClientUrls = []url.URL{*curl}
+	// etcd's HTTP endpoints (/health, /metrics, /version, the gRPC gateway) on a listener of
+	// their own, a unix socket in the data directory (only its owner can reach it; no port to
+	// pick): sharing the gRPC port is what etcd warns against at start. zetcd does not use them.
+	// The socket is bound before etcd creates its data directory: create it as etcd would.
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedetcd: %w", err)
+	}
+	if u, ok := httpSocketURL(cfg.Dir, cfg.TLS != nil); ok {
+		ec.ListenClientHttpUrls = []url.URL{u}
+	}
+	// No auth tokens unless asked for: zetcd's etcd has no users, and etcd's default token
+	// ("simple") warns at start that it is not signed.
+	if !cfg.Users {
+		ec.AuthToken = ""
+	}
 	ec.ListenPeerUrls = []url.URL{*purl}
 	ec.AdvertisePeerUrls = []url.URL{*purl}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
@@ -148,9 +176,14 @@ func Start(cfg Config) (*Etcd, error) {
 		ec.AutoCompactionRetention = "0" // off: StartCompactor's compactor does it
 	}
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
-	// A session close deletes all of a session's ephemerals in one transaction.
-	ec.MaxTxnOps = 1 << 16
+	ec.MaxTxnOps = MaxTxnOps
 	ec.MaxRequestBytes = MaxRequestBytes
+	if cfg.MaxTxnOps > 0 {
+		ec.MaxTxnOps = cfg.MaxTxnOps
+	}
+	if cfg.MaxRequestBytes > 0 {
+		ec.MaxRequestBytes = cfg.MaxRequestBytes
+	}
 	if cfg.TLS != nil {
 		ec.ClientTLSInfo = transport.TLSInfo{
 			CertFile:       cfg.TLS.CertFile,
@@ -160,7 +193,7 @@ func Start(cfg Config) (*Etcd, error) {
 		}
 	}
 	closing := &atomic.Bool{}
-	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(Quiet(cfg.Logger).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return &quietOnCloseCore{Core: c, closing: closing}
 	})))
 
@@ -178,9 +211,38 @@ func Start(cfg Config) (*Etcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedetcd: start in %s: not ready after 60s", cfg.Dir)
 	}
-	return &Etcd{e: e, Endpoint: curl.Scheme + "://" + e.Clients[0].Addr().String(), closing: closing,
+	// e.Clients holds the gRPC listener and the HTTP socket, in no fixed order.
+	var addr net.Addr
+	for _, l := range e.Clients {
+		if l.Addr().Network() != "unix" {
+			addr = l.Addr()
+		}
+	}
+	if addr == nil {
+		e.Close()
+		return nil, fmt.Errorf("embedetcd: start in %s: no client listener", cfg.Dir)
+	}
+	return &Etcd{e: e, Endpoint: curl.Scheme + "://" + addr.String(), closing: closing,
 		Quota: cfg.QuotaBackendBytes, log: cfg.Logger, retention: cfg.CompactionRetention, ownCompactor: cfg.Compactor}, nil
 }
+
+// httpSocketURL is the unix socket, in the data directory dir, where etcd serves HTTP; false
+// when its path is too long for a unix socket (etcd then shares the gRPC port, and says so).
+func httpSocketURL(dir string, tls bool) (url.URL, bool) {
+	path := filepath.Join(dir, "etcd-http.sock")
+	if len(path) > maxUnixSocketPath {
+		return url.URL{}, false
+	}
+	scheme := "unix"
+	if tls {
+		scheme = "unixs"
+	}
+	return url.URL{Scheme: scheme, Path: path}, true
+}
+
+// maxUnixSocketPath is the longest unix socket path every platform takes (sun_path is 104
+// bytes on BSDs and macOS, 108 on Linux, with the terminating NUL).
+const maxUnixSocketPath = 103
 
 // Client returns a new client of this etcd; the caller closes it.
 func (e *Etcd) Client() (*clientv3.Client, error) {

@@ -96,6 +96,9 @@ type Options struct {
 	DataLimit   int64
 	SpacePoll   time.Duration
 	ManagedEtcd bool
+	// Logger, if set, is the backend's and the server's logger instead of the test's (to
+	// observe what they log).
+	Logger *zap.Logger
 }
 
 // StartZetcdOn starts a zetcd on 127.0.0.1:0 in front of the given etcd, stopped at cleanup.
@@ -103,6 +106,9 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 	t.Helper()
 	cli := c.Client(t)
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
+	if opts.Logger != nil {
+		log = opts.Logger
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval,
