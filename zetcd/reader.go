@@ -82,6 +82,8 @@ func (c *clientConn) readFailed(err error) {
 	case errors.Is(err, encoding.ErrFrameTooLarge), errors.Is(err, encoding.ErrNegativeLength):
 		c.log.Warn("len error; closing the connection", zap.Error(fmt.Errorf("session %v: read request: %w", c.id, err)))
 	case errors.Is(err, net.ErrClosed):
+	case clientGone(err):
+		c.log.Debug("client reset the connection", zap.Error(err))
 	default:
 		c.log.Info("read failed; closing the connection", zap.Error(fmt.Errorf("session %v: read request: %w", c.id, err)))
 	}

@@ -206,7 +206,9 @@ func (c *clientConn) raiseZxid(f *outFrame) {
 }
 
 func (c *clientConn) writeFailed(err error) {
-	if !c.isClosing() && !errors.Is(err, net.ErrClosed) {
+	if clientGone(err) {
+		c.log.Debug("client closed the connection before its reply was written", zap.Error(err))
+	} else if !c.isClosing() && !errors.Is(err, net.ErrClosed) {
 		c.log.Info("write failed; closing the connection", zap.Error(fmt.Errorf("session %v: write reply: %w", c.id, err)))
 	}
 	c.shutdown()
