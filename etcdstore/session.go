@@ -25,8 +25,8 @@ import (
 
 // etcdSession is one session served by this process. Its id is its etcd lease id.
 //
-// Handler methods run on the session's executor goroutine only (Handler contract); mu guards
-// only the keepalive cancel func, which Detach may call from any goroutine.
+// Handler methods run on the session's executor goroutine only (Handler contract); Detach may be
+// called from any goroutine, and more than once.
 type etcdSession struct {
 	b       *Store
 	id      encoding.SessionID
@@ -44,8 +44,7 @@ type etcdSession struct {
 	// auth holds the connection's identities (acl.go); shared with watcher.
 	auth *znode.Identities
 
-	mu              sync.Mutex
-	cancelKeepAlive context.CancelFunc // nil once detached
+	detached sync.Once // Detach's work
 
 	// gone is closed (once, by markGone) when the watch feed sees the session key deleted
 	// (expired in etcd, closed elsewhere) or rewritten by a newer owner (resumed elsewhere).
@@ -138,19 +137,7 @@ func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.
 	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, auth: &znode.Identities{}, gone: make(chan struct{})}
 	s.watcher = watch.NewWatcher(events, id, s.auth)
 	b.local.add(s)
-	ctx, cancel := context.WithCancel(b.bgCtx)
-	s.cancelKeepAlive = cancel
-	ch, err := b.lease.KeepAlive(ctx, clientv3.LeaseID(id))
-	if err != nil {
-		b.log.Warn("session keepalive", zap.String("session", id.String()), zap.Error(err))
-		return s
-	}
-	// The lease client multiplexes all keepalives on one stream; draining the channel is all
-	// that is needed here. It closes when ctx ends or the lease is gone.
-	go func() {
-		for range ch {
-		}
-	}()
+	b.keeper.add(clientv3.LeaseID(id))
 	return s
 }
 
@@ -159,14 +146,11 @@ func (s *etcdSession) Password() []byte       { return s.passwd }
 func (s *etcdSession) Timeout() time.Duration { return s.timeout }
 
 func (s *etcdSession) Detach() {
-	s.b.local.remove(s)
-	s.b.watches.CloseWatcher(s.watcher)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cancelKeepAlive != nil {
-		s.cancelKeepAlive()
-		s.cancelKeepAlive = nil
-	}
+	s.detached.Do(func() {
+		s.b.local.remove(s)
+		s.b.watches.CloseWatcher(s.watcher)
+		s.b.keeper.remove(clientv3.LeaseID(s.id))
+	})
 }
 
 func (s *etcdSession) Close(ctx context.Context) (encoding.Zxid, error) {

@@ -74,8 +74,10 @@ type Config struct {
 // the key layout of keys.go. Many Stores (in many processes) may share one etcd cluster and
 // prefix: all coordination goes through etcd transactions.
 type Store struct {
-	kv      clientv3.KV
-	lease   clientv3.Lease
+	kv    clientv3.KV
+	lease clientv3.Lease
+	// keeper refreshes the leases of this process's sessions (keepalive.go).
+	keeper  *leaseKeeper
 	watcher clientv3.Watcher
 	// watches holds every watch of this process, fed by one etcd watch (feed.go).
 	watches *watch.Registry
@@ -148,6 +150,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		// Requests over etcd's limits are answered with a ZooKeeper error (limits.go).
 		kv:      &limitsKV{KV: kv, limits: newEtcdLimits(), log: cfg.Logger},
 		lease:   cfg.Client.Lease,
+		keeper:  newLeaseKeeper(cfg.Client, cfg.Logger),
 		watcher: cfg.Client.Watcher,
 		keys:    keySchema{prefix: cfg.Prefix},
 		log:     cfg.Logger,
@@ -169,6 +172,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		space.done = make(chan struct{})
 		go space.run(bgCtx)
 	}
+	go b.keeper.run(bgCtx)
 	rev, err := b.bootstrap(ctx)
 	if err != nil {
 		cancel()

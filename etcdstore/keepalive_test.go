@@ -1,0 +1,55 @@
+package etcdstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+// TestLeaseKeeper: the keeper refreshes a lease while anyone holds it (two holders, as a session
+// resumed on a new connection before its old one is detached) and lets it expire once no one
+// does.
+func TestLeaseKeeper(t *testing.T) {
+	ctx := context.Background()
+	cli := startEtcd(t)
+	k := newLeaseKeeper(cli, zaptest.NewLogger(t))
+	kctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go k.run(kctx)
+	const ttl = 3
+	grant, err := cli.Grant(ctx, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remaining := func() int64 {
+		t.Helper()
+		r, err := cli.TimeToLive(ctx, grant.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.TTL
+	}
+	k.add(grant.ID)
+	k.add(grant.ID)
+	k.remove(grant.ID) // one holder left
+	for end := time.Now().Add(3 * ttl * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		// Refreshed every TTL/3 (plus a tick): never below a third of the TTL.
+		if r := remaining(); r < ttl/3 {
+			t.Fatalf("lease TTL down to %d s while held (granted %d s)", r, ttl)
+		}
+	}
+	k.remove(grant.ID)
+	for deadline := time.Now().Add(3 * ttl * time.Second); remaining() > 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease still alive %d s after its last holder left (granted %d s)", 3*ttl, ttl)
+		}
+	}
+	k.mu.Lock()
+	n := len(k.leases)
+	k.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d leases still kept", n)
+	}
+}
