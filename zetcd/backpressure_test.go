@@ -125,12 +125,17 @@ func (ts *testServer) bystander(stop <-chan struct{}) <-chan int {
 	return res
 }
 
-func TestBackpressureRepliesOfANonReader(t *testing.T) {
-	const perConn, reply = 1 << 20, 256 << 10
-	ts, queued := startBoundedServer(t, perConn, 1<<30)
+// createBigAndSmall creates /big, whose data is reply bytes, and /small, the bystander's.
+func (ts *testServer) createBigAndSmall(reply int) {
 	setup := ts.connect(30000)
 	setup.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/big", Data: bytes.Repeat([]byte("b"), reply)}, nil)
 	setup.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/small", Data: []byte("s")}, nil)
+}
+
+func TestBackpressureRepliesOfANonReader(t *testing.T) {
+	const perConn, reply = 1 << 20, 256 << 10
+	ts, queued := startBoundedServer(t, perConn, 1<<30)
+	ts.createBigAndSmall(reply)
 
 	stop := make(chan struct{})
 	peak := sampleMax(queued, stop)
@@ -154,9 +159,7 @@ func TestBackpressureRepliesOfANonReader(t *testing.T) {
 func TestBackpressureServerBound(t *testing.T) {
 	const perConn, total, reply, clients = 4 << 20, 2 << 20, 256 << 10, 4
 	ts, queued := startBoundedServer(t, perConn, total)
-	setup := ts.connect(30000)
-	setup.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/big", Data: bytes.Repeat([]byte("b"), reply)}, nil)
-	setup.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/small", Data: []byte("s")}, nil)
+	ts.createBigAndSmall(reply)
 
 	stop := make(chan struct{})
 	peak := sampleMax(queued, stop)
