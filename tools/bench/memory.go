@@ -96,8 +96,15 @@ const (
 	memSettle         = 2 * time.Second
 )
 
-// runMemory runs the memory step against each target it applies to (zetcd, zookeeper).
-func runMemory(o *options) (*memScaling, error) {
+// runMemory runs the memory step against each target it applies to (zetcd, zookeeper), each
+// started fresh on empty data directories of its own: the throughput runs before it leave
+// their znodes behind in the shared ones.
+func runMemory(shared *options) (*memScaling, error) {
+	o := *shared
+	o.workDir = filepath.Join(shared.workDir, "memory")
+	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		return nil, err
+	}
 	ms := &memScaling{Started: time.Now().UTC(), Znodes: o.mem.znodes, DataSize: o.mem.dataSize,
 		Sessions: o.mem.sessions, Watches: o.mem.watches}
 	for _, name := range o.targetsOn {
@@ -107,9 +114,9 @@ func runMemory(o *options) (*memScaling, error) {
 		)
 		switch name {
 		case "zetcd":
-			s, err = startZetcd(o)
+			s, err = startZetcd(&o)
 		case "zookeeper":
-			s, err = startZooKeeper(o)
+			s, err = startZooKeeper(&o)
 		default:
 			continue // a bare etcd has no sessions or watches
 		}
@@ -117,7 +124,7 @@ func runMemory(o *options) (*memScaling, error) {
 			return nil, err
 		}
 		log.Printf("memory: %s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
-		run, err := measureMemory(o, s)
+		run, err := measureMemory(&o, s)
 		s.stop()
 		if err != nil {
 			return nil, fmt.Errorf("memory: %s: %w\n%s", name, err, s.log.String())
