@@ -55,25 +55,37 @@ func (s *etcdSession) DeleteContainer(ctx context.Context, req *encoding.DeleteC
 	return s.zxid(0), errClientDeleteContainer
 }
 
-// GetEphemerals (103) lists the session's ephemeral nodes: the data keys attached to its lease,
-// one etcd round trip. Like ZooKeeper, a prefix that is blank or "/" (after trimming) selects
-// all of them, any other prefix is matched as a string, not as a path ("/a" matches "/ab").
+// GetEphemerals (103) lists the session's ephemeral nodes: from the replica, or the data keys
+// attached to its lease (one etcd round trip) when the replica cannot serve. Like ZooKeeper, a
+// prefix that is blank or "/" (after trimming) selects all of them, any other prefix is matched
+// as a string, not as a path ("/a" matches "/ab").
 func (s *etcdSession) GetEphemerals(ctx context.Context, req *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
-	ttl, err := s.b.lease.TimeToLive(ctx, clientv3.LeaseID(s.id), clientv3.WithAttachedKeys())
-	if err != nil {
-		return storeErr[encoding.GetEphemeralsResponse](s, "getEphemerals", req.PrefixPath, err)
+	var all []string
+	var rev int64
+	if s.treeAt(ctx) {
+		rev = s.b.tree.read(func(v replicaView) { all = v.ephemerals(int64(s.id)) })
+	} else {
+		ttl, err := s.b.lease.TimeToLive(ctx, clientv3.LeaseID(s.id), clientv3.WithAttachedKeys())
+		if err != nil {
+			return storeErr[encoding.GetEphemeralsResponse](s, "getEphemerals", req.PrefixPath, err)
+		}
+		for _, k := range ttl.Keys {
+			if p, ok := s.b.keys.pathOfDataKey(string(k)); ok {
+				all = append(all, p)
+			}
+		}
+		rev = ttl.Revision
 	}
 	trimmed := strings.TrimFunc(req.PrefixPath, func(r rune) bool { return r <= ' ' })
-	all := trimmed == "" || trimmed == "/"
+	everything := trimmed == "" || trimmed == "/"
 	paths := []string{}
-	for _, k := range ttl.Keys {
-		p, ok := s.b.keys.pathOfDataKey(string(k))
-		if ok && (all || strings.HasPrefix(p, req.PrefixPath)) {
+	for _, p := range all {
+		if everything || strings.HasPrefix(p, req.PrefixPath) {
 			paths = append(paths, p)
 		}
 	}
 	slices.Sort(paths)
-	return &encoding.GetEphemeralsResponse{Ephemerals: paths}, s.zxid(ttl.Revision), nil
+	return &encoding.GetEphemeralsResponse{Ephemerals: paths}, s.zxid(rev), nil
 }
 
 // descendantsBatch is how many depths one getAllChildrenNumber Txn counts.
@@ -85,6 +97,9 @@ const descendantsBatch = 16
 // the root (3 on a fresh server) and "" counts one more (ZooKeeper's root alias).
 func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
 	path := znode.NormalizeRead(req.Path)
+	if s.treeAt(ctx) {
+		return s.allChildrenFromTree(path, req.Path == "")
+	}
 	b := s.b
 	base := depth(path)
 	under := path
@@ -136,6 +151,37 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 		total++
 	}
 	return &encoding.GetAllChildrenNumberResponse{TotalNumber: int32(total)}, s.zxid(rev), nil
+}
+
+// allChildrenFromTree is GetAllChildrenNumber from the replica: the node's READ check, then its
+// descendants counted along the children lists, at one revision. rootAlias is the "" request,
+// which counts one more.
+func (s *etcdSession) allChildrenFromTree(path string, rootAlias bool) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
+	var (
+		kvs   nodeKVs
+		ok    bool
+		total int64
+	)
+	rev := s.b.tree.read(func(v replicaView) {
+		if kvs, _, ok = v.node(path, false); ok {
+			total = v.descendants(path)
+		}
+	})
+	z := s.zxid(rev)
+	if !ok {
+		return nil, z, encoding.ErrNoNode
+	}
+	aclKV, _, _ := s.b.keys.metaKeys(path, kvs.meta)
+	if allowed, err := s.aclKVAllows(path, aclKV, encoding.PermRead); err != nil || !allowed {
+		if err != nil {
+			return nil, z, fmt.Errorf("session %s: getAllChildrenNumber %q: %w", s.id, path, err)
+		}
+		return nil, z, encoding.ErrNoAuth
+	}
+	if rootAlias {
+		total++
+	}
+	return &encoding.GetAllChildrenNumberResponse{TotalNumber: int32(total)}, z, nil
 }
 
 // WhoAmI (107) lists the connection's identities as ZooKeeper 3.9 does (checked against

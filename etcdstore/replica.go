@@ -228,6 +228,45 @@ func (v replicaView) node(path string, childNames bool) (kvs nodeKVs, children [
 	return kvs, children, true
 }
 
+// descendants counts the nodes below path (not path itself), walking the children lists.
+func (v replicaView) descendants(path string) int64 {
+	var total int64
+	stack := []string{path}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n := v.r.nodes[p]
+		if n == nil {
+			continue
+		}
+		total += int64(len(n.children))
+		for _, c := range n.children {
+			stack = append(stack, childPath(p, c))
+		}
+	}
+	return total
+}
+
+// ephemerals lists the paths of the nodes attached to lease, unsorted. It scans the replica, as
+// getEphemerals is rare (ZooKeeper keeps a set per session).
+func (v replicaView) ephemerals(lease int64) []string {
+	var paths []string
+	for path, n := range v.r.nodes {
+		if n.data != nil && n.data.Lease == lease {
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
+
+// childPath joins a parent's path and a child's name.
+func childPath(parent, name string) string {
+	if parent == "/" {
+		return "/" + name
+	}
+	return parent + "/" + name
+}
+
 // node reads one node (replicaView.node) and the revision it was read at.
 func (r *replica) node(path string, childNames bool) (kvs nodeKVs, children []string, rev int64, ok bool) {
 	rev = r.read(func(v replicaView) { kvs, children, ok = v.node(path, childNames) })
