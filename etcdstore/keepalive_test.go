@@ -18,7 +18,9 @@ func TestLeaseKeeper(t *testing.T) {
 	kctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go k.run(kctx)
-	const ttl = 3
+	// Refreshed every TTL/3 (2 s) plus a tick: the remaining TTL stays near 3.5 s or more; the
+	// check only asks that it never runs out, with seconds to spare for a loaded machine.
+	const ttl = 6
 	grant, err := cli.Grant(ctx, ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -34,9 +36,8 @@ func TestLeaseKeeper(t *testing.T) {
 	k.add(grant.ID)
 	k.add(grant.ID)
 	k.remove(grant.ID) // one holder left
-	for end := time.Now().Add(3 * ttl * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		// Refreshed every TTL/3 (plus a tick): never below a third of the TTL.
-		if r := remaining(); r < ttl/3 {
+	for end := time.Now().Add(2 * ttl * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if r := remaining(); r < 1 {
 			t.Fatalf("lease TTL down to %d s while held (granted %d s)", r, ttl)
 		}
 	}
