@@ -185,12 +185,15 @@ func leaveAfterEphemeral(t *testing.T, addr, path string, timeout time.Duration)
 }
 
 // waitNodeGone polls observer until path is gone and returns how long after since that was; it
-// fails the test after limit.
+// fails the test after limit. Each poll syncs first: the node was created through another
+// zetcd, which the observer's may not have applied yet (a read there could miss the node that is
+// still there, as on a ZooKeeper follower).
 func waitNodeGone(t *testing.T, observer *zk.Conn, path string, since time.Time, limit time.Duration) time.Duration {
 	t.Helper()
 	for {
+		_, serr := observer.Sync(path)
 		ok, _, err := observer.Exists(path)
-		if err == nil && !ok {
+		if serr == nil && err == nil && !ok {
 			return time.Since(since)
 		}
 		if time.Since(since) > limit {
@@ -225,6 +228,10 @@ func stillTalking(t *testing.T, s *talkingSession, observer *zk.Conn, path strin
 	t.Helper()
 	if s.expired.Load() {
 		t.Errorf("a session whose client kept talking was expired")
+	}
+	// sync: the node was created through another zetcd (see waitNodeGone).
+	if _, err := observer.Sync(path); err != nil {
+		t.Errorf("sync before checking %s: %v", path, err)
 	}
 	if ok, _, err := observer.Exists(path); err != nil || !ok {
 		t.Errorf("the talking session's ephemeral %s: exists %v (%v)", path, ok, err)

@@ -324,6 +324,12 @@ func killOrphanedSession(t *testing.T, killAfter time.Duration) {
 	watcher := connectRawTimeout(t, b.Addr, 40000)
 	owner.mustCreate("/o/e", nil, encoding.ModeEphemeral)
 	lastPacket := time.Now() // the owner sends nothing more
+	// The ephemeral was created through the other zetcd: as on a ZooKeeper follower, a read
+	// here sees it once this zetcd has applied it, which sync waits for. Without it the child
+	// watch could be set before, and spent on, the create.
+	if code := watcher.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/o"}, &encoding.SyncResponse{}); code != 0 {
+		t.Fatal(code)
+	}
 	if code := watcher.watch("getChildren", "/o"); code != 0 {
 		t.Fatal(code)
 	}
