@@ -43,7 +43,7 @@ type replica struct {
 // keys or children is removed.
 type replicaNode struct {
 	data     *mvccpb.KeyValue
-	meta     []*mvccpb.KeyValue // the meta keys (a, c, d, o), sorted by key
+	meta     []*mvccpb.KeyValue // the meta keys (a, c, d, o), sorted by key; copied on write, never changed in place
 	children []string           // the names of its children, sorted
 }
 
@@ -145,11 +145,14 @@ func applyPut(keys keySchema, nodes map[string]*replicaNode, kv *mvccpb.KeyValue
 	if path, ok := keys.pathOfMetaKey(string(kv.Key)); ok {
 		n := entry(nodes, path)
 		i, found := slices.BinarySearchFunc(n.meta, kv.Key, compareKey)
+		// Copy on write: readers hold n.meta past the read lock (replicaView.node).
+		meta := slices.Clone(n.meta)
 		if found {
-			n.meta[i] = kv
+			meta[i] = kv
 		} else {
-			n.meta = slices.Insert(n.meta, i, kv)
+			meta = slices.Insert(meta, i, kv)
 		}
+		n.meta = meta
 	}
 }
 
@@ -179,7 +182,7 @@ func applyDelete(keys keySchema, nodes map[string]*replicaNode, key string) {
 			return
 		}
 		if i, found := slices.BinarySearchFunc(n.meta, []byte(key), compareKey); found {
-			n.meta = slices.Delete(n.meta, i, i+1)
+			n.meta = slices.Delete(slices.Clone(n.meta), i, i+1) // copy on write, as in applyPut
 		}
 		forgetIfEmpty(nodes, path, n)
 	}
@@ -214,14 +217,15 @@ func (r *replica) read(f func(v replicaView)) int64 {
 }
 
 // node returns the keys of the node at path, as a read from etcd returns them (data nil when
-// the node does not exist), and its children's names if childNames. The slices are copies.
+// the node does not exist), and its children's names if childNames (a copy). The meta keys are
+// shared: apply replaces, never changes, a node's meta slice.
 func (v replicaView) node(path string, childNames bool) (kvs nodeKVs, children []string, ok bool) {
 	kvs.path = path
 	n := v.r.nodes[path]
 	if n == nil || n.data == nil {
 		return kvs, nil, false
 	}
-	kvs.data, kvs.meta, kvs.numChildren = n.data, slices.Clone(n.meta), int64(len(n.children))
+	kvs.data, kvs.meta, kvs.numChildren = n.data, n.meta, int64(len(n.children))
 	if childNames {
 		children = slices.Clone(n.children)
 	}
