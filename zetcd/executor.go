@@ -161,13 +161,14 @@ func (c *clientConn) runExecutor() {
 	defer close(c.execDone)
 	defer c.recoverPanic("executor")
 	for r := range c.reqCh {
-		if c.ctx.Err() != nil || !c.awaitRoom(c.outFull, c.budget.outRoom, c.timeout) {
-			c.dequeued(r)
+		skip := c.ctx.Err() != nil || !c.awaitRoom(c.outFull, c.budget.outRoom, c.timeout)
+		// Uncounted before it runs, so that no reply overtakes its request's count (srvr's
+		// Outstanding); the one request executing is the only one not counted.
+		c.dequeued(r)
+		if skip {
 			continue
 		}
-		more := c.execute(r)
-		c.dequeued(r)
-		if !more {
+		if !c.execute(r) {
 			return
 		}
 	}
