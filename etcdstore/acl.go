@@ -16,23 +16,23 @@ import (
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
-// ACL enforcement on etcd without an extra round trip in the common case (DESIGN.md):
+// ACL enforcement on etcd without an extra round trip (DESIGN.md):
 //
-//   - Reads already fetch the node's meta keys, ACL key included: the check runs on what the
-//     read returned.
+//   - Reads check the ACL of the node they read, from the replica (or from etcd, with the node).
 //   - A write needs the ACL of a node it does not otherwise read (the parent, for create and
-//     delete; the node, for setData). It takes it from aclCache, an in-process cache of
-//     (ACL, the ACL key's ModRevision) per path, decides the permission on it, and adds the
-//     compare ModRevision(ACL key) == cached revision to its transaction, so that a stale
-//     cache makes the transaction fail. The Else branch then reads the ACL key, and the error
-//     key (the zxid a failed write consumes) is put only if the failure is final: the compare
-//     held, or the node bearing the ACL is gone. Otherwise the write decides again on the
-//     fresh ACL and retries. A cache miss costs one read.
-//   - A write the cached ACL refuses is settled by one transaction: NoAuth if the ACL key is
-//     still at that revision (its node exists), NoNode if the node is gone, else decide again.
-//   - The cache is filled by every read and write that sees an ACL key, and kept current by
-//     the watch feed, which sees every ACL key change under the prefix (fireRevision). The feed
-//     also uses it to find the ACL that decides whether a watch event may be delivered.
+//     delete; the node, for setData). It takes it from the replica, with the ACL key's
+//     ModRevision, decides the permission on it, and adds the compare ModRevision(ACL key) ==
+//     that revision to its transaction, so that a replica behind etcd makes the transaction
+//     fail. The Else branch then reads the ACL key, and the error key (the zxid a failed write
+//     consumes) is put only if the failure is final: the compare held, or the node bearing the
+//     ACL is gone. Otherwise the write decides again on the fresh ACL and retries.
+//   - A write the ACL refuses is settled by one transaction: NoAuth if the ACL key is still at
+//     that revision (its node exists), NoNode if the node is gone, else decide again.
+//   - The watch feed needs a node's ACL at the revision of a change to decide whether its event
+//     may be delivered, including a deleted node's ACL from before the delete, which the replica
+//     no longer holds. aclCache keeps (ACL, the ACL key's ModRevision) per path for it: every
+//     ACL key put the feed sees and every write of this process; the replica answers for the
+//     nodes the cache does not know, and etcd (read at the revision) for the rest.
 
 // maxACLCacheEntries bounds the ACL cache; maxInternedACLs bounds the shared ACL lists.
 const (
@@ -55,13 +55,6 @@ type aclCache struct {
 type aclEntry struct {
 	acl []encoding.ACL
 	rev int64
-}
-
-func (c *aclCache) get(path string) (aclEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[path]
-	return e, ok
 }
 
 // at returns the ACL of path at revision rev if the cache knows it: an entry no newer than rev.
@@ -146,31 +139,25 @@ type aclGuard struct {
 	bypass  bool  // the connection is super: no decision, nothing to pin
 }
 
-// guardACL decides perm on path's ACL from the cache, reading the ACL key on a miss.
-func (s *etcdSession) guardACL(ctx context.Context, path string, perm encoding.Perm) (aclGuard, error) {
+// guardACL decides perm on path's ACL as the replica holds it, once the replica has applied the
+// session's own writes (a create of the parent just before, say), so that the decision is not
+// made on a state the session has already changed. The guard keeps the decision right whatever
+// the replica's lag: a stale one fails the write's compare, and the write decides again.
+func (s *etcdSession) guardACL(ctx context.Context, path string, perm encoding.Perm) aclGuard {
 	g := aclGuard{path: path, perm: perm}
 	if s.auth.IsSuper() {
 		g.bypass, g.allowed = true, true
-		return g, nil
+		return g
 	}
-	e, ok := s.b.acls.get(path)
-	if !ok {
-		r, err := s.b.kv.Get(ctx, s.b.keys.acl(path))
-		if err != nil {
-			return g, err
-		}
-		s.zxid(r.Header.Revision)
-		if len(r.Kvs) == 0 {
-			g.allowed = true
-			return g, nil
-		}
-		if e, err = s.b.acls.observe(path, r.Kvs[0]); err != nil {
-			return g, err
-		}
+	if s.b.tree.revision() < s.lastRev {
+		ctx, cancel := context.WithTimeout(ctx, s.b.treeWait)
+		_ = s.b.awaitProgress(ctx, encoding.Zxid(s.lastRev)) // on a timeout, decide on what there is
+		cancel()
 	}
-	g.rev = e.rev
-	g.allowed = s.auth.Allowed(e.acl, perm)
-	return g, nil
+	var acl []encoding.ACL
+	s.b.tree.read(func(v replicaView) { acl, g.rev = v.acl(path) })
+	g.allowed = g.rev == 0 || s.auth.Allowed(acl, perm)
+	return g
 }
 
 // stale reports whether aclKV (the ACL key read in a failed transaction's Else branch; nil if
@@ -310,9 +297,6 @@ func orCode(err error, code encoding.ErrCode) error {
 // readAllowed checks READ (or another perm) on the ACL a read returned, and records it in the
 // cache.
 func (s *etcdSession) readAllowed(path string, n node, perm encoding.Perm) bool {
-	if n.aclRev > 0 {
-		s.b.acls.remember(path, n.Meta.ACL, n.aclRev)
-	}
 	return s.auth.Allowed(n.Meta.ACL, perm)
 }
 
@@ -334,6 +318,9 @@ func (s *etcdSession) aclKVAllows(path string, aclKV *mvccpb.KeyValue, perm enco
 // revision is compacted, or etcd fails); the event is then not delivered.
 func (b *Store) aclAtChange(path string, rev int64) ([]encoding.ACL, bool) {
 	if acl, ok := b.acls.at(path, rev); ok {
+		return acl, true
+	}
+	if acl, ok := b.tree.aclAt(path, rev); ok {
 		return acl, true
 	}
 	ctx, cancel := context.WithTimeout(b.bgCtx, 10*time.Second)

@@ -121,13 +121,9 @@ func (s *etcdSession) planCreate(ctx context.Context, op, path string, data []by
 	if kind == encoding.ModeEphemeral {
 		p.lease = clientv3.LeaseID(s.id)
 	}
-	// CREATE on the parent, decided on the cached ACL and pinned by the commit (acl.go):
+	// CREATE on the parent, decided on the replica's ACL and pinned by the commit (acl.go):
 	// after NoNode of the parent, before everything that depends on the name.
-	var err error
-	if p.guard, err = s.guardACL(ctx, parent, encoding.PermCreate); err != nil {
-		z, err := s.etcdFailure(op, path, err)
-		return nil, z, err
-	}
+	p.guard = s.guardACL(ctx, parent, encoding.PermCreate)
 	if code, z, err := s.settle(ctx, &p.guard, 0); err != nil || code != 0 {
 		z, err := s.answerSettled(op, path, z, code, err)
 		return nil, z, err

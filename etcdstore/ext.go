@@ -158,24 +158,24 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 // which counts one more.
 func (s *etcdSession) allChildrenFromTree(path string, rootAlias bool) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
 	var (
-		kvs   nodeKVs
+		n     node
 		ok    bool
+		err   error
 		total int64
 	)
 	rev := s.b.tree.read(func(v replicaView) {
-		if kvs, _, ok = v.node(path, false); ok {
+		if n, _, ok, err = v.node(path, false); ok && err == nil {
 			total = v.descendants(path)
 		}
 	})
 	z := s.zxid(rev)
+	if err != nil {
+		return nil, z, fmt.Errorf("session %s: getAllChildrenNumber %q: %w", s.id, path, err)
+	}
 	if !ok {
 		return nil, z, encoding.ErrNoNode
 	}
-	aclKV, _, _ := s.b.keys.metaKeys(path, kvs.meta)
-	if allowed, err := s.aclKVAllows(path, aclKV, encoding.PermRead); err != nil || !allowed {
-		if err != nil {
-			return nil, z, fmt.Errorf("session %s: getAllChildrenNumber %q: %w", s.id, path, err)
-		}
+	if !s.readAllowed(path, n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
 	}
 	if rootAlias {

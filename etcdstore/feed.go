@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -168,14 +169,17 @@ func (b *Store) currentRevision(ctx context.Context) (int64, error) {
 // revision of the first batch (every batch is at or after it).
 func (b *Store) readWatchedStates(ctx context.Context, paths []string) (map[string]watch.State, int64, error) {
 	out := make(map[string]watch.State, len(paths))
-	var rev int64
+	var (
+		rev  int64
+		acls aclTable
+	)
 	for start := 0; start < len(paths); start += catchUpBatch {
 		batch := paths[start:min(start+catchUpBatch, len(paths))]
 		ops := make([]clientv3.Op, 0, 2*len(batch))
 		for _, p := range batch {
 			ops = append(ops,
 				clientv3.OpGet(b.keys.data(p), clientv3.WithKeysOnly()),
-				// Values too: the offsets key's value can correct czxid (nodeZxids).
+				// Values too: the offsets key's value can correct czxid (nodeKeys.zxids).
 				clientv3.OpGet(b.keys.metaPrefix(p), clientv3.WithPrefix()))
 		}
 		r, err := b.kv.Txn(ctx).Then(ops...).Commit()
@@ -191,11 +195,13 @@ func (b *Store) readWatchedStates(ctx context.Context, paths []string) (map[stri
 				out[p] = watch.State{}
 				continue
 			}
-			z, err := b.keys.nodeZxids(p, data, rangeKVs(r, 2*i+1))
-			if err != nil {
-				return nil, 0, err
+			nk := nodeKeys{data: revsOf(data)}
+			nk.putMetaKVs(b.keys, p, rangeKVs(r, 2*i+1), &acls)
+			if err := nk.decodeErr(); err != nil {
+				return nil, 0, fmt.Errorf("%s: %w", p, err)
 			}
-			st := watch.State{Exists: true, Czxid: encoding.Zxid(z.czxid), Mzxid: encoding.Zxid(data.ModRevision), Pzxid: encoding.Zxid(z.pzxid)}
+			czxid, pzxid := nk.zxids()
+			st := watch.State{Exists: true, Czxid: encoding.Zxid(czxid), Mzxid: encoding.Zxid(data.ModRevision), Pzxid: encoding.Zxid(pzxid)}
 			if aclKV, _, _ := b.keys.metaKeys(p, rangeKVs(r, 2*i+1)); aclKV != nil {
 				e, err := b.acls.observe(p, aclKV)
 				if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -32,18 +31,24 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 	read := make([]readNodeResult, len(req.Ops))
 	rev := s.b.tree.read(func(v replicaView) {
 		for i, o := range req.Ops {
-			p, children := multiReadPath(o)
-			read[i].kvs, read[i].children, _ = v.node(p, children)
+			r := &read[i]
+			var children bool
+			r.path, children = multiReadPath(o)
+			r.n, r.children, r.exists, r.err = v.node(r.path, children)
 		}
 	})
 	return s.multiReadAnswers(req, read, s.zxid(rev))
 }
 
-// readNodeResult is what a multiRead op read of its node: its keys (data nil when the node does
-// not exist) and, for getChildren, its children's names.
+// readNodeResult is what a multiRead op read of its node: whether it exists, the node (for a
+// getChildren read from etcd, only its ACL: n.Meta.ACL) and, for getChildren, its children's
+// names; err if its keys do not decode.
 type readNodeResult struct {
-	kvs      nodeKVs
+	path     string
+	exists   bool
+	n        node
 	children []string
+	err      error
 }
 
 // multiReadPath is the node an op of a multiRead reads, and whether it lists its children.
@@ -76,21 +81,26 @@ func (s *etcdSession) multiReadEtcd(ctx context.Context, req *encoding.MultiRequ
 	}
 	read := make([]readNodeResult, len(req.Ops))
 	for i, o := range req.Ops {
-		p, children := multiReadPath(o)
-		kvs := nodeKVs{path: p, data: firstKV(r, 3*i)}
+		rd := &read[i]
+		var children bool
+		rd.path, children = multiReadPath(o)
+		data := firstKV(r, 3*i)
+		if rd.exists = data != nil; !rd.exists {
+			continue
+		}
 		if !children {
-			kvs.meta, kvs.numChildren = rangeKVs(r, 3*i+1), rangeCount(r, 3*i+2)
-			read[i].kvs = kvs
+			rd.n, rd.err = b.keys.decodeNode(nodeKVs{path: rd.path, data: data, meta: rangeKVs(r, 3*i+1), numChildren: rangeCount(r, 3*i+2)})
 			continue
 		}
 		if aclKV := firstKV(r, 3*i+2); aclKV != nil {
-			kvs.meta = []*mvccpb.KeyValue{aclKV}
+			rd.n.Meta, rd.err = decodeACLValue(aclKV.Value)
+		} else {
+			rd.err = fmt.Errorf("zetcd: %s: ACL key missing", rd.path)
 		}
-		prefix := b.keys.childrenPrefix(p)
+		prefix := b.keys.childrenPrefix(rd.path)
 		for _, kv := range rangeKVs(r, 3*i+1) {
-			read[i].children = append(read[i].children, childName(kv.Key, prefix))
+			rd.children = append(rd.children, childName(kv.Key, prefix))
 		}
-		read[i].kvs = kvs
 	}
 	return s.multiReadAnswers(req, read, s.zxid(r.Header.Revision))
 }
@@ -99,39 +109,28 @@ func (s *etcdSession) multiReadEtcd(ctx context.Context, req *encoding.MultiRequ
 func (s *etcdSession) multiReadAnswers(req *encoding.MultiRequest, read []readNodeResult, z encoding.Zxid) (*encoding.MultiResponse, encoding.Zxid, error) {
 	resp := &encoding.MultiResponse{Results: make([]encoding.MultiResult, len(req.Ops))}
 	for i, o := range req.Ops {
-		res, err := s.multiReadAnswer(o, read[i])
-		if err != nil {
-			return nil, z, fmt.Errorf("session %s: multiRead %v %q: %w", s.id, o.Op, read[i].kvs.path, err)
+		if err := read[i].err; err != nil {
+			return nil, z, fmt.Errorf("session %s: multiRead %v %q: %w", s.id, o.Op, read[i].path, err)
 		}
-		resp.Results[i] = res
+		resp.Results[i] = s.multiReadAnswer(o, read[i])
 	}
 	return resp, z, nil
 }
 
 // multiReadAnswer answers one op: NoNode, NoAuth (READ), or its result.
-func (s *etcdSession) multiReadAnswer(o encoding.MultiOp, read readNodeResult) (encoding.MultiResult, error) {
-	kvs := read.kvs
-	if kvs.data == nil {
-		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}, nil
+func (s *etcdSession) multiReadAnswer(o encoding.MultiOp, read readNodeResult) encoding.MultiResult {
+	if !read.exists {
+		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}
 	}
-	noAuth := encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoAuth}
+	if !s.readAllowed(read.path, read.n, encoding.PermRead) {
+		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoAuth}
+	}
 	if _, children := multiReadPath(o); children {
-		aclKV, _, _ := s.b.keys.metaKeys(kvs.path, kvs.meta)
-		if ok, err := s.aclKVAllows(kvs.path, aclKV, encoding.PermRead); err != nil || !ok {
-			return noAuth, err
-		}
 		names := read.children
 		if names == nil {
 			names = []string{}
 		}
-		return encoding.MultiResult{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenResponse{Children: names}}, nil
+		return encoding.MultiResult{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenResponse{Children: names}}
 	}
-	n, err := s.b.keys.decodeNode(kvs)
-	if err != nil {
-		return encoding.MultiResult{}, err
-	}
-	if !s.readAllowed(kvs.path, n, encoding.PermRead) {
-		return noAuth, nil
-	}
-	return encoding.MultiResult{Op: encoding.OpGetData, Record: &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}}, nil
+	return encoding.MultiResult{Op: encoding.OpGetData, Record: &encoding.GetDataResponse{Data: read.n.Data, Stat: read.n.Stat}}
 }

@@ -152,14 +152,13 @@ func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames 
 	if !s.treeAt(ctx) {
 		return s.readNodeEtcd(ctx, op, path, childNames)
 	}
-	kvs, children, rev, ok := s.b.tree.node(path, childNames)
+	n, children, rev, ok, err := s.b.tree.node(path, childNames)
 	z := s.zxid(rev)
-	if !ok {
-		return node{}, nil, z, encoding.ErrNoNode
-	}
-	n, err := s.b.keys.decodeNode(kvs)
 	if err != nil {
 		return node{}, nil, z, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+	}
+	if !ok {
+		return node{}, nil, z, encoding.ErrNoNode
 	}
 	return n, children, z, nil
 }
@@ -296,22 +295,21 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 	if !s.treeAt(ctx) {
 		return s.getChildrenEtcd(ctx, path, req.Watch)
 	}
-	kvs, children, rev, ok := s.b.tree.node(path, true)
+	n, children, rev, ok, err := s.b.tree.node(path, true)
 	z := s.zxid(rev)
-	if !ok {
-		return nil, z, encoding.ErrNoNode
-	}
-	aclKV, _, _ := s.b.keys.metaKeys(path, kvs.meta)
-	return s.childrenReply(ctx, path, aclKV, children, req.Watch, z)
-}
-
-// childrenReply checks READ on the ACL key of path and answers getChildren with children,
-// setting the watch if asked.
-func (s *etcdSession) childrenReply(ctx context.Context, path string, aclKV *mvccpb.KeyValue, children []string, setWatch bool, z encoding.Zxid) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
-	if ok, err := s.aclKVAllows(path, aclKV, encoding.PermRead); err != nil || !ok {
+	if err != nil || !ok {
 		if err != nil {
 			return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
 		}
+		return nil, z, encoding.ErrNoNode
+	}
+	return s.childrenReply(ctx, path, s.readAllowed(path, n, encoding.PermRead), children, req.Watch, z)
+}
+
+// childrenReply answers getChildren with children, or NoAuth unless allowed (READ on the
+// node), setting the watch if asked.
+func (s *etcdSession) childrenReply(ctx context.Context, path string, allowed bool, children []string, setWatch bool, z encoding.Zxid) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
+	if !allowed {
 		return nil, z, encoding.ErrNoAuth
 	}
 	if setWatch {
@@ -344,7 +342,11 @@ func (s *etcdSession) getChildrenEtcd(ctx context.Context, path string, setWatch
 	for _, kv := range kvs {
 		children = append(children, childName(kv.Key, prefix))
 	}
-	return s.childrenReply(ctx, path, firstKV(r, 2), children, setWatch, z)
+	allowed, err := s.aclKVAllows(path, firstKV(r, 2), encoding.PermRead)
+	if err != nil {
+		return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
+	}
+	return s.childrenReply(ctx, path, allowed, children, setWatch, z)
 }
 
 // Sync makes sure the session's later reads see every write committed before it: one

@@ -16,13 +16,13 @@ import (
 )
 
 // The replica is this process's copy of the tree, as a ZooKeeper follower keeps one: every
-// znode's etcd keys (data key and meta keys, keys.go), and its children's names, at one
-// revision. It is loaded at the revision the watch feed starts after (paginated: a large tree
-// is never one huge response), then every revision the feed receives is applied to it before
-// the feed fires that revision's watches and advances its progress, so the replica's revision
-// is the feed's progress. Reads are answered from it (read.go) once it has reached what the
-// session must not go behind; a Stat is derived from the keys by decodeNode, as for keys read
-// from etcd, so there is one derivation.
+// znode's keys (data key and meta keys, keys.go) with their values decoded (nodeKeys), and its
+// children's names, at one revision. It is loaded at the revision the watch feed starts after
+// (paginated: a large tree is never one huge response), then every revision the feed receives
+// is applied to it before the feed fires that revision's watches and advances its progress, so
+// the replica's revision is the feed's progress. Reads are answered from it (read.go) once it
+// has reached what the session must not go behind; a Stat is derived from the node's keys by
+// nodeKeys.node, as for keys read from etcd, so there is one derivation.
 //
 // Lost history (a compacted watch) reloads the whole replica at etcd's current revision.
 
@@ -30,21 +30,21 @@ import (
 const replicaPageSize = 1000
 
 // replica is the in-memory tree. mu guards everything; the feed goroutine writes (apply,
-// reset), readers read under RLock. The KeyValues are etcd's and never modified.
+// reset), readers read under RLock.
 type replica struct {
 	keys keySchema
 
 	mu    sync.RWMutex
 	rev   int64 // the last revision applied
 	nodes map[string]*replicaNode
+	acls  aclTable // the ACL lists the nodes share
 }
 
-// replicaNode is one znode's keys. A node exists when data is set; an entry without data, meta
-// keys or children is removed.
+// replicaNode is one znode. A node exists when its data key does; an entry with no key and no
+// children is removed.
 type replicaNode struct {
-	data     *mvccpb.KeyValue
-	meta     []*mvccpb.KeyValue // the meta keys (a, c, d, o), sorted by key; copied on write, never changed in place
-	children []string           // the names of its children, sorted
+	keys     nodeKeys
+	children []string // the names of its children, sorted
 }
 
 func newReplica(keys keySchema) *replica {
@@ -55,16 +55,17 @@ func newReplica(keys keySchema) *replica {
 // the replica's content with them.
 func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
 	nodes := map[string]*replicaNode{}
+	var acls aclTable
 	for _, prefix := range []string{r.keys.prefix + "n/", r.keys.prefix + "m/"} {
 		err := rangePages(ctx, kv, prefix, rev, func(kv *mvccpb.KeyValue) {
-			applyPut(r.keys, nodes, kv)
+			applyPut(r.keys, nodes, &acls, kv)
 		})
 		if err != nil {
 			return fmt.Errorf("load the tree at revision %d: %w", rev, err)
 		}
 	}
 	r.mu.Lock()
-	r.nodes, r.rev = nodes, rev
+	r.nodes, r.rev, r.acls = nodes, rev, acls
 	r.mu.Unlock()
 	return nil
 }
@@ -98,7 +99,7 @@ func (r *replica) apply(rev int64, evs []*clientv3.Event) {
 		if ev.Type == mvccpb.DELETE {
 			applyDelete(r.keys, r.nodes, string(ev.Kv.Key))
 		} else {
-			applyPut(r.keys, r.nodes, ev.Kv)
+			applyPut(r.keys, r.nodes, &r.acls, ev.Kv)
 		}
 	}
 	r.rev = max(r.rev, rev)
@@ -129,30 +130,22 @@ func entry(nodes map[string]*replicaNode, path string) *replicaNode {
 }
 
 // applyPut records a put of a data or meta key; other keys are not the tree's.
-func applyPut(keys keySchema, nodes map[string]*replicaNode, kv *mvccpb.KeyValue) {
-	if path, ok := keys.pathOfDataKey(string(kv.Key)); ok {
+func applyPut(keys keySchema, nodes map[string]*replicaNode, acls *aclTable, kv *mvccpb.KeyValue) {
+	key := string(kv.Key)
+	if path, ok := keys.pathOfDataKey(key); ok {
 		n := entry(nodes, path)
-		if n.data == nil && path != "/" {
+		if !n.keys.exists() && path != "/" {
 			parent, name := splitPath(path)
 			p := entry(nodes, parent)
 			if i, found := slices.BinarySearch(p.children, name); !found {
 				p.children = slices.Insert(p.children, i, name)
 			}
 		}
-		n.data = kv
+		n.keys.putData(kv)
 		return
 	}
-	if path, ok := keys.pathOfMetaKey(string(kv.Key)); ok {
-		n := entry(nodes, path)
-		i, found := slices.BinarySearchFunc(n.meta, kv.Key, compareKey)
-		// Copy on write: readers hold n.meta past the read lock (replicaView.node).
-		meta := slices.Clone(n.meta)
-		if found {
-			meta[i] = kv
-		} else {
-			meta = slices.Insert(meta, i, kv)
-		}
-		n.meta = meta
+	if path, ok := keys.pathOfMetaKey(key); ok {
+		entry(nodes, path).keys.putMeta(key[len(key)-1], kv, acls)
 	}
 }
 
@@ -160,10 +153,10 @@ func applyPut(keys keySchema, nodes map[string]*replicaNode, kv *mvccpb.KeyValue
 func applyDelete(keys keySchema, nodes map[string]*replicaNode, key string) {
 	if path, ok := keys.pathOfDataKey(key); ok {
 		n := nodes[path]
-		if n == nil || n.data == nil {
+		if n == nil || !n.keys.exists() {
 			return
 		}
-		n.data = nil
+		n.keys.deleteData()
 		forgetIfEmpty(nodes, path, n)
 		if path != "/" {
 			parent, name := splitPath(path)
@@ -177,25 +170,17 @@ func applyDelete(keys keySchema, nodes map[string]*replicaNode, key string) {
 		return
 	}
 	if path, ok := keys.pathOfMetaKey(key); ok {
-		n := nodes[path]
-		if n == nil {
-			return
+		if n := nodes[path]; n != nil {
+			n.keys.deleteMeta(key[len(key)-1])
+			forgetIfEmpty(nodes, path, n)
 		}
-		if i, found := slices.BinarySearchFunc(n.meta, []byte(key), compareKey); found {
-			n.meta = slices.Delete(slices.Clone(n.meta), i, i+1) // copy on write, as in applyPut
-		}
-		forgetIfEmpty(nodes, path, n)
 	}
 }
 
 func forgetIfEmpty(nodes map[string]*replicaNode, path string, n *replicaNode) {
-	if n.data == nil && len(n.meta) == 0 && len(n.children) == 0 {
+	if n.keys.empty() && len(n.children) == 0 {
 		delete(nodes, path)
 	}
-}
-
-func compareKey(kv *mvccpb.KeyValue, key []byte) int {
-	return strings.Compare(string(kv.Key), string(key))
 }
 
 // splitPath splits a path other than "/" into its parent and its last component.
@@ -216,20 +201,30 @@ func (r *replica) read(f func(v replicaView)) int64 {
 	return r.rev
 }
 
-// node returns the keys of the node at path, as a read from etcd returns them (data nil when
-// the node does not exist), and its children's names if childNames (a copy). The meta keys are
-// shared: apply replaces, never changes, a node's meta slice.
-func (v replicaView) node(path string, childNames bool) (kvs nodeKVs, children []string, ok bool) {
-	kvs.path = path
-	n := v.r.nodes[path]
-	if n == nil || n.data == nil {
-		return kvs, nil, false
+// node derives the node at path (ok false when it does not exist; err when its keys do not
+// decode), and its children's names if childNames (a copy). The node's data and ACL list are
+// shared: apply replaces, never changes, them.
+func (v replicaView) node(path string, childNames bool) (n node, children []string, ok bool, err error) {
+	rn := v.r.nodes[path]
+	if rn == nil || !rn.keys.exists() {
+		return node{}, nil, false, nil
 	}
-	kvs.data, kvs.meta, kvs.numChildren = n.data, n.meta, int64(len(n.children))
+	if n, err = rn.keys.node(path, int64(len(rn.children))); err != nil {
+		return node{}, nil, true, err
+	}
 	if childNames {
-		children = slices.Clone(n.children)
+		children = slices.Clone(rn.children)
 	}
-	return kvs, children, true
+	return n, children, true, nil
+}
+
+// acl returns the node's ACL and its ACL key's ModRevision (0 when it has none).
+func (v replicaView) acl(path string) ([]encoding.ACL, int64) {
+	rn := v.r.nodes[path]
+	if rn == nil {
+		return nil, 0
+	}
+	return rn.keys.meta.ACL, rn.keys.acl.mod
 }
 
 // descendants counts the nodes below path (not path itself), walking the children lists.
@@ -256,7 +251,7 @@ func (v replicaView) descendants(path string) int64 {
 func (v replicaView) ephemerals(lease int64) []string {
 	var paths []string
 	for path, n := range v.r.nodes {
-		if n.data != nil && n.data.Lease == lease {
+		if n.keys.exists() && n.keys.lease == lease {
 			paths = append(paths, path)
 		}
 	}
@@ -272,9 +267,21 @@ func childPath(parent, name string) string {
 }
 
 // node reads one node (replicaView.node) and the revision it was read at.
-func (r *replica) node(path string, childNames bool) (kvs nodeKVs, children []string, rev int64, ok bool) {
-	rev = r.read(func(v replicaView) { kvs, children, ok = v.node(path, childNames) })
-	return kvs, children, rev, ok
+func (r *replica) node(path string, childNames bool) (n node, children []string, rev int64, ok bool, err error) {
+	rev = r.read(func(v replicaView) { n, children, ok, err = v.node(path, childNames) })
+	return n, children, rev, ok, err
+}
+
+// aclAt returns the node's ACL at revision rev if the replica knows it: the node's ACL key was
+// last changed at or before rev (the replica has applied everything since, or it would not
+// hold that key), and rev is not past what the replica has applied.
+func (r *replica) aclAt(path string, rev int64) (acl []encoding.ACL, ok bool) {
+	r.read(func(v replicaView) {
+		var mod int64
+		acl, mod = v.acl(path)
+		ok = mod != 0 && mod <= rev && rev <= v.r.rev
+	})
+	return acl, ok
 }
 
 // stats counts the replica's znodes (the root twice, as ZooKeeper counts it), their data and
@@ -285,13 +292,13 @@ func (r *replica) stats() zetcd.TreeStats {
 	defer r.mu.RUnlock()
 	ts.Zxid = encoding.Zxid(r.rev)
 	for path, n := range r.nodes {
-		if n.data == nil {
+		if !n.keys.exists() {
 			continue
 		}
 		ts.NodeCount++
-		ts.ApproximateDataSize += int64(len(path) + max(0, len(n.data.Value)-dataHeaderLen))
-		if n.data.Lease != 0 {
-			id := encoding.SessionID(n.data.Lease)
+		ts.ApproximateDataSize += int64(len(path) + len(n.keys.value))
+		if n.keys.lease != 0 {
+			id := encoding.SessionID(n.keys.lease)
 			ts.Ephemerals[id] = append(ts.Ephemerals[id], path)
 			ts.EphemeralCount++
 		}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap/zaptest"
 
@@ -202,19 +201,14 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 	}
 	for path, want := range fresh.nodes {
 		got := nodes[path]
-		if got == nil || !reflect.DeepEqual(got.children, want.children) || !sameKV(got.data, want.data) || len(got.meta) != len(want.meta) {
-			t.Errorf("%s: the replica's entry differs from a fresh load's", path)
+		if got == nil || !reflect.DeepEqual(got.children, want.children) || !reflect.DeepEqual(got.keys, want.keys) {
+			t.Errorf("%s: the replica's entry differs from a fresh load's:\n%+v\n%+v", path, got, want)
 			continue
 		}
-		for i := range want.meta {
-			if !sameKV(got.meta[i], want.meta[i]) {
-				t.Errorf("%s: meta key %q differs", path, want.meta[i].Key)
-			}
-		}
-		if want.data == nil {
+		if !want.keys.exists() {
 			continue
 		}
-		fromTree, err := b.keys.decodeNode(nodeKVs{path: path, data: got.data, meta: got.meta, numChildren: int64(len(got.children))})
+		fromTree, err := got.keys.node(path, int64(len(got.children)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,11 +224,4 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 			t.Errorf("%s: the replica reads %+v %v, etcd %+v %v", path, fromTree, got.children, fromEtcd, children)
 		}
 	}
-}
-
-func sameKV(a, b *mvccpb.KeyValue) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.String() == b.String()
 }

@@ -529,9 +529,9 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	}
 }
 
-// TestEtcdACLRoundTrips: ACL checks add no etcd round trip when the ACL cache is warm, for
-// granted and for refused operations, on nodes with non-open ACLs; a cold or stale cache costs
-// one more.
+// TestEtcdACLRoundTrips: ACL checks add no etcd round trip, for granted and for refused
+// operations, on nodes with non-open ACLs (the ACL comes from the replica); a replica behind
+// etcd costs one more.
 func TestEtcdACLRoundTrips(t *testing.T) {
 	b, kv, cli := newTestBackend(t)
 	ctx := context.Background()
@@ -642,27 +642,28 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	kv = skv
-	count("setData by super (cold cache)", 1, 0, setData(super, "/s/a"))
+	count("setData by super", 1, 0, setData(super, "/s/a"))
 
-	// Another zetcd process, whose cache is cold and never updated by a watch feed.
+	// Another zetcd process, whose replica is loaded at its start and never updated by a watch
+	// feed.
 	ob, okv, _ := newTestBackendOn(t, cli, Config{manualWatchFeed: true})
 	other := openTestSession(t, ob)
 	if _, err := other.Auth(ctx, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("alice:pw")}); err != nil {
 		t.Fatal(err)
 	}
 	kv = okv
-	count("setData (cold cache)", 2, 0, setData(other, "/s/a"))
-	count("setData (warm)", 1, 0, setData(other, "/s/a"))
+	count("setData (another process)", 1, 0, setData(other, "/s/a"))
+	count("setData (again)", 1, 0, setData(other, "/s/a"))
 	// The ACL changes behind its back: the guard fails without a zxid, then the write is decided
 	// again.
 	if _, _, err := alice.SetACL(ctx, &encoding.SetACLRequest{Path: "/s/a", ACL: readable, Version: -1}); err != nil {
 		t.Fatal(err)
 	}
-	count("setData (stale cache, still granted)", 2, 0, setData(other, "/s/a"))
+	count("setData (stale replica, still granted)", 2, 0, setData(other, "/s/a"))
 	if _, _, err := alice.SetACL(ctx, &encoding.SetACLRequest{Path: "/s/a", ACL: []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}, Version: -1}); err != nil {
 		t.Fatal(err)
 	}
-	count("setData (stale cache, now refused)", 2, noAuth, setData(other, "/s/a"))
+	count("setData (stale replica, now refused)", 2, noAuth, setData(other, "/s/a"))
 }
 
 // newTestBackendOn starts another backend (another zetcd process) on cli's etcd.

@@ -250,45 +250,155 @@ func decodeOffsetsValue(b []byte) (offsetsValue, error) {
 	return offsetsValue{Version: f(0), Aversion: f(1), Creates: f(2), Czxid: f(3)}, nil
 }
 
-// czxidOf applies an offsets value to the data key's CreateRevision.
-func (o offsetsValue) czxidOf(data, offsets *mvccpb.KeyValue) int64 {
-	switch {
-	case o.Czxid == czxidOwn && offsets != nil:
-		return offsets.ModRevision
-	case o.Czxid > 0:
-		return o.Czxid
+// keyRevs is what the derivation of a Stat uses of one etcd key: its revisions and version.
+// The zero value stands for an absent key (etcd's revisions start at 1).
+type keyRevs struct{ create, mod, version int64 }
+
+func revsOf(kv *mvccpb.KeyValue) keyRevs {
+	if kv == nil {
+		return keyRevs{}
 	}
-	return data.CreateRevision
+	return keyRevs{create: kv.CreateRevision, mod: kv.ModRevision, version: kv.Version}
 }
 
-// nodeZxidsResult is what nodeZxids derives.
-type nodeZxidsResult struct {
-	offsets      offsetsValue
-	czxid, pzxid int64
+// nodeKeys is one znode's etcd keys with their values decoded: everything its Stat, data and
+// ACL derive from (node). It is what the replica keeps per znode, and what a node read from
+// etcd is decoded into, so that a Stat is derived in one place. The data and the ACL list are
+// shared, never changed in place.
+type nodeKeys struct {
+	data  keyRevs // the data key; data.mod is 0 when the node does not exist
+	lease int64   // the data key's lease: the ephemeral owner
+	mtime int64
+	value []byte   // the node's data (nil for null data)
+	acl   keyRevs  // the ACL key
+	meta  aclValue // the ACL key's value
+	// more holds the keys a node usually lacks; nil when it has none. Replaced, never changed
+	// in place, when one of them changes.
+	more *moreKeys
 }
 
-// nodeZxids derives a node's czxid and pzxid from its data key and the keys of its meta prefix
-// (with values: the offsets key's value corrects czxid):
+// moreKeys are the child-create, child-delete and offsets keys of a node (keys.go), and what
+// went wrong decoding any of its keys (a corrupt value: reads of the node fail with it).
+type moreKeys struct {
+	creates, deletes, offsets keyRevs
+	offs                      offsetsValue // the offsets key's value
+	err                       error
+}
+
+func (n *nodeKeys) moreOrZero() moreKeys {
+	if n.more == nil {
+		return moreKeys{}
+	}
+	return *n.more
+}
+
+// setMore replaces the node's moreKeys with m (nil when m holds nothing).
+func (n *nodeKeys) setMore(m moreKeys) {
+	if m == (moreKeys{}) {
+		n.more = nil
+		return
+	}
+	n.more = &m
+}
+
+// putMeta records one of the node's meta keys (name: the key's last byte, keys.go) as put in
+// kv; a value that does not decode is recorded as the node's error.
+func (n *nodeKeys) putMeta(name byte, kv *mvccpb.KeyValue, acls *aclTable) {
+	m := n.moreOrZero()
+	switch name {
+	case 'a':
+		v, err := decodeACLValue(kv.Value)
+		if err != nil {
+			m.err = err
+			break
+		}
+		v.ACL = acls.share(kv.Value[aclListOffset:], v.ACL)
+		n.acl, n.meta = revsOf(kv), v
+	case 'c':
+		m.creates = revsOf(kv)
+	case 'd':
+		m.deletes = revsOf(kv)
+	case 'o':
+		offs, err := decodeOffsetsValue(kv.Value)
+		if err != nil {
+			m.err = err
+			break
+		}
+		m.offsets, m.offs = revsOf(kv), offs
+	}
+	n.setMore(m)
+}
+
+// deleteMeta records the delete of one of the node's meta keys.
+func (n *nodeKeys) deleteMeta(name byte) {
+	m := n.moreOrZero()
+	switch name {
+	case 'a':
+		n.acl, n.meta = keyRevs{}, aclValue{}
+	case 'c':
+		m.creates = keyRevs{}
+	case 'd':
+		m.deletes = keyRevs{}
+	case 'o':
+		m.offsets, m.offs = keyRevs{}, offsetsValue{}
+	}
+	n.setMore(m)
+}
+
+// putData records the node's data key as put in kv.
+func (n *nodeKeys) putData(kv *mvccpb.KeyValue) {
+	data, mtime, err := decodeDataValue(kv.Value)
+	if err != nil {
+		m := n.moreOrZero()
+		m.err = err
+		n.setMore(m)
+	}
+	n.data, n.lease, n.mtime, n.value = revsOf(kv), kv.Lease, mtime, data
+}
+
+// deleteData records the delete of the node's data key.
+func (n *nodeKeys) deleteData() {
+	n.data, n.lease, n.mtime, n.value = keyRevs{}, 0, 0, nil
+}
+
+// exists reports whether the node's data key exists.
+func (n *nodeKeys) exists() bool { return n.data.mod != 0 }
+
+// empty reports whether no key of the node is known.
+func (n *nodeKeys) empty() bool { return !n.exists() && n.acl.mod == 0 && n.more == nil }
+
+// zxids derives the node's czxid and pzxid:
 //
+//	czxid = data.CreateRevision, or as the offsets key corrects it (offsetsValue.Czxid)
 //	pzxid = max(czxid, child-create key's ModRevision, child-delete key's ModRevision)
-func (k keySchema) nodeZxids(path string, data *mvccpb.KeyValue, meta []*mvccpb.KeyValue) (nodeZxidsResult, error) {
-	var z nodeZxidsResult
-	offsKV := k.offsetsKV(path, meta)
-	if offsKV != nil {
-		var err error
-		if z.offsets, err = decodeOffsetsValue(offsKV.Value); err != nil {
-			return z, fmt.Errorf("%s: %w", path, err)
-		}
+func (n *nodeKeys) zxids() (czxid, pzxid int64) {
+	m := n.moreOrZero()
+	switch {
+	case m.offs.Czxid == czxidOwn && m.offsets.mod != 0:
+		czxid = m.offsets.mod
+	case m.offs.Czxid > 0:
+		czxid = m.offs.Czxid
+	default:
+		czxid = n.data.create
 	}
-	z.czxid = z.offsets.czxidOf(data, offsKV)
-	z.pzxid = z.czxid
-	_, creates, deletes := k.metaKeys(path, meta)
-	for _, kv := range []*mvccpb.KeyValue{creates, deletes} {
-		if kv != nil {
-			z.pzxid = max(z.pzxid, kv.ModRevision)
-		}
+	return czxid, max(czxid, m.creates.mod, m.deletes.mod)
+}
+
+// aclTable shares one ACL list among the nodes that have the same one (most do), keyed by its
+// encoding, as ZooKeeper's ACL cache does. Bounded: when full, it starts again (lists already
+// shared stay shared). Not safe for concurrent use.
+type aclTable struct{ m map[string][]encoding.ACL }
+
+// share returns the shared list whose encoding is raw, recording acl as that list if none is.
+func (t *aclTable) share(raw []byte, acl []encoding.ACL) []encoding.ACL {
+	if shared, ok := t.m[string(raw)]; ok {
+		return shared
 	}
-	return z, nil
+	if t.m == nil || len(t.m) >= maxInternedACLs {
+		t.m = map[string][]encoding.ACL{}
+	}
+	t.m[string(raw)] = acl
+	return acl
 }
 
 // node is one znode decoded from etcd.
@@ -300,7 +410,43 @@ type node struct {
 	aclRev int64
 }
 
-// decodeNode derives a znode's Stat, data and ACL from its etcd keys (PROTOCOL.md §4.1):
+// nodeKeysOf decodes the keys read from etcd for one existing node.
+func (k keySchema) nodeKeysOf(n nodeKVs) nodeKeys {
+	var nk nodeKeys
+	nk.putData(n.data)
+	var acls aclTable
+	nk.putMetaKVs(k, n.path, n.meta, &acls)
+	return nk
+}
+
+// putMetaKVs records the keys read from the meta prefix of the node at path.
+func (n *nodeKeys) putMetaKVs(k keySchema, path string, kvs []*mvccpb.KeyValue, acls *aclTable) {
+	p := k.metaPrefix(path)
+	for _, kv := range kvs {
+		if name := kv.Key[len(p):]; len(name) == 1 {
+			n.putMeta(name[0], kv, acls)
+		}
+	}
+}
+
+// decodeErr is the error met decoding the node's keys, if any.
+func (n *nodeKeys) decodeErr() error {
+	if n.more == nil {
+		return nil
+	}
+	return n.more.err
+}
+
+// decodeNode derives a znode's Stat, data and ACL from its etcd keys.
+func (k keySchema) decodeNode(n nodeKVs) (node, error) {
+	if n.data == nil {
+		return node{}, errors.New("zetcd: decodeNode of a missing node")
+	}
+	nk := k.nodeKeysOf(n)
+	return nk.node(n.path, n.numChildren)
+}
+
+// node derives the znode's Stat (PROTOCOL.md §4.1), data and ACL from its keys:
 //
 //	czxid = data.CreateRevision       mzxid = data.ModRevision      version = data.Version-1
 //	ctime = ACL value                  mtime = data value            aversion = acl.Version-1
@@ -312,35 +458,20 @@ type node struct {
 //
 // System nodes were written by the bootstrap transaction; a zxid equal to their own create
 // revision is that bootstrap and is reported as 0, as a fresh ZooKeeper reports it.
-func (k keySchema) decodeNode(n nodeKVs) (node, error) {
-	var out node
-	if n.data == nil {
-		return out, errors.New("zetcd: decodeNode of a missing node")
+func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
+	m := n.moreOrZero()
+	switch {
+	case m.err != nil:
+		return node{}, fmt.Errorf("%s: %w", path, m.err)
+	case !n.exists():
+		return node{}, fmt.Errorf("zetcd: %s: data key missing", path)
+	case n.acl.mod == 0:
+		return node{}, fmt.Errorf("zetcd: %s: ACL key missing", path)
 	}
-	data, mtime, err := decodeDataValue(n.data.Value)
-	if err != nil {
-		return out, fmt.Errorf("%s: %w", n.path, err)
-	}
-	aclKV, creates, _ := k.metaKeys(n.path, n.meta)
-	if aclKV == nil {
-		return out, fmt.Errorf("zetcd: %s: ACL key missing", n.path)
-	}
-	meta, err := decodeACLValue(aclKV.Value)
-	if err != nil {
-		return out, fmt.Errorf("%s: %w", n.path, err)
-	}
-	z, err := k.nodeZxids(n.path, n.data, n.meta)
-	if err != nil {
-		return out, err
-	}
-	offs, czxid, pzxid := z.offsets, z.czxid, z.pzxid
-	c := offs.Creates
-	if creates != nil {
-		c += creates.Version
-	}
+	czxid, pzxid := n.zxids()
 	zx := func(rev int64) encoding.Zxid { return encoding.Zxid(rev) }
-	if znode.IsSystem(n.path) {
-		boot := n.data.CreateRevision
+	if znode.IsSystem(path) {
+		boot := n.data.create
 		zx = func(rev int64) encoding.Zxid {
 			if rev == boot {
 				return 0
@@ -348,21 +479,23 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 			return encoding.Zxid(rev)
 		}
 	}
-	out.Data = data
-	out.Meta = meta
-	out.aclRev = aclKV.ModRevision
-	out.Stat = encoding.Stat{
-		Czxid:          zx(czxid),
-		Mzxid:          zx(n.data.ModRevision),
-		Ctime:          meta.Ctime,
-		Mtime:          mtime,
-		Version:        int32(n.data.Version - 1 - offs.Version),
-		Cversion:       int32(2*c - n.numChildren),
-		Aversion:       int32(aclKV.Version-1-offs.Aversion) + aversionOffset(n.path),
-		EphemeralOwner: encoding.SessionID(n.data.Lease),
-		DataLength:     int32(len(data)),
-		NumChildren:    int32(n.numChildren),
-		Pzxid:          zx(pzxid),
-	}
-	return out, nil
+	c := m.offs.Creates + m.creates.version
+	return node{
+		Data:   n.value,
+		Meta:   n.meta,
+		aclRev: n.acl.mod,
+		Stat: encoding.Stat{
+			Czxid:          zx(czxid),
+			Mzxid:          zx(n.data.mod),
+			Ctime:          n.meta.Ctime,
+			Mtime:          n.mtime,
+			Version:        int32(n.data.version - 1 - m.offs.Version),
+			Cversion:       int32(2*c - numChildren),
+			Aversion:       int32(n.acl.version-1-m.offs.Aversion) + aversionOffset(path),
+			EphemeralOwner: encoding.SessionID(n.lease),
+			DataLength:     int32(len(n.value)),
+			NumChildren:    int32(numChildren),
+			Pzxid:          zx(pzxid),
+		},
+	}, nil
 }

@@ -22,10 +22,7 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 	}
 	b := s.b
 	nodeKey := b.keys.data(path)
-	g, err := s.guardACL(ctx, parent, encoding.PermDelete)
-	if err != nil {
-		return s.etcdFailure("delete", path, err)
-	}
+	g := s.guardACL(ctx, parent, encoding.PermDelete)
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
 			if err != nil {
@@ -102,10 +99,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 		return res.Record.(*encoding.SetDataResponse), z, nil
 	}
 	nodeKey := b.keys.data(path)
-	g, err := s.guardACL(ctx, path, encoding.PermWrite)
-	if err != nil {
-		return storeErr[encoding.SetDataResponse](s, "setData", path, err)
-	}
+	g := s.guardACL(ctx, path, encoding.PermWrite)
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if code, z, err := s.settle(ctx, &g, 0); err != nil || code != 0 {
 			if err != nil {
