@@ -116,6 +116,9 @@ func (k keySchema) session(id encoding.SessionID) string {
 	return k.prefix + "s/" + fmt.Sprintf("%016x", uint64(id))
 }
 
+// sessionKeysPrefix is the common prefix of every session key.
+func (k keySchema) sessionKeysPrefix() string { return k.prefix + "s/" }
+
 // sessionOfKey inverts session: the session id of a session key.
 func (k keySchema) sessionOfKey(key string) (encoding.SessionID, bool) {
 	hex, ok := strings.CutPrefix(key, k.prefix+"s/")

@@ -30,14 +30,28 @@ import (
 const replicaPageSize = 1000
 
 // replica is the in-memory tree. mu guards everything; the feed goroutine writes (apply,
-// reset), readers read under RLock.
+// advance, load), readers read under RLock.
 type replica struct {
 	keys keySchema
 
-	mu    sync.RWMutex
-	rev   int64 // the last revision applied
+	mu  sync.RWMutex
+	rev int64 // the last revision applied
+	t   *tree
+}
+
+// tree is the replica's content: apply changes it in place, load builds a new one.
+type tree struct {
 	nodes map[string]*replicaNode
 	acls  aclTable // the ACL lists the nodes share
+	// Kept by every change, for the four-letter words and getEphemerals: no scan of the tree.
+	sessions   int64                         // the session keys: the sessions of every zetcd process
+	count      int64                         // the nodes that exist
+	dataSize   int64                         // ZooKeeper's approximate data size: every node's path and data length
+	ephemerals map[int64]map[string]struct{} // lease (session) → the paths of its ephemeral nodes
+}
+
+func newTree() *tree {
+	return &tree{nodes: map[string]*replicaNode{}, ephemerals: map[int64]map[string]struct{}{}}
 }
 
 // replicaNode is one znode. A node exists when its data key does; an entry with no key and no
@@ -48,24 +62,23 @@ type replicaNode struct {
 }
 
 func newReplica(keys keySchema) *replica {
-	return &replica{keys: keys, nodes: map[string]*replicaNode{}}
+	return &replica{keys: keys, t: newTree()}
 }
 
-// load reads every data and meta key under the prefix at revision rev, in pages, and replaces
+// load reads every data, meta and session key under the prefix at revision rev, in pages, and replaces
 // the replica's content with them.
 func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
-	nodes := map[string]*replicaNode{}
-	var acls aclTable
-	for _, prefix := range []string{r.keys.prefix + "n/", r.keys.prefix + "m/"} {
+	t := newTree()
+	for _, prefix := range []string{r.keys.prefix + "n/", r.keys.prefix + "m/", r.keys.sessionKeysPrefix()} {
 		err := rangePages(ctx, kv, prefix, rev, func(kv *mvccpb.KeyValue) {
-			applyPut(r.keys, nodes, &acls, kv)
+			t.put(r.keys, kv)
 		})
 		if err != nil {
 			return fmt.Errorf("load the tree at revision %d: %w", rev, err)
 		}
 	}
 	r.mu.Lock()
-	r.nodes, r.rev, r.acls = nodes, rev, acls
+	r.t, r.rev = t, rev
 	r.mu.Unlock()
 	return nil
 }
@@ -97,9 +110,9 @@ func (r *replica) apply(rev int64, evs []*clientv3.Event) {
 	defer r.mu.Unlock()
 	for _, ev := range evs {
 		if ev.Type == mvccpb.DELETE {
-			applyDelete(r.keys, r.nodes, string(ev.Kv.Key))
+			r.t.delete(r.keys, string(ev.Kv.Key))
 		} else {
-			applyPut(r.keys, r.nodes, &r.acls, ev.Kv)
+			r.t.put(r.keys, ev.Kv)
 		}
 	}
 	r.rev = max(r.rev, rev)
@@ -120,66 +133,105 @@ func (r *replica) revision() int64 {
 }
 
 // entry returns the node's entry, creating it.
-func entry(nodes map[string]*replicaNode, path string) *replicaNode {
-	n := nodes[path]
+func (t *tree) entry(path string) *replicaNode {
+	n := t.nodes[path]
 	if n == nil {
 		n = &replicaNode{}
-		nodes[path] = n
+		t.nodes[path] = n
 	}
 	return n
 }
 
-// applyPut records a put of a data or meta key; other keys are not the tree's.
-func applyPut(keys keySchema, nodes map[string]*replicaNode, acls *aclTable, kv *mvccpb.KeyValue) {
+// put records a put of a data, meta or session key; other keys are not the tree's.
+func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 	key := string(kv.Key)
+	if _, ok := keys.sessionOfKey(key); ok {
+		if kv.Version == 1 { // created, not rewritten by a resume elsewhere
+			t.sessions++
+		}
+		return
+	}
 	if path, ok := keys.pathOfDataKey(key); ok {
-		n := entry(nodes, path)
-		if !n.keys.exists() && path != "/" {
+		n := t.entry(path)
+		if n.keys.exists() {
+			t.uncount(path, n)
+		} else if path != "/" {
 			parent, name := splitPath(path)
-			p := entry(nodes, parent)
+			p := t.entry(parent)
 			if i, found := slices.BinarySearch(p.children, name); !found {
 				p.children = slices.Insert(p.children, i, name)
 			}
 		}
 		n.keys.putData(kv)
+		t.countIn(path, n)
 		return
 	}
 	if path, ok := keys.pathOfMetaKey(key); ok {
-		entry(nodes, path).keys.putMeta(key[len(key)-1], kv, acls)
+		t.entry(path).keys.putMeta(key[len(key)-1], kv, &t.acls)
 	}
 }
 
-// applyDelete records a delete of a data or meta key.
-func applyDelete(keys keySchema, nodes map[string]*replicaNode, key string) {
+// delete records a delete of a data, meta or session key.
+func (t *tree) delete(keys keySchema, key string) {
+	if _, ok := keys.sessionOfKey(key); ok {
+		t.sessions--
+		return
+	}
 	if path, ok := keys.pathOfDataKey(key); ok {
-		n := nodes[path]
+		n := t.nodes[path]
 		if n == nil || !n.keys.exists() {
 			return
 		}
+		t.uncount(path, n)
 		n.keys.deleteData()
-		forgetIfEmpty(nodes, path, n)
+		t.forgetIfEmpty(path, n)
 		if path != "/" {
 			parent, name := splitPath(path)
-			if p := nodes[parent]; p != nil {
+			if p := t.nodes[parent]; p != nil {
 				if i, found := slices.BinarySearch(p.children, name); found {
 					p.children = slices.Delete(p.children, i, i+1)
 				}
-				forgetIfEmpty(nodes, parent, p)
+				t.forgetIfEmpty(parent, p)
 			}
 		}
 		return
 	}
 	if path, ok := keys.pathOfMetaKey(key); ok {
-		if n := nodes[path]; n != nil {
+		if n := t.nodes[path]; n != nil {
 			n.keys.deleteMeta(key[len(key)-1])
-			forgetIfEmpty(nodes, path, n)
+			t.forgetIfEmpty(path, n)
 		}
 	}
 }
 
-func forgetIfEmpty(nodes map[string]*replicaNode, path string, n *replicaNode) {
+func (t *tree) forgetIfEmpty(path string, n *replicaNode) {
 	if n.keys.empty() && len(n.children) == 0 {
-		delete(nodes, path)
+		delete(t.nodes, path)
+	}
+}
+
+// countIn adds the existing node n at path to the counters; uncount takes it out.
+func (t *tree) countIn(path string, n *replicaNode) {
+	t.count++
+	t.dataSize += int64(len(path) + len(n.keys.value))
+	if lease := n.keys.lease; lease != 0 {
+		paths := t.ephemerals[lease]
+		if paths == nil {
+			paths = map[string]struct{}{}
+			t.ephemerals[lease] = paths
+		}
+		paths[path] = struct{}{}
+	}
+}
+
+func (t *tree) uncount(path string, n *replicaNode) {
+	t.count--
+	t.dataSize -= int64(len(path) + len(n.keys.value))
+	if lease := n.keys.lease; lease != 0 {
+		delete(t.ephemerals[lease], path)
+		if len(t.ephemerals[lease]) == 0 {
+			delete(t.ephemerals, lease)
+		}
 	}
 }
 
@@ -205,7 +257,7 @@ func (r *replica) read(f func(v replicaView)) int64 {
 // decode), and its children's names if childNames (a copy). The node's data and ACL list are
 // shared: apply replaces, never changes, them.
 func (v replicaView) node(path string, childNames bool) (n node, children []string, ok bool, err error) {
-	rn := v.r.nodes[path]
+	rn := v.r.t.nodes[path]
 	if rn == nil || !rn.keys.exists() {
 		return node{}, nil, false, nil
 	}
@@ -220,7 +272,7 @@ func (v replicaView) node(path string, childNames bool) (n node, children []stri
 
 // acl returns the node's ACL and its ACL key's ModRevision (0 when it has none).
 func (v replicaView) acl(path string) ([]encoding.ACL, int64) {
-	rn := v.r.nodes[path]
+	rn := v.r.t.nodes[path]
 	if rn == nil {
 		return nil, 0
 	}
@@ -234,7 +286,7 @@ func (v replicaView) descendants(path string) int64 {
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		n := v.r.nodes[p]
+		n := v.r.t.nodes[p]
 		if n == nil {
 			continue
 		}
@@ -246,14 +298,11 @@ func (v replicaView) descendants(path string) int64 {
 	return total
 }
 
-// ephemerals lists the paths of the nodes attached to lease, unsorted. It scans the replica, as
-// getEphemerals is rare (ZooKeeper keeps a set per session).
+// ephemerals lists the paths of the nodes attached to lease, unsorted.
 func (v replicaView) ephemerals(lease int64) []string {
 	var paths []string
-	for path, n := range v.r.nodes {
-		if n.keys.exists() && n.keys.lease == lease {
-			paths = append(paths, path)
-		}
+	for p := range v.r.t.ephemerals[lease] {
+		paths = append(paths, p)
 	}
 	return paths
 }
@@ -284,24 +333,32 @@ func (r *replica) aclAt(path string, rev int64) (acl []encoding.ACL, ok bool) {
 	return acl, ok
 }
 
-// stats counts the replica's znodes (the root twice, as ZooKeeper counts it), their data and
-// paths, and the ephemeral nodes of each session.
-func (r *replica) stats() zetcd.TreeStats {
-	ts := zetcd.TreeStats{NodeCount: 1, Ephemerals: map[encoding.SessionID][]string{}}
+// backendStats returns the replica's counts of znodes (the root counted twice, as ZooKeeper
+// counts it) and sessions.
+func (r *replica) backendStats() zetcd.BackendStats {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	ts.Zxid = encoding.Zxid(r.rev)
-	for path, n := range r.nodes {
-		if !n.keys.exists() {
-			continue
+	return zetcd.BackendStats{Zxid: encoding.Zxid(r.rev), NodeCount: r.t.count + 1, Sessions: r.t.sessions}
+}
+
+// stats returns the replica's counters (the root counted twice, as ZooKeeper counts it) and
+// the ephemeral nodes of each session: no walk of the tree.
+func (r *replica) stats() zetcd.TreeStats {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	ts := zetcd.TreeStats{
+		Zxid:                encoding.Zxid(r.rev),
+		NodeCount:           r.t.count + 1,
+		ApproximateDataSize: r.t.dataSize,
+		Ephemerals:          make(map[encoding.SessionID][]string, len(r.t.ephemerals)),
+	}
+	for lease, paths := range r.t.ephemerals {
+		list := make([]string, 0, len(paths))
+		for p := range paths {
+			list = append(list, p)
 		}
-		ts.NodeCount++
-		ts.ApproximateDataSize += int64(len(path) + len(n.keys.value))
-		if n.keys.lease != 0 {
-			id := encoding.SessionID(n.keys.lease)
-			ts.Ephemerals[id] = append(ts.Ephemerals[id], path)
-			ts.EphemeralCount++
-		}
+		ts.Ephemerals[encoding.SessionID(lease)] = list
+		ts.EphemeralCount += int64(len(list))
 	}
 	return ts
 }

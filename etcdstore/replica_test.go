@@ -190,16 +190,21 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 	t.Helper()
 	ctx := context.Background()
 	b.tree.mu.RLock()
-	rev, nodes := b.tree.rev, b.tree.nodes
+	rev, tr := b.tree.rev, b.tree.t
 	b.tree.mu.RUnlock()
+	nodes := tr.nodes
 	fresh := newReplica(b.keys)
 	if err := fresh.load(ctx, b.kv, rev); err != nil {
 		t.Fatal(err)
 	}
-	if len(fresh.nodes) != len(nodes) {
-		t.Errorf("the replica has %d entries, a fresh load %d", len(nodes), len(fresh.nodes))
+	if len(fresh.t.nodes) != len(nodes) {
+		t.Errorf("the replica has %d entries, a fresh load %d", len(nodes), len(fresh.t.nodes))
 	}
-	for path, want := range fresh.nodes {
+	if tr.count != fresh.t.count || tr.dataSize != fresh.t.dataSize || tr.sessions != fresh.t.sessions || !reflect.DeepEqual(tr.ephemerals, fresh.t.ephemerals) {
+		t.Errorf("the replica counts %d nodes, %d bytes, %d sessions, ephemerals %v; a fresh load %d, %d, %d, %v",
+			tr.count, tr.dataSize, tr.sessions, tr.ephemerals, fresh.t.count, fresh.t.dataSize, fresh.t.sessions, fresh.t.ephemerals)
+	}
+	for path, want := range fresh.t.nodes {
 		got := nodes[path]
 		if got == nil || !reflect.DeepEqual(got.children, want.children) || !reflect.DeepEqual(got.keys, want.keys) {
 			t.Errorf("%s: the replica's entry differs from a fresh load's:\n%+v\n%+v", path, got, want)

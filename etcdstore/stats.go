@@ -2,46 +2,36 @@ package etcdstore
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"sort"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/zetcd"
 )
 
-// The Store's StatsSource. Stats is one Txn of two count-only ranges (etcd counts in its index
-// and sends a number), labelled "stats"; TreeStats reads the replica.
+// The Store's StatsSource: the replica's counters, no etcd request (replica.go).
 
 var _ zetcd.StatsSource = (*Store)(nil)
 
-// dataKeysPrefix is the common prefix of every data key (keys.go: "P n/<d><path>"), and
-// sessionKeysPrefix of every session key ("P s/<id>").
-func (k keySchema) dataKeysPrefix() string    { return k.prefix + "n/" }
-func (k keySchema) sessionKeysPrefix() string { return k.prefix + "s/" }
+// errStatsBehind is what the stats answer while the replica cannot reach what this process has
+// acknowledged (etcd unreachable, the feed restarting): the four-letter words then answer as a
+// server that is not serving.
+var errStatsBehind = errors.New("zetcd: stats: the replica of the tree is behind etcd")
 
-// Stats counts the znodes and the sessions in one Txn.
+// Stats counts the znodes and the sessions (of every zetcd process), from the replica once it
+// has every write this process acknowledged.
 func (b *Store) Stats(ctx context.Context) (zetcd.BackendStats, error) {
-	r, err := b.kv.Txn(zetcd.WithOpLabel(ctx, zetcd.OpLabelStats)).Then(
-		clientv3.OpGet(b.keys.dataKeysPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-		clientv3.OpGet(b.keys.sessionKeysPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()),
-	).Commit()
-	if err != nil {
-		return zetcd.BackendStats{}, fmt.Errorf("zetcd: stats: %w", err)
+	if !b.treeReached(ctx, 0) {
+		return zetcd.BackendStats{}, errStatsBehind
 	}
-	return zetcd.BackendStats{
-		Zxid:      encoding.Zxid(r.Header.Revision),
-		NodeCount: rangeCount(r, 0) + 1,
-		Sessions:  rangeCount(r, 1),
-	}, nil
+	return b.tree.backendStats(), nil
 }
 
-// TreeStats reads the replica, once it has every write this process acknowledged: no etcd
-// request.
+// TreeStats is Stats with the data size and every session's ephemeral nodes.
 func (b *Store) TreeStats(ctx context.Context) (zetcd.TreeStats, error) {
-	b.treeReached(ctx, 0)
+	if !b.treeReached(ctx, 0) {
+		return zetcd.TreeStats{}, errStatsBehind
+	}
 	ts := b.tree.stats()
 	// Paths within a session read better sorted.
 	for _, paths := range ts.Ephemerals {

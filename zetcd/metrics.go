@@ -92,7 +92,6 @@ func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 // Operation labels for etcd round trips that serve no client request.
 const (
 	OpLabelOther   = "other"   // background work: watch feed resync, reaper, keepalive bookkeeping
-	OpLabelStats   = "stats"   // four-letter words and metrics scrapes reading the tree
 	OpLabelConnect = "connect" // opening or resuming a session
 	OpLabelExpire  = "expire"  // ending a session whose client went silent
 )
