@@ -146,7 +146,9 @@ func (b *Store) resyncWatches() (int64, error) {
 	}
 	b.watches.ResetHistory(encoding.Zxid(cur))
 	regs := b.watches.Snapshot()
-	if err := b.catchUp(ctx, regs, -1); err != nil {
+	// The replica is at cur: the feed (this goroutine) has not moved it since the load.
+	states, rev := b.tree.watchedStates(watchedPaths(regs))
+	if err := b.watches.Settle(regs, states, -1, encoding.Zxid(rev)); err != nil {
 		b.log.Error("resync watches: catch-up", zap.Error(err))
 		return 0, err
 	}
@@ -165,9 +167,19 @@ func (b *Store) currentRevision(ctx context.Context) (int64, error) {
 	return r.Header.Revision, nil
 }
 
-// readWatchedStates reads the state of paths in batches; it returns the states and the
-// revision of the first batch (every batch is at or after it).
-func (b *Store) readWatchedStates(ctx context.Context, paths []string) (map[string]watch.State, int64, error) {
+// readWatchedStates reads the state of paths, and the revision it read them at: from the
+// replica once it has reached floor and everything this process answered, else from etcd.
+func (b *Store) readWatchedStates(ctx context.Context, paths []string, floor int64) (map[string]watch.State, int64, error) {
+	if b.treeReached(ctx, floor) {
+		states, rev := b.tree.watchedStates(paths)
+		return states, rev, nil
+	}
+	return b.readWatchedStatesEtcd(ctx, paths)
+}
+
+// readWatchedStatesEtcd reads the state of paths from etcd in batches; it returns the states
+// and the revision of the first batch (every batch is at or after it).
+func (b *Store) readWatchedStatesEtcd(ctx context.Context, paths []string) (map[string]watch.State, int64, error) {
 	out := make(map[string]watch.State, len(paths))
 	var (
 		rev  int64
@@ -215,13 +227,22 @@ func (b *Store) readWatchedStates(ctx context.Context, paths []string) (map[stri
 	return out, rev, nil
 }
 
-// catchUp checks registrations against etcd's state: each either fires now (event zxid
-// eventZxid; -1 for setWatches) or is (re-)armed at the read revision, with history replay
-// from there.
-func (b *Store) catchUp(ctx context.Context, regs []watch.Registration, eventZxid encoding.Zxid) error {
+// catchUp checks registrations against the tree's state, as of floor at least: each either
+// fires now (event zxid eventZxid; -1 for setWatches) or is (re-)armed at the revision read,
+// with history replay from there.
+func (b *Store) catchUp(ctx context.Context, regs []watch.Registration, eventZxid encoding.Zxid, floor int64) error {
 	if len(regs) == 0 {
 		return nil
 	}
+	states, rev, err := b.readWatchedStates(ctx, watchedPaths(regs), floor)
+	if err != nil {
+		return err
+	}
+	return b.watches.Settle(regs, states, eventZxid, encoding.Zxid(rev))
+}
+
+// watchedPaths lists the paths of regs, each once.
+func watchedPaths(regs []watch.Registration) []string {
 	seen := map[string]bool{}
 	var paths []string
 	for _, r := range regs {
@@ -230,9 +251,5 @@ func (b *Store) catchUp(ctx context.Context, regs []watch.Registration, eventZxi
 			paths = append(paths, r.Path)
 		}
 	}
-	states, rev, err := b.readWatchedStates(ctx, paths)
-	if err != nil {
-		return err
-	}
-	return b.watches.Settle(regs, states, eventZxid, encoding.Zxid(rev))
+	return paths
 }

@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
 	"github.com/zetcd/zetcd/zetcd"
 )
@@ -331,6 +332,25 @@ func (r *replica) aclAt(path string, rev int64) (acl []encoding.ACL, ok bool) {
 		ok = mod != 0 && mod <= rev && rev <= v.r.rev
 	})
 	return acl, ok
+}
+
+// watchedStates returns what the watch registry needs to know of each of paths (watch.State)
+// to settle the watches on them, and the revision they were read at.
+func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) {
+	states := make(map[string]watch.State, len(paths))
+	rev := r.read(func(v replicaView) {
+		for _, p := range paths {
+			rn := v.r.t.nodes[p]
+			if rn == nil || !rn.keys.exists() {
+				states[p] = watch.State{}
+				continue
+			}
+			czxid, pzxid := rn.keys.zxids()
+			states[p] = watch.State{Exists: true, Czxid: encoding.Zxid(czxid), Mzxid: encoding.Zxid(rn.keys.data.mod),
+				Pzxid: encoding.Zxid(pzxid), ACL: rn.keys.meta.ACL}
+		}
+	})
+	return states, rev
 }
 
 // backendStats returns the replica's counts of znodes (the root counted twice, as ZooKeeper

@@ -22,7 +22,7 @@ func (s *etcdSession) arm(ctx context.Context, kind watch.Kind, path string, sin
 	if s.b.watches.Register(s.watcher, kind, path, since) {
 		return nil
 	}
-	return s.b.catchUp(ctx, []watch.Registration{{Watcher: s.watcher, Kind: kind, Path: path, Since: since}}, -1)
+	return s.b.catchUp(ctx, []watch.Registration{{Watcher: s.watcher, Kind: kind, Path: path, Since: since}}, -1, int64(since))
 }
 
 func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error {
@@ -89,7 +89,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 			}
 		}
 	}
-	if err := s.b.catchUp(ctx, regs, -1); err != nil {
+	if err := s.b.catchUp(ctx, regs, -1, rev); err != nil {
 		return s.etcdFailure("setWatches", "", err)
 	}
 	for _, l := range lists {
