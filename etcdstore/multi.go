@@ -17,11 +17,12 @@ import (
 )
 
 // The multi engine: multi (14), and the single-op writes whose one-Txn fast path cannot express
-// a change (a node with an offsets key, keys.go). A write multi is two etcd round trips in the
+// a change (a node with an offsets key, keys.go). A write multi is one etcd round trip in the
 // common case:
 //
-//  1. One read Txn fetches, at one revision, every node the ops touch (data key, meta keys and
-//     number of children): the op paths and the parents of creates and deletes.
+//  1. Every node the ops touch (the op paths and the parents of creates and deletes) is read
+//     from the replica at one revision (its keys as nodeKeys, and its number of children), once
+//     the replica has reached the session's own writes; from etcd in one read Txn if it cannot.
 //  2. The ops are simulated in order on an in-memory overlay of that state with ZooKeeper's
 //     per-op checks (PROTOCOL.md §3.2), so every op sees the effects of the earlier ones. The
 //     outcome is either the failing op and its code, or each op's result and the final state of
@@ -30,7 +31,10 @@ import (
 //     absent key; the child-create and child-delete keys of a parent move on every child create
 //     and delete, so they pin its children too) writes the difference between the state read and
 //     the final state, or, for a failed multi, puts the error key so that the failure consumes a
-//     zxid as it does in ZooKeeper. A compare failing means a concurrent write: retry from 1.
+//     zxid as it does in ZooKeeper. Either way the answer rests on a state etcd confirmed: a
+//     compare failing means the state read was behind (a replica that had not applied a
+//     concurrent write yet): read again once the replica has reached the failed commit's
+//     revision, and retry.
 //
 // So a multi is one etcd revision, one zxid for all its ops. A sequential create's name depends
 // on its parent's create counter, so it is not known before the read: the node it names is
@@ -136,9 +140,8 @@ type mnode struct {
 	// read is false for a node that was not read (a sequential name): it is assumed absent,
 	// and the commit guards that.
 	read bool
-	// Keys as read (nil if absent) and the offsets value decoded from offsetsKV.
-	dataKV, aclKV, createsKV, deletesKV, offsetsKV *mvccpb.KeyValue
-	offs                                           offsetsValue
+	// keys are the node's keys as read (nodeKeys.exists false: the data key is absent).
+	keys nodeKeys
 
 	// Simulated state. stat.Cversion is derived from c when a Stat is handed out.
 	exists bool
@@ -232,11 +235,30 @@ func multiReadSet(ops []mop, extra []string) []string {
 	return paths
 }
 
-// readMultiState reads paths in one Txn and builds the overlay.
-func (b *Store) readMultiState(ctx context.Context, paths []string) (*multiState, error) {
+// readMultiState builds the overlay of paths at one revision: from the replica once it has
+// reached floor and everything this process answered, else from etcd in one Txn.
+func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64) (*multiState, error) {
 	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4), room: b.space.room()}
 	if len(paths) == 0 {
 		return m, nil
+	}
+	if b.treeReached(ctx, floor) {
+		var err error
+		m.rev = b.tree.read(func(v replicaView) {
+			for _, p := range paths {
+				var n *mnode
+				if rn := v.r.t.nodes[p]; rn != nil {
+					n, err = mnodeOf(p, rn.keys, int64(len(rn.children)))
+				} else {
+					n = &mnode{path: p, read: true}
+				}
+				if err != nil {
+					return
+				}
+				m.nodes[p] = n
+			}
+		})
+		return m, err
 	}
 	ops := make([]clientv3.Op, 0, 3*len(paths))
 	for _, p := range paths {
@@ -247,29 +269,34 @@ func (b *Store) readMultiState(ctx context.Context, paths []string) (*multiState
 		return nil, err
 	}
 	m.rev = r.Header.Revision
+	var acls aclTable
 	for i, p := range paths {
-		n := &mnode{path: p, read: true, dataKV: firstKV(r, 3*i)}
-		meta := rangeKVs(r, 3*i+1)
-		n.aclKV, n.createsKV, n.deletesKV = b.keys.metaKeys(p, meta)
-		if n.offsetsKV = b.keys.offsetsKV(p, meta); n.offsetsKV != nil {
-			if n.offs, err = decodeOffsetsValue(n.offsetsKV.Value); err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
-			}
+		var keys nodeKeys
+		if data := firstKV(r, 3*i); data != nil {
+			keys.putData(data)
 		}
-		if n.dataKV != nil {
-			nd, err := b.keys.decodeNode(nodeKVs{path: p, data: n.dataKV, meta: meta, numChildren: rangeCount(r, 3*i+2)})
-			if err != nil {
-				return nil, err
-			}
-			n.exists, n.stat, n.data, n.meta = true, nd.Stat, nd.Data, nd.Meta
-			n.c = n.offs.Creates
-			if n.createsKV != nil {
-				n.c += n.createsKV.Version
-			}
+		keys.putMetaKVs(b.keys, p, rangeKVs(r, 3*i+1), &acls)
+		if m.nodes[p], err = mnodeOf(p, keys, rangeCount(r, 3*i+2)); err != nil {
+			return nil, err
 		}
-		m.nodes[p] = n
 	}
 	return m, nil
+}
+
+// mnodeOf is the overlay's node for the keys read of path.
+func mnodeOf(path string, keys nodeKeys, numChildren int64) (*mnode, error) {
+	n := &mnode{path: path, read: true, keys: keys}
+	if !keys.exists() {
+		return n, keys.decodeErr()
+	}
+	nd, err := keys.node(path, numChildren)
+	if err != nil {
+		return nil, err
+	}
+	more := keys.moreOrZero()
+	n.exists, n.stat, n.data, n.meta = true, nd.Stat, nd.Data, nd.Meta
+	n.c = more.offs.Creates + more.creates.version
+	return n, nil
 }
 
 // Node implements znode.View over the overlay: the tree as read, with the ops simulated so far.
@@ -338,7 +365,7 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	}
 	*n = mnode{
 		path: n.path, read: n.read,
-		dataKV: n.dataKV, aclKV: n.aclKV, createsKV: n.createsKV, deletesKV: n.deletesKV, offsetsKV: n.offsetsKV, offs: n.offs,
+		keys:   n.keys,
 		exists: true, touched: true, created: true,
 		data: o.data,
 		meta: aclValue{Ctime: now, Mode: kind, TTL: ttl, ACL: acl},
@@ -368,7 +395,7 @@ func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
 	m.grow(-createBytes(o.path, n.data), 0)
 	*n = mnode{
 		path: n.path, read: n.read,
-		dataKV: n.dataKV, aclKV: n.aclKV, createsKV: n.createsKV, deletesKV: n.deletesKV, offsetsKV: n.offsetsKV, offs: n.offs,
+		keys:    n.keys,
 		touched: true,
 	}
 	parent.touched = true
@@ -412,7 +439,7 @@ func (m *multiState) guards() []clientv3.Cmp {
 		// the data key (a node deleted) or while a child-create or data key is put (an
 		// offsets key no longer needed), so two compares pin all of a node's keys.
 		cmps = append(cmps,
-			clientv3.Compare(clientv3.ModRevision(m.keys.data(p)), "=", kvModRev(n.dataKV)),
+			clientv3.Compare(clientv3.ModRevision(m.keys.data(p)), "=", n.keys.data.mod),
 			clientv3.Compare(clientv3.ModRevision(m.keys.metaPrefix(p)), "<", m.rev+1).WithPrefix())
 	}
 	return cmps
@@ -434,18 +461,19 @@ func (m *multiState) writes() []clientv3.Op {
 	for _, p := range paths {
 		n := m.nodes[p]
 		if !n.exists {
-			if n.dataKV != nil {
+			if n.keys.exists() {
 				// The reap index key exists if the node read was a container or TTL node;
 				// deleting it blindly costs nothing.
 				ops = append(ops, clientv3.OpDelete(k.data(p)), clientv3.OpDelete(k.reapIndex(p)))
 			}
-			if n.aclKV != nil || n.createsKV != nil || n.deletesKV != nil || n.offsetsKV != nil {
+			if n.keys.acl.mod != 0 || n.keys.more != nil {
 				ops = append(ops, clientv3.OpDelete(k.metaPrefix(p), clientv3.WithPrefix()))
 			}
 			continue
 		}
 		lease := clientv3.LeaseID(n.stat.EphemeralOwner)
-		recreated := n.created && n.dataKV != nil
+		recreated := n.created && n.keys.exists()
+		more := n.keys.moreOrZero()
 
 		// Data key: a created node gets its lease (or none, detaching a recreated node's old
 		// one); a setData keeps the lease.
@@ -457,11 +485,11 @@ func (m *multiState) writes() []clientv3.Op {
 			}
 			ops = append(ops, clientv3.OpPut(k.data(p), encodeDataValue(n.data, n.stat.Mtime), opt))
 		}
-		dataVersion := kvVersion(n.dataKV)
+		dataVersion := n.keys.data.version
 		if putData {
 			dataVersion++
 		}
-		aclVersion := kvVersion(n.aclKV)
+		aclVersion := n.keys.acl.version
 		if n.created {
 			// An ephemeral's ACL key shares its lease (see create in create.go).
 			ops = append(ops, clientv3.OpPut(k.acl(p), encodeACLValue(n.meta), clientv3.WithLease(lease)))
@@ -469,8 +497,8 @@ func (m *multiState) writes() []clientv3.Op {
 		}
 		// A recreated node's old child-create key is put too, so that its counter moves
 		// (sequential creates guard on it) while the offsets key resets C.
-		createsVersion := kvVersion(n.createsKV)
-		if n.childCreates > 0 || n.created && n.createsKV != nil {
+		createsVersion := more.creates.version
+		if n.childCreates > 0 || n.created && more.creates.mod != 0 {
 			ops = append(ops, clientv3.OpPut(k.childCreates(p), ""))
 			createsVersion++
 		}
@@ -485,14 +513,14 @@ func (m *multiState) writes() []clientv3.Op {
 		switch {
 		case recreated:
 			want.Czxid = czxidOwn
-		case n.offs.Czxid == czxidOwn:
-			want.Czxid = n.offsetsKV.ModRevision
+		case more.offs.Czxid == czxidOwn:
+			want.Czxid = more.offsets.mod
 		default:
-			want.Czxid = n.offs.Czxid
+			want.Czxid = more.offs.Czxid
 		}
 		// An offsets key written by an earlier recreation keeps its czxid, made explicit if the
 		// key is rewritten (its own ModRevision moves).
-		sameCounters := want.Version == n.offs.Version && want.Aversion == n.offs.Aversion && want.Creates == n.offs.Creates
+		sameCounters := want.Version == more.offs.Version && want.Aversion == more.offs.Aversion && want.Creates == more.offs.Creates
 		if recreated || !sameCounters {
 			if want == (offsetsValue{}) {
 				ops = append(ops, clientv3.OpDelete(k.offsets(p)))
@@ -538,12 +566,15 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 	turn := multiTurn{locks: &b.multiLocks, paths: multiReadSet(ops, nil)}
 	defer turn.release()
 	var unread []string // names guarded as absent that conflicted: read them next time
+	// floor is what the state read must reach: the session's own writes, then the revision of a
+	// commit whose guards failed (the state read was behind it).
+	floor := s.lastRev
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		if attempt >= 3 {
 			// Contention from elsewhere: let the writers ahead of us commit.
 			time.Sleep(time.Duration(rand.IntN(1<<min(attempt, 10))) * 100 * time.Microsecond)
 		}
-		m, err := b.readMultiState(ctx, multiReadSet(ops, unread))
+		m, err := b.readMultiState(ctx, multiReadSet(ops, unread), floor)
 		if err != nil {
 			z, err := s.etcdFailure(opName, ops[0].path, err)
 			return nil, 0, z, err
@@ -576,6 +607,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			return nil, 0, z, err
 		}
 		if !r.Succeeded {
+			floor = max(floor, r.Header.Revision)
 			unread = append(unread, m.unreadPaths()...)
 			if _, err := turn.take(ctx); err != nil {
 				return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s: %w", s.id, opName, err)

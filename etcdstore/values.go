@@ -205,17 +205,6 @@ func (k keySchema) metaKeys(path string, kvs []*mvccpb.KeyValue) (acl, creates, 
 	return acl, creates, deletes
 }
 
-// offsetsKV returns the node's offsets key among the keys read from its meta prefix, or nil.
-func (k keySchema) offsetsKV(path string, kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
-	p := k.metaPrefix(path)
-	for _, kv := range kvs {
-		if string(kv.Key[len(p):]) == "o" {
-			return kv
-		}
-	}
-	return nil
-}
-
 // offsetsValue is the value of an offsets key: the differences between etcd's counters and
 // ZooKeeper's for one node (see the offsets key above). The zero value changes nothing.
 type offsetsValue struct {
