@@ -162,6 +162,9 @@ func (s *etcdSession) planSequence(ctx context.Context, p *createPlan) (encoding
 	}
 	p.seq = seq
 	if !seq.known {
+		s.counterFromTree(ctx, p.parent, seq)
+	}
+	if !seq.known {
 		r, err := b.kv.Txn(ctx).Then(append([]clientv3.Op{
 			clientv3.OpGet(b.keys.data(p.parent), clientv3.WithKeysOnly()),
 		}, seq.readOps(b.keys, p.parent)...)...).Commit()
@@ -180,6 +183,21 @@ func (s *etcdSession) planSequence(ctx context.Context, p *createPlan) (encoding
 	}
 	p.counter = seq.counter()
 	return 0, nil
+}
+
+// counterFromTree caches the parent's counter as the replica holds it, if the parent is there
+// once the replica has reached the session's floor; the commit's compares guard it. A parent
+// the replica lacks is left to etcd: NoNode is never answered from the replica alone.
+func (s *etcdSession) counterFromTree(ctx context.Context, parent string, seq *seqCounter) {
+	if !s.treeAt(ctx) {
+		return
+	}
+	s.b.tree.read(func(v replicaView) {
+		if rn := v.r.t.nodes[parent]; rn != nil && rn.keys.exists() && rn.keys.decodeErr() == nil {
+			more := rn.keys.moreOrZero()
+			seq.set(more.creates.version, more.offsets.mod, more.offs.Creates)
+		}
+	})
 }
 
 // releaseSeq gives back the plan's sequence counter, if it holds one, when no commit follows.

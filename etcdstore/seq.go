@@ -12,7 +12,8 @@ import (
 // create counter C before it (PROTOCOL.md §4.3), guarded at commit by the child-create key's
 // Version. Left to race in etcd, n concurrent creates under one parent cost O(n²) failed
 // transactions, every one a raft proposal. Instead this process serializes its own sequential
-// creates per parent and caches the parent's counter between them, so that a sequential create
+// creates per parent and caches the parent's counter between them (taken first from the
+// replica, which may not have applied the create just committed), so that a sequential create
 // is one etcd round trip (the guarded commit) and only a create from elsewhere (another zetcd,
 // or a non-sequential create here) makes the cached counter stale; the commit's compares catch
 // that, its Else branch reads the current counter, and the create retries with it.
@@ -112,6 +113,13 @@ func (c *seqCounter) update(creates, offsets *mvccpb.KeyValue) (bool, error) {
 		c.offsetsC = o.Creates
 	}
 	return !wasKnown || wasVer != c.createsVer || wasRev != c.offsetsRev, nil
+}
+
+// set caches the counter from the child-create key's Version and the offsets key's
+// ModRevision and Creates correction (0 for absent keys).
+func (c *seqCounter) set(createsVer, offsetsRev, offsetsC int64) {
+	c.known = true
+	c.createsVer, c.offsetsRev, c.offsetsC = createsVer, offsetsRev, offsetsC
 }
 
 // committed records a successful create under the parent: its child-create key was put.
