@@ -2,10 +2,12 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -84,14 +86,25 @@ func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
 	return nil
 }
 
+// replicaPageTimeout bounds each page of a load. A load as a whole is not bounded by its
+// caller's deadline (a start's): a large tree takes as long as its pages do, and a load fails
+// only when one page cannot be read.
+const replicaPageTimeout = 30 * time.Second
+
 // rangePages calls f for every key with the prefix at revision rev, in key order, one page of
-// replicaPageSize keys per request.
+// replicaPageSize keys per request, each within replicaPageTimeout; ctx's cancellation, not its
+// deadline, stops it between pages.
 func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, f func(*mvccpb.KeyValue)) error {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	for {
-		resp, err := kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithRev(rev),
+		if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		pageCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replicaPageTimeout)
+		resp, err := kv.Get(pageCtx, from, clientv3.WithRange(end), clientv3.WithRev(rev),
 			clientv3.WithLimit(replicaPageSize), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		cancel()
 		if err != nil {
 			return err
 		}

@@ -196,7 +196,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.ReapInterval = DefaultReapInterval
 	}
 	if cfg.ReapInterval > 0 {
-		b.startReaper(ctx, cfg.Client, cfg.ReapInterval)
+		// Not ctx: loading a large tree may have taken past its deadline.
+		rctx, rcancel := context.WithTimeout(bgCtx, 10*time.Second)
+		b.startReaper(rctx, cfg.Client, cfg.ReapInterval)
+		rcancel()
 	}
 	return b, nil
 }
