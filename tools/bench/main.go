@@ -5,7 +5,7 @@
 // docs/benchmarks.md, the raw figures as JSON, and a plot of throughput and p99 latency against
 // concurrency.
 //
-//	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,set,mixed] [--conns 1,16,64]
+//	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
 //	go run ./tools/bench --bin bin --matrix=false   # the memory step alone (make bench-memory)
 //
 // A run without the matrix (or without the memory step) keeps the other's figures from the
@@ -78,7 +78,7 @@ func main() {
 	flag.StringVar(&o.python, "python", ".cache/benchvenv/bin/python", "a python with matplotlib, for the plot")
 	flag.DurationVar(&o.duration, "duration", 6*time.Second, "length of each measured run")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured mixed load before each server's runs")
-	flag.StringVar(&ops, "ops", "create,get,set,mixed", "zkboom operations")
+	flag.StringVar(&ops, "ops", "create,get,exists,children,set,delete,mixed", "zkboom operations (delete after create: it deletes about as many nodes as create made in --duration)")
 	flag.StringVar(&conns, "conns", "1,16,64", "connection counts")
 	flag.IntVar(&o.clients, "clients", 1, "requests in flight per connection")
 	flag.IntVar(&o.valSize, "val-size", 128, "bytes of data per create/set")
@@ -302,7 +302,12 @@ func measure(o *options, s *server) ([]result, error) {
 			if err != nil {
 				return nil, err
 			}
-			r, err := zkboom(o, s, op, c, o.duration)
+			var r *zkboomReport
+			if op == "delete" {
+				r, err = zkboom(o, s, op, c, 0, "--total", strconv.Itoa(deleteTotal(results, c, o.duration)))
+			} else {
+				r, err = zkboom(o, s, op, c, o.duration)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -311,7 +316,7 @@ func measure(o *options, s *server) ([]result, error) {
 				return nil, err
 			}
 			res := result{Target: s.name, Op: op, Conns: c, Report: *r, EtcdRoundTripsPerRequest: roundTrips(before, after)}
-			line := fmt.Sprintf("%-9s %-6s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
+			line := fmt.Sprintf("%-9s %-8s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
 				s.name, op, c, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
 			if s.metrics != "" {
 				line += fmt.Sprintf("  etcd calls/request %.2f", res.EtcdRoundTripsPerRequest)
@@ -323,12 +328,30 @@ func measure(o *options, s *server) ([]result, error) {
 	return results, nil
 }
 
-func zkboom(o *options, s *server, op string, conns int, d time.Duration) (*zkboomReport, error) {
+// deleteTotal is how many nodes the delete run at conns connections deletes (zkboom delete
+// creates them first, unmeasured): as many as the same server's create run at conns created in
+// d, so that the run lasts about d, or 500 per connection without a create run.
+func deleteTotal(results []result, conns int, d time.Duration) int {
+	for _, r := range results {
+		if r.Op == "create" && r.Conns == conns && r.Report.OpsPerSec > 0 {
+			return max(int(r.Report.OpsPerSec*d.Seconds()), 100*conns)
+		}
+	}
+	return 500 * conns
+}
+
+// zkboom runs one zkboom against s for d (0: no --duration; extra gives --total) and returns
+// its report.
+func zkboom(o *options, s *server, op string, conns int, d time.Duration, extra ...string) (*zkboomReport, error) {
 	args := []string{"--json", "--endpoints", s.endpoint, "--conns", strconv.Itoa(conns), "--clients", strconv.Itoa(o.clients),
-		"--duration", d.String(), "--val-size", strconv.Itoa(o.valSize), "--key-size", strconv.Itoa(o.keySize), "--keys", strconv.Itoa(o.keys)}
+		"--val-size", strconv.Itoa(o.valSize), "--key-size", strconv.Itoa(o.keySize), "--keys", strconv.Itoa(o.keys)}
+	if d > 0 {
+		args = append(args, "--duration", d.String())
+	}
 	if s.etcd {
 		args = append(args, "--etcd")
 	}
+	args = append(args, extra...)
 	args = append(args, op)
 	cmd := exec.Command(filepath.Join(o.bin, "zkboom"), args...)
 	var stderr bytes.Buffer

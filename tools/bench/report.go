@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,14 +46,20 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("\n## Method\n\n")
 	w("- **etcd**: a bare single-member etcd (`internal/embedetcd`, the same code and settings zetcd embeds, run alone by\n")
 	w("  `tools/bench/benchetcd`), driven by `zkboom --etcd` with the raw etcd request closest to each ZooKeeper one:\n")
-	w("  create = a txn \"if the key is absent, put\", get = a linearizable get, set = a put. The ceiling: zetcd can only add\n")
-	w("  to what etcd does.\n")
+	w("  create = a txn \"if the key is absent, put\" (ZooKeeper refuses an existing node); get = a linearizable get;\n")
+	w("  exists = a linearizable get with `WithCountOnly` (the answer is whether the key is there, not its value);\n")
+	w("  children = a linearizable range over the parent's prefix with `WithKeysOnly` (the names, not the data);\n")
+	w("  set = a put; delete = a delete of one key (its reply says whether the key was there, all ZooKeeper's NoNode\n")
+	w("  needs). The ceiling: zetcd can only add to what etcd does.\n")
 	w("- **zetcd**: the `zetcd` binary with its embedded etcd (data on the same disk), over the ZooKeeper protocol.\n")
 	w("- **ZooKeeper**: %s standalone, `-Xmx1g`, its transaction log fsynced like etcd's WAL.\n", orDash(d.Machine["zookeeper"]))
 	w("- Each cell is `zkboom --conns N --clients 1 --duration %s OP`: N sessions (etcd: N clients), one request in\n", o.duration)
-	w("  flight on each (closed loop), so concurrency = N. get and set pick among %d existing nodes; mixed is\n", o.keys)
-	w("  80%% get, 10%% set, 10%% create; values are %d bytes. Each server first gets %s of unmeasured mixed load\n", o.valSize, o.warmup)
-	w("  (the JVM's JIT, etcd's and zetcd's caches).\n")
+	w("  flight on each (closed loop), so concurrency = N. get, exists and set pick among %d existing nodes; children\n", o.keys)
+	w("  is getChildren2 of one node with 10 children (etcd: a prefix holding 10 keys); create makes new nodes under one\n")
+	w("  parent; delete deletes nodes zkboom created beforehand (not measured), as many as that server's create run at\n")
+	w("  the same N made in %s (`--total`), so it lasts about as long; mixed is 80%% get, 10%% set, 10%% create;\n", o.duration)
+	w("  values are %d bytes. Each server first gets %s of unmeasured mixed load (the JVM's JIT, etcd's and zetcd's\n", o.valSize, o.warmup)
+	w("  caches).\n")
 	w("- zkboom runs on the same cores as the server it measures: on a small machine the load generator takes a\n")
 	w("  real share of the CPU, and more so at 64 connections. The ratios compare servers under the same handicap.\n")
 
@@ -178,7 +185,11 @@ func mib(kb int64) string {
 // estimate is how long a run of the matrix and the memory step takes, roughly.
 func estimate(o *options) time.Duration {
 	per := o.duration + 1500*time.Millisecond
-	return time.Duration(len(o.targetsOn))*(time.Duration(len(o.ops)*len(o.conns))*per+o.warmup+10*time.Second) + memEstimate(o)
+	cells := len(o.ops) * len(o.conns)
+	if slices.Contains(o.ops, "delete") {
+		cells += len(o.conns) // creating the nodes to delete takes about as long as deleting them
+	}
+	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + memEstimate(o)
 }
 
 // memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
