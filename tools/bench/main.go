@@ -63,6 +63,8 @@ type options struct {
 	matrix    bool
 	memory    bool
 	mem       memOptions
+	workloads bool
+	work      workloadOptions
 }
 
 func main() {
@@ -92,6 +94,11 @@ func main() {
 	flag.StringVar(&memSessions, "mem-sessions", "1000,10000", "memory step: sessions open after the sessions step and after the scale step")
 	flag.StringVar(&memWatches, "mem-watches", "100,10", "memory step: getData watches per session opened in the sessions step and in the scale step")
 	flag.StringVar(&o.mem.profiles, "mem-profiles", "", "memory step: a directory for zetcd's heap profile after each step")
+	flag.BoolVar(&o.workloads, "workloads", true, "run the workloads step: sequential creates in one parent, watch event latency (false: keep its figures from --data)")
+	flag.IntVar(&o.work.seqConns, "seq-conns", 64, "workloads step: sessions creating sequential nodes in one parent (for --duration)")
+	flag.IntVar(&o.work.watchers, "watchers", 16, "workloads step: watching sessions")
+	flag.Float64Var(&o.work.watchRate, "watch-rate", 500, "workloads step: setData per second on the watched nodes")
+	flag.DurationVar(&o.work.watchDuration, "watch-duration", 10*time.Second, "workloads step: length of the watch run")
 	flag.Parse()
 	pair := func(flagName, v string) [2]int {
 		f := strings.Split(v, ",")
@@ -177,6 +184,8 @@ type runData struct {
 	Memory   []memory          `json:"memory"`
 	// MemoryScaling is the memory step (memory.go).
 	MemoryScaling *memScaling `json:"memoryScaling,omitempty"`
+	// Workloads is the workloads step (workloads.go).
+	Workloads *workloadRuns `json:"workloads,omitempty"`
 }
 
 // server is a started server process.
@@ -192,7 +201,7 @@ type server struct {
 
 func runBench(o *options) error {
 	bins := []string{"zetcd"}
-	if o.matrix {
+	if o.matrix || o.workloads {
 		bins = append(bins, "zkboom", "benchetcd")
 	}
 	for _, b := range bins {
@@ -205,7 +214,7 @@ func runBench(o *options) error {
 		"clients per connection": strconv.Itoa(o.clients), "value size": fmt.Sprintf("%d bytes", o.valSize),
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
 	}}
-	if !o.matrix || !o.memory {
+	if !o.matrix || !o.memory || !o.workloads {
 		// Keep the figures of the part not run from the last report's data.
 		old := &runData{}
 		if raw, err := os.ReadFile(o.data); err == nil {
@@ -220,6 +229,9 @@ func runBench(o *options) error {
 		if !o.memory {
 			data.MemoryScaling = old.MemoryScaling
 		}
+		if !o.workloads {
+			data.Workloads = old.Workloads
+		}
 	}
 	if o.matrix {
 		if err := runMatrix(o, data); err != nil {
@@ -232,6 +244,13 @@ func runBench(o *options) error {
 			return err
 		}
 		data.MemoryScaling = ms
+	}
+	if o.workloads {
+		wr, err := runWorkloads(o)
+		if err != nil {
+			return err
+		}
+		data.Workloads = wr
 	}
 	raw, err := json.MarshalIndent(data, "", "  ")
 	if err != nil {

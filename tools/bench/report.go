@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -119,6 +120,9 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("\nzetcd's figure includes its embedded etcd; the bare etcd is that etcd alone, so the difference is roughly\n")
 	w("what zetcd itself holds (sessions, connections, watch fan-out, buffers). ZooKeeper's is a JVM with `-Xmx1g`.\n")
 
+	if d.Workloads != nil {
+		workloadsMarkdown(&b, o, d.Workloads)
+	}
 	if d.MemoryScaling != nil {
 		memoryMarkdown(&b, d.MemoryScaling)
 	}
@@ -127,7 +131,8 @@ func markdown(o *options, d *runData, plotted bool) string {
 		w("\n## Plot\n\n![throughput and p99 latency against connections](%s)\n", filepath.Base(o.png))
 	}
 	w("\n## Reproducing\n\n```\nmake bench          # about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n", int(math.Ceil(estimate(o).Minutes())))
-	w("make bench-memory   # the memory step alone, about %d minutes\n```\n", int(math.Ceil(memEstimate(o).Minutes())))
+	w("make bench-memory   # the memory step alone, about %d minutes\n", int(math.Ceil(memEstimate(o).Minutes())))
+	w("make bench-scale    # the workloads step alone, about %d minutes\n```\n", int(math.Ceil(workloadsEstimate(o).Minutes())))
 	w("\nOne run, short durations: differences of 10%% between runs are noise. Steer by the ratios, which come from the\n")
 	w("same run on the same machine.\n")
 	return b.String()
@@ -189,7 +194,7 @@ func estimate(o *options) time.Duration {
 	if slices.Contains(o.ops, "delete") {
 		cells += len(o.conns) // creating the nodes to delete takes about as long as deleting them
 	}
-	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + memEstimate(o)
+	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + workloadsEstimate(o) + memEstimate(o)
 }
 
 // memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
@@ -341,4 +346,104 @@ func thousands(n int) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// workloadsMarkdown renders the workloads step: sequential creates in one parent, then watch
+// event latency.
+func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	find := func(target, name string) *result {
+		for i := range wr.Results {
+			if r := &wr.Results[i]; r.Target == target && r.Op == name {
+				return r
+			}
+		}
+		return nil
+	}
+	report := func(r *result) *zkboomReport {
+		if r == nil {
+			return nil
+		}
+		return &r.Report
+	}
+	var errorsSeen []string
+	for _, r := range wr.Results {
+		if r.Report.Errors > 0 {
+			errorsSeen = append(errorsSeen, fmt.Sprintf("%s %s: %d of %d requests failed (%v)", targetTitle[r.Target], r.Op,
+				r.Report.Errors, r.Report.Requests, r.Report.ErrorsByCode))
+		}
+	}
+	conns := 0
+	for _, r := range wr.Results {
+		if r.Op != "watch" {
+			conns = r.Conns
+		}
+	}
+
+	w("\n## Sequential creates in one parent\n\n")
+	w("Measured %s, zetcd and ZooKeeper each started fresh (the workloads step, `make bench-scale` runs it alone).\n", wr.Started.Format("2006-01-02 15:04 MST"))
+	w("`zkboom --conns %d --duration %s --sequential [--ephemeral] create`: %d sessions, one request in flight on each,\n", conns, wr.Duration, conns)
+	w("all creating sequential nodes of %d bytes under one parent, as the clients of a lock (EPHEMERAL_SEQUENTIAL) or\n", o.valSize)
+	w("queue (PERSISTENT_SEQUENTIAL) directory do. A sequential name comes from the parent's child counter, so every\n")
+	w("such create in zetcd reads and guards that counter, and concurrent ones conflict: the etcd round trips per\n")
+	w("create (zetcd's `/metrics`, as in the matrix; the sessions' close included) count the retries.\n\n")
+	w("| mode | zetcd ops/s | ZooKeeper ops/s | zetcd/ZooKeeper | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd etcd round trips per create |\n")
+	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, m := range []struct{ name, title string }{
+		{"seq-create-persistent", "PERSISTENT_SEQUENTIAL"}, {"seq-create-ephemeral", "EPHEMERAL_SEQUENTIAL"},
+	} {
+		z, k := find("zetcd", m.name), find("zookeeper", m.name)
+		trips := "—"
+		if z != nil && z.EtcdRoundTripsPerRequest > 0 {
+			trips = fmt.Sprintf("%.2f", z.EtcdRoundTripsPerRequest)
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.title, ops(report(z)), ops(report(k)), ratio(report(z), report(k), new([]float64)),
+			p50(report(z)), p50(report(k)), p99(report(z)), p99(report(k)), trips)
+	}
+
+	z, k := find("zetcd", "watch"), find("zookeeper", "watch")
+	watchers := 0
+	if r := cmp.Or(z, k); r != nil {
+		watchers = r.Conns
+	}
+	w("\n## Watch event latency\n\n")
+	w("`zkboom --conns %d --rate %g --duration %s watch`: %d sessions each watch a node of their own (a getData watch,\n", watchers, wr.WatchRate, watchDuration(z, k), watchers)
+	w("re-armed before each write and not measured) while the next session sets it, %g setData a second in all;\n", wr.WatchRate)
+	w("each sample is the time from just before the setData is sent to the NodeDataChanged event's arrival at the\n")
+	w("watcher (stamped on arrival, whether it comes before or after the setData's reply). Milliseconds.\n\n")
+	w("| server | events | events/s | p50 | p90 | p99 | p99.9 | max |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range []*result{z, k} {
+		if r == nil {
+			continue
+		}
+		l := r.Report.LatencyMs
+		w("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", targetTitle[r.Target], r.Report.Requests-r.Report.Errors,
+			r.Report.OpsPerSec, l.P50, l.P90, l.P99, l.P999, l.Max)
+	}
+	if z != nil && k != nil && k.Report.LatencyMs.P50 > 0 && k.Report.LatencyMs.P99 > 0 {
+		w("\nzetcd/ZooKeeper: p50 **%.2f**, p99 **%.2f**.\n", z.Report.LatencyMs.P50/k.Report.LatencyMs.P50, z.Report.LatencyMs.P99/k.Report.LatencyMs.P99)
+	}
+	if len(errorsSeen) > 0 {
+		w("\nErrors (counted, not in the throughput or latencies):\n\n")
+		for _, e := range errorsSeen {
+			w("- %s\n", e)
+		}
+	}
+}
+
+// watchDuration is the watch runs' length, from their reports.
+func watchDuration(rs ...*result) string {
+	for _, r := range rs {
+		if r != nil {
+			return (time.Duration(math.Round(r.Report.Seconds)) * time.Second).String()
+		}
+	}
+	return "—"
+}
+
+func p50(r *zkboomReport) string {
+	if r == nil || r.Requests == r.Errors {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", r.LatencyMs.P50)
 }
