@@ -1,15 +1,18 @@
 // Command bench is the driver behind `make bench`: it starts a bare etcd, zetcd (the real
 // binary, on its embedded etcd) and a real Apache ZooKeeper on this machine, one at a time, runs
-// the same zkboom matrix against each (zkboom --etcd for etcd), then the memory step against
-// zetcd and ZooKeeper (memory.go: RSS per znode, per session and per watch), and writes
+// the same zkboom matrix against each (zkboom --etcd for etcd), then against zetcd and ZooKeeper
+// the workloads step (workloads.go: sequential creates in one parent, watch event latency), the
+// scale step (scale.go: four-letter words and a restart on a tree of a million znodes) and the
+// memory step (memory.go: RSS per znode, per session and per watch), and writes
 // docs/benchmarks.md, the raw figures as JSON, and a plot of throughput and p99 latency against
 // concurrency.
 //
 //	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
-//	go run ./tools/bench --bin bin --matrix=false   # the memory step alone (make bench-memory)
+//	go run ./tools/bench --bin bin --matrix=false --workloads=false --scale=false   # the memory step alone (make bench-memory)
+//	go run ./tools/bench --bin bin --matrix=false --memory=false                    # workloads and scale (make bench-scale)
 //
-// A run without the matrix (or without the memory step) keeps the other's figures from the
-// existing JSON and rewrites the report with both.
+// Each step can be left out (--matrix, --workloads, --scale, --memory =false): a run keeps the
+// figures of the steps it leaves out from the existing JSON and rewrites the report with all.
 //
 // --bin must hold zetcd, zkboom and benchetcd (`make build` and `go build ./tools/bench/benchetcd`).
 // The plot is drawn by tools/bench/plot.py with matplotlib (--python); without it the report is
@@ -65,6 +68,8 @@ type options struct {
 	mem       memOptions
 	workloads bool
 	work      workloadOptions
+	scale     bool
+	sc        scaleOptions
 }
 
 func main() {
@@ -98,6 +103,12 @@ func main() {
 	flag.IntVar(&o.work.seqConns, "seq-conns", 64, "workloads step: sessions creating sequential nodes in one parent (for --duration)")
 	flag.IntVar(&o.work.watchers, "watchers", 16, "workloads step: watching sessions")
 	flag.Float64Var(&o.work.watchRate, "watch-rate", 500, "workloads step: setData per second on the watched nodes")
+	flag.BoolVar(&o.scale, "scale", true, "run the scale step: mntr, dump and wchs on a large tree, restart on it (false: keep its figures from --data)")
+	flag.IntVar(&o.sc.znodes, "scale-znodes", 1000000, "scale step: znodes in the tree")
+	flag.IntVar(&o.sc.dataSize, "scale-data", 128, "scale step: bytes of data per znode")
+	flag.IntVar(&o.sc.batch, "scale-batch", 250, "scale step: creates per multi while loading")
+	flag.IntVar(&o.sc.loaders, "scale-loaders", 8, "scale step: sessions loading at once")
+	flag.IntVar(&o.sc.reps, "scale-reps", 5, "scale step: times each four-letter word is asked")
 	flag.DurationVar(&o.work.watchDuration, "watch-duration", 10*time.Second, "workloads step: length of the watch run")
 	flag.Parse()
 	pair := func(flagName, v string) [2]int {
@@ -186,6 +197,8 @@ type runData struct {
 	MemoryScaling *memScaling `json:"memoryScaling,omitempty"`
 	// Workloads is the workloads step (workloads.go).
 	Workloads *workloadRuns `json:"workloads,omitempty"`
+	// Scale is the scale step (scale.go).
+	Scale *scaleRuns `json:"scale,omitempty"`
 }
 
 // server is a started server process.
@@ -214,7 +227,7 @@ func runBench(o *options) error {
 		"clients per connection": strconv.Itoa(o.clients), "value size": fmt.Sprintf("%d bytes", o.valSize),
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
 	}}
-	if !o.matrix || !o.memory || !o.workloads {
+	if !o.matrix || !o.memory || !o.workloads || !o.scale {
 		// Keep the figures of the part not run from the last report's data.
 		old := &runData{}
 		if raw, err := os.ReadFile(o.data); err == nil {
@@ -231,6 +244,9 @@ func runBench(o *options) error {
 		}
 		if !o.workloads {
 			data.Workloads = old.Workloads
+		}
+		if !o.scale {
+			data.Scale = old.Scale
 		}
 	}
 	if o.matrix {
@@ -251,6 +267,13 @@ func runBench(o *options) error {
 			return err
 		}
 		data.Workloads = wr
+	}
+	if o.scale {
+		sr, err := runScale(o)
+		if err != nil {
+			return err
+		}
+		data.Scale = sr
 	}
 	raw, err := json.MarshalIndent(data, "", "  ")
 	if err != nil {
@@ -476,6 +499,16 @@ func startEtcd(o *options) (*server, error) {
 }
 
 func startZetcd(o *options) (*server, error) {
+	s, err := launchZetcd(o)
+	if err != nil {
+		return nil, err
+	}
+	return s, waitSession(s)
+}
+
+// launchZetcd starts zetcd on o.workDir/zetcd (an existing embedded etcd there is reopened),
+// with extra flags, and returns without waiting for it to serve.
+func launchZetcd(o *options, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -485,14 +518,14 @@ func startZetcd(o *options) (*server, error) {
 		return nil, err
 	}
 	addr, maddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", mport)
-	cmd := exec.Command(filepath.Join(o.bin, "zetcd"), "--zkaddr", addr, "--data-dir", filepath.Join(o.workDir, "zetcd"),
-		"--metrics-addr", maddr, "--pprof", "--log-level", "warn")
-	s, err := start("zetcd", cmd)
+	args := append([]string{"--zkaddr", addr, "--data-dir", filepath.Join(o.workDir, "zetcd"),
+		"--metrics-addr", maddr, "--pprof", "--log-level", "warn"}, extra...)
+	s, err := start("zetcd", exec.Command(filepath.Join(o.bin, "zetcd"), args...))
 	if err != nil {
 		return nil, err
 	}
 	s.endpoint, s.metrics = addr, "http://"+maddr+"/metrics"
-	return s, waitSession(s)
+	return s, nil
 }
 
 // zooCfg is the benchmark ZooKeeper's configuration: standalone, its transaction log fsynced
@@ -507,6 +540,16 @@ admin.enableServer=false
 `
 
 func startZooKeeper(o *options) (*server, error) {
+	s, err := launchZooKeeper(o, "1g")
+	if err != nil {
+		return nil, err
+	}
+	return s, waitSession(s)
+}
+
+// launchZooKeeper starts ZooKeeper with a heap of at most heap (-Xmx) on o.workDir/zookeeper
+// (an existing data directory there is reopened), and returns without waiting for it to serve.
+func launchZooKeeper(o *options, heap string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -532,14 +575,14 @@ func startZooKeeper(o *options) (*server, error) {
 	}
 	// The conf directory beside lib holds logback.xml (warnings only), written by fetch.sh.
 	classpath := filepath.Join(lib, "*") + ":" + filepath.Join(filepath.Dir(lib), "conf")
-	cmd := exec.Command(java, "-Xmx1g", "-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
+	cmd := exec.Command(java, "-Xmx"+heap, "-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
 	cmd.Dir = dir
 	s, err := start("zookeeper", cmd)
 	if err != nil {
 		return nil, err
 	}
 	s.endpoint = fmt.Sprintf("127.0.0.1:%d", port)
-	return s, waitSession(s)
+	return s, nil
 }
 
 // waitSession waits until the server at s.endpoint grants a ZooKeeper session.

@@ -123,6 +123,9 @@ func markdown(o *options, d *runData, plotted bool) string {
 	if d.Workloads != nil {
 		workloadsMarkdown(&b, o, d.Workloads)
 	}
+	if d.Scale != nil {
+		scaleMarkdown(&b, d.Scale)
+	}
 	if d.MemoryScaling != nil {
 		memoryMarkdown(&b, d.MemoryScaling)
 	}
@@ -132,7 +135,7 @@ func markdown(o *options, d *runData, plotted bool) string {
 	}
 	w("\n## Reproducing\n\n```\nmake bench          # about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n", int(math.Ceil(estimate(o).Minutes())))
 	w("make bench-memory   # the memory step alone, about %d minutes\n", int(math.Ceil(memEstimate(o).Minutes())))
-	w("make bench-scale    # the workloads step alone, about %d minutes\n```\n", int(math.Ceil(workloadsEstimate(o).Minutes())))
+	w("make bench-scale    # the workloads and scale steps alone, about %d minutes\n```\n", int(math.Ceil((workloadsEstimate(o) + scaleEstimate(o)).Minutes())))
 	w("\nOne run, short durations: differences of 10%% between runs are noise. Steer by the ratios, which come from the\n")
 	w("same run on the same machine.\n")
 	return b.String()
@@ -194,7 +197,7 @@ func estimate(o *options) time.Duration {
 	if slices.Contains(o.ops, "delete") {
 		cells += len(o.conns) // creating the nodes to delete takes about as long as deleting them
 	}
-	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + workloadsEstimate(o) + memEstimate(o)
+	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
 }
 
 // memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
@@ -446,4 +449,72 @@ func p50(r *zkboomReport) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f", r.LatencyMs.P50)
+}
+
+// scaleMarkdown renders the scale step: four-letter words on a large tree, then the restart on
+// it.
+func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	var z, k *scaleRun
+	for i := range sr.Runs {
+		switch sr.Runs[i].Target {
+		case "zetcd":
+			z = &sr.Runs[i]
+		case "zookeeper":
+			k = &sr.Runs[i]
+		}
+	}
+	w("\n## A tree of %s znodes: four-letter words and restart\n\n", thousands(sr.Znodes))
+	w("Measured %s (the scale step; `make bench-scale` runs it alone). zetcd (`--quota-backend-bytes %d GiB`,\n", sr.Started.Format("2006-01-02 15:04 MST"), scaleQuota>>30)
+	w("`--4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each started fresh and loaded with %s znodes of %d bytes,\n", sr.Heap, thousands(sr.Znodes), sr.DataSize)
+	w("%d children per parent, by %d sessions at once, each sending multis of %d creates one at a time. Then\n", memFanout, sr.Loaders, sr.Batch)
+	w("a new session reads the last znode, and each four-letter word is asked %d times, each over a new connection\n", sr.Reps)
+	w("to the client port: the time from connecting to the end of the answer (the server closes the connection).\n")
+	w("Then the server is stopped (SIGTERM) and started again on the same data directory: the time from starting\n")
+	w("the process until a new session's getData of a znode succeeds (zetcd reopens its embedded etcd and loads\n")
+	w("its in-memory replica of the tree from it; ZooKeeper reads its snapshot and replays its transaction log),\n")
+	w("and its RSS then and %s later.\n\n", scaleSettle)
+	w("| | zetcd | ZooKeeper | zetcd/ZooKeeper |\n| --- | ---: | ---: | ---: |\n")
+	row := func(what string, f func(r *scaleRun) float64, format string) {
+		cell := func(r *scaleRun) string {
+			if r == nil {
+				return "—"
+			}
+			return fmt.Sprintf(format, f(r))
+		}
+		ratio := "—"
+		if z != nil && k != nil && f(k) > 0 {
+			ratio = fmt.Sprintf("%.2f", f(z)/f(k))
+		}
+		w("| %s | %s | %s | %s |\n", what, cell(z), cell(k), ratio)
+	}
+	row("load (znodes/s)", func(r *scaleRun) float64 { return float64(sr.Znodes) / r.LoadSeconds }, "%.0f")
+	row("RSS after the load (MiB)", func(r *scaleRun) float64 { return float64(r.LoadedRSSKB) / 1024 }, "%.0f")
+	for i, word := range fourLetterWords {
+		row(fmt.Sprintf("`%s`, median of %d (ms)", word, sr.Reps), func(r *scaleRun) float64 {
+			if i < len(r.FourLetter) {
+				return r.FourLetter[i].MedianMs
+			}
+			return 0
+		}, "%.2f")
+	}
+	row("restart: until a session reads a znode (s)", func(r *scaleRun) float64 { return r.RestartSeconds }, "%.1f")
+	row("restart: RSS then (MiB)", func(r *scaleRun) float64 { return float64(r.RestartRSSKB) / 1024 }, "%.0f")
+	row(fmt.Sprintf("restart: RSS %s later (MiB)", scaleSettle), func(r *scaleRun) float64 { return float64(r.SettledRSSKB) / 1024 }, "%.0f")
+	row("restart: peak RSS (MiB)", func(r *scaleRun) float64 { return float64(r.RestartPeakRSSKB) / 1024 }, "%.0f")
+	w("\nEvery repetition (ms) and the answer's size:\n\n| server | word | repetitions | bytes |\n| --- | --- | --- | ---: |\n")
+	for _, r := range []*scaleRun{z, k} {
+		if r == nil {
+			continue
+		}
+		for _, f := range r.FourLetter {
+			reps := make([]string, len(f.Ms))
+			for i, v := range f.Ms {
+				reps[i] = fmt.Sprintf("%.2f", v)
+			}
+			w("| %s | %s | %s | %d |\n", targetTitle[r.Target], f.Word, strings.Join(reps, ", "), f.Bytes)
+		}
+	}
+	w("\nNo session and no watch is open while the words are asked (the loaders' sessions are closed): `dump` and\n")
+	w("`wchs` list sessions, ephemerals and watches, so these times are what the tree's size alone costs them.\n")
 }
