@@ -475,27 +475,30 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 	w("its in-memory replica of the tree from it; ZooKeeper reads its snapshot and replays its transaction log),\n")
 	w("and its RSS then and %s later.\n\n", scaleSettle)
 	w("| | zetcd | ZooKeeper | zetcd/ZooKeeper |\n| --- | ---: | ---: | ---: |\n")
+	// row writes f of each server; f returns NaN for a figure the run lacks.
 	row := func(what string, f func(r *scaleRun) float64, format string) {
 		cell := func(r *scaleRun) string {
-			if r == nil {
+			if r == nil || math.IsNaN(f(r)) {
 				return "—"
 			}
 			return fmt.Sprintf(format, f(r))
 		}
 		ratio := "—"
-		if z != nil && k != nil && f(k) > 0 {
+		if z != nil && k != nil && f(k) > 0 && !math.IsNaN(f(z)) {
 			ratio = fmt.Sprintf("%.2f", f(z)/f(k))
 		}
 		w("| %s | %s | %s | %s |\n", what, cell(z), cell(k), ratio)
 	}
 	row("load (znodes/s)", func(r *scaleRun) float64 { return float64(sr.Znodes) / r.LoadSeconds }, "%.0f")
 	row("RSS after the load (MiB)", func(r *scaleRun) float64 { return float64(r.LoadedRSSKB) / 1024 }, "%.0f")
-	for i, word := range fourLetterWords {
+	for _, word := range fourLetterWords {
 		row(fmt.Sprintf("`%s`, median of %d (ms)", word, sr.Reps), func(r *scaleRun) float64 {
-			if i < len(r.FourLetter) {
-				return r.FourLetter[i].MedianMs
+			for _, f := range r.FourLetter {
+				if f.Word == word {
+					return f.MedianMs
+				}
 			}
-			return 0
+			return math.NaN()
 		}, "%.2f")
 	}
 	row("restart: until a session reads a znode (s)", func(r *scaleRun) float64 { return r.RestartSeconds }, "%.1f")
