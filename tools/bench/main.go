@@ -709,6 +709,7 @@ func machine() map[string]string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m["kernel"] = strings.TrimSpace(string(b))
 	}
+	m["load average at the start (1, 5, 15 min)"] = loadAverage()
 	m["go"] = runtime.Version()
 	if out, err := exec.Command("java", "-version").CombinedOutput(); err == nil {
 		m["java"] = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
@@ -756,4 +757,14 @@ func keptSections(path string) string {
 		return "\n" + string(old[i:])
 	}
 	return ""
+}
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes, from /proc/loadavg: the
+// machine may be shared, and the other load is part of what a run measured.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], ", ")
+	}
+	return "—"
 }

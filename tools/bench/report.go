@@ -384,7 +384,8 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 	}
 
 	w("\n## Sequential creates in one parent\n\n")
-	w("Measured %s, zetcd and ZooKeeper each started fresh (the workloads step, `make bench-scale` runs it alone).\n", wr.Started.Format("2006-01-02 15:04 MST"))
+	w("Measured %s (load average %s at the start), zetcd and ZooKeeper each started fresh (the workloads step;\n", wr.Started.Format("2006-01-02 15:04 MST"), orDash(wr.LoadAvg))
+	w("`make bench-scale` runs it alone).\n")
 	w("`zkboom --conns %d --duration %s --sequential [--ephemeral] create`: %d sessions, one request in flight on each,\n", conns, wr.Duration, conns)
 	w("all creating sequential nodes of %d bytes under one parent, as the clients of a lock (EPHEMERAL_SEQUENTIAL) or\n", o.valSize)
 	w("queue (PERSISTENT_SEQUENTIAL) directory do. A sequential name comes from the parent's child counter, so every\n")
@@ -465,7 +466,8 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 		}
 	}
 	w("\n## A tree of %s znodes: four-letter words and restart\n\n", thousands(sr.Znodes))
-	w("Measured %s (the scale step; `make bench-scale` runs it alone). zetcd (`--quota-backend-bytes %d GiB`,\n", sr.Started.Format("2006-01-02 15:04 MST"), scaleQuota>>30)
+	w("Measured %s (load average %s at the start; the scale step, `make bench-scale` runs it alone).\n", sr.Started.Format("2006-01-02 15:04 MST"), orDash(sr.LoadAvg))
+	w("zetcd (`--quota-backend-bytes %d GiB`,\n", scaleQuota>>30)
 	w("`--4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each started fresh and loaded with %s znodes of %d bytes,\n", sr.Heap, thousands(sr.Znodes), sr.DataSize)
 	w("%d children per parent, by %d sessions at once, each sending multis of %d creates one at a time. Then\n", memFanout, sr.Loaders, sr.Batch)
 	w("a new session reads the last znode, and each four-letter word is asked %d times, each over a new connection\n", sr.Reps)

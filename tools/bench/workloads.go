@@ -34,7 +34,8 @@ type workloadOptions struct {
 // workloadRuns is the workloads step of every server: result.Op is the workload's name.
 type workloadRuns struct {
 	Started   time.Time `json:"started"`
-	Duration  string    `json:"duration"` // of each sequential-create run
+	LoadAvg   string    `json:"loadAverage"` // the machine's, at the start
+	Duration  string    `json:"duration"`    // of each sequential-create run
 	WatchRate float64   `json:"watchRate"`
 	Results   []result  `json:"results"`
 }
@@ -64,7 +65,7 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
 		return nil, err
 	}
-	wr := &workloadRuns{Started: time.Now().UTC(), Duration: o.duration.String(), WatchRate: o.work.watchRate}
+	wr := &workloadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Duration: o.duration.String(), WatchRate: o.work.watchRate}
 	for _, name := range o.targetsOn {
 		var (
 			s   *server
