@@ -249,37 +249,36 @@ func runBench(o *options) error {
 			data.Scale = old.Scale
 		}
 	}
-	if o.matrix {
-		if err := runMatrix(o, data); err != nil {
-			return err
-		}
-	}
-	if o.memory {
-		ms, err := runMemory(o)
+	// Each step's figures are saved as soon as it ends: a later step that fails leaves them in
+	// --data, and a run that leaves the finished steps out (--matrix=false ...) keeps them.
+	save := func() error {
+		raw, err := json.MarshalIndent(data, "", "  ")
 		if err != nil {
 			return err
 		}
-		data.MemoryScaling = ms
+		return os.WriteFile(o.data, append(raw, '\n'), 0o644)
 	}
-	if o.workloads {
-		wr, err := runWorkloads(o)
-		if err != nil {
+	steps := []struct {
+		on  bool
+		run func() error
+	}{
+		{o.matrix, func() error { return runMatrix(o, data) }},
+		{o.workloads, func() (err error) { data.Workloads, err = runWorkloads(o); return err }},
+		{o.scale, func() (err error) { data.Scale, err = runScale(o); return err }},
+		{o.memory, func() (err error) { data.MemoryScaling, err = runMemory(o); return err }},
+	}
+	for _, st := range steps {
+		if !st.on {
+			continue
+		}
+		if err := st.run(); err != nil {
 			return err
 		}
-		data.Workloads = wr
-	}
-	if o.scale {
-		sr, err := runScale(o)
-		if err != nil {
+		if err := save(); err != nil {
 			return err
 		}
-		data.Scale = sr
 	}
-	raw, err := json.MarshalIndent(data, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(o.data, append(raw, '\n'), 0o644); err != nil {
+	if err := save(); err != nil {
 		return err
 	}
 	plotted := false
