@@ -281,17 +281,16 @@ func runBench(o *options) error {
 	if err := save(); err != nil {
 		return err
 	}
-	plotted := false
-	if o.matrix {
-		plotted = plot(o)
-	} else if _, err := os.Stat(o.png); err == nil {
-		plotted = true
+	// The plot is drawn again from the matrix's figures, kept or new, so it always shows them.
+	plotted := len(data.Results) > 0 && plot(o)
+	if _, err := os.Stat(o.png); err == nil && !plotted && !o.matrix {
+		plotted = true // no python here: the last plot is of the kept figures
 	}
 	report := markdown(o, data, plotted) + keptSections(o.out)
 	if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
 		return err
 	}
-	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted && o.matrix])
+	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted])
 	return nil
 }
 

@@ -503,10 +503,24 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 			return math.NaN()
 		}, "%.2f")
 	}
-	row("restart: until a session reads a znode (s)", func(r *scaleRun) float64 { return r.RestartSeconds }, "%.1f")
-	row("restart: RSS then (MiB)", func(r *scaleRun) float64 { return float64(r.RestartRSSKB) / 1024 }, "%.0f")
-	row(fmt.Sprintf("restart: RSS %s later (MiB)", scaleSettle), func(r *scaleRun) float64 { return float64(r.SettledRSSKB) / 1024 }, "%.0f")
-	row("restart: peak RSS (MiB)", func(r *scaleRun) float64 { return float64(r.RestartPeakRSSKB) / 1024 }, "%.0f")
+	// restarted gives f for a server that served after its restart, NaN for one that did not.
+	restarted := func(f func(r *scaleRun) float64) func(r *scaleRun) float64 {
+		return func(r *scaleRun) float64 {
+			if r.RestartError != "" {
+				return math.NaN()
+			}
+			return f(r)
+		}
+	}
+	row("restart: until a session reads a znode (s)", restarted(func(r *scaleRun) float64 { return r.RestartSeconds }), "%.1f")
+	row("restart: RSS then (MiB)", restarted(func(r *scaleRun) float64 { return float64(r.RestartRSSKB) / 1024 }), "%.0f")
+	row(fmt.Sprintf("restart: RSS %s later (MiB)", scaleSettle), restarted(func(r *scaleRun) float64 { return float64(r.SettledRSSKB) / 1024 }), "%.0f")
+	row("restart: peak RSS (MiB)", restarted(func(r *scaleRun) float64 { return float64(r.RestartPeakRSSKB) / 1024 }), "%.0f")
+	for _, r := range []*scaleRun{z, k} {
+		if r != nil && r.RestartError != "" {
+			w("\n**%s did not restart on the tree**: after %.1f s, %s\n", targetTitle[r.Target], r.RestartSeconds, r.RestartError)
+		}
+	}
 	w("\nEvery repetition (ms) and the answer's size:\n\n| server | word | repetitions | bytes |\n| --- | --- | --- | ---: |\n")
 	for _, r := range []*scaleRun{z, k} {
 		if r == nil {

@@ -53,7 +53,7 @@ func TestMarkdown(t *testing.T) {
 	d.Scale = &scaleRuns{Znodes: 1000000, DataSize: 128, Batch: 250, Loaders: 8, Reps: 3, Heap: scaleHeap, Runs: []scaleRun{
 		{Target: "zetcd", LoadSeconds: 100, FourLetter: []fourLetterTiming{{Word: "mntr", MedianMs: 200, Ms: []float64{210, 200, 190}, Bytes: 800}},
 			RestartSeconds: 30, RestartRSSKB: 2 << 20},
-		{Target: "zookeeper", LoadSeconds: 20, FourLetter: []fourLetterTiming{{Word: "mntr", MedianMs: 20, Ms: []float64{21, 20, 19}, Bytes: 17000}},
+		{Target: "zookeeper", LoadSeconds: 20, RestartError: "zookeeper exited: OutOfMemoryError", FourLetter: []fourLetterTiming{{Word: "mntr", MedianMs: 20, Ms: []float64{21, 20, 19}, Bytes: 17000}},
 			RestartSeconds: 10, RestartRSSKB: 1 << 20},
 	}}
 	md := markdown(o, d, true)
@@ -71,7 +71,8 @@ func TestMarkdown(t *testing.T) {
 		"| load (znodes/s) | 10000 | 50000 | 0.20 |",
 		"| `mntr`, median of 3 (ms) | 200.00 | 20.00 | 10.00 |",
 		"| `dump`, median of 3 (ms) | — | — | — |",
-		"| restart: until a session reads a znode (s) | 30.0 | 10.0 | 3.00 |",
+		"| restart: until a session reads a znode (s) | 30.0 | — | — |",
+		"**ZooKeeper did not restart on the tree**: after 10.0 s, zookeeper exited: OutOfMemoryError",
 		"| zetcd | mntr | 210.00, 200.00, 190.00 | 800 |",
 		"make bench-scale",
 	} {
@@ -81,5 +82,17 @@ func TestMarkdown(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(md)
+	}
+}
+
+func TestLastError(t *testing.T) {
+	zetcdLog := `{"level":"warn","msg":"apply request took too long"}
+{"level":"error","ts":1,"caller":"zetcd/main.go:174","msg":"zetcd stopped","error":"load the tree at revision 5022: context deadline exceeded"}
+`
+	if got, want := lastError(zetcdLog), "zetcd stopped: load the tree at revision 5022: context deadline exceeded"; got != want {
+		t.Errorf("lastError(zetcd's log) = %q, want %q", got, want)
+	}
+	if got, want := lastError("starting\njava.lang.OutOfMemoryError: Java heap space\n"), "java.lang.OutOfMemoryError: Java heap space"; got != want {
+		t.Errorf("lastError(ZooKeeper's log) = %q, want %q", got, want)
 	}
 }
