@@ -50,7 +50,7 @@ def main(src, dst):
     axes[0][0].legend()
     machine = data.get("machine", {})
     fig.suptitle("zkboom, one run: %s cpus, %s" % (machine.get("cpus (nproc)", "?"), machine.get("cpu", "")))
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(dst, dpi=80)
 
 

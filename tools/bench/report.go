@@ -384,13 +384,15 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 	}
 
 	w("\n## Sequential creates in one parent\n\n")
-	w("Measured %s (load average %s at the start), zetcd and ZooKeeper each started fresh (the workloads step;\n", wr.Started.Format("2006-01-02 15:04 MST"), orDash(wr.LoadAvg))
-	w("`make bench-scale` runs it alone).\n")
+	w("Measured %s (load average %s at the start), zetcd and ZooKeeper each started\n", wr.Started.Format("2006-01-02 15:04 MST"), orDash(wr.LoadAvg))
+	w("fresh (the workloads step; `make bench-scale` runs it alone).\n")
 	w("`zkboom --conns %d --duration %s --sequential [--ephemeral] create`: %d sessions, one request in flight on each,\n", conns, wr.Duration, conns)
 	w("all creating sequential nodes of %d bytes under one parent, as the clients of a lock (EPHEMERAL_SEQUENTIAL) or\n", o.valSize)
-	w("queue (PERSISTENT_SEQUENTIAL) directory do. A sequential name comes from the parent's child counter, so every\n")
-	w("such create in zetcd reads and guards that counter, and concurrent ones conflict: the etcd round trips per\n")
-	w("create (zetcd's `/metrics`, as in the matrix; the sessions' close included) count the retries.\n\n")
+	w("queue (PERSISTENT_SEQUENTIAL) directory do. A sequential name comes from the parent's child counter, and every\n")
+	w("such create in zetcd guards that counter at commit; a zetcd process runs the sequential creates under one\n")
+	w("parent one at a time with the counter cached (etcdstore/seq.go), and a commit that finds the counter moved\n")
+	w("(a create from elsewhere) reads it and retries: the etcd round trips per create (zetcd's `/metrics`, as in the\n")
+	w("matrix; zkboom's setup and the sessions' close included) count those retries.\n\n")
 	w("| mode | zetcd ops/s | ZooKeeper ops/s | zetcd/ZooKeeper | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd etcd round trips per create |\n")
 	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, m := range []struct{ name, title string }{
@@ -466,9 +468,9 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 		}
 	}
 	w("\n## A tree of %s znodes: four-letter words and restart\n\n", thousands(sr.Znodes))
-	w("Measured %s (load average %s at the start; the scale step, `make bench-scale` runs it alone).\n", sr.Started.Format("2006-01-02 15:04 MST"), orDash(sr.LoadAvg))
-	w("zetcd (`--quota-backend-bytes %d GiB`,\n", scaleQuota>>30)
-	w("`--4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each started fresh and loaded with %s znodes of %d bytes,\n", sr.Heap, thousands(sr.Znodes), sr.DataSize)
+	w("Measured %s (load average %s at the start; the scale step, `make bench-scale` runs it\n", sr.Started.Format("2006-01-02 15:04 MST"), orDash(sr.LoadAvg))
+	w("alone). zetcd (`--quota-backend-bytes %d GiB --4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each started\n", scaleQuota>>30, sr.Heap)
+	w("fresh and loaded with %s znodes of %d bytes,\n", thousands(sr.Znodes), sr.DataSize)
 	w("%d children per parent, by %d sessions at once, each sending multis of %d creates one at a time. Then\n", memFanout, sr.Loaders, sr.Batch)
 	w("a new session reads the last znode, and each four-letter word is asked %d times, each over a new connection\n", sr.Reps)
 	w("to the client port: the time from connecting to the end of the answer (the server closes the connection).\n")
