@@ -141,8 +141,11 @@ func main() {
 		log.Fatal(err)
 	}
 	o.workDir = dir
-	defer os.RemoveAll(dir)
-	if err := runBench(&o); err != nil {
+	err = runBench(&o)
+	// Removed before log.Fatal, which skips deferred calls: a failed run leaves no data
+	// directories (gigabytes after the scale step) behind.
+	os.RemoveAll(dir)
+	if err != nil {
 		log.Fatal(err)
 	}
 }
