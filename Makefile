@@ -10,7 +10,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-all zookeeper bench bench-memory fuzz verify clean
+.PHONY: help build run test test-all zookeeper bench bench-memory bench-scale fuzz verify clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -37,7 +37,7 @@ test-all: zookeeper ## fetch ZooKeeper, then the whole suite with real-ZooKeeper
 zookeeper: ## fetch Apache ZooKeeper's jars from Maven Central into .cache/zookeeper (needs java, mvn)
 	tools/zookeeper/fetch.sh
 
-bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then bench-memory's step (~10 min): docs/benchmarks.md
+bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then bench-scale's and bench-memory's steps (~18 min): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd
 	@if [[ ! -x .cache/benchvenv/bin/python ]]; then \
 		echo "bench: matplotlib for the plot, into .cache/benchvenv"; \
@@ -47,7 +47,10 @@ bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then be
 	$(GO) run ./tools/bench --bin bin
 
 bench-memory: build zookeeper ## memory per znode, session and watch, zetcd vs ZooKeeper (~3 min): docs/benchmarks.md
-	$(GO) run ./tools/bench --bin bin --matrix=false
+	$(GO) run ./tools/bench --bin bin --matrix=false --workloads=false --scale=false
+
+bench-scale: build zookeeper ## sequential creates in one parent, watch latency, 4lw and restart with 1M znodes, zetcd vs ZooKeeper (~6 min): docs/benchmarks.md
+	$(GO) run ./tools/bench --bin bin --matrix=false --memory=false
 
 fuzz: ## run each fuzz target in ./encoding for FUZZTIME (default 30s)
 	list=$$($(GO) test -list '^Fuzz' ./encoding); \

@@ -160,8 +160,8 @@ func (t *etcdTarget) client(conn, id int) (request, error) {
 	return func(ctx context.Context) (time.Duration, error) { return timed(func() error { return f(ctx) }) }, nil
 }
 
-// watchClient measures from the start of a put on the writer client to the event on the
-// client's own watch of the key.
+// watchClient measures from just before a put on the writer client to the arrival of the event
+// on the client's own watch of the key, stamped as zkTarget.watchClient stamps it.
 func (t *etcdTarget) watchClient(conn, id int) (request, error) {
 	c, w := t.clients[conn], t.writers[conn]
 	k := t.prefix + "w/" + keyName("w", id, t.cfg.keySize)
@@ -175,22 +175,31 @@ func (t *etcdTarget) watchClient(conn, id int) (request, error) {
 		return nil, fmt.Errorf("setup: watch %s: not created after 30s", k)
 	}
 	return func(ctx context.Context) (time.Duration, error) {
+		arrived := make(chan arrival, 1)
+		go func() {
+			select {
+			case resp, ok := <-wch:
+				var err error
+				if !ok {
+					err = errors.New("watch channel closed")
+				} else {
+					err = resp.Err()
+				}
+				arrived <- arrival{time.Now(), err}
+			case <-time.After(30 * time.Second):
+				arrived <- arrival{err: errWatchTimeout}
+			}
+		}()
 		t0 := time.Now()
-		if _, err := w.Put(ctx, k, t.value); err != nil {
+		_, err := w.Put(ctx, k, t.value)
+		a := <-arrived // after a failed put too, so that no stray reader takes the next event
+		if err != nil {
 			return 0, err
 		}
-		select {
-		case resp, ok := <-wch:
-			if !ok {
-				return 0, errors.New("watch channel closed")
-			}
-			if err := resp.Err(); err != nil {
-				return 0, err
-			}
-			return time.Since(t0), nil
-		case <-time.After(30 * time.Second):
-			return 0, errWatchTimeout
+		if a.err != nil {
+			return 0, a.err
 		}
+		return a.at.Sub(t0), nil
 	}, nil
 }
 

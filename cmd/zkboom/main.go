@@ -21,8 +21,9 @@
 //	children  getChildren2 of a node with 10 children         | get of a prefix, keys only
 //	delete    delete one of --total nodes created beforehand  | delete a key put beforehand
 //	mixed     --mix ratios of get, set, create, exists, children
-//	watch     the time from a write on one session to the event on another (both watched and
-//	          written nodes are the client's own)             | watch event on another client
+//	watch     the time from just before a setData on one session to the event's arrival on
+//	          another, which watches the node (each client its own node; the watch is re-armed,
+//	          unmeasured, before each write; --rate paces the writes) | put, watch on another client
 //	multi     multi{create node, setData node version 0}, Kafka's broker registration shape
 package main
 

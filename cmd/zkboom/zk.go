@@ -203,8 +203,11 @@ func (t *zkTarget) client(conn, id int) (request, error) {
 	return func(context.Context) (time.Duration, error) { return timed(f) }, nil
 }
 
-// watchClient measures from the start of a setData on the writer's session to the arrival of
-// the NodeDataChanged event on the client's own session. Arming the watch is not measured.
+// watchClient measures from just before a setData is sent on the writer's session to the
+// arrival of the NodeDataChanged event on the client's own session. The event is stamped by a
+// goroutine waiting for it while the setData is in flight: on another session the event can
+// come before the setData's reply, and reading it only after the reply would measure the reply.
+// Arming the watch (a getData) is not measured.
 func (t *zkTarget) watchClient(conn, id int) (request, error) {
 	c, w := t.conns[conn], t.writers[conn]
 	p := t.root + "/w/" + keyName("w", id, t.cfg.keySize)
@@ -216,23 +219,36 @@ func (t *zkTarget) watchClient(conn, id int) (request, error) {
 		if err != nil {
 			return 0, err
 		}
+		arrived := make(chan arrival, 1)
+		go func() {
+			select {
+			case ev := <-events:
+				err := ev.Err
+				if err == nil && ev.Type != zk.EventNodeDataChanged {
+					err = fmt.Errorf("event %v, want NodeDataChanged", ev.Type)
+				}
+				arrived <- arrival{time.Now(), err}
+			case <-time.After(30 * time.Second):
+				arrived <- arrival{err: errWatchTimeout}
+			}
+		}()
 		t0 := time.Now()
-		if _, err := w.Set(p, t.value, -1); err != nil {
+		_, err = w.Set(p, t.value, -1)
+		a := <-arrived // after a failed setData too: the watch is still armed until it times out
+		if err != nil {
 			return 0, err
 		}
-		select {
-		case ev := <-events:
-			if ev.Err != nil {
-				return 0, ev.Err
-			}
-			if ev.Type != zk.EventNodeDataChanged {
-				return 0, fmt.Errorf("event %v, want NodeDataChanged", ev.Type)
-			}
-			return time.Since(t0), nil
-		case <-time.After(30 * time.Second):
-			return 0, errWatchTimeout
+		if a.err != nil {
+			return 0, a.err
 		}
+		return a.at.Sub(t0), nil
 	}, nil
+}
+
+// arrival is when a watch event came, or why none did.
+type arrival struct {
+	at  time.Time
+	err error
 }
 
 var errWatchTimeout = errors.New("WatchTimeout")

@@ -1,15 +1,18 @@
 // Command bench is the driver behind `make bench`: it starts a bare etcd, zetcd (the real
 // binary, on its embedded etcd) and a real Apache ZooKeeper on this machine, one at a time, runs
-// the same zkboom matrix against each (zkboom --etcd for etcd), then the memory step against
-// zetcd and ZooKeeper (memory.go: RSS per znode, per session and per watch), and writes
+// the same zkboom matrix against each (zkboom --etcd for etcd), then against zetcd and ZooKeeper
+// the workloads step (workloads.go: sequential creates in one parent, watch event latency), the
+// scale step (scale.go: four-letter words and a restart on a tree of a million znodes) and the
+// memory step (memory.go: RSS per znode, per session and per watch), and writes
 // docs/benchmarks.md, the raw figures as JSON, and a plot of throughput and p99 latency against
 // concurrency.
 //
-//	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,set,mixed] [--conns 1,16,64]
-//	go run ./tools/bench --bin bin --matrix=false   # the memory step alone (make bench-memory)
+//	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
+//	go run ./tools/bench --bin bin --matrix=false --workloads=false --scale=false   # the memory step alone (make bench-memory)
+//	go run ./tools/bench --bin bin --matrix=false --memory=false                    # workloads and scale (make bench-scale)
 //
-// A run without the matrix (or without the memory step) keeps the other's figures from the
-// existing JSON and rewrites the report with both.
+// Each step can be left out (--matrix, --workloads, --scale, --memory =false): a run keeps the
+// figures of the steps it leaves out from the existing JSON and rewrites the report with all.
 //
 // --bin must hold zetcd, zkboom and benchetcd (`make build` and `go build ./tools/bench/benchetcd`).
 // The plot is drawn by tools/bench/plot.py with matplotlib (--python); without it the report is
@@ -63,6 +66,10 @@ type options struct {
 	matrix    bool
 	memory    bool
 	mem       memOptions
+	workloads bool
+	work      workloadOptions
+	scale     bool
+	sc        scaleOptions
 }
 
 func main() {
@@ -78,7 +85,7 @@ func main() {
 	flag.StringVar(&o.python, "python", ".cache/benchvenv/bin/python", "a python with matplotlib, for the plot")
 	flag.DurationVar(&o.duration, "duration", 6*time.Second, "length of each measured run")
 	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured mixed load before each server's runs")
-	flag.StringVar(&ops, "ops", "create,get,set,mixed", "zkboom operations")
+	flag.StringVar(&ops, "ops", "create,get,exists,children,set,delete,mixed", "zkboom operations (delete after create: it deletes about as many nodes as create made in --duration)")
 	flag.StringVar(&conns, "conns", "1,16,64", "connection counts")
 	flag.IntVar(&o.clients, "clients", 1, "requests in flight per connection")
 	flag.IntVar(&o.valSize, "val-size", 128, "bytes of data per create/set")
@@ -92,6 +99,17 @@ func main() {
 	flag.StringVar(&memSessions, "mem-sessions", "1000,10000", "memory step: sessions open after the sessions step and after the scale step")
 	flag.StringVar(&memWatches, "mem-watches", "100,10", "memory step: getData watches per session opened in the sessions step and in the scale step")
 	flag.StringVar(&o.mem.profiles, "mem-profiles", "", "memory step: a directory for zetcd's heap profile after each step")
+	flag.BoolVar(&o.workloads, "workloads", true, "run the workloads step: sequential creates in one parent, watch event latency (false: keep its figures from --data)")
+	flag.IntVar(&o.work.seqConns, "seq-conns", 64, "workloads step: sessions creating sequential nodes in one parent (for --duration)")
+	flag.IntVar(&o.work.watchers, "watchers", 16, "workloads step: watching sessions")
+	flag.Float64Var(&o.work.watchRate, "watch-rate", 500, "workloads step: setData per second on the watched nodes")
+	flag.BoolVar(&o.scale, "scale", true, "run the scale step: mntr, dump and wchs on a large tree, restart on it (false: keep its figures from --data)")
+	flag.IntVar(&o.sc.znodes, "scale-znodes", 1000000, "scale step: znodes in the tree")
+	flag.IntVar(&o.sc.dataSize, "scale-data", 128, "scale step: bytes of data per znode")
+	flag.IntVar(&o.sc.batch, "scale-batch", 250, "scale step: creates per multi while loading")
+	flag.IntVar(&o.sc.loaders, "scale-loaders", 8, "scale step: sessions loading at once")
+	flag.IntVar(&o.sc.reps, "scale-reps", 5, "scale step: times each four-letter word is asked")
+	flag.DurationVar(&o.work.watchDuration, "watch-duration", 10*time.Second, "workloads step: length of the watch run")
 	flag.Parse()
 	pair := func(flagName, v string) [2]int {
 		f := strings.Split(v, ",")
@@ -123,8 +141,11 @@ func main() {
 		log.Fatal(err)
 	}
 	o.workDir = dir
-	defer os.RemoveAll(dir)
-	if err := runBench(&o); err != nil {
+	err = runBench(&o)
+	// Removed before log.Fatal, which skips deferred calls: a failed run leaves no data
+	// directories (gigabytes after the scale step) behind.
+	os.RemoveAll(dir)
+	if err != nil {
 		log.Fatal(err)
 	}
 }
@@ -177,6 +198,10 @@ type runData struct {
 	Memory   []memory          `json:"memory"`
 	// MemoryScaling is the memory step (memory.go).
 	MemoryScaling *memScaling `json:"memoryScaling,omitempty"`
+	// Workloads is the workloads step (workloads.go).
+	Workloads *workloadRuns `json:"workloads,omitempty"`
+	// Scale is the scale step (scale.go).
+	Scale *scaleRuns `json:"scale,omitempty"`
 }
 
 // server is a started server process.
@@ -192,7 +217,7 @@ type server struct {
 
 func runBench(o *options) error {
 	bins := []string{"zetcd"}
-	if o.matrix {
+	if o.matrix || o.workloads {
 		bins = append(bins, "zkboom", "benchetcd")
 	}
 	for _, b := range bins {
@@ -205,7 +230,7 @@ func runBench(o *options) error {
 		"clients per connection": strconv.Itoa(o.clients), "value size": fmt.Sprintf("%d bytes", o.valSize),
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
 	}}
-	if !o.matrix || !o.memory {
+	if !o.matrix || !o.memory || !o.workloads || !o.scale {
 		// Keep the figures of the part not run from the last report's data.
 		old := &runData{}
 		if raw, err := os.ReadFile(o.data); err == nil {
@@ -220,37 +245,55 @@ func runBench(o *options) error {
 		if !o.memory {
 			data.MemoryScaling = old.MemoryScaling
 		}
-	}
-	if o.matrix {
-		if err := runMatrix(o, data); err != nil {
-			return err
+		if !o.workloads {
+			data.Workloads = old.Workloads
+		}
+		if !o.scale {
+			data.Scale = old.Scale
 		}
 	}
-	if o.memory {
-		ms, err := runMemory(o)
+	// Each step's figures are saved as soon as it ends: a later step that fails leaves them in
+	// --data, and a run that leaves the finished steps out (--matrix=false ...) keeps them.
+	save := func() error {
+		raw, err := json.MarshalIndent(data, "", "  ")
 		if err != nil {
 			return err
 		}
-		data.MemoryScaling = ms
+		return os.WriteFile(o.data, append(raw, '\n'), 0o644)
 	}
-	raw, err := json.MarshalIndent(data, "", "  ")
-	if err != nil {
+	steps := []struct {
+		on  bool
+		run func() error
+	}{
+		{o.matrix, func() error { return runMatrix(o, data) }},
+		{o.workloads, func() (err error) { data.Workloads, err = runWorkloads(o); return err }},
+		{o.scale, func() (err error) { data.Scale, err = runScale(o); return err }},
+		{o.memory, func() (err error) { data.MemoryScaling, err = runMemory(o); return err }},
+	}
+	for _, st := range steps {
+		if !st.on {
+			continue
+		}
+		if err := st.run(); err != nil {
+			return err
+		}
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	if err := save(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(o.data, append(raw, '\n'), 0o644); err != nil {
-		return err
-	}
-	plotted := false
-	if o.matrix {
-		plotted = plot(o)
-	} else if _, err := os.Stat(o.png); err == nil {
-		plotted = true
+	// The plot is drawn again from the matrix's figures, kept or new, so it always shows them.
+	plotted := len(data.Results) > 0 && plot(o)
+	if _, err := os.Stat(o.png); err == nil && !plotted && !o.matrix {
+		plotted = true // no python here: the last plot is of the kept figures
 	}
 	report := markdown(o, data, plotted) + keptSections(o.out)
 	if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
 		return err
 	}
-	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted && o.matrix])
+	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted])
 	return nil
 }
 
@@ -302,7 +345,12 @@ func measure(o *options, s *server) ([]result, error) {
 			if err != nil {
 				return nil, err
 			}
-			r, err := zkboom(o, s, op, c, o.duration)
+			var r *zkboomReport
+			if op == "delete" {
+				r, err = zkboom(o, s, op, c, 0, "--total", strconv.Itoa(deleteTotal(results, c, o.duration)))
+			} else {
+				r, err = zkboom(o, s, op, c, o.duration)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -311,7 +359,7 @@ func measure(o *options, s *server) ([]result, error) {
 				return nil, err
 			}
 			res := result{Target: s.name, Op: op, Conns: c, Report: *r, EtcdRoundTripsPerRequest: roundTrips(before, after)}
-			line := fmt.Sprintf("%-9s %-6s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
+			line := fmt.Sprintf("%-9s %-8s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
 				s.name, op, c, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
 			if s.metrics != "" {
 				line += fmt.Sprintf("  etcd calls/request %.2f", res.EtcdRoundTripsPerRequest)
@@ -323,12 +371,30 @@ func measure(o *options, s *server) ([]result, error) {
 	return results, nil
 }
 
-func zkboom(o *options, s *server, op string, conns int, d time.Duration) (*zkboomReport, error) {
+// deleteTotal is how many nodes the delete run at conns connections deletes (zkboom delete
+// creates them first, unmeasured): as many as the same server's create run at conns created in
+// d, so that the run lasts about d, or 500 per connection without a create run.
+func deleteTotal(results []result, conns int, d time.Duration) int {
+	for _, r := range results {
+		if r.Op == "create" && r.Conns == conns && r.Report.OpsPerSec > 0 {
+			return max(int(r.Report.OpsPerSec*d.Seconds()), 100*conns)
+		}
+	}
+	return 500 * conns
+}
+
+// zkboom runs one zkboom against s for d (0: no --duration; extra gives --total) and returns
+// its report.
+func zkboom(o *options, s *server, op string, conns int, d time.Duration, extra ...string) (*zkboomReport, error) {
 	args := []string{"--json", "--endpoints", s.endpoint, "--conns", strconv.Itoa(conns), "--clients", strconv.Itoa(o.clients),
-		"--duration", d.String(), "--val-size", strconv.Itoa(o.valSize), "--key-size", strconv.Itoa(o.keySize), "--keys", strconv.Itoa(o.keys)}
+		"--val-size", strconv.Itoa(o.valSize), "--key-size", strconv.Itoa(o.keySize), "--keys", strconv.Itoa(o.keys)}
+	if d > 0 {
+		args = append(args, "--duration", d.String())
+	}
 	if s.etcd {
 		args = append(args, "--etcd")
 	}
+	args = append(args, extra...)
 	args = append(args, op)
 	cmd := exec.Command(filepath.Join(o.bin, "zkboom"), args...)
 	var stderr bytes.Buffer
@@ -434,6 +500,16 @@ func startEtcd(o *options) (*server, error) {
 }
 
 func startZetcd(o *options) (*server, error) {
+	s, err := launchZetcd(o)
+	if err != nil {
+		return nil, err
+	}
+	return s, waitSession(s)
+}
+
+// launchZetcd starts zetcd on o.workDir/zetcd (an existing embedded etcd there is reopened),
+// with extra flags, and returns without waiting for it to serve.
+func launchZetcd(o *options, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -443,14 +519,14 @@ func startZetcd(o *options) (*server, error) {
 		return nil, err
 	}
 	addr, maddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", mport)
-	cmd := exec.Command(filepath.Join(o.bin, "zetcd"), "--zkaddr", addr, "--data-dir", filepath.Join(o.workDir, "zetcd"),
-		"--metrics-addr", maddr, "--pprof", "--log-level", "warn")
-	s, err := start("zetcd", cmd)
+	args := append([]string{"--zkaddr", addr, "--data-dir", filepath.Join(o.workDir, "zetcd"),
+		"--metrics-addr", maddr, "--pprof", "--log-level", "warn"}, extra...)
+	s, err := start("zetcd", exec.Command(filepath.Join(o.bin, "zetcd"), args...))
 	if err != nil {
 		return nil, err
 	}
 	s.endpoint, s.metrics = addr, "http://"+maddr+"/metrics"
-	return s, waitSession(s)
+	return s, nil
 }
 
 // zooCfg is the benchmark ZooKeeper's configuration: standalone, its transaction log fsynced
@@ -465,6 +541,16 @@ admin.enableServer=false
 `
 
 func startZooKeeper(o *options) (*server, error) {
+	s, err := launchZooKeeper(o, "1g")
+	if err != nil {
+		return nil, err
+	}
+	return s, waitSession(s)
+}
+
+// launchZooKeeper starts ZooKeeper with a heap of at most heap (-Xmx) on o.workDir/zookeeper
+// (an existing data directory there is reopened), and returns without waiting for it to serve.
+func launchZooKeeper(o *options, heap string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -490,14 +576,14 @@ func startZooKeeper(o *options) (*server, error) {
 	}
 	// The conf directory beside lib holds logback.xml (warnings only), written by fetch.sh.
 	classpath := filepath.Join(lib, "*") + ":" + filepath.Join(filepath.Dir(lib), "conf")
-	cmd := exec.Command(java, "-Xmx1g", "-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
+	cmd := exec.Command(java, "-Xmx"+heap, "-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
 	cmd.Dir = dir
 	s, err := start("zookeeper", cmd)
 	if err != nil {
 		return nil, err
 	}
 	s.endpoint = fmt.Sprintf("127.0.0.1:%d", port)
-	return s, waitSession(s)
+	return s, nil
 }
 
 // waitSession waits until the server at s.endpoint grants a ZooKeeper session.
@@ -624,6 +710,7 @@ func machine() map[string]string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m["kernel"] = strings.TrimSpace(string(b))
 	}
+	m["load average at the start (1, 5, 15 min)"] = loadAverage()
 	m["go"] = runtime.Version()
 	if out, err := exec.Command("java", "-version").CombinedOutput(); err == nil {
 		m["java"] = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
@@ -671,4 +758,14 @@ func keptSections(path string) string {
 		return "\n" + string(old[i:])
 	}
 	return ""
+}
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes, from /proc/loadavg: the
+// machine may be shared, and the other load is part of what a run measured.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], ", ")
+	}
+	return "—"
 }

@@ -415,7 +415,10 @@ func (c *rawSession) send(w io.Writer, op encoding.Op, req encoding.Record) erro
 }
 
 // recv reads the next reply, skipping pings' answers, and fails on an error code.
-func (c *rawSession) recv() error {
+func (c *rawSession) recv() error { return c.recvInto(nil) }
+
+// recvInto is recv that also decodes the reply's body into resp, if not nil.
+func (c *rawSession) recvInto(resp encoding.Record) error {
 	for {
 		c.nc.SetReadDeadline(time.Now().Add(2 * memSessionTimeout))
 		frame, err := encoding.ReadFrame(c.br, nil, 0)
@@ -432,19 +435,25 @@ func (c *rawSession) recv() error {
 		if h.Err != encoding.ErrOK {
 			return h.Err
 		}
+		if resp != nil {
+			return encoding.DecodeRecord(frame[encoding.ReplyHeaderSize:], resp)
+		}
 		return nil
 	}
 }
 
 // call sends one request and waits for its reply.
-func (c *rawSession) call(op encoding.Op, req encoding.Record) error {
+func (c *rawSession) call(op encoding.Op, req encoding.Record) error { return c.callInto(op, req, nil) }
+
+// callInto is call that also decodes the reply's body into resp, if not nil.
+func (c *rawSession) callInto(op encoding.Op, req, resp encoding.Record) error {
 	c.mu.Lock()
 	err := c.send(c.nc, op, req)
 	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return c.recv()
+	return c.recvInto(resp)
 }
 
 // pipeline sends the requests req(from) ... req(to-1), depth at a time, and reads their

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,14 +47,20 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("\n## Method\n\n")
 	w("- **etcd**: a bare single-member etcd (`internal/embedetcd`, the same code and settings zetcd embeds, run alone by\n")
 	w("  `tools/bench/benchetcd`), driven by `zkboom --etcd` with the raw etcd request closest to each ZooKeeper one:\n")
-	w("  create = a txn \"if the key is absent, put\", get = a linearizable get, set = a put. The ceiling: zetcd can only add\n")
-	w("  to what etcd does.\n")
+	w("  create = a txn \"if the key is absent, put\" (ZooKeeper refuses an existing node); get = a linearizable get;\n")
+	w("  exists = a linearizable get with `WithCountOnly` (the answer is whether the key is there, not its value);\n")
+	w("  children = a linearizable range over the parent's prefix with `WithKeysOnly` (the names, not the data);\n")
+	w("  set = a put; delete = a delete of one key (its reply says whether the key was there, all ZooKeeper's NoNode\n")
+	w("  needs). The ceiling: zetcd can only add to what etcd does.\n")
 	w("- **zetcd**: the `zetcd` binary with its embedded etcd (data on the same disk), over the ZooKeeper protocol.\n")
 	w("- **ZooKeeper**: %s standalone, `-Xmx1g`, its transaction log fsynced like etcd's WAL.\n", orDash(d.Machine["zookeeper"]))
 	w("- Each cell is `zkboom --conns N --clients 1 --duration %s OP`: N sessions (etcd: N clients), one request in\n", o.duration)
-	w("  flight on each (closed loop), so concurrency = N. get and set pick among %d existing nodes; mixed is\n", o.keys)
-	w("  80%% get, 10%% set, 10%% create; values are %d bytes. Each server first gets %s of unmeasured mixed load\n", o.valSize, o.warmup)
-	w("  (the JVM's JIT, etcd's and zetcd's caches).\n")
+	w("  flight on each (closed loop), so concurrency = N. get, exists and set pick among %d existing nodes; children\n", o.keys)
+	w("  is getChildren2 of one node with 10 children (etcd: a prefix holding 10 keys); create makes new nodes under one\n")
+	w("  parent; delete deletes nodes zkboom created beforehand (not measured), as many as that server's create run at\n")
+	w("  the same N made in %s (`--total`), so it lasts about as long; mixed is 80%% get, 10%% set, 10%% create;\n", o.duration)
+	w("  values are %d bytes. Each server first gets %s of unmeasured mixed load (the JVM's JIT, etcd's and zetcd's\n", o.valSize, o.warmup)
+	w("  caches).\n")
 	w("- zkboom runs on the same cores as the server it measures: on a small machine the load generator takes a\n")
 	w("  real share of the CPU, and more so at 64 connections. The ratios compare servers under the same handicap.\n")
 
@@ -112,6 +120,12 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("\nzetcd's figure includes its embedded etcd; the bare etcd is that etcd alone, so the difference is roughly\n")
 	w("what zetcd itself holds (sessions, connections, watch fan-out, buffers). ZooKeeper's is a JVM with `-Xmx1g`.\n")
 
+	if d.Workloads != nil {
+		workloadsMarkdown(&b, o, d.Workloads)
+	}
+	if d.Scale != nil {
+		scaleMarkdown(&b, d.Scale)
+	}
 	if d.MemoryScaling != nil {
 		memoryMarkdown(&b, d.MemoryScaling)
 	}
@@ -120,7 +134,8 @@ func markdown(o *options, d *runData, plotted bool) string {
 		w("\n## Plot\n\n![throughput and p99 latency against connections](%s)\n", filepath.Base(o.png))
 	}
 	w("\n## Reproducing\n\n```\nmake bench          # about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n", int(math.Ceil(estimate(o).Minutes())))
-	w("make bench-memory   # the memory step alone, about %d minutes\n```\n", int(math.Ceil(memEstimate(o).Minutes())))
+	w("make bench-memory   # the memory step alone, about %d minutes\n", int(math.Ceil(memEstimate(o).Minutes())))
+	w("make bench-scale    # the workloads and scale steps alone, about %d minutes\n```\n", int(math.Ceil((workloadsEstimate(o) + scaleEstimate(o)).Minutes())))
 	w("\nOne run, short durations: differences of 10%% between runs are noise. Steer by the ratios, which come from the\n")
 	w("same run on the same machine.\n")
 	return b.String()
@@ -178,7 +193,11 @@ func mib(kb int64) string {
 // estimate is how long a run of the matrix and the memory step takes, roughly.
 func estimate(o *options) time.Duration {
 	per := o.duration + 1500*time.Millisecond
-	return time.Duration(len(o.targetsOn))*(time.Duration(len(o.ops)*len(o.conns))*per+o.warmup+10*time.Second) + memEstimate(o)
+	cells := len(o.ops) * len(o.conns)
+	if slices.Contains(o.ops, "delete") {
+		cells += len(o.conns) // creating the nodes to delete takes about as long as deleting them
+	}
+	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
 }
 
 // memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
@@ -330,4 +349,193 @@ func thousands(n int) string {
 		return "-" + string(out)
 	}
 	return string(out)
+}
+
+// workloadsMarkdown renders the workloads step: sequential creates in one parent, then watch
+// event latency.
+func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	find := func(target, name string) *result {
+		for i := range wr.Results {
+			if r := &wr.Results[i]; r.Target == target && r.Op == name {
+				return r
+			}
+		}
+		return nil
+	}
+	report := func(r *result) *zkboomReport {
+		if r == nil {
+			return nil
+		}
+		return &r.Report
+	}
+	var errorsSeen []string
+	for _, r := range wr.Results {
+		if r.Report.Errors > 0 {
+			errorsSeen = append(errorsSeen, fmt.Sprintf("%s %s: %d of %d requests failed (%v)", targetTitle[r.Target], r.Op,
+				r.Report.Errors, r.Report.Requests, r.Report.ErrorsByCode))
+		}
+	}
+	conns := 0
+	for _, r := range wr.Results {
+		if r.Op != "watch" {
+			conns = r.Conns
+		}
+	}
+
+	w("\n## Sequential creates in one parent\n\n")
+	w("Measured %s (load average %s at the start), zetcd and ZooKeeper each started\n", wr.Started.Format("2006-01-02 15:04 MST"), orDash(wr.LoadAvg))
+	w("fresh (the workloads step; `make bench-scale` runs it alone).\n")
+	w("`zkboom --conns %d --duration %s --sequential [--ephemeral] create`: %d sessions, one request in flight on each,\n", conns, wr.Duration, conns)
+	w("all creating sequential nodes of %d bytes under one parent, as the clients of a lock (EPHEMERAL_SEQUENTIAL) or\n", o.valSize)
+	w("queue (PERSISTENT_SEQUENTIAL) directory do. A sequential name comes from the parent's child counter, and every\n")
+	w("such create in zetcd guards that counter at commit; a zetcd process runs the sequential creates under one\n")
+	w("parent one at a time with the counter cached (etcdstore/seq.go), and a commit that finds the counter moved\n")
+	w("(a create from elsewhere) reads it and retries: the etcd round trips per create (zetcd's `/metrics`, as in the\n")
+	w("matrix; zkboom's setup and the sessions' close included) count those retries.\n\n")
+	w("| mode | zetcd ops/s | ZooKeeper ops/s | zetcd/ZooKeeper | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd etcd round trips per create |\n")
+	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, m := range []struct{ name, title string }{
+		{"seq-create-persistent", "PERSISTENT_SEQUENTIAL"}, {"seq-create-ephemeral", "EPHEMERAL_SEQUENTIAL"},
+	} {
+		z, k := find("zetcd", m.name), find("zookeeper", m.name)
+		trips := "—"
+		if z != nil && z.EtcdRoundTripsPerRequest > 0 {
+			trips = fmt.Sprintf("%.2f", z.EtcdRoundTripsPerRequest)
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m.title, ops(report(z)), ops(report(k)), ratio(report(z), report(k), new([]float64)),
+			p50(report(z)), p50(report(k)), p99(report(z)), p99(report(k)), trips)
+	}
+
+	z, k := find("zetcd", "watch"), find("zookeeper", "watch")
+	watchers := 0
+	if r := cmp.Or(z, k); r != nil {
+		watchers = r.Conns
+	}
+	w("\n## Watch event latency\n\n")
+	w("`zkboom --conns %d --rate %g --duration %s watch`: %d sessions each watch a node of their own (a getData watch,\n", watchers, wr.WatchRate, watchDuration(z, k), watchers)
+	w("re-armed before each write and not measured) while the next session sets it, %g setData a second in all;\n", wr.WatchRate)
+	w("each sample is the time from just before the setData is sent to the NodeDataChanged event's arrival at the\n")
+	w("watcher (stamped on arrival, whether it comes before or after the setData's reply). Milliseconds.\n\n")
+	w("| server | events | events/s | p50 | p90 | p99 | p99.9 | max |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range []*result{z, k} {
+		if r == nil {
+			continue
+		}
+		l := r.Report.LatencyMs
+		w("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", targetTitle[r.Target], r.Report.Requests-r.Report.Errors,
+			r.Report.OpsPerSec, l.P50, l.P90, l.P99, l.P999, l.Max)
+	}
+	if z != nil && k != nil && k.Report.LatencyMs.P50 > 0 && k.Report.LatencyMs.P99 > 0 {
+		w("\nzetcd/ZooKeeper: p50 **%.2f**, p99 **%.2f**.\n", z.Report.LatencyMs.P50/k.Report.LatencyMs.P50, z.Report.LatencyMs.P99/k.Report.LatencyMs.P99)
+	}
+	if len(errorsSeen) > 0 {
+		w("\nErrors (counted, not in the throughput or latencies):\n\n")
+		for _, e := range errorsSeen {
+			w("- %s\n", e)
+		}
+	}
+}
+
+// watchDuration is the watch runs' length, from their reports.
+func watchDuration(rs ...*result) string {
+	for _, r := range rs {
+		if r != nil {
+			return (time.Duration(math.Round(r.Report.Seconds)) * time.Second).String()
+		}
+	}
+	return "—"
+}
+
+func p50(r *zkboomReport) string {
+	if r == nil || r.Requests == r.Errors {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", r.LatencyMs.P50)
+}
+
+// scaleMarkdown renders the scale step: four-letter words on a large tree, then the restart on
+// it.
+func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	var z, k *scaleRun
+	for i := range sr.Runs {
+		switch sr.Runs[i].Target {
+		case "zetcd":
+			z = &sr.Runs[i]
+		case "zookeeper":
+			k = &sr.Runs[i]
+		}
+	}
+	w("\n## A tree of %s znodes: four-letter words and restart\n\n", thousands(sr.Znodes))
+	w("Measured %s (load average %s at the start; the scale step, `make bench-scale` runs it\n", sr.Started.Format("2006-01-02 15:04 MST"), orDash(sr.LoadAvg))
+	w("alone). zetcd (`--quota-backend-bytes %d GiB --4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each started\n", scaleQuota>>30, sr.Heap)
+	w("fresh and loaded with %s znodes of %d bytes,\n", thousands(sr.Znodes), sr.DataSize)
+	w("%d children per parent, by %d sessions at once, each sending multis of %d creates one at a time. Then\n", memFanout, sr.Loaders, sr.Batch)
+	w("a new session reads the last znode, and each four-letter word is asked %d times, each over a new connection\n", sr.Reps)
+	w("to the client port: the time from connecting to the end of the answer (the server closes the connection).\n")
+	w("Then the server is stopped (SIGTERM) and started again on the same data directory: the time from starting\n")
+	w("the process until a new session's getData of a znode succeeds (zetcd reopens its embedded etcd and loads\n")
+	w("its in-memory replica of the tree from it; ZooKeeper reads its snapshot and replays its transaction log),\n")
+	w("and its RSS then and %s later.\n\n", scaleSettle)
+	w("| | zetcd | ZooKeeper | zetcd/ZooKeeper |\n| --- | ---: | ---: | ---: |\n")
+	// row writes f of each server; f returns NaN for a figure the run lacks.
+	row := func(what string, f func(r *scaleRun) float64, format string) {
+		cell := func(r *scaleRun) string {
+			if r == nil || math.IsNaN(f(r)) {
+				return "—"
+			}
+			return fmt.Sprintf(format, f(r))
+		}
+		ratio := "—"
+		if z != nil && k != nil && f(k) > 0 && !math.IsNaN(f(z)) {
+			ratio = fmt.Sprintf("%.2f", f(z)/f(k))
+		}
+		w("| %s | %s | %s | %s |\n", what, cell(z), cell(k), ratio)
+	}
+	row("load (znodes/s)", func(r *scaleRun) float64 { return float64(sr.Znodes) / r.LoadSeconds }, "%.0f")
+	row("RSS after the load (MiB)", func(r *scaleRun) float64 { return float64(r.LoadedRSSKB) / 1024 }, "%.0f")
+	for _, word := range fourLetterWords {
+		row(fmt.Sprintf("`%s`, median of %d (ms)", word, sr.Reps), func(r *scaleRun) float64 {
+			for _, f := range r.FourLetter {
+				if f.Word == word {
+					return f.MedianMs
+				}
+			}
+			return math.NaN()
+		}, "%.2f")
+	}
+	// restarted gives f for a server that served after its restart, NaN for one that did not.
+	restarted := func(f func(r *scaleRun) float64) func(r *scaleRun) float64 {
+		return func(r *scaleRun) float64 {
+			if r.RestartError != "" {
+				return math.NaN()
+			}
+			return f(r)
+		}
+	}
+	row("restart: until a session reads a znode (s)", restarted(func(r *scaleRun) float64 { return r.RestartSeconds }), "%.1f")
+	row("restart: RSS then (MiB)", restarted(func(r *scaleRun) float64 { return float64(r.RestartRSSKB) / 1024 }), "%.0f")
+	row(fmt.Sprintf("restart: RSS %s later (MiB)", scaleSettle), restarted(func(r *scaleRun) float64 { return float64(r.SettledRSSKB) / 1024 }), "%.0f")
+	row("restart: peak RSS (MiB)", restarted(func(r *scaleRun) float64 { return float64(r.RestartPeakRSSKB) / 1024 }), "%.0f")
+	for _, r := range []*scaleRun{z, k} {
+		if r != nil && r.RestartError != "" {
+			w("\n**%s did not restart on the tree**: after %.1f s, %s\n", targetTitle[r.Target], r.RestartSeconds, r.RestartError)
+		}
+	}
+	w("\nEvery repetition (ms) and the answer's size:\n\n| server | word | repetitions | bytes |\n| --- | --- | --- | ---: |\n")
+	for _, r := range []*scaleRun{z, k} {
+		if r == nil {
+			continue
+		}
+		for _, f := range r.FourLetter {
+			reps := make([]string, len(f.Ms))
+			for i, v := range f.Ms {
+				reps[i] = fmt.Sprintf("%.2f", v)
+			}
+			w("| %s | %s | %s | %d |\n", targetTitle[r.Target], f.Word, strings.Join(reps, ", "), f.Bytes)
+		}
+	}
+	w("\nNo session and no watch is open while the words are asked (the loaders' sessions are closed): `dump` and\n")
+	w("`wchs` list sessions, ephemerals and watches, so these times are what the tree's size alone costs them.\n")
 }

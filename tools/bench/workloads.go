@@ -1,0 +1,133 @@
+package main
+
+// The workloads step: two workloads the matrix does not cover, run by zkboom against zetcd and
+// ZooKeeper, each started fresh:
+//
+//	seq-create-persistent  --conns 64 --sequential create: 64 sessions creating PERSISTENT_SEQUENTIAL
+//	                       nodes under one parent (a queue directory)
+//	seq-create-ephemeral   the same with EPHEMERAL_SEQUENTIAL (a lock directory)
+//	watch                  --conns 16 --rate 500 watch: 16 watchers, setData at 500/s on the
+//	                       watched nodes, the time from just before each setData is sent to its
+//	                       event's arrival
+//
+// For zetcd each run also gives the etcd round trips per request from /metrics: a sequential
+// create reads its parent's child counter, so concurrent creates in one parent conflict and
+// retry, and that shows as more than one round trip per create.
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// workloadOptions configure the workloads step.
+type workloadOptions struct {
+	seqConns      int           // sessions creating in the one parent
+	watchers      int           // watch: sessions watching
+	watchRate     float64       // watch: setData per second, over all watchers
+	watchDuration time.Duration // watch: length of the run
+}
+
+// workloadRuns is the workloads step of every server: result.Op is the workload's name.
+type workloadRuns struct {
+	Started   time.Time `json:"started"`
+	LoadAvg   string    `json:"loadAverage"` // the machine's, at the start
+	Duration  string    `json:"duration"`    // of each sequential-create run
+	WatchRate float64   `json:"watchRate"`
+	Results   []result  `json:"results"`
+}
+
+// workload is one zkboom run of the step.
+type workload struct {
+	name     string
+	op       string
+	conns    int
+	duration time.Duration
+	extra    []string // zkboom flags
+}
+
+func workloadList(o *options) []workload {
+	return []workload{
+		{"seq-create-persistent", "create", o.work.seqConns, o.duration, []string{"--sequential"}},
+		{"seq-create-ephemeral", "create", o.work.seqConns, o.duration, []string{"--sequential", "--ephemeral"}},
+		{"watch", "watch", o.work.watchers, o.work.watchDuration, []string{"--rate", strconv.FormatFloat(o.work.watchRate, 'f', -1, 64)}},
+	}
+}
+
+// runWorkloads runs the workloads against zetcd and ZooKeeper (of --targets), each started fresh
+// on data directories of its own.
+func runWorkloads(shared *options) (*workloadRuns, error) {
+	o := *shared
+	o.workDir = filepath.Join(shared.workDir, "workloads")
+	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		return nil, err
+	}
+	wr := &workloadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Duration: o.duration.String(), WatchRate: o.work.watchRate}
+	for _, name := range o.targetsOn {
+		var (
+			s   *server
+			err error
+		)
+		switch name {
+		case "zetcd":
+			s, err = startZetcd(&o)
+		case "zookeeper":
+			s, err = startZooKeeper(&o)
+		default:
+			continue // the matrix has etcd's closest requests
+		}
+		if err != nil {
+			return nil, err
+		}
+		log.Printf("workloads: %s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
+		for _, w := range workloadList(&o) {
+			var res *result
+			if res, err = runWorkload(&o, s, w); err != nil {
+				break
+			}
+			wr.Results = append(wr.Results, *res)
+		}
+		s.stop()
+		if err != nil {
+			return nil, fmt.Errorf("workloads: %s: %w\n%s", name, err, s.log.String())
+		}
+	}
+	return wr, nil
+}
+
+func runWorkload(o *options, s *server, w workload) (*result, error) {
+	before, err := scrape(s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	conns := w.conns
+	r, err := zkboom(o, s, w.op, conns, w.duration, w.extra...)
+	if err != nil {
+		return nil, err
+	}
+	after, err := scrape(s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{Target: s.name, Op: w.name, Conns: conns, Report: *r, EtcdRoundTripsPerRequest: roundTrips(before, after)}
+	line := fmt.Sprintf("workloads: %-9s %-21s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
+		s.name, w.name, conns, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
+	if s.metrics != "" {
+		line += fmt.Sprintf("  etcd calls/request %.2f", res.EtcdRoundTripsPerRequest)
+	}
+	log.Print(line)
+	return res, nil
+}
+
+// workloadsEstimate is how long the workloads step takes, roughly: per server a start, the
+// runs, and zkboom's setup of each.
+func workloadsEstimate(o *options) time.Duration {
+	var per time.Duration
+	for _, w := range workloadList(o) {
+		per += w.duration + 3*time.Second
+	}
+	return 2 * (per + 10*time.Second)
+}
