@@ -37,8 +37,8 @@ type keptLease struct {
 	refs int
 }
 
-func newLeaseKeeper(cli *clientv3.Client, log *zap.Logger) *leaseKeeper {
-	return &leaseKeeper{client: pb.NewLeaseClient(cli.ActiveConnection()), log: log, leases: map[clientv3.LeaseID]*keptLease{}}
+func newLeaseKeeper(client pb.LeaseClient, log *zap.Logger) *leaseKeeper {
+	return &leaseKeeper{client: client, log: log, leases: map[clientv3.LeaseID]*keptLease{}}
 }
 
 // add starts refreshing id now, for one more holder.

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"go.uber.org/zap/zaptest"
 )
 
@@ -14,7 +16,7 @@ import (
 func TestLeaseKeeper(t *testing.T) {
 	ctx := context.Background()
 	cli := startEtcd(t)
-	k := newLeaseKeeper(cli, zaptest.NewLogger(t))
+	k := newLeaseKeeper(pb.NewLeaseClient(cli.ActiveConnection()), zaptest.NewLogger(t))
 	kctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go k.run(kctx)

@@ -184,7 +184,13 @@ func (m *spaceMonitor) poll(ctx context.Context) error {
 		errs  []error
 		polls int
 	)
-	for _, ep := range m.cli.Endpoints() {
+	endpoints := m.cli.Endpoints()
+	if len(endpoints) == 0 {
+		// A client of an embedded etcd in process: its one member answers whatever the
+		// endpoint.
+		endpoints = []string{""}
+	}
+	for _, ep := range endpoints {
 		wg.Go(func() {
 			st, err := m.cli.Status(ctx, ep)
 			mu.Lock()

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -24,6 +26,10 @@ import (
 type Config struct {
 	// Client is the etcd client; its Lease API keeps sessions alive.
 	Client *clientv3.Client
+	// LeaseClient, if set, is the lease API the sessions' keepalive stream runs on (keepalive.go)
+	// instead of one on Client's connection: a Client that calls an embedded etcd in process
+	// (embedetcd.Etcd.InProcessClient) has no connection.
+	LeaseClient pb.LeaseClient
 	// KV, if set, is used for every key-value request instead of Client.KV (tests wrap it to
 	// count round trips; decorators wrap it for metrics).
 	KV clientv3.KV
@@ -150,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		// Requests over etcd's limits are answered with a ZooKeeper error (limits.go).
 		kv:      &limitsKV{KV: kv, limits: newEtcdLimits(), log: cfg.Logger},
 		lease:   cfg.Client.Lease,
-		keeper:  newLeaseKeeper(cfg.Client, cfg.Logger),
+		keeper:  newLeaseKeeper(cmp.Or(cfg.LeaseClient, pb.NewLeaseClient(cfg.Client.ActiveConnection())), cfg.Logger),
 		watcher: cfg.Client.Watcher,
 		keys:    keySchema{prefix: cfg.Prefix},
 		log:     cfg.Logger,

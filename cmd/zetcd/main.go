@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -178,6 +180,34 @@ func main() {
 	log.Sync()
 }
 
+// etcdClient connects to etcd: to the embedded one in process (its lease API as a raw client
+// too), to an external one over gRPC (leases nil: the store builds it on the connection).
+func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints []string) (cli *clientv3.Client, leases pb.LeaseClient, err error) {
+	if embedded != nil {
+		cli, leases = embedded.InProcessClient()
+		return cli, leases, nil
+	}
+	etcdTLS, err := o.security.etcdTLS()
+	if err != nil {
+		return nil, nil, err
+	}
+	cli, err = clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		// Requests ZooKeeper accepts can make etcd requests larger than gRPC's default
+		// (embedetcd.MaxRequestBytes); an external etcd needs --max-request-bytes to match.
+		MaxCallSendMsgSize: embedetcd.ClientMaxCallSendMsgSize,
+		Logger:             embedetcd.Quiet(atLeastWarn(log.Named("etcd-client"))),
+		TLS:                etcdTLS,
+		Username:           o.security.etcdUser,
+		Password:           o.security.etcdPassword,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+	}
+	return cli, nil, nil
+}
+
 func run(o options, log *zap.Logger) error {
 	var endpoints []string
 	var etcdErr <-chan error
@@ -198,23 +228,9 @@ func run(o options, log *zap.Logger) error {
 		endpoints = strings.Split(o.endpoints, ",")
 	}
 
-	etcdTLS, err := o.security.etcdTLS()
+	cli, leases, err := etcdClient(o, log, embedded, endpoints)
 	if err != nil {
 		return err
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		// Requests ZooKeeper accepts can make etcd requests larger than gRPC's default
-		// (embedetcd.MaxRequestBytes); an external etcd needs --max-request-bytes to match.
-		MaxCallSendMsgSize: embedetcd.ClientMaxCallSendMsgSize,
-		Logger:             embedetcd.Quiet(atLeastWarn(log.Named("etcd-client"))),
-		TLS:                etcdTLS,
-		Username:           o.security.etcdUser,
-		Password:           o.security.etcdPassword,
-	})
-	if err != nil {
-		return fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}
 	defer cli.Close()
 
@@ -230,7 +246,7 @@ func run(o options, log *zap.Logger) error {
 	if reap == 0 {
 		reap = -1 // EtcdConfig: negative disables, 0 is the default
 	}
-	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: etcdstore.WrapKV(cli.KV, metrics), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
+	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, LeaseClient: leases, KV: etcdstore.WrapKV(cli.KV, metrics), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
 		SuperDigest: o.security.superDigest, X509: o.security.x509(),
 		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil})
 	cancel()
