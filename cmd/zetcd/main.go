@@ -54,6 +54,7 @@ type options struct {
 	quotaBytes        int64         // --quota-backend-bytes
 	dataLimitBytes    int64         // --data-limit-bytes
 	security          securityOptions
+	sasl              saslOptions
 }
 
 func parseFlags(args []string) (options, error) {
@@ -82,6 +83,7 @@ func parseFlags(args []string) (options, error) {
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
 	o.security.register(fs)
+	o.sasl.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -91,6 +93,9 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	if err := o.security.check(o.zkAddr, o.endpoints); err != nil {
+		return o, err
+	}
+	if err := o.sasl.check(o.security.x509()); err != nil {
 		return o, err
 	}
 	answer, err := xchk.ParseAnswer(*oracleAnswer)
@@ -231,7 +236,7 @@ func run(o options, log *zap.Logger) error {
 		reap = -1 // EtcdConfig: negative disables, 0 is the default
 	}
 	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: etcdstore.WrapKV(cli.KV, metrics), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
-		SuperDigest: o.security.superDigest, X509: o.security.x509(),
+		SuperDigest: o.security.superDigest, X509: o.security.x509(), SASL: o.sasl.on(),
 		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil})
 	cancel()
 	if err != nil {
@@ -287,6 +292,7 @@ func run(o options, log *zap.Logger) error {
 		DataDirs:           dataDirs,
 		Stats:              backend,
 		Metrics:            metrics,
+		Auth:               o.sasl.auth(),
 	})
 	ports, err := o.security.listen(o.zkAddr)
 	if err != nil {
