@@ -276,6 +276,10 @@ func run(o options, log *zap.Logger) error {
 		log.Info("cross-checking against ZooKeeper", zap.String("oracle", o.oracle),
 			zap.String("answer", string(o.oracleAnswer)), zap.Bool("fail-fast", o.oracleFailFast))
 	}
+	if o.sasl.on() {
+		log.Info("SASL DIGEST-MD5 authentication on", zap.String("jaas", o.sasl.jaasConfig), zap.String("section", o.sasl.jaasSection),
+			zap.Int("users", len(o.sasl.config.Users)), zap.Strings("enforcedSchemes", o.sasl.enforcedSchemes))
+	}
 	if o.logRequests {
 		// Outermost: the log shows what clients are answered, cross-checked or not.
 		served = zetcd.WithLogging(served, log.Named("requests"))
