@@ -10,7 +10,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-all zookeeper bench bench-memory fuzz verify clean
+.PHONY: help build run test test-all zookeeper kafka bench bench-memory fuzz verify clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ test-all: zookeeper ## fetch ZooKeeper, then the whole suite with real-ZooKeeper
 
 zookeeper: ## fetch Apache ZooKeeper's jars from Maven Central into .cache/zookeeper (needs java, mvn)
 	tools/zookeeper/fetch.sh
+
+kafka: ## fetch a Kafka 3.9 broker's jars from Maven Central into .cache/kafka, for the SASL broker test (needs mvn)
+	tools/kafka/fetch.sh
 
 bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then bench-memory's step (~10 min): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd
