@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zetcd/zetcd/internal/testenv"
 	"github.com/zetcd/zetcd/internal/zkserver"
@@ -28,6 +31,19 @@ const clientLogback = `<configuration>
 // javaClient runs testdata/SaslClient.java. user "" runs it without SASL
 // (zookeeper.sasl.client=false); otherwise its JAAS Client section logs in as user.
 func javaClient(t *testing.T, addr, mode, path, user, password string) []string {
+	t.Helper()
+	cmd := javaClientCmd(t, addr, mode, path, user, password)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("java SaslClient %s: %v\nstdout:\n%s\nstderr:\n%s", mode, err, out, stderr.String())
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// javaClientCmd is the command javaClient runs.
+func javaClientCmd(t *testing.T, addr, mode, path, user, password string) *exec.Cmd {
 	t.Helper()
 	lib := zkserver.LibDir()
 	if jars, _ := filepath.Glob(filepath.Join(lib, "zookeeper-[0-9]*.jar")); len(jars) == 0 {
@@ -60,14 +76,7 @@ func javaClient(t *testing.T, addr, mode, path, user, password string) []string 
 		args = append(args, "-Djava.security.auth.login.config="+jaas)
 	}
 	args = append(args, "-cp", filepath.Join(lib, "*")+string(filepath.ListSeparator)+dir, src, addr, mode, path)
-	cmd := exec.Command(java, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("java SaslClient %s: %v\nstdout:\n%s\nstderr:\n%s", mode, err, out, stderr.String())
-	}
-	return strings.Split(strings.TrimSpace(string(out)), "\n")
+	return exec.Command(java, args...)
 }
 
 // TestSaslJavaClient: a broker-like owner creates a node with CREATOR_ALL_ACL + world READ
@@ -112,5 +121,61 @@ func TestSaslJavaClient(t *testing.T) {
 				t.Errorf("%s as %q: zetcd %q, ZooKeeper %q", runs[i].mode, runs[i].user, z[i], k[i])
 			}
 		}
+	}
+}
+
+// TestSaslJavaClientMoves: a Java client authenticated by SASL on one zetcd loses it, resumes
+// its session on another zetcd in front of the same etcd, authenticates again there by itself,
+// and keeps its rights on the nodes it created with CREATOR_ALL_ACL.
+func TestSaslJavaClientMoves(t *testing.T) {
+	cluster := startEtcd(t)
+	opts := testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: saslUsers}}.ZetcdOptions()
+	a := testenv.StartZetcdOn(t, cluster, opts)
+	b := testenv.StartZetcdOn(t, cluster, opts)
+	cmd := javaClientCmd(t, a.Addr+","+b.Addr, "move", "/moved", "bob", "bobsecret")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if sc.Text() == "ready" {
+			break
+		}
+	}
+	if len(lines) == 0 || lines[len(lines)-1] != "ready" {
+		t.Fatalf("java SaslClient move: %q\nstderr:\n%s", lines, stderr.String())
+	}
+	// Stop whichever zetcd the client is connected to (the Java client picks at random).
+	if cons, err := zkserver.FourLetterWord(a.Addr, "cons", 5*time.Second); err == nil && strings.Contains(cons, "sid=") {
+		a.Stop()
+	} else {
+		b.Stop()
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("java SaslClient move: %v: %q\nstderr:\n%s", err, lines, stderr.String())
+	}
+	want := []string{"states SyncConnected,SaslAuthenticated", "create /moved", "createEphemeral /moved/e", "ready",
+		"states Disconnected,SyncConnected,SaslAuthenticated", "sameSession true", "whoAmI sasl:bob ip:127.0.0.1", "setData 1", "ephemeral true"}
+	if !slices.Equal(lines, want) {
+		t.Errorf("java SaslClient move: %q, want %q", lines, want)
 	}
 }

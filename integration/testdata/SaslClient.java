@@ -16,8 +16,11 @@ import org.apache.zookeeper.data.ClientInfo;
 // JAAS Client section and zookeeper.sasl.client come from the JVM's system properties), and
 // prints one line per step, so that a test can compare what zetcd and ZooKeeper answer.
 //
-//   java -cp <zookeeper jars> SaslClient.java <host:port> <owner|other|failed> <path>
+//   java -cp <zookeeper jars> SaslClient.java <host:port,...> <owner|other|failed|move> <path>
 //
+// move: as owner, then prints "ready" and waits for a line on stdin (the test stops the server
+// the client is connected to meanwhile), then prints the states seen until the client has
+// authenticated again on another server, and writes.
 // owner: waits for SaslAuthenticated, creates <path> as Kafka does with zookeeper.set.acl
 // (CREATOR_ALL_ACL and world READ), lists its ACL and whoAmI, writes it, and creates a child.
 // other: writes <path> and creates a child under it (refused unless authenticated as its
@@ -75,6 +78,37 @@ public class SaslClient {
                 break;
             case "failed":
                 step("exists", () -> zk.exists("/", false) != null);
+                break;
+            case "move":
+                step("create", () -> zk.create(path, "v".getBytes(), ZooDefs.Ids.CREATOR_ALL_ACL, CreateMode.PERSISTENT));
+                step("createEphemeral", () -> zk.create(path + "/e", null, ZooDefs.Ids.CREATOR_ALL_ACL, CreateMode.EPHEMERAL));
+                long session = zk.getSessionId();
+                System.out.println("ready");
+                System.out.flush();
+                new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+                List<String> again = new ArrayList<>();
+                while (true) {
+                    KeeperState s = states.poll(30, TimeUnit.SECONDS);
+                    if (s == null) {
+                        again.add("timeout");
+                        break;
+                    }
+                    again.add(s.toString());
+                    if (s == KeeperState.SaslAuthenticated || s == KeeperState.AuthFailed || s == KeeperState.Expired) {
+                        break;
+                    }
+                }
+                System.out.println("states " + String.join(",", again));
+                System.out.println("sameSession " + (zk.getSessionId() == session));
+                step("whoAmI", () -> {
+                    StringBuilder b = new StringBuilder();
+                    for (ClientInfo ci : zk.whoAmI()) {
+                        b.append(ci.getAuthScheme()).append(':').append(ci.getUser()).append(' ');
+                    }
+                    return b.toString().trim();
+                });
+                step("setData", () -> zk.setData(path, "w".getBytes(), -1).getVersion());
+                step("ephemeral", () -> zk.exists(path + "/e", false) != null);
                 break;
         }
         zk.close();
