@@ -98,6 +98,11 @@ func parseFlags(args []string) (options, error) {
 	if err := o.sasl.check(o.security.x509()); err != nil {
 		return o, err
 	}
+	if o.oracle != "" && o.sasl.on() {
+		// The oracle's twin sessions cannot run the clients' SASL exchanges (their nonces
+		// differ), so they would lack the sasl identities and every ACL answer would differ.
+		return o, errors.New("--oracle cannot mirror SASL authentication; leave out --sasl-jaas-config")
+	}
 	answer, err := xchk.ParseAnswer(*oracleAnswer)
 	if err != nil {
 		return o, fmt.Errorf("--oracle-answer: %w", err)

@@ -64,6 +64,7 @@ Other { org.apache.zookeeper.server.auth.DigestLoginModule required user_bob="b"
 		{[]string{"--enforce-auth-schemes", "x509"}, "not available"},
 		{[]string{"--enforce-auth-schemes", "bogus"}, "not available"},
 		{[]string{"--sasl-jaas-config", jaas, "--sasl-required", "--enforce-auth-schemes", "digest"}, "not both"},
+		{[]string{"--sasl-jaas-config", jaas, "--oracle", "127.0.0.1:2181"}, "--oracle"},
 	} {
 		if _, err := parseFlags(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want an error with %q", tc.args, err, tc.want)
