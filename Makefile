@@ -52,13 +52,15 @@ bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then be
 bench-memory: build zookeeper ## memory per znode, session and watch, zetcd vs ZooKeeper (~3 min): docs/benchmarks.md
 	$(GO) run ./tools/bench --bin bin --matrix=false
 
-fuzz: ## run each fuzz target in ./encoding for FUZZTIME (default 30s)
-	list=$$($(GO) test -list '^Fuzz' ./encoding); \
-	targets=$$(grep '^Fuzz' <<<"$$list" || true); \
-	if [[ -z "$$targets" ]]; then echo "no fuzz targets in ./encoding" >&2; exit 1; fi; \
-	for f in $$targets; do \
-		echo "== $$f"; \
-		$(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) ./encoding; \
+fuzz: ## run each fuzz target in ./encoding and ./internal/sasl for FUZZTIME (default 30s)
+	for pkg in ./encoding ./internal/sasl; do \
+		list=$$($(GO) test -list '^Fuzz' $$pkg); \
+		targets=$$(grep '^Fuzz' <<<"$$list" || true); \
+		if [[ -z "$$targets" ]]; then echo "no fuzz targets in $$pkg" >&2; exit 1; fi; \
+		for f in $$targets; do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+		done; \
 	done
 
 verify: ## gofmt, go vet, staticcheck, go.mod/go.sum tidy
