@@ -284,6 +284,10 @@ func run(o options, log *zap.Logger) error {
 	if o.sasl.on() {
 		log.Info("SASL DIGEST-MD5 authentication on", zap.String("jaas", o.sasl.jaasConfig), zap.String("section", o.sasl.jaasSection),
 			zap.Int("users", len(o.sasl.config.Users)), zap.Strings("enforcedSchemes", o.sasl.enforcedSchemes))
+		if o.sasl.readableBy != "" {
+			log.Warn("the JAAS file holds passwords and its "+o.sasl.readableBy+" may read it; chmod 600 it",
+				zap.String("jaas", o.sasl.jaasConfig))
+		}
 	}
 	if o.logRequests {
 		// Outermost: the log shows what clients are answered, cross-checked or not.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -25,6 +26,8 @@ type saslOptions struct {
 	defaultRealm    string // --kerberos-default-realm
 	config          *sasl.Config
 	enforcedSchemes []string
+	// readableBy names who else may read the JAAS file ("group", "others"); "" if nobody.
+	readableBy string
 }
 
 func (s *saslOptions) register(fs *flag.FlagSet) {
@@ -53,6 +56,14 @@ func (s *saslOptions) check(x509 bool) error {
 		}
 		if len(users) == 0 {
 			return fmt.Errorf("--sasl-jaas-config: section %s has no user_<name> option: nobody could authenticate", s.jaasSection)
+		}
+		if fi, err := os.Stat(s.jaasConfig); err == nil {
+			switch mode := fi.Mode().Perm(); {
+			case mode&0o004 != 0:
+				s.readableBy = "others"
+			case mode&0o040 != 0:
+				s.readableBy = "group"
+			}
 		}
 		s.config = &sasl.Config{Users: users, Principal: sasl.PrincipalMapping{
 			RemoveHost: s.removeHost, RemoveRealm: s.removeRealm, DefaultRealm: s.defaultRealm}}

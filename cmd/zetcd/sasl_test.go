@@ -31,6 +31,9 @@ Other { org.apache.zookeeper.server.auth.DigestLoginModule required user_bob="b"
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.sasl.readableBy != "" {
+		t.Errorf("a 0600 JAAS file is readable by its %s", o.sasl.readableBy)
+	}
 	a := o.sasl.auth()
 	if a.NewSASLServer == nil || a.SASLSuperUser != "super" || !slices.Equal(a.EnforceSchemes, []string{"sasl", "digest"}) || !o.sasl.on() {
 		t.Errorf("auth config %+v", a)
@@ -47,6 +50,13 @@ Other { org.apache.zookeeper.server.auth.DigestLoginModule required user_bob="b"
 	}
 	if o, err := parseFlags([]string{"--enforce-auth-schemes", "digest"}); err != nil || !slices.Equal(o.sasl.auth().EnforceSchemes, []string{"digest"}) {
 		t.Errorf("--enforce-auth-schemes digest without SASL: %v", err)
+	}
+
+	if err := os.Chmod(jaas, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := parseFlags([]string{"--sasl-jaas-config", jaas}); err != nil || o.sasl.readableBy != "others" {
+		t.Errorf("a 0644 JAAS file: readable by %q, %v", o.sasl.readableBy, err)
 	}
 
 	for _, tc := range []struct {
