@@ -10,7 +10,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-all zookeeper bench bench-memory bench-scale fuzz verify clean
+.PHONY: help build run test test-all zookeeper kafka bench bench-memory bench-scale fuzz verify clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ test-all: zookeeper ## fetch ZooKeeper, then the whole suite with real-ZooKeeper
 zookeeper: ## fetch Apache ZooKeeper's jars from Maven Central into .cache/zookeeper (needs java, mvn)
 	tools/zookeeper/fetch.sh
 
+kafka: ## fetch a Kafka 3.9 broker's jars from Maven Central into .cache/kafka, for the SASL broker test (needs mvn)
+	tools/kafka/fetch.sh
+
 bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then bench-scale's and bench-memory's steps (~18 min): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd
 	@if [[ ! -x .cache/benchvenv/bin/python ]]; then \
@@ -52,13 +55,15 @@ bench-memory: build zookeeper ## memory per znode, session and watch, zetcd vs Z
 bench-scale: build zookeeper ## sequential creates in one parent, watch latency, 4lw and restart with 1M znodes, zetcd vs ZooKeeper (~6 min): docs/benchmarks.md
 	$(GO) run ./tools/bench --bin bin --matrix=false --memory=false
 
-fuzz: ## run each fuzz target in ./encoding for FUZZTIME (default 30s)
-	list=$$($(GO) test -list '^Fuzz' ./encoding); \
-	targets=$$(grep '^Fuzz' <<<"$$list" || true); \
-	if [[ -z "$$targets" ]]; then echo "no fuzz targets in ./encoding" >&2; exit 1; fi; \
-	for f in $$targets; do \
-		echo "== $$f"; \
-		$(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) ./encoding; \
+fuzz: ## run each fuzz target in ./encoding and ./internal/sasl for FUZZTIME (default 30s)
+	for pkg in ./encoding ./internal/sasl; do \
+		list=$$($(GO) test -list '^Fuzz' $$pkg); \
+		targets=$$(grep '^Fuzz' <<<"$$list" || true); \
+		if [[ -z "$$targets" ]]; then echo "no fuzz targets in $$pkg" >&2; exit 1; fi; \
+		for f in $$targets; do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run='^$$' -fuzz="^$$f\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+		done; \
 	done
 
 verify: ## gofmt, go vet, staticcheck, go.mod/go.sum tidy

@@ -111,7 +111,7 @@ func (s *etcdSession) createNearLimit(ctx context.Context, op, path string, data
 // planCreate runs the checks that come before the commit and plans it. A nil plan means the
 // create is answered already (z, err: a ZooKeeper error or a failure).
 func (s *etcdSession) planCreate(ctx context.Context, op, path string, data []byte, acl []encoding.ACL, mode encoding.CreateMode, ttl int64, kind encoding.CreateMode) (*createPlan, encoding.Zxid, error) {
-	parent, acl, code := znode.CheckCreateRequest(znode.CreateOp{Path: path, ACL: acl, Flags: mode, TTL: ttl}, s.auth, s.b.x509)
+	parent, acl, code := znode.CheckCreateRequest(znode.CreateOp{Path: path, ACL: acl, Flags: mode, TTL: ttl}, s.auth, s.b.providers())
 	if code != 0 {
 		z, err := s.fail(ctx, op, path, code)
 		return nil, z, err
@@ -319,7 +319,7 @@ func (s *etcdSession) classifyCreate(ctx context.Context, p *createPlan, r *clie
 		parent.Exists, parent.EphemeralOwner, parent.Creates = true, encoding.SessionID(parentKV.Lease), p.counter
 		view[p.parent] = parent
 	}
-	_, _, code := znode.CheckCreate(view, znode.CreateOp{Path: p.path, ACL: p.acl, Flags: p.mode, TTL: p.ttl}, s.auth, s.b.x509)
+	_, _, code := znode.CheckCreate(view, znode.CreateOp{Path: p.path, ACL: p.acl, Flags: p.mode, TTL: p.ttl}, s.auth, s.b.providers())
 	if code == 0 {
 		return failed(fmt.Errorf("transaction failed for no known reason"))
 	}

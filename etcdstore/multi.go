@@ -169,10 +169,10 @@ type multiState struct {
 	keys  keySchema
 	rev   int64
 	nodes map[string]*mnode
-	// auth is the identities of the connection running the multi, for the ACL checks; x509
-	// says whether x509 ACL ids are valid (znode.FixupACL).
-	auth *znode.Identities
-	x509 bool
+	// auth is the identities of the connection running the multi, for the ACL checks;
+	// providers says which optional schemes ACLs may name (znode.FixupACL).
+	auth      *znode.Identities
+	providers znode.Providers
 	// room is what the ops may add (spaceMonitor.room); growth how much the ops simulated so
 	// far grow the data (negative: shrink it), puts how many bytes of data they put.
 	room         room
@@ -345,7 +345,7 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 
 // create simulates the create variants after znode.CheckCreate, the checks of a single create.
 func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encoding.MultiResult, encoding.ErrCode) {
-	name, acl, code := znode.CheckCreate(m, znode.CreateOp{Op: o.op, Path: o.path, ACL: o.acl, Flags: o.flags, TTL: o.ttl}, m.auth, m.x509)
+	name, acl, code := znode.CheckCreate(m, znode.CreateOp{Op: o.op, Path: o.path, ACL: o.acl, Flags: o.flags, TTL: o.ttl}, m.auth, m.providers)
 	if code != 0 {
 		return encoding.MultiResult{}, code
 	}
@@ -579,7 +579,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			z, err := s.etcdFailure(opName, ops[0].path, err)
 			return nil, 0, z, err
 		}
-		m.auth, m.x509 = s.auth, b.x509
+		m.auth, m.providers = s.auth, b.providers()
 		results, failedAt, failed := m.simulate(ops, s.id, b.nowMs())
 		if failed == encoding.ErrQuotaExceeded {
 			// Refused without a write (space.go): a write is what there is no room for.
@@ -644,7 +644,7 @@ func (m *multiState) simulate(ops []mop, owner encoding.SessionID, now int64) (r
 func (s *etcdSession) multiWrites(m *multiState, ops []mop, results []encoding.MultiResult) []clientv3.Op {
 	b := s.b
 	then := m.writes()
-	if j := journalOf(ops, results, s.auth.Authenticated(), b.x509); len(j) > 0 {
+	if j := journalOf(ops, results, s.auth.Authenticated(), b.providers()); len(j) > 0 {
 		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
 	}
 	if len(then) == 0 {
@@ -726,7 +726,7 @@ func (t *multiTurn) release() {
 
 // journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches,
 // with the ACL each create gave its node (znode.FixupACL again, with the same authenticated ids).
-func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID, x509 bool) []watch.Change {
+func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID, p znode.Providers) []watch.Change {
 	var out []watch.Change
 	for i, o := range ops {
 		switch o.op {
@@ -738,7 +738,7 @@ func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID,
 			case *encoding.Create2Response:
 				path = r.Path
 			}
-			acl, _ := znode.FixupACL(o.acl, authIDs, x509)
+			acl, _ := znode.FixupACL(o.acl, authIDs, p)
 			out = append(out, watch.Change{Kind: watch.Created, Path: path, CreatedACL: acl})
 		case encoding.OpDelete:
 			out = append(out, watch.Change{Kind: watch.Deleted, Path: o.path})

@@ -145,6 +145,14 @@ func (s *etcdSession) ID() encoding.SessionID { return s.id }
 func (s *etcdSession) Password() []byte       { return s.passwd }
 func (s *etcdSession) Timeout() time.Duration { return s.timeout }
 
+// AddAuthIDs adds identities the front established (a completed SASL exchange) to the
+// connection's identities.
+func (s *etcdSession) AddAuthIDs(ids []encoding.ID) {
+	for _, id := range ids {
+		s.auth.Add(id)
+	}
+}
+
 func (s *etcdSession) Detach() {
 	s.detached.Do(func() {
 		s.b.local.remove(s)

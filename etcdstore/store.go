@@ -55,6 +55,9 @@ type Config struct {
 	// X509 enables the x509 scheme: connections with a verified TLS client certificate hold
 	// x509:<subject DN> (ConnectParams.AuthIDs), and ACLs may name such ids.
 	X509 bool
+	// SASL enables the sasl scheme: connections that complete a SASL exchange hold
+	// sasl:<principal> (Session.AddAuthIDs), and ACLs may name such ids.
+	SASL bool
 
 	// DataLimit bounds zetcd's data below etcd's space quota (space.go): a write that would
 	// grow etcd's database in use past it is refused with QuotaExceeded. 0: three quarters of
@@ -116,10 +119,14 @@ type Store struct {
 	newestAnswer atomic.Int64
 	// space knows etcd's space and refuses writes past the data limit (space.go).
 	space *spaceMonitor
-	// superDigest and x509 are Config's SuperDigest and X509.
+	// superDigest, x509 and sasl are Config's SuperDigest, X509 and SASL.
 	superDigest string
 	x509        bool
+	sasl        bool
 }
+
+// providers says which optional ACL schemes the store accepts.
+func (b *Store) providers() znode.Providers { return znode.Providers{X509: b.x509, SASL: b.sasl} }
 
 var _ zetcd.Backend = (*Store)(nil)
 
@@ -167,6 +174,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 
 		superDigest: cfg.SuperDigest,
 		x509:        cfg.X509,
+		sasl:        cfg.SASL,
 		orphans:     orphanAdoptions{m: map[encoding.SessionID]int64{}, scan: make(chan struct{}, 1)},
 		space:       space,
 	}

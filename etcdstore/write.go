@@ -175,7 +175,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 	if !znode.ValidatePath(path) {
 		return fail(encoding.ErrBadArguments)
 	}
-	acl, err := znode.FixupACL(req.ACL, s.auth.Authenticated(), s.b.x509)
+	acl, err := znode.FixupACL(req.ACL, s.auth.Authenticated(), s.b.providers())
 	if err != nil {
 		return fail(encoding.ErrInvalidACL)
 	}

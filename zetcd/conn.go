@@ -93,6 +93,8 @@ type clientConn struct {
 	events eventGate
 
 	lastZxid encoding.Zxid // highest zxid written on this connection; writer goroutine only
+
+	auth connAuth // SASL and enforced authentication (sasl.go)
 }
 
 func newClientConn(s *Server, nc net.Conn) *clientConn {

@@ -34,22 +34,25 @@
 //     negotiated timeout is the request's clamped to [MinSessionTimeout, MaxSessionTimeout]),
 //     records the session in the server's session table, starts the two goroutines below and
 //     becomes the reader: it reads frames (bounded by MaxFrameBytes), touches the session on
-//     every packet, answers pings directly through the writer, and queues every other request
-//     to the executor. When it stops, it tears the connection down and settles the session.
+//     every packet, answers pings directly through the writer (through the executor, in
+//     order, while enforced authentication may still refuse them; sasl.go), and queues every
+//     other request to the executor. When it stops, it tears the connection down and settles the session.
 //   - The executor (runExecutor). It takes requests from a bounded queue (1000; a full queue
 //     stops the reader, which stops reading the socket) and calls the Session's Handler
 //     methods strictly one at a time in arrival order, through one table from opcode to
 //     Handler method (dispatchTable). It queues each reply to the writer before taking the
 //     next request, so replies leave in request order. While a request that sets a watch
 //     executes, the watch events handed to the connection are held and queued around its
-//     reply (events.go), so that reply comes before any event of the watch it set.
+//     reply (events.go), so that reply comes before any event of the watch it set. It also
+//     runs the connection's SASL exchange and refuses requests for want of authentication
+//     (sasl.go), as ZooKeeper does before its pipeline.
 //   - The writer (runWriter). It is the only goroutine writing to the socket once the session
 //     is open. It encodes frames into a buffered writer and flushes whenever its queue is
 //     empty, and it tracks the highest zxid written on the connection: no reply carries a
 //     lower one. Pings and the errors the server makes itself carry Session.LastZxid.
 //
 // One file per role: handshake.go (first frame, Backend.Connect, runSession), reader.go,
-// executor.go (with dispatchTable), writer.go, events.go; conn.go holds what they share (clientConn, its
+// executor.go (with dispatchTable), writer.go, events.go, sasl.go; conn.go holds what they share (clientConn, its
 // end reason, shutdown, teardown). The seams (Handler, Session, Backend, EventSink,
 // StatsSource) are in seams.go. Decorators (Metrics.WrapBackend, WithLogging, the xchk
 // cross-checker) turn one Invoker into a Session with Forward (forward.go), the only

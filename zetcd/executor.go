@@ -105,6 +105,7 @@ const (
 	requestUnimplemented                    // no dispatchTable row: Unimplemented, close
 	requestBadBody                          // body did not decode: MarshallingError
 	requestRefusedWrite                     // ZooKeeper refuses it as an error txn: MarshallingError at a zxid of its own
+	requestPing                             // a ping the reader did not answer itself (sasl.go): answer it in order
 )
 
 // pendingRequest is a request read from the socket and waiting for the executor.
@@ -132,6 +133,9 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 		return
 	case encoding.OpCreateSession:
 		r.kind, r.err = requestRefusedWrite, errors.New("createSession inside a session")
+		return
+	case encoding.OpPing:
+		r.kind = requestPing
 		return
 	}
 	if _, ok := dispatchTable[op]; !ok {
@@ -178,7 +182,13 @@ func (c *clientConn) runExecutor() {
 // closed after that reply (a closing frame has then been queued).
 func (c *clientConn) execute(r *pendingRequest) bool {
 	op, xid := r.hdr.Op, r.hdr.Xid
+	if c.refuseUnauthenticated(r) {
+		return false
+	}
 	switch r.kind {
+	case requestPing:
+		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
+		return true
 	case requestCloseSession:
 		return c.closeSession(r)
 	case requestUnimplemented:
@@ -187,6 +197,14 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrUnimplemented}, closeAfter: true})
 		return false
 	case requestBadBody:
+		if op == encoding.OpAuth || op == encoding.OpSasl {
+			// ZooKeeper reads these bodies itself (processPacket), and one that does not
+			// decode drops the connection.
+			c.log.Warn("undecodable auth or sasl request; closing the connection", zap.Stringer("op", op),
+				zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
+			c.send(outFrame{noFrame: true, closeAfter: true})
+			return false
+		}
 		c.log.Warn("undecodable request; answering MarshallingError", zap.Stringer("op", op),
 			zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
 		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrMarshallingError}})
@@ -195,6 +213,9 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 		return c.refuseWrite(r)
 	}
 
+	if op == encoding.OpSasl && c.s.cfg.Auth.NewSASLServer != nil {
+		return c.saslStep(r)
+	}
 	reply := c.reply
 	if op == encoding.OpAuth {
 		// ZooKeeper answers auth with zxid 0, whatever the connection has seen.
@@ -207,6 +228,9 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 			zap.Error(fmt.Errorf("session %v: await events <= %v: %w", c.id, zxid, werr)))
 	}
 	c.observeRequest(r, zxid, err)
+	if auth, ok := r.body.(*encoding.AuthPacket); ok && err == nil {
+		c.holdScheme(auth.Scheme)
+	}
 	if err != nil {
 		if code, ok := errCode(err); ok {
 			if op == encoding.OpAuth && code == encoding.ErrAuthFailed {

@@ -97,6 +97,7 @@ func (f *forwarded) Close(ctx context.Context) (encoding.Zxid, error) { return f
 func (f *forwarded) Expire(ctx context.Context) error                 { return f.inner.Expire(ctx) }
 func (f *forwarded) Done() <-chan struct{}                            { return f.inner.Done() }
 func (f *forwarded) Detach()                                          { f.inner.Detach() }
+func (f *forwarded) AddAuthIDs(ids []encoding.ID)                     { f.inner.AddAuthIDs(ids) }
 
 // The Handler: one line per opcode.
 

@@ -169,6 +169,7 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 	// most connections never log above the level.
 	c.log = c.log.WithLazy(zap.Stringer("session", c.id))
 	c.lastActivity.Store(time.Now().UnixNano())
+	c.startAuth(c.transportIDs())
 
 	old, ok := c.s.sessions.attach(c)
 	if !ok { // server closing

@@ -46,7 +46,7 @@ func (c *clientConn) runReader() {
 				zap.Error(fmt.Errorf("session %v: read request header: %w", c.id, err)))
 			return
 		}
-		if r.hdr.Op == encoding.OpPing {
+		if r.hdr.Op == encoding.OpPing && c.pingAtOnce() {
 			// Answered at once, not behind slow requests. Clients match pings by xid -2,
 			// not by position, so overtaking earlier replies is fine.
 			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})

@@ -107,6 +107,12 @@ type Session interface {
 	// decode, createSession inside a session), and returns that zxid. It is called from the
 	// executor, in order with the Handler methods, and its error means what theirs does.
 	RefuseWrite(ctx context.Context, op encoding.Op) (encoding.Zxid, error)
+	// AddAuthIDs adds identities the server established itself after the handshake to this
+	// connection's hold on the session: sasl:<principal> (and super: for the SASL super user)
+	// when a SASL exchange completes. From the next request on, ACL checks, whoAmI and the
+	// "auth" ACL scheme see them, as they see ConnectParams.AuthIDs and what Auth adds. Called
+	// from the executor, in order with the Handler methods.
+	AddAuthIDs(ids []encoding.ID)
 
 	// Close ends the session at the client's request (closeSession): its ephemeral nodes are
 	// deleted in one transaction. Returns the zxid of that transaction.

@@ -52,6 +52,9 @@ type Config struct {
 	MaxConnQueuedBytes int64
 	// MaxQueuedBytes bounds those bytes over all connections; default DefaultMaxQueuedBytes.
 	MaxQueuedBytes int64
+
+	// Auth turns on SASL and enforced authentication (sasl.go); zero: neither.
+	Auth AuthConfig
 }
 
 const (

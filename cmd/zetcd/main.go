@@ -56,6 +56,7 @@ type options struct {
 	quotaBytes        int64         // --quota-backend-bytes
 	dataLimitBytes    int64         // --data-limit-bytes
 	security          securityOptions
+	sasl              saslOptions
 }
 
 func parseFlags(args []string) (options, error) {
@@ -84,6 +85,7 @@ func parseFlags(args []string) (options, error) {
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
 	o.security.register(fs)
+	o.sasl.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -94,6 +96,14 @@ func parseFlags(args []string) (options, error) {
 	}
 	if err := o.security.check(o.zkAddr, o.endpoints); err != nil {
 		return o, err
+	}
+	if err := o.sasl.check(o.security.x509()); err != nil {
+		return o, err
+	}
+	if o.oracle != "" && o.sasl.on() {
+		// The oracle's twin sessions cannot run the clients' SASL exchanges (their nonces
+		// differ), so they would lack the sasl identities and every ACL answer would differ.
+		return o, errors.New("--oracle cannot mirror SASL authentication; leave out --sasl-jaas-config")
 	}
 	answer, err := xchk.ParseAnswer(*oracleAnswer)
 	if err != nil {
@@ -247,7 +257,7 @@ func run(o options, log *zap.Logger) error {
 		reap = -1 // EtcdConfig: negative disables, 0 is the default
 	}
 	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, LeaseClient: leases, KV: etcdstore.WrapKV(cli.KV, metrics), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
-		SuperDigest: o.security.superDigest, X509: o.security.x509(),
+		SuperDigest: o.security.superDigest, X509: o.security.x509(), SASL: o.sasl.on(),
 		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil})
 	cancel()
 	if err != nil {
@@ -287,6 +297,14 @@ func run(o options, log *zap.Logger) error {
 		log.Info("cross-checking against ZooKeeper", zap.String("oracle", o.oracle),
 			zap.String("answer", string(o.oracleAnswer)), zap.Bool("fail-fast", o.oracleFailFast))
 	}
+	if o.sasl.on() {
+		log.Info("SASL DIGEST-MD5 authentication on", zap.String("jaas", o.sasl.jaasConfig), zap.String("section", o.sasl.jaasSection),
+			zap.Int("users", len(o.sasl.config.Users)), zap.Strings("enforcedSchemes", o.sasl.enforcedSchemes))
+		if o.sasl.readableBy != "" {
+			log.Warn("the JAAS file holds passwords and its "+o.sasl.readableBy+" may read it; chmod 600 it",
+				zap.String("jaas", o.sasl.jaasConfig))
+		}
+	}
 	if o.logRequests {
 		// Outermost: the log shows what clients are answered, cross-checked or not.
 		served = zetcd.WithLogging(served, log.Named("requests"))
@@ -303,6 +321,7 @@ func run(o options, log *zap.Logger) error {
 		DataDirs:           dataDirs,
 		Stats:              backend,
 		Metrics:            metrics,
+		Auth:               o.sasl.auth(),
 	})
 	ports, err := o.security.listen(o.zkAddr)
 	if err != nil {

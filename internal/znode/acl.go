@@ -14,7 +14,7 @@ import (
 )
 
 // ACLs and authentication as ZooKeeper 3.9 does them (PROTOCOL.md §8), without etcd: the
-// identities of a connection, the permission check, the digest, ip and x509 schemes, and the
+// identities of a connection, the permission check, the digest, ip, x509 and sasl schemes, and the
 // masking of getACL. Every rule here was checked against ZooKeeper 3.9.6; where ZooKeeper's
 // answer is surprising, the comment says so.
 
@@ -25,12 +25,24 @@ const (
 	SchemeDigest = "digest"
 	SchemeIP     = "ip"
 	SchemeX509   = "x509"
+	SchemeSASL   = "sasl"
 	SchemeSuper  = "super"
 )
 
+// Providers says which schemes besides world, digest and ip the server has a provider for
+// (ZooKeeper's authProvider registry): an ACL may name ids of such a scheme only when its
+// provider is there.
+type Providers struct {
+	// X509: TLS client certificates (x509:<subject DN>).
+	X509 bool
+	// SASL: SASL authentication (sasl:<principal>), ZooKeeper's SASLAuthenticationProvider.
+	SASL bool
+}
+
 // Identities is the set of identities one connection holds (ZooKeeper's ServerCnxn.authInfo):
 // ip:<client address> from the start, x509:<subject> for a verified TLS client certificate,
-// and whatever auth packets add. Identities are never removed.
+// whatever auth packets add, and sasl:<principal> (with super: for the SASL super user) after a
+// SASL exchange. Identities are never removed.
 //
 // ZooKeeper keeps them in a ConcurrentHashMap-backed set, so whoAmI lists them, and the "auth"
 // ACL scheme expands to them, in that map's iteration order, not in the order they were added;
@@ -57,12 +69,12 @@ func (a *Identities) List() []encoding.ID {
 }
 
 // authenticated returns the identities that the "auth" ACL scheme expands to, in ZooKeeper's
-// order: those of a provider that counts as authenticated (digest, x509), not ip, and not super
-// (which has no provider).
+// order: those of a provider that counts as authenticated (digest, x509, sasl), not ip, and not
+// super (which has no provider).
 func (a *Identities) Authenticated() []encoding.ID {
 	var out []encoding.ID
 	for _, id := range a.List() {
-		if id.Scheme == SchemeDigest || id.Scheme == SchemeX509 {
+		if id.Scheme == SchemeDigest || id.Scheme == SchemeX509 || id.Scheme == SchemeSASL {
 			out = append(out, id)
 		}
 	}
@@ -72,7 +84,8 @@ func (a *Identities) Authenticated() []encoding.ID {
 // allowed is ZooKeeper's checkACL: an empty ACL allows everything, the super identity bypasses
 // every check, and otherwise some entry holding one of the bits of perm must be world:anyone or
 // match one of the connection's identities of its scheme (digest and x509 by equality, ip by
-// address prefix). Entries of schemes without a provider (there are none once FixupACL has
+// address prefix, sasl by equality or when the connection's principal is "super": ZooKeeper's
+// SASLAuthenticationProvider lets the SASL user named super match every sasl entry). Entries of schemes without a provider (there are none once FixupACL has
 // run) match nothing. A nil Identities is a connection that holds nothing.
 func (a *Identities) Allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 	if len(acl) == 0 {
@@ -107,6 +120,10 @@ func (a *Identities) Allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 					}
 				case SchemeIP:
 					if ipMatches(id.ID, e.ID.ID) {
+						return true
+					}
+				case SchemeSASL:
+					if id.ID == "super" || id.ID == e.ID.ID {
 						return true
 					}
 				}
@@ -155,7 +172,7 @@ func javaString(b []byte) string {
 }
 
 // UserOf is the "user" whoAmI reports for an identity (AuthenticationProvider.getUserName):
-// the text before the first colon for digest, the id itself for ip and x509, "" for super.
+// the text before the first colon for digest, the id itself for ip, x509 and sasl, "" for super.
 func UserOf(id encoding.ID) string {
 	switch id.Scheme {
 	case SchemeDigest:
@@ -203,17 +220,30 @@ func isJavaLineTerminator(r rune) bool {
 }
 
 // validACLID reports whether id is valid for scheme in an ACL (FixupACL): the provider's
-// isValid. x509 is a scheme only when x509 is enabled (TLS client certificates).
-func validACLID(scheme, id string, x509 bool) bool {
+// isValid. x509 and sasl are schemes only when their providers are there.
+func validACLID(scheme, id string, p Providers) bool {
 	switch scheme {
 	case SchemeDigest:
 		return validDigestID(id)
 	case SchemeIP:
 		return validIPID(id)
 	case SchemeX509:
-		return x509 && validX509ID(id)
+		return p.X509 && validX509ID(id)
+	case SchemeSASL:
+		return p.SASL && validSASLID(id)
 	}
 	return false
+}
+
+// validSASLID is SASLAuthenticationProvider.isValid: id parses as ZooKeeper's KerberosName,
+// that is, it matches service[/host]@realm with no '/' or '@' inside the parts, or has no '@'.
+func validSASLID(id string) bool {
+	at := strings.LastIndexByte(id, '@')
+	if at < 0 {
+		return true
+	}
+	service, host, _ := strings.Cut(id[:at], "/")
+	return !strings.ContainsAny(id[at+1:], "/") && !strings.ContainsAny(service, "@") && !strings.ContainsAny(host, "/@")
 }
 
 // validX509ID accepts a distinguished name as an RFC 2253 string: one or more
@@ -585,9 +615,9 @@ func RemoteIP(a net.Addr) string {
 //   - auth:<anything> becomes one entry per authenticated identity of the caller (authIDs, in
 //     ZooKeeper's order), with no further de-duplication, so auth next to the caller's own
 //     digest id stores that id twice; without one it is InvalidACL;
-//   - digest, ip (and x509 when enabled) ids must be valid for their scheme; any other scheme
-//     (super, sasl, ...) is InvalidACL.
-func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, x509 bool) ([]encoding.ACL, error) {
+//   - digest, ip (and x509 and sasl with their providers, p) ids must be valid for their
+//     scheme; any other scheme (super, ...) is InvalidACL.
+func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, p Providers) ([]encoding.ACL, error) {
 	uniq := make([]encoding.ACL, 0, len(acl))
 	for _, a := range acl {
 		if !slices.Contains(uniq, a) {
@@ -609,7 +639,7 @@ func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, x509 bool) ([]encoding.
 			for _, id := range authIDs {
 				out = append(out, encoding.ACL{Perms: a.Perms, ID: id})
 			}
-		case validACLID(a.ID.Scheme, a.ID.ID, x509):
+		case validACLID(a.ID.Scheme, a.ID.ID, p):
 			out = append(out, a)
 		default:
 			return nil, encoding.ErrInvalidACL

@@ -210,7 +210,7 @@ func TestFixupACL(t *testing.T) {
 		{[]encoding.ACL{acl(31, SchemeIP, "127.0.0.1"), acl(31, "bogus", "x")}, nil, nil},
 		{[]encoding.ACL{acl(-1, SchemeWorld, "anyone")}, nil, []encoding.ACL{acl(-1, SchemeWorld, "anyone")}},
 	} {
-		got, err := FixupACL(c.in, c.auth, false)
+		got, err := FixupACL(c.in, c.auth, Providers{})
 		if c.want == nil {
 			if err != encoding.ErrInvalidACL {
 				t.Errorf("FixupACL(%v, %v) = %v, %v; want InvalidACL", c.in, c.auth, got, err)
@@ -221,7 +221,57 @@ func TestFixupACL(t *testing.T) {
 			t.Errorf("FixupACL(%v, %v) = %v, %v; want %v", c.in, c.auth, got, err, c.want)
 		}
 	}
-	if _, err := FixupACL([]encoding.ACL{acl(31, SchemeX509, "CN=client,O=zetcd")}, nil, true); err != nil {
+	if _, err := FixupACL([]encoding.ACL{acl(31, SchemeX509, "CN=client,O=zetcd")}, nil, Providers{X509: true}); err != nil {
 		t.Errorf("x509 enabled: %v", err)
+	}
+	// With SASL on, sasl ids that are Kerberos names are valid; the auth scheme expands to the
+	// connection's sasl id.
+	bob := encoding.ID{Scheme: SchemeSASL, ID: "bob"}
+	for _, id := range []string{"bob", "kafka/h1@EXAMPLE.COM", "a@", "@", "x/y", ""} {
+		if _, err := FixupACL([]encoding.ACL{acl(31, SchemeSASL, id)}, nil, Providers{SASL: true}); err != nil {
+			t.Errorf("sasl %q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"a@b@c", "a/b/c@R", "a@R/x"} {
+		if _, err := FixupACL([]encoding.ACL{acl(31, SchemeSASL, id)}, nil, Providers{SASL: true}); err != encoding.ErrInvalidACL {
+			t.Errorf("sasl %q: %v, want InvalidACL", id, err)
+		}
+	}
+	got, err := FixupACL([]encoding.ACL{acl(31, SchemeAuth, "")}, []encoding.ID{bob}, Providers{SASL: true})
+	if err != nil || !slices.Equal(got, []encoding.ACL{{Perms: 31, ID: bob}}) {
+		t.Errorf("auth with a sasl id: %v %v", got, err)
+	}
+}
+
+// TestAllowedSASL: a sasl entry matches the connection's sasl id of the same name, and every
+// sasl entry matches the SASL principal named super (SASLAuthenticationProvider.matches); the
+// super identity passes everything.
+func TestAllowedSASL(t *testing.T) {
+	acl := []encoding.ACL{{Perms: encoding.PermWrite, ID: encoding.ID{Scheme: SchemeSASL, ID: "bob"}}}
+	for _, tc := range []struct {
+		ids  []encoding.ID
+		want bool
+	}{
+		{nil, false},
+		{[]encoding.ID{{Scheme: SchemeSASL, ID: "bob"}}, true},
+		{[]encoding.ID{{Scheme: SchemeSASL, ID: "Bob"}}, false},
+		{[]encoding.ID{{Scheme: SchemeSASL, ID: "alice"}}, false},
+		{[]encoding.ID{{Scheme: SchemeDigest, ID: "bob"}}, false},
+		{[]encoding.ID{{Scheme: SchemeSASL, ID: "super"}}, true},
+		{[]encoding.ID{{Scheme: SchemeSuper, ID: ""}}, true},
+	} {
+		var a Identities
+		for _, id := range tc.ids {
+			a.Add(id)
+		}
+		if got := a.Allowed(acl, encoding.PermWrite); got != tc.want {
+			t.Errorf("%v: write allowed %v, want %v", tc.ids, got, tc.want)
+		}
+		if a.Allowed(acl, encoding.PermRead) && len(tc.ids) > 0 && tc.ids[0].Scheme != SchemeSuper {
+			t.Errorf("%v: read allowed by a write-only entry", tc.ids)
+		}
+	}
+	if got := UserOf(encoding.ID{Scheme: SchemeSASL, ID: "kafka/h1@R"}); got != "kafka/h1@R" {
+		t.Errorf("UserOf sasl: %q", got)
 	}
 }

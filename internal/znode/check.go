@@ -55,8 +55,8 @@ type CreateOp struct {
 // CheckCreateRequest runs the checks of a create that need no node (steps 1 to 5 of §3.2): the
 // flags, the TTL, the parent's path, and the ACL fixup (InvalidACL comes before any lookup).
 // It returns the parent's path and the fixed ACL. who is the caller's identities (the "auth"
-// scheme expands to them); x509 says whether x509 ids are valid.
-func CheckCreateRequest(c CreateOp, who *Identities, x509 bool) (parent string, acl []encoding.ACL, code encoding.ErrCode) {
+// scheme expands to them); p says which optional schemes ACLs may name.
+func CheckCreateRequest(c CreateOp, who *Identities, p Providers) (parent string, acl []encoding.ACL, code encoding.ErrCode) {
 	if !c.Flags.Valid() {
 		return "", nil, encoding.ErrBadArguments
 	}
@@ -67,7 +67,7 @@ func CheckCreateRequest(c CreateOp, who *Identities, x509 bool) (parent string, 
 	if !ok || strings.IndexByte(c.Path, 0) >= 0 {
 		return "", nil, encoding.ErrBadArguments
 	}
-	acl, err := FixupACL(c.ACL, who.Authenticated(), x509)
+	acl, err := FixupACL(c.ACL, who.Authenticated(), p)
 	if err != nil {
 		return "", nil, encoding.ErrInvalidACL
 	}
@@ -78,8 +78,8 @@ func CheckCreateRequest(c CreateOp, who *Identities, x509 bool) (parent string, 
 // node it makes (with the sequence suffix of the parent's counter for a sequential create) and
 // its fixed ACL. The name is set from the parent's counter on, so a caller may report it with
 // NodeExists.
-func CheckCreate(v View, c CreateOp, who *Identities, x509 bool) (name string, acl []encoding.ACL, code encoding.ErrCode) {
-	parentPath, acl, code := CheckCreateRequest(c, who, x509)
+func CheckCreate(v View, c CreateOp, who *Identities, p Providers) (name string, acl []encoding.ACL, code encoding.ErrCode) {
+	parentPath, acl, code := CheckCreateRequest(c, who, p)
 	if code != 0 {
 		return "", nil, code
 	}

@@ -50,7 +50,7 @@ func TestCheckCreateOrder(t *testing.T) {
 		{"sequential name from the counter", CreateOp{Path: "/open/seq-", Flags: encoding.ModePersistentSequential, TTL: -1, ACL: worldAll}, 0, "/open/seq-0000000007"},
 		{"created", CreateOp{Op: encoding.OpCreate2, Path: "/open/new", TTL: -1, ACL: worldAll}, 0, "/open/new"},
 	} {
-		name, acl, code := CheckCreate(tree(), c.op, &Identities{}, false)
+		name, acl, code := CheckCreate(tree(), c.op, &Identities{}, Providers{})
 		if code != c.want || name != c.wantName {
 			t.Errorf("%s: %q %v, want %q %v", c.name, name, code, c.wantName, c.want)
 		}

@@ -170,6 +170,9 @@ type Session struct {
 	inCall    atomic.Int32
 	lifecycle atomic.Bool // a life-cycle method has been called
 
+	authMu  sync.Mutex
+	authIDs []encoding.ID // what AddAuthIDs added; WhoAmI lists them
+
 	CloseCalls, ExpireCalls, DetachCalls atomic.Int32
 	ExpireNoop                           atomic.Bool // Expire found the session resumed since
 	closeOnce, expireOnce, detachOnce    sync.Once
@@ -212,6 +215,13 @@ func (s *Session) Expire(ctx context.Context) error {
 	s.b.mu.Unlock()
 	s.expireOnce.Do(func() { close(s.Expired) })
 	return nil
+}
+
+// AddAuthIDs records ids; WhoAmI lists them.
+func (s *Session) AddAuthIDs(ids []encoding.ID) {
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	s.authIDs = append(s.authIDs, ids...)
 }
 
 func (s *Session) Detach() {
@@ -446,7 +456,13 @@ func (s *Session) GetAllChildrenNumber(ctx context.Context, req *encoding.GetAll
 
 func (s *Session) WhoAmI(ctx context.Context, req *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
 	defer s.call()()
-	return &encoding.WhoAmIResponse{ClientInfo: []encoding.ClientInfo{}}, s.readZxid(), nil
+	s.authMu.Lock()
+	defer s.authMu.Unlock()
+	infos := []encoding.ClientInfo{}
+	for _, id := range s.authIDs {
+		infos = append(infos, encoding.ClientInfo{AuthScheme: id.Scheme, User: id.ID})
+	}
+	return &encoding.WhoAmIResponse{ClientInfo: infos}, s.readZxid(), nil
 }
 
 func (s *Session) Reconfig(ctx context.Context, req *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {

@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/zkserver"
+)
+
+// The ZooKeeper 3.9 Java client with a DIGEST-MD5 JAAS Client section, against zetcd and a
+// ZooKeeper configured alike: both must answer each step the same (testdata/SaslClient.java).
+
+// clientLogback keeps the Java client's log off stdout, which the test reads.
+const clientLogback = `<configuration>
+  <appender name="STDERR" class="ch.qos.logback.core.ConsoleAppender">
+    <target>System.err</target>
+    <encoder><pattern>%d{ISO8601} [%thread] %-5level %logger{36} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="WARN"><appender-ref ref="STDERR"/></root>
+</configuration>
+`
+
+// javaClient runs testdata/SaslClient.java. user "" runs it without SASL
+// (zookeeper.sasl.client=false); otherwise its JAAS Client section logs in as user.
+func javaClient(t *testing.T, addr, mode, path, user, password string) []string {
+	t.Helper()
+	cmd := javaClientCmd(t, addr, mode, path, user, password)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("java SaslClient %s: %v\nstdout:\n%s\nstderr:\n%s", mode, err, out, stderr.String())
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// javaClientCmd is the command javaClient runs.
+func javaClientCmd(t *testing.T, addr, mode, path, user, password string) *exec.Cmd {
+	t.Helper()
+	lib := zkserver.LibDir()
+	if jars, _ := filepath.Glob(filepath.Join(lib, "zookeeper-[0-9]*.jar")); len(jars) == 0 {
+		if zkserver.Required() {
+			t.Fatalf("no ZooKeeper jars in %q", lib)
+		}
+		t.Skipf("no ZooKeeper jars in %q", lib)
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Skipf("java: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "logback.xml"), []byte(clientLogback), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := filepath.Abs(filepath.Join("testdata", "SaslClient.java"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Dzookeeper.fips-mode=false"}
+	if user == "" {
+		args = append(args, "-Dzookeeper.sasl.client=false")
+	} else {
+		jaas := filepath.Join(dir, "client.jaas")
+		text := "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=\"" + user + "\"\n  password=\"" + password + "\";\n};\n"
+		if err := os.WriteFile(jaas, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-Djava.security.auth.login.config="+jaas)
+	}
+	args = append(args, "-cp", filepath.Join(lib, "*")+string(filepath.ListSeparator)+dir, src, addr, mode, path)
+	return exec.Command(java, args...)
+}
+
+// TestSaslJavaClient: a broker-like owner creates a node with CREATOR_ALL_ACL + world READ
+// (its sasl identity), a client without SASL and another SASL user can read it but not change
+// it, and bad credentials end in AuthFailed; zetcd answers every step as ZooKeeper does.
+func TestSaslJavaClient(t *testing.T) {
+	type run struct{ mode, user, password string }
+	runs := []run{
+		{"owner", "bob", "bobsecret"},
+		{"other", "", ""},
+		{"other", "alice", "alicesecret"},
+		{"failed", "bob", "wrong"},
+		{"failed", "nobody", "x"},
+	}
+	want := map[int][]string{
+		0: {"states SyncConnected,SaslAuthenticated", "create /kafka", "getACL sasl:bob=31 world:anyone=1", "whoAmI sasl:bob ip:127.0.0.1", "setData 1", "createChild /kafka/c"},
+		1: {"states SyncConnected", "setData NOAUTH", "createChild NOAUTH", "delete NOAUTH", "getData w"},
+		2: {"states SyncConnected", "setData NOAUTH", "createChild NOAUTH", "delete NOAUTH", "getData w"},
+		3: {"states SyncConnected,AuthFailed", "exists AUTHFAILED"},
+		4: {"states SyncConnected,AuthFailed", "exists AUTHFAILED"},
+	}
+	got := map[string][][]string{}
+	for _, srv := range []struct {
+		name  string
+		start func(testing.TB, testenv.ServerOptions) string
+	}{{"zetcd", testenv.StartZetcdWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
+		t.Run(srv.name, func(t *testing.T) {
+			addr := srv.start(t, testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: saslUsers}})
+			for i, r := range runs {
+				lines := javaClient(t, addr, r.mode, "/kafka", r.user, r.password)
+				t.Logf("%s as %q: %q", r.mode, r.user, lines)
+				if w, ok := want[i]; ok && !slices.Equal(lines, w) {
+					t.Errorf("%s as %q: %q, want %q", r.mode, r.user, lines, w)
+				}
+				got[srv.name] = append(got[srv.name], lines)
+			}
+		})
+	}
+	if z, k := got["zetcd"], got["zookeeper"]; len(z) == len(runs) && len(k) == len(runs) {
+		for i := range runs {
+			if !slices.Equal(z[i], k[i]) {
+				t.Errorf("%s as %q: zetcd %q, ZooKeeper %q", runs[i].mode, runs[i].user, z[i], k[i])
+			}
+		}
+	}
+}
+
+// TestSaslJavaClientMoves: a Java client authenticated by SASL on one zetcd loses it, resumes
+// its session on another zetcd in front of the same etcd, authenticates again there by itself,
+// and keeps its rights on the nodes it created with CREATOR_ALL_ACL.
+func TestSaslJavaClientMoves(t *testing.T) {
+	cluster := startEtcd(t)
+	opts := testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: saslUsers}}.ZetcdOptions()
+	a := testenv.StartZetcdOn(t, cluster, opts)
+	b := testenv.StartZetcdOn(t, cluster, opts)
+	cmd := javaClientCmd(t, a.Addr+","+b.Addr, "move", "/moved", "bob", "bobsecret")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if sc.Text() == "ready" {
+			break
+		}
+	}
+	if len(lines) == 0 || lines[len(lines)-1] != "ready" {
+		t.Fatalf("java SaslClient move: %q\nstderr:\n%s", lines, stderr.String())
+	}
+	// Stop whichever zetcd the client is connected to (the Java client picks at random).
+	if cons, err := zkserver.FourLetterWord(a.Addr, "cons", 5*time.Second); err == nil && strings.Contains(cons, "sid=") {
+		a.Stop()
+	} else {
+		b.Stop()
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("java SaslClient move: %v: %q\nstderr:\n%s", err, lines, stderr.String())
+	}
+	want := []string{"states SyncConnected,SaslAuthenticated", "create /moved", "createEphemeral /moved/e", "ready",
+		"states Disconnected,SyncConnected,SaslAuthenticated", "sameSession true", "whoAmI sasl:bob ip:127.0.0.1", "setData 1", "ephemeral true"}
+	if !slices.Equal(lines, want) {
+		t.Errorf("java SaslClient move: %q, want %q", lines, want)
+	}
+}

@@ -1,0 +1,199 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/zkserver"
+)
+
+// A Kafka 3.9 broker in ZooKeeper mode with zookeeper.set.acl=true and a DIGEST-MD5 JAAS
+// Client section, against zetcd and a ZooKeeper configured alike: the broker starts and
+// creates its znodes with sasl ACLs; a client without credentials cannot change them, one
+// authenticated as the broker's user can; both servers agree on every ACL and answer.
+
+// envKafkaLib names a directory of Kafka broker jars; default <module root>/.cache/kafka/lib
+// (tools/kafka/fetch.sh).
+const envKafkaLib = "ZETCD_KAFKA_LIB"
+
+func kafkaLib(t *testing.T) string {
+	t.Helper()
+	lib := os.Getenv(envKafkaLib)
+	if lib == "" {
+		lib, _ = filepath.Abs(filepath.Join("..", ".cache", "kafka", "lib"))
+	}
+	if jars, _ := filepath.Glob(filepath.Join(lib, "kafka_2.13-*.jar")); len(jars) == 0 {
+		t.Skipf("no Kafka jars in %s (tools/kafka/fetch.sh, or %s)", lib, envKafkaLib)
+	}
+	return lib
+}
+
+// startKafka starts a broker against addr as SASL user kafka and returns once it has
+// registered /brokers/ids/0 and, as the controller, created /controller, /controller_epoch and
+// /feature. The JVM is killed at cleanup.
+func startKafka(t *testing.T, lib, addr string) {
+	t.Helper()
+	zkLib := zkserver.LibDir()
+	if jars, _ := filepath.Glob(filepath.Join(zkLib, "zookeeper-[0-9]*.jar")); len(jars) == 0 {
+		t.Skipf("no ZooKeeper jars in %q", zkLib)
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Skipf("java: %v", err)
+	}
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	props := fmt.Sprintf(`broker.id=0
+listeners=PLAINTEXT://127.0.0.1:%d
+log.dirs=%s
+zookeeper.connect=%s
+zookeeper.set.acl=true
+zookeeper.session.timeout.ms=18000
+zookeeper.connection.timeout.ms=60000
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+`, port, filepath.Join(dir, "logs"), addr)
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("logback.xml", clientLogback)
+	cfg := write("server.properties", props)
+	jaas := write("kafka.jaas", "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=\"kafka\"\n  password=\"kafkasecret\";\n};\n")
+	cp := strings.Join([]string{filepath.Join(zkLib, "*"), filepath.Join(lib, "*"), dir}, string(filepath.ListSeparator))
+	cmd := exec.Command(java, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Djava.security.auth.login.config="+jaas, "-Dzookeeper.fips-mode=false",
+		"-cp", cp, "kafka.Kafka", cfg)
+	logPath := filepath.Join(dir, "kafka.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+
+	c := connectRaw(t, addr)
+	deadline := time.Now().Add(120 * time.Second)
+	started := func() bool {
+		for _, p := range []string{"/brokers/ids/0", "/controller", "/controller_epoch", "/feature"} {
+			if !c.exists(p) {
+				return false
+			}
+		}
+		return true
+	}
+	for !started() {
+		select {
+		case <-exited:
+			out, _ := os.ReadFile(logPath)
+			t.Fatalf("the broker exited; its log:\n%s", tail(out, 60))
+		default:
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(logPath)
+			t.Fatalf("the broker did not register in time; its log:\n%s", tail(out, 60))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func tail(b []byte, n int) string {
+	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// kafkaPaths are znodes a broker creates at start.
+var kafkaPaths = []string{
+	"/brokers", "/brokers/ids", "/brokers/ids/0", "/brokers/topics", "/cluster/id", "/controller",
+	"/controller_epoch", "/config", "/config/topics", "/config/changes", "/admin", "/admin/delete_topics",
+	"/isr_change_notification", "/latest_producer_id_block", "/feature",
+}
+
+// kafkaView is what an unauthenticated client and the broker's user see and may do there.
+func kafkaView(t *testing.T, addr string) []string {
+	var out []string
+	anon := connectRaw(t, addr)
+	for _, p := range kafkaPaths {
+		acl, code := anon.getACL(p)
+		var ids []string
+		for _, a := range acl {
+			ids = append(ids, fmt.Sprintf("%s:%s=%d", a.ID.Scheme, a.ID.ID, a.Perms))
+		}
+		set := anon.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Version: 1 << 30}, &encoding.SetDataResponse{})
+		create := anon.createACL(p+"/zetcd-test", worldACL(encoding.PermAll))
+		out = append(out, fmt.Sprintf("%s getACL %v %v; anonymous setData %v, create %v", p, code, ids, set, create))
+	}
+	broker := connectRaw(t, addr)
+	broker.saslLogin("kafka", "kafkasecret")
+	// The version does not match: BadVersion says the ACL let the write through.
+	for _, p := range []string{"/cluster/id", "/brokers/topics", "/config/changes"} {
+		set := broker.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Version: 1 << 30}, &encoding.SetDataResponse{})
+		out = append(out, fmt.Sprintf("%s as kafka: setData %v", p, set))
+	}
+	broker.mustCreateACL("/brokers/topics/zetcd-test", aclOf(encoding.PermAll, "sasl", "kafka"))
+	out = append(out, "create as kafka OK")
+	return out
+}
+
+// TestSaslKafkaBroker: see the top of this file.
+func TestSaslKafkaBroker(t *testing.T) {
+	lib := kafkaLib(t)
+	views := map[string][]string{}
+	for _, srv := range []struct {
+		name  string
+		start func(testing.TB, testenv.ServerOptions) string
+	}{{"zetcd", testenv.StartZetcdWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
+		t.Run(srv.name, func(t *testing.T) {
+			addr := srv.start(t, testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: map[string]string{"kafka": "kafkasecret"}}})
+			startKafka(t, lib, addr)
+			views[srv.name] = kafkaView(t, addr)
+			for _, l := range views[srv.name] {
+				t.Log(l)
+			}
+		})
+	}
+	z, k := views["zetcd"], views["zookeeper"]
+	if len(z) == 0 || len(k) == 0 {
+		return
+	}
+	for i := range z {
+		if i >= len(k) || z[i] != k[i] {
+			t.Errorf("zetcd:     %s\nZooKeeper: %s", z[i], k[min(i, len(k)-1)])
+		}
+	}
+	sasl := 0
+	for _, l := range k {
+		if strings.Contains(l, "sasl:kafka=31") {
+			sasl++
+		}
+	}
+	if sasl == 0 {
+		t.Error("no znode has the broker's sasl ACL")
+	}
+}
