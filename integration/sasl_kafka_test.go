@@ -32,7 +32,7 @@ func kafkaLib(t *testing.T) string {
 		lib, _ = filepath.Abs(filepath.Join("..", ".cache", "kafka", "lib"))
 	}
 	if jars, _ := filepath.Glob(filepath.Join(lib, "kafka_2.13-*.jar")); len(jars) == 0 {
-		t.Skipf("no Kafka jars in %s (tools/kafka/fetch.sh, or %s)", lib, envKafkaLib)
+		skipOrRequire(t, "no Kafka jars in %s (tools/kafka/fetch.sh, or %s)", lib, envKafkaLib)
 	}
 	return lib
 }

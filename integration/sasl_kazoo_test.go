@@ -21,6 +21,20 @@ import (
 // install kazoo pure-sasl).
 const envKazooPython = "ZETCD_KAZOO_PYTHON"
 
+// envRequireSASLClients, set non-empty (as CI does, after installing them), makes the tests
+// that need kazoo or a Kafka broker fail instead of skipping when they are missing.
+const envRequireSASLClients = "ZETCD_REQUIRE_SASL_CLIENTS"
+
+// skipOrRequire skips the test for a missing client, or fails it if envRequireSASLClients asks
+// for the clients.
+func skipOrRequire(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(envRequireSASLClients) != "" {
+		t.Fatalf(format+" (required by "+envRequireSASLClients+")", args...)
+	}
+	t.Skipf(format, args...)
+}
+
 func kazooPython(t *testing.T) string {
 	t.Helper()
 	py := os.Getenv(envKazooPython)
@@ -28,7 +42,7 @@ func kazooPython(t *testing.T) string {
 		py, _ = filepath.Abs(filepath.Join("..", ".cache", "kazoo", "bin", "python"))
 	}
 	if err := exec.Command(py, "-c", "import kazoo, puresasl").Run(); err != nil {
-		t.Skipf("no Python with kazoo and pure-sasl (%s=%q: %v); python -m venv .cache/kazoo && .cache/kazoo/bin/pip install kazoo pure-sasl", envKazooPython, py, err)
+		skipOrRequire(t, "no Python with kazoo and pure-sasl (%s=%q: %v); python -m venv .cache/kazoo && .cache/kazoo/bin/pip install kazoo pure-sasl", envKazooPython, py, err)
 	}
 	return py
 }
