@@ -29,13 +29,17 @@ import (
 //
 // Lost history (a compacted watch) reloads the whole replica at etcd's current revision.
 
-// replicaPageSize is how many keys one range of the load returns.
-const replicaPageSize = 1000
+// replicaPageSize is how many keys one range of the load returns. etcd counts every key left in
+// the range to answer each page (RangeResponse.Count), so a load costs etcd about keys²/(2 ×
+// replicaPageSize) index steps: with pages of 1000, a million znodes (two million keys) took
+// two and a half minutes, with 10,000 a few seconds. A page is then about 2.5 MB.
+const replicaPageSize = 10000
 
 // replica is the in-memory tree. mu guards everything; the feed goroutine writes (apply,
 // advance, load), readers read under RLock.
 type replica struct {
-	keys keySchema
+	keys     keySchema
+	pageSize int // keys per range of a load: replicaPageSize, fewer in tests
 
 	mu  sync.RWMutex
 	rev int64 // the last revision applied
@@ -65,7 +69,7 @@ type replicaNode struct {
 }
 
 func newReplica(keys keySchema) *replica {
-	return &replica{keys: keys, t: newTree()}
+	return &replica{keys: keys, pageSize: replicaPageSize, t: newTree()}
 }
 
 // load reads every data, meta and session key under the prefix at revision rev, in pages, and replaces
@@ -73,7 +77,7 @@ func newReplica(keys keySchema) *replica {
 func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
 	t := newTree()
 	for _, prefix := range []string{r.keys.prefix + "n/", r.keys.prefix + "m/", r.keys.sessionKeysPrefix()} {
-		err := rangePages(ctx, kv, prefix, rev, func(kv *mvccpb.KeyValue) {
+		err := rangePages(ctx, kv, prefix, rev, r.pageSize, func(kv *mvccpb.KeyValue) {
 			t.put(r.keys, kv)
 		})
 		if err != nil {
@@ -92,9 +96,9 @@ func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
 const replicaPageTimeout = 30 * time.Second
 
 // rangePages calls f for every key with the prefix at revision rev, in key order, one page of
-// replicaPageSize keys per request, each within replicaPageTimeout; ctx's cancellation, not its
+// pageSize keys per request, each within replicaPageTimeout; ctx's cancellation, not its
 // deadline, stops it between pages.
-func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, f func(*mvccpb.KeyValue)) error {
+func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, pageSize int, f func(*mvccpb.KeyValue)) error {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	for {
@@ -103,7 +107,7 @@ func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, f
 		}
 		pageCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replicaPageTimeout)
 		resp, err := kv.Get(pageCtx, from, clientv3.WithRange(end), clientv3.WithRev(rev),
-			clientv3.WithLimit(replicaPageSize), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+			clientv3.WithLimit(int64(pageSize)), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 		cancel()
 		if err != nil {
 			return err

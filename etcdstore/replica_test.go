@@ -194,6 +194,7 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 	b.tree.mu.RUnlock()
 	nodes := tr.nodes
 	fresh := newReplica(b.keys)
+	fresh.pageSize = 7 // many pages
 	if err := fresh.load(ctx, b.kv, rev); err != nil {
 		t.Fatal(err)
 	}

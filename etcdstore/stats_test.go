@@ -9,8 +9,7 @@ import (
 	"github.com/zetcd/zetcd/zetcd"
 )
 
-// TestEtcdStatsSource checks the Store's numbers, kept by the replica, against a tree larger
-// than a page of the replica's load.
+// TestEtcdStatsSource checks the Store's numbers, kept by the replica.
 func TestEtcdStatsSource(t *testing.T) {
 	b, kv, _ := newTestBackend(t)
 	ctx := context.Background()
@@ -19,7 +18,7 @@ func TestEtcdStatsSource(t *testing.T) {
 	if _, _, err := s1.Create(ctx, &encoding.CreateRequest{Path: "/d", Data: []byte("12345"), ACL: openACL}); err != nil {
 		t.Fatal(err)
 	}
-	const n = replicaPageSize + 10
+	const n = 1010
 	for i := 0; i < n; i++ {
 		owner := s1
 		flags := encoding.CreateMode(0)
