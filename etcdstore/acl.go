@@ -29,103 +29,13 @@ import (
 //   - A write the ACL refuses is settled by one transaction: NoAuth if the ACL key is still at
 //     that revision (its node exists), NoNode if the node is gone, else decide again.
 //   - The watch feed needs a node's ACL at the revision of a change to decide whether its event
-//     may be delivered, including a deleted node's ACL from before the delete, which the replica
-//     no longer holds. aclCache keeps (ACL, the ACL key's ModRevision) per path for it: every
-//     ACL key put the feed sees and every write of this process; the replica answers for the
-//     nodes the cache does not know, and etcd (read at the revision) for the rest.
+//     may be delivered: the replica's, which has applied that revision, or for a node the
+//     revision deleted (or deleted and created again), its ACL from before, which the replica
+//     returns as it applies the revision (aclsBefore); etcd, read at the revision, for a change
+//     older than what the replica holds.
 
-// maxACLCacheEntries bounds the ACL cache; maxInternedACLs bounds the shared ACL lists.
-const (
-	maxACLCacheEntries = 1 << 16
-	maxInternedACLs    = 1 << 10
-)
-
-// aclCache maps znode paths to their ACL and the ACL key's ModRevision. mu guards both maps.
-type aclCache struct {
-	mu sync.Mutex
-	m  map[string]aclEntry
-	// interned shares one ACL list among the nodes that have the same one (most do), keyed by
-	// its encoding.
-	interned map[string][]encoding.ACL
-}
-
-// aclEntry is the ACL of a node as of rev, the ModRevision of its ACL key. An entry the feed
-// maintains stays current: it is then the node's ACL at every revision from rev up to the
-// feed's progress. rev 0 means the node does not exist (never cached).
-type aclEntry struct {
-	acl []encoding.ACL
-	rev int64
-}
-
-// at returns the ACL of path at revision rev if the cache knows it: an entry no newer than rev.
-func (c *aclCache) at(path string, rev int64) ([]encoding.ACL, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[path]
-	if !ok || e.rev > rev {
-		return nil, false
-	}
-	return e.acl, true
-}
-
-// observe records the ACL key kv of path, unless the cache holds a newer one. It returns the
-// entry kv stands for.
-func (c *aclCache) observe(path string, kv *mvccpb.KeyValue) (aclEntry, error) {
-	v, err := decodeACLValue(kv.Value)
-	if err != nil {
-		return aclEntry{}, fmt.Errorf("%s: %w", path, err)
-	}
-	raw := string(kv.Value[aclListOffset:])
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	acl, ok := c.interned[raw]
-	if !ok {
-		acl = v.ACL
-		if c.interned == nil || len(c.interned) >= maxInternedACLs {
-			c.interned = map[string][]encoding.ACL{}
-		}
-		c.interned[raw] = acl
-	}
-	e := aclEntry{acl: acl, rev: kv.ModRevision}
-	c.putLocked(path, e)
-	return e, nil
-}
-
-// remember records an ACL this process wrote at rev.
-func (c *aclCache) remember(path string, acl []encoding.ACL, rev int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.putLocked(path, aclEntry{acl: acl, rev: rev})
-}
-
-func (c *aclCache) putLocked(path string, e aclEntry) {
-	if old, ok := c.m[path]; ok && old.rev >= e.rev {
-		return
-	}
-	if c.m == nil {
-		c.m = map[string]aclEntry{}
-	}
-	if len(c.m) >= maxACLCacheEntries {
-		// Forget about a sixteenth, at random (map order).
-		n := maxACLCacheEntries / 16
-		for p := range c.m {
-			if n--; n < 0 {
-				break
-			}
-			delete(c.m, p)
-		}
-	}
-	c.m[path] = e
-}
-
-// forget drops the entry of a node whose ACL key was deleted at rev.
-func (c *aclCache) forget(path string, rev int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.m[path]; ok && e.rev < rev {
-		delete(c.m, path)
-	}
-}
+// maxInternedACLs bounds the ACL lists the replica shares (aclTable).
+const maxInternedACLs = 1 << 10
 
 // aclListOffset is where the ACL list starts in an ACL value (keys.go).
 const aclListOffset = 21
@@ -168,11 +78,11 @@ func (s *etcdSession) staleGuard(g *aclGuard, aclKV *mvccpb.KeyValue) (bool, err
 	}
 	g.rev, g.allowed = 0, true
 	if aclKV != nil {
-		e, err := s.b.acls.observe(g.path, aclKV)
+		v, err := decodeACLValue(aclKV.Value)
 		if err != nil {
-			return true, err
+			return true, fmt.Errorf("%s: %w", g.path, err)
 		}
-		g.rev, g.allowed = e.rev, s.auth.Allowed(e.acl, g.perm)
+		g.rev, g.allowed = aclKV.ModRevision, s.auth.Allowed(v.ACL, g.perm)
 	}
 	return true, nil
 }
@@ -300,28 +210,35 @@ func (s *etcdSession) readAllowed(path string, n node, perm encoding.Perm) bool 
 	return s.auth.Allowed(n.Meta.ACL, perm)
 }
 
-// aclKVAllows checks perm on a node's ACL key as a read returned it (nil: the node has none),
-// and records it in the cache.
+// aclKVAllows checks perm on a node's ACL key as a read returned it (nil: the node has none).
 func (s *etcdSession) aclKVAllows(path string, aclKV *mvccpb.KeyValue, perm encoding.Perm) (bool, error) {
 	if aclKV == nil {
 		return false, fmt.Errorf("%s: ACL key missing", path)
 	}
-	e, err := s.b.acls.observe(path, aclKV)
+	v, err := decodeACLValue(aclKV.Value)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%s: %w", path, err)
 	}
-	return s.auth.Allowed(e.acl, perm), nil
+	return s.auth.Allowed(v.ACL, perm), nil
 }
 
-// aclAtChange returns the ACL of path at revision rev for the watch feed: from the cache if
-// it knows it, else read from etcd at that revision. ok is false if it cannot be known (the
-// revision is compacted, or etcd fails); the event is then not delivered.
-func (b *Store) aclAtChange(path string, rev int64) ([]encoding.ACL, bool) {
-	if acl, ok := b.acls.at(path, rev); ok {
-		return acl, true
+// aclAtChange returns the ACL of path for the watch feed, at revision rev, or just before it if
+// src.before: from the ACLs the revision replaced, the replica, else read from etcd. ok is
+// false if it cannot be known (the revision is compacted, or etcd fails); the event is then not
+// delivered.
+func (b *Store) aclAtChange(src aclSource) ([]encoding.ACL, bool) {
+	path, rev := src.path, src.rev
+	if src.before {
+		if acl, replaced := src.replaced[path]; replaced {
+			return acl, acl != nil
+		}
+		// The revision left the ACL key alone: its ACL before is its ACL at rev.
 	}
 	if acl, ok := b.tree.aclAt(path, rev); ok {
 		return acl, true
+	}
+	if src.before {
+		rev--
 	}
 	ctx, cancel := context.WithTimeout(b.bgCtx, 10*time.Second)
 	defer cancel()
@@ -377,44 +294,19 @@ func (s *etcdSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encod
 	return 0, encoding.ErrAuthFailed
 }
 
-// The watch feed's side: the ACL cache follows every ACL key change under the prefix, and each
-// change fired gets a resolver of the ACLs that decide its delivery (change.acl).
-
-// observeACLPuts records the ACL keys a revision puts, before its changes fire: a node created
-// in it is then known with its ACL.
-func (b *Store) observeACLPuts(evs []*clientv3.Event) {
-	for _, ev := range evs {
-		if ev.Type != mvccpb.PUT {
-			continue
-		}
-		if path, ok := b.keys.pathOfACLKey(string(ev.Kv.Key)); ok {
-			if _, err := b.acls.observe(path, ev.Kv); err != nil {
-				b.log.Warn("watch feed: corrupt ACL value", zap.String("path", path), zap.Error(err))
-			}
-		}
-	}
-}
-
-// forgetACLDeletes drops the nodes whose ACL keys a revision deletes, after its changes fired
-// (a node deleted in it is decided on its ACL before the delete).
-func (b *Store) forgetACLDeletes(evs []*clientv3.Event) {
-	for _, ev := range evs {
-		if ev.Type != mvccpb.DELETE {
-			continue
-		}
-		if path, ok := b.keys.pathOfACLKey(string(ev.Kv.Key)); ok {
-			b.acls.forget(path, ev.Kv.ModRevision)
-		}
-	}
-}
+// The watch feed's side: each change fired gets a resolver of the ACLs that decide its delivery
+// (watch.Change.ACL), from the replica and the ACLs its revision replaced.
 
 // aclSource says where the ACL of one node at a change comes from: known (from a multi's
-// journal), or the cache (else etcd) at revision rev.
+// journal), or path's at revision rev (just before it if before; replaced holds the ACLs the
+// revision replaced).
 type aclSource struct {
-	known bool
-	acl   []encoding.ACL
-	path  string
-	rev   int64
+	known    bool
+	acl      []encoding.ACL
+	path     string
+	rev      int64
+	before   bool
+	replaced aclsBefore
 }
 
 // withACLs gives c a resolver of its node's and its parent's ACL, memoized (each is looked up
@@ -435,7 +327,7 @@ func (b *Store) withACLs(c watch.Change, node, parent aclSource) watch.Change {
 			if src.known {
 				acls[i], ok[i] = src.acl, true
 			} else {
-				acls[i], ok[i] = b.aclAtChange(src.path, src.rev)
+				acls[i], ok[i] = b.aclAtChange(src)
 			}
 		}
 		return acls[i], ok[i]
@@ -443,35 +335,32 @@ func (b *Store) withACLs(c watch.Change, node, parent aclSource) watch.Change {
 	return c
 }
 
-// keyEventACLs resolves the ACLs of a change made by a single-op revision rev (not a multi):
-// a deleted node's ACL as it was before rev, anything else's at rev.
-func (b *Store) keyEventACLs(c watch.Change) watch.Change {
+// keyEventACLs resolves the ACLs of a change made by a single-op revision (not a multi): a
+// deleted node's ACL as it was before the revision, anything else's at it.
+func (b *Store) keyEventACLs(c watch.Change, replaced aclsBefore) watch.Change {
 	rev := int64(c.Zxid)
-	node := aclSource{path: c.Path, rev: rev}
-	if c.Kind == watch.Deleted {
-		node.rev = rev - 1
-	}
+	node := aclSource{path: c.Path, rev: rev, before: c.Kind == watch.Deleted, replaced: replaced}
 	parent, _ := znode.Parent(c.Path)
-	return b.withACLs(c, node, aclSource{path: parent, rev: rev})
+	return b.withACLs(c, node, aclSource{path: parent, rev: rev, replaced: replaced})
 }
 
 // journalACLs resolves the ACLs of a multi's changes, in op order: a node the multi created has
 // the ACL its create gave it (until the multi deletes it), any other node the ACL it had before
 // the multi (a multi cannot set ACLs).
-func (b *Store) journalACLs(changes []watch.Change) {
+func (b *Store) journalACLs(changes []watch.Change, replaced aclsBefore) {
 	created := map[string][]encoding.ACL{}
 	source := func(path string, rev int64) aclSource {
 		if acl, ok := created[path]; ok {
 			return aclSource{known: true, acl: acl}
 		}
-		return aclSource{path: path, rev: rev - 1}
+		return aclSource{path: path, rev: rev, before: true, replaced: replaced}
 	}
 	for i, c := range changes {
 		rev := int64(c.Zxid)
 		parent, _ := znode.Parent(c.Path)
 		node := source(c.Path, rev)
 		if c.Kind == watch.Created {
-			node = aclSource{path: c.Path, rev: rev}
+			node = aclSource{path: c.Path, rev: rev, replaced: replaced}
 			if c.CreatedACL != nil {
 				node = aclSource{known: true, acl: c.CreatedACL}
 				created[c.Path] = c.CreatedACL

@@ -261,7 +261,6 @@ func (s *etcdSession) created(p *createPlan, rev int64) encoding.Stat {
 	if p.seq != nil {
 		p.seq.committed()
 	}
-	s.b.acls.remember(p.name(), p.acl, rev)
 	return encoding.Stat{
 		Czxid: encoding.Zxid(rev), Mzxid: encoding.Zxid(rev), Pzxid: encoding.Zxid(rev),
 		Ctime: p.now, Mtime: p.now,

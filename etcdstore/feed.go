@@ -64,8 +64,8 @@ func (b *Store) runWatchFeed(rev int64) {
 				for n < len(evs) && evs[n].Kv.ModRevision == r {
 					n++
 				}
-				b.tree.apply(r, evs[:n])
-				b.fireRevision(evs[:n])
+				before := b.tree.apply(r, evs[:n])
+				b.fireRevision(evs[:n], before)
 				b.watches.Advance(encoding.Zxid(r))
 				next = r + 1
 				evs = evs[n:]
@@ -82,20 +82,17 @@ func (b *Store) runWatchFeed(rev int64) {
 // fireRevision fires the znode changes of one revision: the multi journal when the revision has
 // one (its per-op changes, in op order), else the events on data keys.
 //
-// Each change carries the ACLs that decide whether its events may be delivered (acl.go),
-// from the ACL cache, which this revision's ACL key puts update before its changes fire and
-// its ACL key deletes after.
-func (b *Store) fireRevision(evs []*clientv3.Event) {
+// Each change carries the ACLs that decide whether its events may be delivered (acl.go): from
+// the replica, which has applied the revision, and before, the ACLs the revision replaced.
+func (b *Store) fireRevision(evs []*clientv3.Event, before aclsBefore) {
 	b.observeSessionKeys(evs)
 	b.observeProcessKeys(evs)
-	b.observeACLPuts(evs)
-	defer b.forgetACLDeletes(evs)
 	journal := b.keys.journal()
 	for _, ev := range evs {
 		if ev.Type == mvccpb.PUT && string(ev.Kv.Key) == journal {
 			changes, err := decodeJournal(ev.Kv.Value, ev.Kv.ModRevision)
 			if err == nil {
-				b.journalACLs(changes)
+				b.journalACLs(changes, before)
 				for _, c := range changes {
 					b.watches.Fire(c)
 				}
@@ -107,7 +104,7 @@ func (b *Store) fireRevision(evs []*clientv3.Event) {
 	}
 	for _, ev := range evs {
 		if c, ok := b.changeOf(ev); ok {
-			b.watches.Fire(b.keyEventACLs(c))
+			b.watches.Fire(b.keyEventACLs(c, before))
 		}
 	}
 }
@@ -214,13 +211,7 @@ func (b *Store) readWatchedStatesEtcd(ctx context.Context, paths []string) (map[
 			}
 			czxid, pzxid := nk.zxids()
 			st := watch.State{Exists: true, Czxid: encoding.Zxid(czxid), Mzxid: encoding.Zxid(data.ModRevision), Pzxid: encoding.Zxid(pzxid)}
-			if aclKV, _, _ := b.keys.metaKeys(p, rangeKVs(r, 2*i+1)); aclKV != nil {
-				e, err := b.acls.observe(p, aclKV)
-				if err != nil {
-					return nil, 0, err
-				}
-				st.ACL = e.acl
-			}
+			st.ACL = nk.meta.ACL
 			out[p] = st
 		}
 	}

@@ -618,7 +618,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 		if failedAt >= 0 {
 			return errorResults(len(ops), failedAt, failed), failed, z, nil
 		}
-		b.committedMulti(m, results, r.Header.Revision, z)
+		committedMulti(results, z)
 		return results, 0, z, nil
 	}
 	return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, opName, ops[0].path)
@@ -681,15 +681,8 @@ func errorResults(n, failedAt int, failed encoding.ErrCode) []encoding.MultiResu
 	return results
 }
 
-// committedMulti records what a committed multi wrote: the ACL keys it created, for the writes
-// that follow (the feed would record them too, but perhaps only after the next write of this
-// session needs one), and its zxid in the Stats of its results.
-func (b *Store) committedMulti(m *multiState, results []encoding.MultiResult, rev int64, z encoding.Zxid) {
-	for p, n := range m.nodes {
-		if n.touched && n.exists && n.created {
-			b.acls.remember(p, n.meta.ACL, rev)
-		}
-	}
+// committedMulti puts a committed multi's zxid in the Stats of its results.
+func committedMulti(results []encoding.MultiResult, z encoding.Zxid) {
 	for i := range results {
 		switch rec := results[i].Record.(type) {
 		case *encoding.Create2Response:

@@ -122,10 +122,30 @@ func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, p
 	}
 }
 
-// apply applies the events of one revision (all of them, as etcd delivers them together).
-func (r *replica) apply(rev int64, evs []*clientv3.Event) {
+// aclsBefore are the ACLs of the nodes whose ACL key a revision puts or deletes, as they were
+// before it (nil for a node that had none): what the watch feed needs of a node the revision
+// deletes, or deletes and creates again, once the replica has applied it.
+type aclsBefore map[string][]encoding.ACL
+
+// apply applies the events of one revision (all of them, as etcd delivers them together), and
+// returns the ACLs the revision replaces.
+func (r *replica) apply(rev int64, evs []*clientv3.Event) aclsBefore {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var before aclsBefore
+	for _, ev := range evs {
+		if path, ok := r.keys.pathOfACLKey(string(ev.Kv.Key)); ok {
+			if before == nil {
+				before = aclsBefore{}
+			}
+			if _, seen := before[path]; !seen {
+				before[path] = nil
+				if n := r.t.nodes[path]; n != nil && n.keys.acl.mod != 0 {
+					before[path] = n.keys.meta.ACL
+				}
+			}
+		}
+	}
 	for _, ev := range evs {
 		if ev.Type == mvccpb.DELETE {
 			r.t.delete(r.keys, string(ev.Kv.Key))
@@ -134,6 +154,7 @@ func (r *replica) apply(rev int64, evs []*clientv3.Event) {
 		}
 	}
 	r.rev = max(r.rev, rev)
+	return before
 }
 
 // advance records that etcd has no change under the prefix up to rev (a progress notification).

@@ -112,8 +112,6 @@ type Store struct {
 	// processes that this process, when elected, ends (orphans.go).
 	process processRegistration
 	orphans orphanAdoptions
-	// acls caches node ACLs for writes and the watch feed (acl.go).
-	acls aclCache
 	// newestAnswer is the newest revision any session of this process was answered with (a
 	// write's own, a read's): with the watch feed's progress, what LastZxid reports.
 	newestAnswer atomic.Int64
@@ -247,35 +245,22 @@ func (b *Store) answered(rev int64) {
 func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 	all := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	read := []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
-	var puts, gets []clientv3.Op
-	acls := make([][]encoding.ACL, len(znode.SystemPaths))
-	for i, p := range znode.SystemPaths {
-		acls[i] = all
+	var puts []clientv3.Op
+	for _, p := range znode.SystemPaths {
+		acl := all
 		if p == "/zookeeper/config" {
-			acls[i] = read
+			acl = read
 		}
 		puts = append(puts,
 			clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0)),
-			clientv3.OpPut(b.keys.acl(p), encodeACLValue(aclValue{ACL: acls[i]})))
-		gets = append(gets, clientv3.OpGet(b.keys.acl(p)))
+			clientv3.OpPut(b.keys.acl(p), encodeACLValue(aclValue{ACL: acl})))
 	}
-	// Else: the system nodes' ACLs, for the ACL cache (creates under / are the common case).
 	r, err := b.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(b.keys.data("/")), "=", 0)).
 		Then(puts...).
-		Else(gets...).
 		Commit()
 	if err != nil {
 		return 0, fmt.Errorf("zetcd: bootstrap system nodes under %q: %w", b.keys.prefix, err)
-	}
-	for i, p := range znode.SystemPaths {
-		if r.Succeeded {
-			b.acls.remember(p, acls[i], r.Header.Revision)
-		} else if kv := firstKV(r, i); kv != nil {
-			if _, err := b.acls.observe(p, kv); err != nil {
-				return 0, fmt.Errorf("zetcd: bootstrap: %w", err)
-			}
-		}
 	}
 	return r.Header.Revision, nil
 }

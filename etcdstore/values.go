@@ -188,23 +188,6 @@ type nodeKVs struct {
 	numChildren int64
 }
 
-// metaKeys sorts the keys read from a node's meta prefix into the ACL, child-create and
-// child-delete keys; absent ones are nil.
-func (k keySchema) metaKeys(path string, kvs []*mvccpb.KeyValue) (acl, creates, deletes *mvccpb.KeyValue) {
-	p := k.metaPrefix(path)
-	for _, kv := range kvs {
-		switch string(kv.Key[len(p):]) {
-		case "a":
-			acl = kv
-		case "c":
-			creates = kv
-		case "d":
-			deletes = kv
-		}
-	}
-	return acl, creates, deletes
-}
-
 // offsetsValue is the value of an offsets key: the differences between etcd's counters and
 // ZooKeeper's for one node (see the offsets key above). The zero value changes nothing.
 type offsetsValue struct {
@@ -374,7 +357,7 @@ func (n *nodeKeys) zxids() (czxid, pzxid int64) {
 }
 
 // aclTable shares one ACL list among the nodes that have the same one (most do), keyed by its
-// encoding, as ZooKeeper's ACL cache does. Bounded: when full, it starts again (lists already
+// encoding, as ZooKeeper's ReferenceCountedACLCache does. Bounded: when full, it starts again (lists already
 // shared stay shared). Not safe for concurrent use.
 type aclTable struct{ m map[string][]encoding.ACL }
 

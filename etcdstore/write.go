@@ -222,7 +222,6 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		if err != nil || !ok {
 			return nil, z, fmt.Errorf("session %s: setACL %q: read back: %v", s.id, path, err)
 		}
-		b.acls.remember(path, acl, r.Header.Revision)
 		return &encoding.SetACLResponse{Stat: n.Stat}, z, nil
 	}
 	return nil, s.zxid(0), fmt.Errorf("session %s: setACL %q: too many conflicting retries", s.id, path)
