@@ -84,6 +84,17 @@ func (k keySchema) childrenPrefix(path string) string {
 	return k.prefix + "n/" + strconv.Itoa(depth(path)+1) + path + "/"
 }
 
+// dataKeysPrefix is the common prefix of every data key.
+func (k keySchema) dataKeysPrefix() string { return k.prefix + "n/" }
+
+// childrenMetaPrefix is the prefix of the meta keys of path's direct children.
+func (k keySchema) childrenMetaPrefix(path string) string {
+	if path == "/" {
+		return k.prefix + "m/1/"
+	}
+	return k.prefix + "m/" + strconv.Itoa(depth(path)+1) + path + "/"
+}
+
 // childName extracts a child's name from its data key, given childrenPrefix of the parent.
 func childName(key []byte, childrenPrefix string) string {
 	return string(key[len(childrenPrefix):])

@@ -193,10 +193,23 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 	rev, tr := b.tree.rev, b.tree.t
 	b.tree.mu.RUnlock()
 	nodes := tr.nodes
-	fresh := newReplica(b.keys)
+	fresh := newReplica(b.keys, zaptest.NewLogger(t))
 	fresh.pageSize = 7 // many pages
 	if err := fresh.load(ctx, b.kv, rev); err != nil {
 		t.Fatal(err)
+	}
+	// Parent by parent reads what a plain read of every key does.
+	byParent, err := fresh.loadByParent(ctx, b.kv, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := fresh.loadAll(ctx, b.kv, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(byParent, all) {
+		t.Errorf("loading parent by parent gives %d nodes (%d entries), reading every key %d (%d)",
+			byParent.count, len(byParent.nodes), all.count, len(all.nodes))
 	}
 	if len(fresh.t.nodes) != len(nodes) {
 		t.Errorf("the replica has %d entries, a fresh load %d", len(nodes), len(fresh.t.nodes))
@@ -229,5 +242,30 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 		if !reflect.DeepEqual(fromTree, fromEtcd) || !reflect.DeepEqual(children, got.children) && len(children)+len(got.children) > 0 {
 			t.Errorf("%s: the replica reads %+v %v, etcd %+v %v", path, fromTree, got.children, fromEtcd, children)
 		}
+	}
+}
+
+// TestReplicaLoadFallsBack: a data key the parent-by-parent load cannot reach (its parent has no
+// child-create key, which no zetcd write leaves) is still loaded, by reading every key.
+func TestReplicaLoadFallsBack(t *testing.T) {
+	ctx := context.Background()
+	b, _, _ := newTestBackend(t)
+	s := openTestSession(t, b)
+	if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/a", ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.kv.Txn(ctx).Then(
+		clientv3.OpPut(b.keys.data("/a/b"), encodeDataValue([]byte("x"), 1)),
+		clientv3.OpPut(b.keys.acl("/a/b"), encodeACLValue(aclValue{ACL: openACL})),
+	).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := newReplica(b.keys, zaptest.NewLogger(t))
+	if err := fresh.load(ctx, b.kv, r.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok, err := fresh.node("/a/b", false); !ok || err != nil {
+		t.Errorf("/a/b after the load: exists %v, %v", ok, err)
 	}
 }

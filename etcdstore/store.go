@@ -195,7 +195,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	b.treeWait = cmp.Or(cfg.treeWait, treeWaitLimit)
-	b.tree = newReplica(b.keys)
+	b.tree = newReplica(b.keys, b.log)
 	if err := b.tree.load(ctx, b.kv, rev); err != nil {
 		cancel()
 		return nil, err
