@@ -46,10 +46,12 @@ type etcdSession struct {
 
 	detached sync.Once // Detach's work
 
-	// gone is closed (once, by markGone) when the watch feed sees the session key deleted
-	// (expired in etcd, closed elsewhere) or rewritten by a newer owner (resumed elsewhere).
-	gone     chan struct{}
-	goneOnce sync.Once
+	// gone is cancelled (by markGone) when the watch feed sees the session key deleted
+	// (expired in etcd, closed elsewhere) or rewritten by a newer owner (resumed elsewhere). A
+	// context rather than a channel, so that the connection can be told (AfterDone) without a
+	// goroutine waiting on it.
+	gone     context.Context
+	markGone context.CancelFunc
 	// ending is set when this connection ends the session itself (end): the session key's
 	// deletion is then no news.
 	ending atomic.Bool
@@ -108,9 +110,10 @@ func (b *Store) observeSessionKeys(evs []*clientv3.Event) {
 	}
 }
 
-func (s *etcdSession) markGone() { s.goneOnce.Do(func() { close(s.gone) }) }
+func (s *etcdSession) Done() <-chan struct{} { return s.gone.Done() }
 
-func (s *etcdSession) Done() <-chan struct{} { return s.gone }
+// AfterDone calls f in a goroutine of its own once Done is closed (zetcd.DoneNotifier).
+func (s *etcdSession) AfterDone(f func()) (stop func() bool) { return context.AfterFunc(s.gone, f) }
 
 // LastZxid is the newest revision this process knows committed without a round trip: the
 // watch feed's progress, or the newest answer given to any of its sessions if that is newer
@@ -127,14 +130,18 @@ func (s *etcdSession) RefuseWrite(ctx context.Context, op encoding.Op) (encoding
 	return s.fail(ctx, op.String(), "", encoding.ErrMarshallingError)
 }
 
-var _ zetcd.Session = (*etcdSession)(nil)
+var (
+	_ zetcd.Session      = (*etcdSession)(nil)
+	_ zetcd.DoneNotifier = (*etcdSession)(nil)
+)
 
 func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, events zetcd.EventSink) *etcdSession {
 	if events == nil {
 		events = discardEvents{}
 	}
 	// Replies never carry a zxid older than the session's own creation or resumption.
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, auth: &znode.Identities{}, gone: make(chan struct{})}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, auth: &znode.Identities{}}
+	s.gone, s.markGone = context.WithCancel(context.Background())
 	s.watcher = watch.NewWatcher(events, id, s.auth)
 	b.local.add(s)
 	b.keeper.add(clientv3.LeaseID(id))

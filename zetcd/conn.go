@@ -50,7 +50,11 @@ const maxReuseBytes = 4 << 10
 //     words, performs the handshake, then becomes the reader, and finally tears down;
 //   - the executor (runExecutor, executor.go), which calls the Session's Handler methods;
 //   - the writer (runWriter), the only goroutine that writes to the socket after the handshake
-//     has been decided.
+//     has been decided; it runs only while frames are queued (outQueue).
+//
+// An idle connection is its serve goroutine blocked in a read, and nothing else: the executor
+// and the writer exit when their queues are empty, and the session's end is learnt from the
+// backend's callback (DoneNotifier, sessionGone), not by a goroutine waiting on it.
 type clientConn struct {
 	s      *Server
 	nc     net.Conn
@@ -83,11 +87,11 @@ type clientConn struct {
 	lastActivity atomic.Int64 // unix ns when the last packet arrived (touches the session)
 	eof          bool         // the client closed its side cleanly; serve goroutine only
 
-	reqCh      chan *pendingRequest // reader → executor; closed by teardown once the reader stopped
-	execDone   chan struct{}        // closed when the executor has returned
-	out        *outQueue            // reader (pings), executor (replies), watch events → writer
-	budget     *queueBudget         // bytes held for the client: requests read, frames to write
-	writerDone chan struct{}        // closed when the writer has returned
+	reqCh    chan *pendingRequest // reader → executor; closed by teardown once the reader stopped
+	execDone chan struct{}        // closed when the executor has returned
+	out      *outQueue            // reader (pings), executor (replies), watch events → writer
+	budget   *queueBudget         // bytes held for the client: requests read, frames to write
+	stopGone func() bool          // cancels sessionGone's registration (afterDone); teardown
 	// events holds back the watch events that arrive while a request executes, so that the
 	// reply of a request that sets a watch precedes that watch's events (events.go).
 	events eventGate
@@ -205,14 +209,15 @@ func (c *clientConn) teardown() {
 		reqClosed = true
 		<-c.execDone
 		c.send(outFrame{noFrame: true, closeAfter: true})
-		<-c.writerDone
+		c.out.close(true) // the writer writes up to the closing frame and exits
 	}
 	c.shutdown()
 	if !reqClosed {
 		close(c.reqCh) // the reader, its only sender, has stopped
 	}
 	<-c.execDone
-	<-c.writerDone
+	c.out.close(true)
+	c.stopGone()
 	for r := range c.reqCh { // left behind by an executor that stopped early
 		c.dequeued(r)
 	}
@@ -222,6 +227,17 @@ func (c *clientConn) teardown() {
 	// Otherwise settle the session first: closing may linger for a slow client (closeSocket).
 	c.endSession()
 	c.closeSocket()
+}
+
+// sessionGone is called (in a goroutine of its own) when the backend reports that the session
+// ended or moved without this connection (Session.Done): ZooKeeper closes such a connection.
+func (c *clientConn) sessionGone() {
+	if c.isClosing() {
+		return
+	}
+	c.log.Info("session ended or moved elsewhere; closing its connection here")
+	c.setEnd(endGone)
+	c.shutdown()
 }
 
 // endSession makes the life-cycle call the end reason calls for. The executor has stopped, so

@@ -44,9 +44,12 @@
 //     executes, the watch events handed to the connection are held and queued around its
 //     reply (events.go), so that reply comes before any event of the watch it set.
 //   - The writer (runWriter). It is the only goroutine writing to the socket once the session
-//     is open. It encodes frames into a buffered writer and flushes whenever its queue is
-//     empty, and it tracks the highest zxid written on the connection: no reply carries a
-//     lower one. Pings and the errors the server makes itself carry Session.LastZxid.
+//     is open, and runs only while frames are queued: queuing a frame starts it if none runs,
+//     and it exits when it finds the queue empty (outQueue). It writes each batch of encoded
+//     frames in one writev, and it tracks the highest zxid written on the connection: no reply
+//     carries a lower one. Pings and the errors the server makes itself carry Session.LastZxid.
+//   - No goroutine waits for the session's end: the backend calls the connection back
+//     (DoneNotifier) when the session expires in the store or moves elsewhere.
 //
 // One file per role: handshake.go (first frame, Backend.Connect, runSession), reader.go,
 // executor.go (with dispatchTable), writer.go, events.go; conn.go holds what they share (clientConn, its

@@ -55,7 +55,10 @@ type forwarded struct {
 	inv   Invoker
 }
 
-var _ Session = (*forwarded)(nil)
+var (
+	_ Session      = (*forwarded)(nil)
+	_ DoneNotifier = (*forwarded)(nil)
+)
 
 // withResp calls inv for a method whose success reply has a body of type R.
 func withResp[R encoding.Record](ctx context.Context, inv Invoker, op encoding.Op, req encoding.Record) (R, encoding.Zxid, error) {
@@ -97,6 +100,9 @@ func (f *forwarded) Close(ctx context.Context) (encoding.Zxid, error) { return f
 func (f *forwarded) Expire(ctx context.Context) error                 { return f.inner.Expire(ctx) }
 func (f *forwarded) Done() <-chan struct{}                            { return f.inner.Done() }
 func (f *forwarded) Detach()                                          { f.inner.Detach() }
+
+// AfterDone is inner's (DoneNotifier), or a goroutine waiting on inner's Done.
+func (f *forwarded) AfterDone(fn func()) (stop func() bool) { return afterDone(f.inner, fn) }
 
 // The Handler: one line per opcode.
 

@@ -178,10 +178,9 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 	c.st.established.Store(time.Now().UnixMilli())
 	c.reqCh = make(chan *pendingRequest, maxOutstanding)
 	c.execDone = make(chan struct{})
-	c.out = newOutQueue(c.budget)
-	c.writerDone = make(chan struct{})
+	c.out = newOutQueue(c.budget, c.runWriter)
+	c.stopGone = afterDone(sess, c.sessionGone)
 	go c.runExecutor()
-	go c.runWriter()
 	defer c.teardown()
 
 	if old != nil {
