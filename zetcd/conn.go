@@ -87,11 +87,10 @@ type clientConn struct {
 	lastActivity atomic.Int64 // unix ns when the last packet arrived (touches the session)
 	eof          bool         // the client closed its side cleanly; serve goroutine only
 
-	reqCh    chan *pendingRequest // reader → executor; closed by teardown once the reader stopped
-	execDone chan struct{}        // closed when the executor has returned
-	out      *outQueue            // reader (pings), executor (replies), watch events → writer
-	budget   *queueBudget         // bytes held for the client: requests read, frames to write
-	stopGone func() bool          // cancels sessionGone's registration (afterDone); teardown
+	exec     execQueue    // reader → executor
+	out      *outQueue    // reader (pings), executor (replies), watch events → writer
+	budget   *queueBudget // bytes held for the client: requests read, frames to write
+	stopGone func() bool  // cancels sessionGone's registration (afterDone); teardown
 	// events holds back the watch events that arrive while a request executes, so that the
 	// reply of a request that sets a watch precedes that watch's events (events.go).
 	events eventGate
@@ -200,27 +199,20 @@ func (c *clientConn) recoverPanic(goroutine string) {
 // the writer, settles the session according to the end reason, and closes the socket (before
 // settling, for an expired session).
 func (c *clientConn) teardown() {
-	reqClosed := false
 	if (c.eof || c.isDraining()) && !c.isClosing() {
 		// The client closed its side after sending, or the server is draining: what was read
 		// still takes effect, in order (as in ZooKeeper, where a request read is a request
 		// submitted), and the replies are flushed before the connection closes.
-		close(c.reqCh)
-		reqClosed = true
-		<-c.execDone
+		c.exec.stop(true)
 		c.send(outFrame{noFrame: true, closeAfter: true})
 		c.out.close(true) // the writer writes up to the closing frame and exits
 	}
 	c.shutdown()
-	if !reqClosed {
-		close(c.reqCh) // the reader, its only sender, has stopped
-	}
-	<-c.execDone
-	c.out.close(true)
-	c.stopGone()
-	for r := range c.reqCh { // left behind by an executor that stopped early
+	for _, r := range c.exec.stop(true) { // left behind by an executor that stopped early
 		c.dequeued(r)
 	}
+	c.out.close(true)
+	c.stopGone()
 	if c.endReason() == endExpired {
 		c.closeSocket() // ZooKeeper closes the connection, then ends the session
 	}

@@ -36,10 +36,12 @@
 //     becomes the reader: it reads frames (bounded by MaxFrameBytes), touches the session on
 //     every packet, answers pings directly through the writer, and queues every other request
 //     to the executor. When it stops, it tears the connection down and settles the session.
-//   - The executor (runExecutor). It takes requests from a bounded queue (1000; a full queue
-//     stops the reader, which stops reading the socket) and calls the Session's Handler
-//     methods strictly one at a time in arrival order, through one table from opcode to
-//     Handler method (dispatchTable). It queues each reply to the writer before taking the
+//   - The executor (runExecutor). It takes requests from a bounded queue (128 requests, and
+//     bytes; a full queue stops the reader, which stops reading the socket) and calls the
+//     Session's Handler methods strictly one at a time in arrival order, through one table
+//     from opcode to Handler method (dispatchTable). It runs only while requests are queued:
+//     queuing one starts it if none runs, and it exits when it finds the queue empty
+//     (execQueue). It queues each reply to the writer before taking the
 //     next request, so replies leave in request order. While a request that sets a watch
 //     executes, the watch events handed to the connection are held and queued around its
 //     reply (events.go), so that reply comes before any event of the watch it set.

@@ -176,11 +176,9 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 		return
 	}
 	c.st.established.Store(time.Now().UnixMilli())
-	c.reqCh = make(chan *pendingRequest, maxOutstanding)
-	c.execDone = make(chan struct{})
+	c.exec.idle.L = &c.exec.mu
 	c.out = newOutQueue(c.budget, c.runWriter)
 	c.stopGone = afterDone(sess, c.sessionGone)
-	go c.runExecutor()
 	defer c.teardown()
 
 	if old != nil {

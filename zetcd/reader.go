@@ -56,11 +56,10 @@ func (c *clientConn) runReader() {
 		// The decoded request holds about what its frame did.
 		r.size = int64(len(frame)) + frameOverhead
 		c.queued(r)
-		select {
-		case c.reqCh <- r:
-		case <-c.closing:
+		if !c.pushRequest(r) {
+			// The executor stopped for good after a request that closes the connection: the
+			// writer closes it once the answer is out (returning here would cut that short).
 			c.dequeued(r)
-			return
 		}
 	}
 }

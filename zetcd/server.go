@@ -74,8 +74,8 @@ const (
 	lingerMaxBytes = 1 << 20
 	// maxOutstanding is the reader→executor queue length per connection: the reader stops
 	// reading the socket when this many requests wait (as at ZooKeeper's
-	// globalOutstandingLimit; the bytes they hold are bounded too, backpressure.go). A slot
-	// costs a pointer for the connection's life: 128 is deep pipelining at 1 KiB.
+	// globalOutstandingLimit; the bytes they hold are bounded too, backpressure.go). The queue
+	// grows with what waits and is dropped when the executor finds it empty (execQueue).
 	maxOutstanding = 128
 	// readBufferSize is the size of each connection's buffered reader: small requests arrive
 	// several at a time; a frame larger than it is read straight into its own buffer.
