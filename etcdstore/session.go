@@ -112,7 +112,7 @@ func (b *Store) observeSessionKeys(evs []*clientv3.Event) {
 
 func (s *etcdSession) Done() <-chan struct{} { return s.gone.Done() }
 
-// AfterDone calls f in a goroutine of its own once Done is closed (zetcd.DoneNotifier).
+// AfterDone calls f in a goroutine of its own once Done is closed, with no goroutine waiting.
 func (s *etcdSession) AfterDone(f func()) (stop func() bool) { return context.AfterFunc(s.gone, f) }
 
 // LastZxid is the newest revision this process knows committed without a round trip: the
@@ -130,10 +130,7 @@ func (s *etcdSession) RefuseWrite(ctx context.Context, op encoding.Op) (encoding
 	return s.fail(ctx, op.String(), "", encoding.ErrMarshallingError)
 }
 
-var (
-	_ zetcd.Session      = (*etcdSession)(nil)
-	_ zetcd.DoneNotifier = (*etcdSession)(nil)
-)
+var _ zetcd.Session = (*etcdSession)(nil)
 
 func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, events zetcd.EventSink) *etcdSession {
 	if events == nil {

@@ -40,11 +40,6 @@ const (
 	endClosed
 )
 
-// maxReuseBytes is the largest frame buffer the reader keeps between frames: enough for the
-// usual request; larger ones (big setData or create frames) are left to the garbage collector,
-// so an idle connection does not hold the largest frame it ever read.
-const maxReuseBytes = 4 << 10
-
 // clientConn is one accepted client connection. Its goroutines (see the package doc):
 //   - the serve goroutine (Server.serveConn), which owns the socket: it sniffs four-letter
 //     words, performs the handshake, then becomes the reader, and finally tears down;
@@ -54,12 +49,17 @@ const maxReuseBytes = 4 << 10
 //
 // An idle connection is its serve goroutine blocked in a read, and nothing else: the executor
 // and the writer exit when their queues are empty, and the session's end is learnt from the
-// backend's callback (DoneNotifier, sessionGone), not by a goroutine waiting on it.
+// backend's callback (Session.AfterDone, sessionGone), not by a goroutine waiting on it.
 type clientConn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
-	br     *bufio.Reader // read only by the serve goroutine
+	// br buffers what the client sent while some of it is unread: nil between frames, taken
+	// from readerPool when a frame's length prefix has arrived and given back once drained
+	// (readFrame). lenBuf holds a length prefix read straight from the socket. Serve goroutine
+	// only.
+	br     *bufio.Reader
+	lenBuf [4]byte
 
 	// log gains the session field in runSession before the executor and writer start;
 	// read-only afterwards.
@@ -90,7 +90,7 @@ type clientConn struct {
 	exec     execQueue    // reader → executor
 	out      *outQueue    // reader (pings), executor (replies), watch events → writer
 	budget   *queueBudget // bytes held for the client: requests read, frames to write
-	stopGone func() bool  // cancels sessionGone's registration (afterDone); teardown
+	stopGone func() bool  // cancels sessionGone's registration (Session.AfterDone); teardown
 	// events holds back the watch events that arrive while a request executes, so that the
 	// reply of a request that sets a watch precedes that watch's events (events.go).
 	events eventGate
@@ -108,7 +108,6 @@ func newClientConn(s *Server, nc net.Conn) *clientConn {
 		s:       s,
 		nc:      nc,
 		remote:  remote,
-		br:      bufio.NewReaderSize(nc, readBufferSize),
 		log:     s.log.WithLazy(zap.String("remote", remote)),
 		ctx:     ctx,
 		cancel:  cancel,
@@ -179,9 +178,14 @@ func (c *clientConn) closeSocket() {
 				cw.CloseWrite()
 			}
 			c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
-			io.Copy(io.Discard, io.LimitReader(c.br, lingerMaxBytes))
+			var r io.Reader = c.nc
+			if c.br != nil {
+				r = c.br
+			}
+			io.Copy(io.Discard, io.LimitReader(r, lingerMaxBytes))
 		}
 		c.nc.Close()
+		c.releaseReader()
 	})
 }
 

@@ -51,7 +51,7 @@
 //     frames in one writev, and it tracks the highest zxid written on the connection: no reply
 //     carries a lower one. Pings and the errors the server makes itself carry Session.LastZxid.
 //   - No goroutine waits for the session's end: the backend calls the connection back
-//     (DoneNotifier) when the session expires in the store or moves elsewhere.
+//     (Session.AfterDone) when the session expires in the store or moves elsewhere.
 //
 // One file per role: handshake.go (first frame, Backend.Connect, runSession), reader.go,
 // executor.go (with dispatchTable), writer.go, events.go; conn.go holds what they share (clientConn, its

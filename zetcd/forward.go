@@ -33,7 +33,7 @@ func Call(h Handler) Invoker {
 
 // Forward returns a Session whose Handler methods call inv with their opcode and request, and
 // convert its response back to the method's type; its other methods (ID, Password, Timeout,
-// AwaitEvents, LastZxid, RefuseWrite, Close, Expire, Done, Detach) call inner's. For every Session s that
+// AwaitEvents, LastZxid, RefuseWrite, Close, Expire, Done, AfterDone, Detach) call inner's. For every Session s that
 // keeps the Handler contract, Forward(s, Call(s)) behaves exactly like s.
 //
 // This is the only hand-written forwarder of the 27 opcodes: a decorator embeds the Session
@@ -55,10 +55,7 @@ type forwarded struct {
 	inv   Invoker
 }
 
-var (
-	_ Session      = (*forwarded)(nil)
-	_ DoneNotifier = (*forwarded)(nil)
-)
+var _ Session = (*forwarded)(nil)
 
 // withResp calls inv for a method whose success reply has a body of type R.
 func withResp[R encoding.Record](ctx context.Context, inv Invoker, op encoding.Op, req encoding.Record) (R, encoding.Zxid, error) {
@@ -101,8 +98,7 @@ func (f *forwarded) Expire(ctx context.Context) error                 { return f
 func (f *forwarded) Done() <-chan struct{}                            { return f.inner.Done() }
 func (f *forwarded) Detach()                                          { f.inner.Detach() }
 
-// AfterDone is inner's (DoneNotifier), or a goroutine waiting on inner's Done.
-func (f *forwarded) AfterDone(fn func()) (stop func() bool) { return afterDone(f.inner, fn) }
+func (f *forwarded) AfterDone(fn func()) (stop func() bool) { return f.inner.AfterDone(fn) }
 
 // The Handler: one line per opcode.
 

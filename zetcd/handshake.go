@@ -23,12 +23,13 @@ func (c *clientConn) serve() {
 	if !c.armRead(handshakeTimeout) {
 		return
 	}
-	var lenBuf [4]byte
-	if _, err := io.ReadFull(c.br, lenBuf[:]); err != nil {
+	// Straight from the socket (no buffered reader): a four-letter word is the first frame's
+	// only bytes, and a ConnectRequest its only frame until it is answered.
+	if _, err := io.ReadFull(c.nc, c.lenBuf[:]); err != nil {
 		c.logHandshakeError("read connect request", err)
 		return
 	}
-	n := int32(binary.BigEndian.Uint32(lenBuf[:]))
+	n := int32(binary.BigEndian.Uint32(c.lenBuf[:]))
 	if cmd, ok := encoding.FourLetterWord(n); ok {
 		c.fourLetterWord(cmd)
 		return
@@ -39,7 +40,7 @@ func (c *clientConn) serve() {
 		return
 	}
 	frame := make([]byte, n)
-	if _, err := io.ReadFull(c.br, frame); err != nil {
+	if _, err := io.ReadFull(c.nc, frame); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
@@ -178,7 +179,7 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 	c.st.established.Store(time.Now().UnixMilli())
 	c.exec.idle.L = &c.exec.mu
 	c.out = newOutQueue(c.budget, c.runWriter)
-	c.stopGone = afterDone(sess, c.sessionGone)
+	c.stopGone = sess.AfterDone(c.sessionGone)
 	defer c.teardown()
 
 	if old != nil {

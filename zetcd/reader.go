@@ -1,11 +1,14 @@
 package zetcd
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,18 +25,15 @@ import (
 // the session.
 func (c *clientConn) runReader() {
 	defer c.recoverPanic("reader")
-	var buf []byte
 	for {
 		if !c.awaitRoom(c.inFull, c.budget.inRoom, 0) || !c.armRead(c.timeout) {
 			return
 		}
-		frame, err := encoding.ReadFrame(c.br, buf, c.s.cfg.MaxFrameBytes)
+		// frame is valid until the next readFrame: records never alias it.
+		frame, err := c.readFrame()
 		if err != nil {
 			c.readFailed(err)
 			return
-		}
-		if cap(frame) <= maxReuseBytes {
-			buf = frame // records never alias the frame, so it can be reused at once
 		}
 		now := time.Now()
 		c.lastActivity.Store(now.UnixNano())
@@ -62,6 +62,66 @@ func (c *clientConn) runReader() {
 			c.dequeued(r)
 		}
 	}
+}
+
+// readerPool holds the buffered readers of connections that are reading a frame: a connection
+// waiting for its next request holds none (readFrame).
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
+
+// readFrame reads the next request frame (its payload, without the length prefix), bounded by
+// Config.MaxFrameBytes. The frame is valid until the next call: it may be the buffered
+// reader's own bytes.
+//
+// Between frames, when nothing the client sent is buffered, the connection holds no read
+// buffer, only its goroutine blocked in the socket's Read: the length prefix is read straight
+// from the socket into lenBuf, then a pooled buffered reader is taken for the payload and
+// whatever follows it (a pipelining client's next requests), and given back once drained.
+// A frame that fits the buffer is returned in place; a larger one is read into its own slice.
+func (c *clientConn) readFrame() ([]byte, error) {
+	if c.br != nil && c.br.Buffered() == 0 {
+		c.releaseReader() // the previous frame, if it was the reader's bytes, has been decoded
+	}
+	if c.br == nil {
+		if _, err := io.ReadFull(c.nc, c.lenBuf[:]); err != nil {
+			return nil, err
+		}
+		c.br = readerPool.Get().(*bufio.Reader)
+		c.br.Reset(c.nc)
+	} else if _, err := io.ReadFull(c.br, c.lenBuf[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(c.lenBuf[:]))
+	if n < 0 {
+		return nil, fmt.Errorf("%w: %d", encoding.ErrNegativeLength, n)
+	}
+	if int64(n) > int64(c.s.cfg.MaxFrameBytes) {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", encoding.ErrFrameTooLarge, n, c.s.cfg.MaxFrameBytes)
+	}
+	var frame []byte
+	var err error
+	if int(n) <= c.br.Size() {
+		if frame, err = c.br.Peek(int(n)); err == nil {
+			c.br.Discard(int(n)) // moves the read position only: frame stays intact until the next read
+		}
+	} else {
+		frame = make([]byte, n)
+		_, err = io.ReadFull(c.br, frame)
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return frame, err
+}
+
+// releaseReader gives the connection's buffered reader back to readerPool, with whatever it
+// still buffers. Serve goroutine only.
+func (c *clientConn) releaseReader() {
+	if c.br == nil {
+		return
+	}
+	c.br.Reset(nil)
+	readerPool.Put(c.br)
+	c.br = nil
 }
 
 // readFailed classifies the error that ended the reader.

@@ -121,31 +121,23 @@ type Session interface {
 	// this or another zetcd process) resumed it. The server then closes this connection and
 	// Detaches the Session, as ZooKeeper closes a connection whose session is gone. A backend
 	// that cannot tell returns nil (never closed).
-	// A Session may also implement DoneNotifier, so that the server need not keep a goroutine per
-	// connection waiting on Done.
 	Done() <-chan struct{}
+	// AfterDone arranges for f to be called, in a goroutine of its own, once Done is closed, as
+	// context.AfterFunc does for a context: stop cancels that, and reports whether it did (false:
+	// f has been started, or stop was called before). The server learns of the session's end
+	// this way, so that an idle connection is one goroutine (its reader), not one more waiting
+	// on Done. A backend that has only the channel can use AfterClose.
+	AfterDone(f func()) (stop func() bool)
 	// Detach tells the backend the client's connection is gone without ending the session: the
 	// backend stops keeping it alive, and the client may resume it (here or on another zetcd)
 	// until it expires. Detach is idempotent and does not block on the network.
 	Detach()
 }
 
-// DoneNotifier is an optional interface of a Session. AfterDone arranges for f to be called,
-// in a goroutine of its own, once Done is closed, as context.AfterFunc does for a context: stop
-// cancels that, and reports whether it did (false: f has been started, or stop was called
-// before). An idle connection is then one goroutine (its reader); for a Session without it, the
-// server waits on Done in a goroutine of its own.
-type DoneNotifier interface {
-	AfterDone(f func()) (stop func() bool)
-}
-
-// afterDone calls f once s's Done is closed (DoneNotifier), through s's AfterDone if it has
-// one, else from a goroutine waiting on Done. stop is as AfterDone's.
-func afterDone(s Session, f func()) (stop func() bool) {
-	if n, ok := s.(DoneNotifier); ok {
-		return n.AfterDone(f)
-	}
-	done := s.Done()
+// AfterClose calls f, in a goroutine of its own, once done is closed, unless stop is called
+// first; stop reports whether it prevented f. It is Session.AfterDone for a backend that has
+// only a Done channel, at the cost of a goroutine waiting on it (none if done is nil).
+func AfterClose(done <-chan struct{}, f func()) (stop func() bool) {
 	if done == nil {
 		return func() bool { return false }
 	}
