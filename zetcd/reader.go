@@ -23,68 +23,111 @@ import (
 //
 // Each frame must arrive within the session timeout (read deadline); one that does not expires
 // the session.
+//
+// An idle connection is this goroutine waiting in readPrefix, holding no buffer. runReader is
+// called at the top of the connection's goroutine (Server.serveConn), and the work of a frame
+// is done in readRequest, whose frame is gone by the time the next wait begins: the stack under
+// the wait is then small enough for the runtime to shrink it to 4 KiB.
 func (c *clientConn) runReader() {
 	defer c.recoverPanic("reader")
 	for {
 		if !c.awaitRoom(c.inFull, c.budget.inRoom, 0) || !c.armRead(c.timeout) {
 			return
 		}
-		// frame is valid until the next readFrame: records never alias it.
-		frame, err := c.readFrame()
-		if err != nil {
-			c.readFailed(err)
+		if c.br == nil {
+			if err := c.readPrefix(); err != nil {
+				c.readFailed(err)
+				return
+			}
+		}
+		if !c.readRequest() {
 			return
-		}
-		now := time.Now()
-		c.lastActivity.Store(now.UnixNano())
-		c.countReceived(4 + len(frame))
-
-		r := &pendingRequest{received: now}
-		if err := encoding.DecodeRecord(frame, &r.hdr); err != nil {
-			// Not even a header: there is no xid to answer.
-			c.log.Warn("bad request header; closing the connection",
-				zap.Error(fmt.Errorf("session %v: read request header: %w", c.id, err)))
-			return
-		}
-		if r.hdr.Op == encoding.OpPing {
-			// Answered at once, not behind slow requests. Clients match pings by xid -2,
-			// not by position, so overtaking earlier replies is fine.
-			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
-			continue
-		}
-		parseRequestBody(r, frame[encoding.RequestHeaderSize:])
-		// The decoded request holds about what its frame did.
-		r.size = int64(len(frame)) + frameOverhead
-		c.queued(r)
-		if !c.pushRequest(r) {
-			// The executor stopped for good after a request that closes the connection: the
-			// writer closes it once the answer is out (returning here would cut that short).
-			c.dequeued(r)
 		}
 	}
+}
+
+// readPrefix waits for the next frame's length prefix and reads it straight from the socket
+// into lenBuf (readFrame then reads the rest). It is where an idle connection waits: keep it
+// small.
+//
+//go:noinline
+func (c *clientConn) readPrefix() error {
+	got := 0
+	for {
+		n, err := c.nc.Read(c.lenBuf[got:])
+		if got += n; got == len(c.lenBuf) {
+			return nil
+		}
+		if err != nil {
+			if got > 0 && err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+}
+
+// readRequest reads the rest of a frame (readFrame) and queues the request, or answers a ping.
+// It reports false when the reader is to stop.
+//
+//go:noinline
+func (c *clientConn) readRequest() bool {
+	// frame is valid until the next readFrame: records never alias it.
+	frame, err := c.readFrame()
+	if err != nil {
+		c.readFailed(err)
+		return false
+	}
+	defer func() {
+		if c.br.Buffered() == 0 {
+			c.releaseReader() // frame, which may be its bytes, has been decoded
+		}
+	}()
+	now := time.Now()
+	c.lastActivity.Store(now.UnixNano())
+	c.countReceived(4 + len(frame))
+
+	r := &pendingRequest{received: now}
+	if err := encoding.DecodeRecord(frame, &r.hdr); err != nil {
+		// Not even a header: there is no xid to answer.
+		c.log.Warn("bad request header; closing the connection",
+			zap.Error(fmt.Errorf("session %v: read request header: %w", c.id, err)))
+		return false
+	}
+	if r.hdr.Op == encoding.OpPing {
+		// Answered at once, not behind slow requests. Clients match pings by xid -2,
+		// not by position, so overtaking earlier replies is fine.
+		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
+		return true
+	}
+	parseRequestBody(r, frame[encoding.RequestHeaderSize:])
+	// The decoded request holds about what its frame did.
+	r.size = int64(len(frame)) + frameOverhead
+	c.queued(r)
+	if !c.pushRequest(r) {
+		// The executor stopped for good after a request that closes the connection: the
+		// writer closes it once the answer is out (returning here would cut that short).
+		c.dequeued(r)
+	}
+	return true
 }
 
 // readerPool holds the buffered readers of connections that are reading a frame: a connection
 // waiting for its next request holds none (readFrame).
 var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
 
-// readFrame reads the next request frame (its payload, without the length prefix), bounded by
-// Config.MaxFrameBytes. The frame is valid until the next call: it may be the buffered
-// reader's own bytes.
+// readFrame reads the rest of a request frame (its payload, without the length prefix),
+// bounded by Config.MaxFrameBytes. The frame is valid until the next call: it may be the
+// buffered reader's own bytes.
 //
 // Between frames, when nothing the client sent is buffered, the connection holds no read
-// buffer, only its goroutine blocked in the socket's Read: the length prefix is read straight
-// from the socket into lenBuf, then a pooled buffered reader is taken for the payload and
-// whatever follows it (a pipelining client's next requests), and given back once drained.
-// A frame that fits the buffer is returned in place; a larger one is read into its own slice.
+// buffer: readPrefix has read the length prefix straight from the socket into lenBuf, and a
+// pooled buffered reader is taken here for the payload and whatever follows it (a pipelining
+// client's next requests), then given back once drained (readRequest). While it holds one,
+// the next prefix is read from it. A frame that fits the buffer is returned in place; a larger
+// one is read into its own slice.
 func (c *clientConn) readFrame() ([]byte, error) {
-	if c.br != nil && c.br.Buffered() == 0 {
-		c.releaseReader() // the previous frame, if it was the reader's bytes, has been decoded
-	}
-	if c.br == nil {
-		if _, err := io.ReadFull(c.nc, c.lenBuf[:]); err != nil {
-			return nil, err
-		}
+	if c.br == nil { // lenBuf holds the prefix (readPrefix)
 		c.br = readerPool.Get().(*bufio.Reader)
 		c.br.Reset(c.nc)
 	} else if _, err := io.ReadFull(c.br, c.lenBuf[:]); err != nil {

@@ -264,7 +264,12 @@ func (s *Server) serveConn(c *clientConn) {
 	}()
 	defer c.closeSocket()
 	defer c.recoverPanic("connection")
-	c.serve()
+	if c.serve() {
+		defer c.teardown()
+		// Here, not under serve: an idle connection waits in the reader, and the stack under
+		// it is then only this frame's (runReader).
+		c.runReader()
+	}
 }
 
 // snapshotLocked copies the listeners and connections out of their sets; s.mu must be held.
