@@ -152,7 +152,7 @@ func (q *outQueue) stopped() {
 }
 
 // runWriter writes what is queued, then exits (outQueue). It takes everything queued and
-// writes it in one system call (writev of the encoded frames), so a burst of replies leaves
+// writes it in one system call (writev of the encoded frames, or write of the only one), so a burst of replies leaves
 // together and no connection keeps a write buffer of its own. It tracks the highest zxid
 // written: no reply carries a lower one. Every write must complete within the session timeout;
 // a client that stops reading is disconnected. A connection has at most one writer at a time.
@@ -194,8 +194,16 @@ func (c *clientConn) runWriter() {
 		if !c.armWrite(c.timeout) {
 			return
 		}
-		out := bufs // WriteTo consumes its receiver
-		if _, err := out.WriteTo(c.nc); err != nil {
+		var err error
+		if len(bufs) == 1 {
+			// One frame (most batches): a plain write. writev makes the socket keep an iovec
+			// array for the rest of its life.
+			_, err = c.nc.Write(bufs[0])
+		} else {
+			out := bufs // WriteTo consumes its receiver
+			_, err = out.WriteTo(c.nc)
+		}
+		if err != nil {
 			c.writeFailed(err)
 			return
 		}
