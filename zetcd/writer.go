@@ -152,7 +152,7 @@ func (q *outQueue) stopped() {
 }
 
 // runWriter writes what is queued, then exits (outQueue). It takes everything queued and
-// writes it in one system call (writev of the encoded frames, or write of the only one), so a burst of replies leaves
+// writes it in one system call (clientConn.write), so a burst of replies leaves
 // together and no connection keeps a write buffer of its own. It tracks the highest zxid
 // written: no reply carries a lower one. Every write must complete within the session timeout;
 // a client that stops reading is disconnected. A connection has at most one writer at a time.
@@ -194,16 +194,7 @@ func (c *clientConn) runWriter() {
 		if !c.armWrite(c.timeout) {
 			return
 		}
-		var err error
-		if len(bufs) == 1 {
-			// One frame (most batches): a plain write. writev makes the socket keep an iovec
-			// array for the rest of its life.
-			_, err = c.nc.Write(bufs[0])
-		} else {
-			out := bufs // WriteTo consumes its receiver
-			_, err = out.WriteTo(c.nc)
-		}
-		if err != nil {
+		if err := c.write(bufs); err != nil {
 			c.writeFailed(err)
 			return
 		}
@@ -220,6 +211,40 @@ func (c *clientConn) runWriter() {
 			return
 		}
 	}
+}
+
+// coalesceBytes is the largest batch of several frames that write copies into one pooled
+// buffer rather than handing to writev.
+const coalesceBytes = 32 << 10
+
+var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, coalesceBytes); return &b }}
+
+// write writes a batch of frames in one system call: write for one frame, or for several
+// copied into a pooled buffer up to coalesceBytes, else writev. writev makes the socket keep
+// an iovec array for the rest of its life, which an idle connection should not hold.
+func (c *clientConn) write(bufs net.Buffers) error {
+	if len(bufs) == 1 {
+		_, err := c.nc.Write(bufs[0])
+		return err
+	}
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	if total > coalesceBytes {
+		out := bufs // WriteTo consumes its receiver
+		_, err := out.WriteTo(c.nc)
+		return err
+	}
+	bp := coalescePool.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, f := range bufs {
+		b = append(b, f...)
+	}
+	_, err := c.nc.Write(b)
+	*bp = b[:0]
+	coalescePool.Put(bp)
+	return err
 }
 
 // raiseZxid keeps the zxids the client sees from going back: a reply's zxid is raised, in its
