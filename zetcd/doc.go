@@ -32,10 +32,12 @@
 //     reads the first four bytes; a four-letter word ("ruok", "srvr", ...) is answered and the
 //     connection closed. Otherwise it reads the ConnectRequest, calls Backend.Connect (the
 //     negotiated timeout is the request's clamped to [MinSessionTimeout, MaxSessionTimeout]),
-//     records the session in the server's session table, starts the two goroutines below and
-//     becomes the reader: it reads frames (bounded by MaxFrameBytes), touches the session on
-//     every packet, answers pings directly through the writer, and queues every other request
-//     to the executor. When it stops, it tears the connection down and settles the session.
+//     records the session in the server's session table and becomes the reader: it reads
+//     frames (bounded by MaxFrameBytes), touches the session on every packet, answers pings
+//     directly through the writer, and queues every other request to the executor; queuing
+//     starts the two goroutines below when they are not running. When it stops, it tears the
+//     connection down and settles the session. An idle connection is this goroutine alone,
+//     waiting for a length prefix with no read buffer (readPrefix), its stack 4 KiB.
 //   - The executor (runExecutor). It takes requests from a bounded queue (128 requests, and
 //     bytes; a full queue stops the reader, which stops reading the socket) and calls the
 //     Session's Handler methods strictly one at a time in arrival order, through one table
