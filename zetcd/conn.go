@@ -1,7 +1,6 @@
 package zetcd
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -54,12 +53,7 @@ type clientConn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
-	// br buffers what the client sent while some of it is unread: nil between frames, taken
-	// from readerPool when a frame's length prefix has arrived and given back once drained
-	// (readFrame). lenBuf holds a length prefix read straight from the socket. Serve goroutine
-	// only.
-	br     *bufio.Reader
-	lenBuf [4]byte
+	rd     frameReader // what the client sent and is unread; serve goroutine only
 
 	// log gains the session field in runSession before the executor and writer start;
 	// read-only afterwards.
@@ -178,14 +172,10 @@ func (c *clientConn) closeSocket() {
 				cw.CloseWrite()
 			}
 			c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
-			var r io.Reader = c.nc
-			if c.br != nil {
-				r = c.br
-			}
-			io.Copy(io.Discard, io.LimitReader(r, lingerMaxBytes))
+			io.Copy(io.Discard, io.LimitReader(c.nc, lingerMaxBytes))
 		}
 		c.nc.Close()
-		c.releaseReader()
+		c.rd.release()
 	})
 }
 

@@ -26,11 +26,11 @@ func (c *clientConn) serve() bool {
 	}
 	// Straight from the socket (no buffered reader): a four-letter word is the first frame's
 	// only bytes, and a ConnectRequest its only frame until it is answered.
-	if _, err := io.ReadFull(c.nc, c.lenBuf[:]); err != nil {
+	if _, err := io.ReadFull(c.nc, c.rd.first[:4]); err != nil {
 		c.logHandshakeError("read connect request", err)
 		return false
 	}
-	n := int32(binary.BigEndian.Uint32(c.lenBuf[:]))
+	n := int32(binary.BigEndian.Uint32(c.rd.first[:4]))
 	if cmd, ok := encoding.FourLetterWord(n); ok {
 		c.fourLetterWord(cmd)
 		return false

@@ -1,7 +1,6 @@
 package zetcd
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,7 +33,7 @@ func (c *clientConn) runReader() {
 		if !c.awaitRoom(c.inFull, c.budget.inRoom, 0) || !c.armRead(c.timeout) {
 			return
 		}
-		if c.br == nil {
+		if c.rd.buf == nil {
 			if err := c.readPrefix(); err != nil {
 				c.readFailed(err)
 				return
@@ -46,22 +45,19 @@ func (c *clientConn) runReader() {
 	}
 }
 
-// readPrefix waits for the next frame's length prefix and reads it straight from the socket
-// into lenBuf (readFrame then reads the rest). It is where an idle connection waits: keep it
-// small.
+// readPrefix waits for the client's next bytes and reads what has arrived, up to len(first),
+// straight from the socket into rd.first; the start of a frame, often all of a small one. It is
+// where an idle connection waits: keep it small.
 //
 //go:noinline
 func (c *clientConn) readPrefix() error {
-	got := 0
 	for {
-		n, err := c.nc.Read(c.lenBuf[got:])
-		if got += n; got == len(c.lenBuf) {
+		n, err := c.nc.Read(c.rd.first[:])
+		if n > 0 {
+			c.rd.take(c.rd.first[:n]) // an error comes back on the next read
 			return nil
 		}
 		if err != nil {
-			if got > 0 && err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
 			return err
 		}
 	}
@@ -78,11 +74,7 @@ func (c *clientConn) readRequest() bool {
 		c.readFailed(err)
 		return false
 	}
-	defer func() {
-		if c.br.Buffered() == 0 {
-			c.releaseReader() // frame, which may be its bytes, has been decoded
-		}
-	}()
+	defer c.rd.releaseIfDrained() // frame, which may be its bytes, has been decoded
 	now := time.Now()
 	c.lastActivity.Store(now.UnixNano())
 	c.countReceived(4 + len(frame))
@@ -112,59 +104,103 @@ func (c *clientConn) readRequest() bool {
 	return true
 }
 
-// readerPool holds the buffered readers of connections that are reading a frame: a connection
-// waiting for its next request holds none (readFrame).
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
-
-// readFrame reads the rest of a request frame (its payload, without the length prefix),
-// bounded by Config.MaxFrameBytes. The frame is valid until the next call: it may be the
-// buffered reader's own bytes.
+// frameReader buffers what a client sent while some of it is unread. Serve goroutine only.
 //
-// Between frames, when nothing the client sent is buffered, the connection holds no read
-// buffer: readPrefix has read the length prefix straight from the socket into lenBuf, and a
-// pooled buffered reader is taken here for the payload and whatever follows it (a pipelining
-// client's next requests), then given back once drained (readRequest). While it holds one,
-// the next prefix is read from it. A frame that fits the buffer is returned in place; a larger
-// one is read into its own slice.
+// Between frames, when nothing the client sent is unread, it holds no buffer: readPrefix reads
+// whatever arrives first into first, a pooled buffer of readBufferSize is taken for it and for
+// the rest of the frame and whatever follows (a pipelining client's next requests), and given
+// back once drained. A frame that fits the buffer is returned in place; a larger one is read
+// into its own slice.
+type frameReader struct {
+	first [64]byte
+	buf   []byte // pooled; nil when nothing is unread
+	r, w  int    // buf[r:w] is unread
+}
+
+// readBufPool holds the read buffers of connections that are reading a frame.
+var readBufPool = sync.Pool{New: func() any { return new([readBufferSize]byte) }}
+
+// take starts buffering with b, the bytes read by readPrefix.
+func (rd *frameReader) take(b []byte) {
+	rd.buf = readBufPool.Get().(*[readBufferSize]byte)[:]
+	rd.r, rd.w = 0, copy(rd.buf, b)
+}
+
+// releaseIfDrained gives the buffer back once everything in it has been read.
+func (rd *frameReader) releaseIfDrained() {
+	if rd.buf != nil && rd.r == rd.w {
+		rd.release()
+	}
+}
+
+// release gives the buffer back with whatever it holds.
+func (rd *frameReader) release() {
+	if rd.buf == nil {
+		return
+	}
+	readBufPool.Put((*[readBufferSize]byte)(rd.buf))
+	rd.buf, rd.r, rd.w = nil, 0, 0
+}
+
+// fill reads from nc until buf holds k unread bytes (k <= len(buf)). A stream that ends first is
+// io.ErrUnexpectedEOF, or io.EOF if nothing was unread.
+func (rd *frameReader) fill(nc net.Conn, k int) error {
+	if rd.r+k > len(rd.buf) {
+		rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
+		rd.r = 0
+	}
+	for rd.w-rd.r < k {
+		n, err := nc.Read(rd.buf[rd.w:])
+		rd.w += n
+		if rd.w-rd.r >= k {
+			return nil
+		}
+		if err != nil {
+			if err == io.EOF && rd.w > rd.r {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// readFrame reads the next request frame (its payload, without the length prefix) from what
+// readPrefix began to read, bounded by Config.MaxFrameBytes. The frame is valid until the next
+// call: it may be the read buffer's own bytes.
 func (c *clientConn) readFrame() ([]byte, error) {
-	if c.br == nil { // lenBuf holds the prefix (readPrefix)
-		c.br = readerPool.Get().(*bufio.Reader)
-		c.br.Reset(c.nc)
-	} else if _, err := io.ReadFull(c.br, c.lenBuf[:]); err != nil {
+	rd := &c.rd
+	if err := rd.fill(c.nc, 4); err != nil {
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(c.lenBuf[:]))
+	n := int32(binary.BigEndian.Uint32(rd.buf[rd.r:]))
 	if n < 0 {
 		return nil, fmt.Errorf("%w: %d", encoding.ErrNegativeLength, n)
 	}
 	if int64(n) > int64(c.s.cfg.MaxFrameBytes) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", encoding.ErrFrameTooLarge, n, c.s.cfg.MaxFrameBytes)
 	}
-	var frame []byte
-	var err error
-	if int(n) <= c.br.Size() {
-		if frame, err = c.br.Peek(int(n)); err == nil {
-			c.br.Discard(int(n)) // moves the read position only: frame stays intact until the next read
+	if 4+int(n) <= len(rd.buf) {
+		if err := rd.fill(c.nc, 4+int(n)); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
 		}
-	} else {
-		frame = make([]byte, n)
-		_, err = io.ReadFull(c.br, frame)
+		frame := rd.buf[rd.r+4 : rd.r+4+int(n)]
+		rd.r += 4 + int(n)
+		return frame, nil
 	}
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
+	frame := make([]byte, n)
+	got := copy(frame, rd.buf[rd.r+4:rd.w])
+	rd.r = rd.w
+	if _, err := io.ReadFull(c.nc, frame[got:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
 	}
-	return frame, err
-}
-
-// releaseReader gives the connection's buffered reader back to readerPool, with whatever it
-// still buffers. Serve goroutine only.
-func (c *clientConn) releaseReader() {
-	if c.br == nil {
-		return
-	}
-	c.br.Reset(nil)
-	readerPool.Put(c.br)
-	c.br = nil
+	return frame, nil
 }
 
 // readFailed classifies the error that ended the reader.
