@@ -490,6 +490,33 @@ func TestConnFrameSizes(t *testing.T) {
 	}
 }
 
+// TestConnFrameByteByByte: frames that arrive a few bytes at a time, small and larger than the
+// reader's buffer, are read whole.
+func TestConnFrameByteByByte(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	var batch []byte
+	for i, n := range []int{10, 6000} {
+		c.xid++
+		batch = encoding.AppendFrame(batch, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpCreate},
+			&encoding.CreateRequest{Path: fmt.Sprintf("/b%d", i), Data: make([]byte, n)})
+	}
+	for len(batch) > 0 {
+		k := min(len(batch), 3)
+		c.write(batch[:k])
+		batch = batch[k:]
+		if len(batch)%512 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i := range 2 {
+		var cr encoding.CreateResponse
+		if h := c.readReply(&cr); h.Err != encoding.ErrOK || cr.Path != fmt.Sprintf("/b%d", i) {
+			t.Fatalf("create %d: %+v %+v", i, h, cr)
+		}
+	}
+}
+
 func TestConnRequests(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	c := ts.connect(10000)
