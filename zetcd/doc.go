@@ -37,7 +37,7 @@
 //     directly through the writer, and queues every other request to the executor; queuing
 //     starts the two goroutines below when they are not running. When it stops, it tears the
 //     connection down and settles the session. An idle connection is this goroutine alone,
-//     waiting for a length prefix with no read buffer (readPrefix), its stack 4 KiB.
+//     waiting for its next bytes with no read buffer (readPrefix), its stack 4 KiB.
 //   - The executor (runExecutor). It takes requests from a bounded queue (128 requests, and
 //     bytes; a full queue stops the reader, which stops reading the socket) and calls the
 //     Session's Handler methods strictly one at a time in arrival order, through one table

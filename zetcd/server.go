@@ -77,8 +77,8 @@ const (
 	// globalOutstandingLimit; the bytes they hold are bounded too, backpressure.go). The queue
 	// grows with what waits and is dropped when the executor finds it empty (execQueue).
 	maxOutstanding = 128
-	// readBufferSize is the size of the buffered reader a connection holds while it reads
-	// requests (readFrame; none between frames): small requests arrive several at a time, and
+	// readBufferSize is the size of the read buffer a connection holds while it reads
+	// requests (frameReader; none between frames): small requests arrive several at a time, and
 	// a frame up to this size is decoded in place; a larger one is read into its own buffer.
 	readBufferSize = 4 << 10
 )
