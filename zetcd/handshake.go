@@ -24,8 +24,8 @@ func (c *clientConn) serve() bool {
 	if !c.armRead(handshakeTimeout) {
 		return false
 	}
-	// Straight from the socket (no buffered reader): a four-letter word is the first frame's
-	// only bytes, and a ConnectRequest its only frame until it is answered.
+	// Exactly the first frame, straight from the socket: what a client sends after it (requests
+	// pipelined behind the ConnectRequest) stays in the socket for the reader.
 	if _, err := io.ReadFull(c.nc, c.rd.first[:4]); err != nil {
 		c.logHandshakeError("read connect request", err)
 		return false
