@@ -46,10 +46,9 @@ type etcdSession struct {
 
 	detached sync.Once // Detach's work
 
-	// gone is closed (once, by markGone) when the watch feed sees the session key deleted
-	// (expired in etcd, closed elsewhere) or rewritten by a newer owner (resumed elsewhere).
-	gone     chan struct{}
-	goneOnce sync.Once
+	// gone is closed (by markGone) when the watch feed sees the session key deleted (expired
+	// in etcd, closed elsewhere) or rewritten by a newer owner (resumed elsewhere).
+	gone goneLatch
 	// ending is set when this connection ends the session itself (end): the session key's
 	// deletion is then no news.
 	ending atomic.Bool
@@ -108,9 +107,79 @@ func (b *Store) observeSessionKeys(evs []*clientv3.Event) {
 	}
 }
 
-func (s *etcdSession) markGone() { s.goneOnce.Do(func() { close(s.gone) }) }
+func (s *etcdSession) markGone() { s.gone.close() }
 
-func (s *etcdSession) Done() <-chan struct{} { return s.gone }
+func (s *etcdSession) Done() <-chan struct{} { return s.gone.done() }
+
+// AfterDone calls f in a goroutine of its own once Done is closed, with no goroutine waiting.
+func (s *etcdSession) AfterDone(f func()) (stop func() bool) { return s.gone.after(f) }
+
+// goneLatch is a Session's Done: a latch closed once, whose channel is made only if someone
+// asks for it, and which calls the functions registered with after (each in a goroutine of its
+// own) when it closes. It is what context.WithCancel plus context.AfterFunc would be, without
+// their per-session map of children: the server registers one function per connection.
+type goneLatch struct {
+	mu         sync.Mutex
+	closed     bool
+	ch         chan struct{} // made by done, closed by close
+	registered []*func()     // registered by after and not yet stopped
+}
+
+// closedChan is done's answer once the latch is closed and no channel was made before.
+var closedChan = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+func (l *goneLatch) done() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ch == nil {
+		if l.closed {
+			return closedChan
+		}
+		l.ch = make(chan struct{})
+	}
+	return l.ch
+}
+
+func (l *goneLatch) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	if l.ch != nil {
+		close(l.ch)
+	}
+	fs := l.registered
+	l.registered = nil
+	l.mu.Unlock()
+	for _, f := range fs {
+		go (*f)()
+	}
+}
+
+// after registers f, or starts it at once if the latch is closed; stop unregisters it and
+// reports whether f had not been started.
+func (l *goneLatch) after(f func()) (stop func() bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		go f()
+		return func() bool { return false }
+	}
+	p := &f
+	l.registered = append(l.registered, p)
+	return func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		i := slices.Index(l.registered, p)
+		if i < 0 {
+			return false
+		}
+		l.registered = slices.Delete(l.registered, i, i+1)
+		return true
+	}
+}
 
 // LastZxid is the newest revision this process knows committed without a round trip: the
 // watch feed's progress, or the newest answer given to any of its sessions if that is newer
@@ -134,7 +203,7 @@ func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.
 		events = discardEvents{}
 	}
 	// Replies never carry a zxid older than the session's own creation or resumption.
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, auth: &znode.Identities{}, gone: make(chan struct{})}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, auth: &znode.Identities{}}
 	s.watcher = watch.NewWatcher(events, id, s.auth)
 	b.local.add(s)
 	b.keeper.add(clientv3.LeaseID(id))

@@ -90,8 +90,12 @@ func (c *clientConn) outFull() bool {
 	return out >= c.s.cfg.MaxConnQueuedBytes || out > 0 && c.s.overQueued()
 }
 
-// inFull reports whether the reader must wait before reading a request.
+// inFull reports whether the reader must wait before reading a request: maxOutstanding
+// requests wait for the executor, or the connection holds its bound in bytes.
 func (c *clientConn) inFull() bool {
+	if c.st.queued.Load() >= maxOutstanding {
+		return true
+	}
 	held := c.budget.in.Load() + c.budget.out.Load()
 	return held >= c.s.cfg.MaxConnQueuedBytes || held > 0 && c.s.overQueued()
 }

@@ -1,7 +1,6 @@
 package zetcd
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -40,22 +39,21 @@ const (
 	endClosed
 )
 
-// maxReuseBytes is the largest frame buffer the reader keeps between frames: enough for the
-// usual request; larger ones (big setData or create frames) are left to the garbage collector,
-// so an idle connection does not hold the largest frame it ever read.
-const maxReuseBytes = 4 << 10
-
 // clientConn is one accepted client connection. Its goroutines (see the package doc):
 //   - the serve goroutine (Server.serveConn), which owns the socket: it sniffs four-letter
 //     words, performs the handshake, then becomes the reader, and finally tears down;
 //   - the executor (runExecutor, executor.go), which calls the Session's Handler methods;
 //   - the writer (runWriter), the only goroutine that writes to the socket after the handshake
-//     has been decided.
+//     has been decided; it runs only while frames are queued (outQueue).
+//
+// An idle connection is its serve goroutine blocked in a read, and nothing else: the executor
+// and the writer exit when their queues are empty, and the session's end is learnt from the
+// backend's callback (Session.AfterDone, sessionGone), not by a goroutine waiting on it.
 type clientConn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
-	br     *bufio.Reader // read only by the serve goroutine
+	rd     frameReader // what the client sent and is unread; serve goroutine only
 
 	// log gains the session field in runSession before the executor and writer start;
 	// read-only afterwards.
@@ -83,11 +81,10 @@ type clientConn struct {
 	lastActivity atomic.Int64 // unix ns when the last packet arrived (touches the session)
 	eof          bool         // the client closed its side cleanly; serve goroutine only
 
-	reqCh      chan *pendingRequest // reader → executor; closed by teardown once the reader stopped
-	execDone   chan struct{}        // closed when the executor has returned
-	out        *outQueue            // reader (pings), executor (replies), watch events → writer
-	budget     *queueBudget         // bytes held for the client: requests read, frames to write
-	writerDone chan struct{}        // closed when the writer has returned
+	exec     execQueue    // reader → executor
+	out      *outQueue    // reader (pings), executor (replies), watch events → writer
+	budget   *queueBudget // bytes held for the client: requests read, frames to write
+	stopGone func() bool  // cancels sessionGone's registration (Session.AfterDone); teardown
 	// events holds back the watch events that arrive while a request executes, so that the
 	// reply of a request that sets a watch precedes that watch's events (events.go).
 	events eventGate
@@ -107,7 +104,6 @@ func newClientConn(s *Server, nc net.Conn) *clientConn {
 		s:       s,
 		nc:      nc,
 		remote:  remote,
-		br:      bufio.NewReaderSize(nc, readBufferSize),
 		log:     s.log.WithLazy(zap.String("remote", remote)),
 		ctx:     ctx,
 		cancel:  cancel,
@@ -178,9 +174,10 @@ func (c *clientConn) closeSocket() {
 				cw.CloseWrite()
 			}
 			c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
-			io.Copy(io.Discard, io.LimitReader(c.br, lingerMaxBytes))
+			io.Copy(io.Discard, io.LimitReader(c.nc, lingerMaxBytes))
 		}
 		c.nc.Close()
+		c.rd.release()
 	})
 }
 
@@ -198,32 +195,37 @@ func (c *clientConn) recoverPanic(goroutine string) {
 // the writer, settles the session according to the end reason, and closes the socket (before
 // settling, for an expired session).
 func (c *clientConn) teardown() {
-	reqClosed := false
 	if (c.eof || c.isDraining()) && !c.isClosing() {
 		// The client closed its side after sending, or the server is draining: what was read
 		// still takes effect, in order (as in ZooKeeper, where a request read is a request
 		// submitted), and the replies are flushed before the connection closes.
-		close(c.reqCh)
-		reqClosed = true
-		<-c.execDone
+		c.exec.stop(true)
 		c.send(outFrame{noFrame: true, closeAfter: true})
-		<-c.writerDone
+		c.out.close(true) // the writer writes up to the closing frame and exits
 	}
 	c.shutdown()
-	if !reqClosed {
-		close(c.reqCh) // the reader, its only sender, has stopped
-	}
-	<-c.execDone
-	<-c.writerDone
-	for r := range c.reqCh { // left behind by an executor that stopped early
+	for _, r := range c.exec.stop(true) { // left behind by an executor that stopped early
 		c.dequeued(r)
 	}
+	c.out.close(true)
+	c.stopGone()
 	if c.endReason() == endExpired {
 		c.closeSocket() // ZooKeeper closes the connection, then ends the session
 	}
 	// Otherwise settle the session first: closing may linger for a slow client (closeSocket).
 	c.endSession()
 	c.closeSocket()
+}
+
+// sessionGone is called (in a goroutine of its own) when the backend reports that the session
+// ended or moved without this connection (Session.Done): ZooKeeper closes such a connection.
+func (c *clientConn) sessionGone() {
+	if c.isClosing() {
+		return
+	}
+	c.log.Info("session ended or moved elsewhere; closing its connection here")
+	c.setEnd(endGone)
+	c.shutdown()
 }
 
 // endSession makes the life-cycle call the end reason calls for. The executor has stopped, so

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -157,14 +158,101 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 	r.kind, r.body = requestDispatch, rec
 }
 
+// execQueue is the reader→executor queue. The executor goroutine runs only while requests are
+// queued: push starts it when none runs, and it exits when it finds the queue empty. Both
+// decisions are made under mu, with running, so a request pushed just as the executor finds
+// the queue empty is never stranded. At most one executor runs at a time, so requests still
+// execute one at a time, in the order read. The reader bounds the queue (clientConn.inFull:
+// maxOutstanding requests, and bytes).
+type execQueue struct {
+	mu      sync.Mutex
+	items   []*pendingRequest // guarded by mu
+	running bool              // guarded by mu: an executor goroutine runs (started by push)
+	// stopped, guarded by mu: the executor stopped for good, after a request that closes the
+	// connection, or teardown: what is queued or pushed later is not executed (teardown
+	// uncounts it).
+	stopped bool
+	idle    sync.Cond // on mu; broadcast when running is cleared
+}
+
+// push queues r and starts the executor (c.runExecutor) if none runs. It reports false, and
+// does not queue r, once the executor has stopped for good.
+func (c *clientConn) pushRequest(r *pendingRequest) bool {
+	q := &c.exec
+	q.mu.Lock()
+	if q.stopped {
+		q.mu.Unlock()
+		return false
+	}
+	q.items = append(q.items, r)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go c.runExecutor()
+	}
+	return true
+}
+
+// next takes the oldest queued request. When none is queued it clears running and reports
+// false: the executor must then exit.
+func (q *execQueue) next() (*pendingRequest, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 || q.stopped {
+		q.items = nil // an idle connection keeps no queue slice
+		q.running = false
+		q.idle.Broadcast()
+		return nil, false
+	}
+	r := q.items[0]
+	q.items[0] = nil
+	q.items = q.items[1:]
+	return r, true
+}
+
+// stop stops the executor for good, and returns what is still queued. With wait, it first
+// waits for a running executor to exit (teardown, once the reader has stopped).
+func (q *execQueue) stop(wait bool) []*pendingRequest {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for wait && q.running {
+		q.idle.Wait()
+	}
+	q.stopped = true
+	left := q.items
+	q.items = nil
+	return left
+}
+
+// finish is the executor's exit after a request that closes the connection (or a panic).
+func (q *execQueue) finish() {
+	q.mu.Lock()
+	q.stopped = true
+	q.running = false
+	q.idle.Broadcast()
+	q.mu.Unlock()
+}
+
 // runExecutor is the session's executor: it runs queued requests one at a time, in the order
 // the reader read them, and queues each reply to the writer before taking the next request,
-// so replies leave in request order. It stops at the first request after which the
-// connection closes, and skips whatever is still queued once the connection is shutting down.
+// so replies leave in request order. It exits when the queue is empty (execQueue). It stops
+// for good at the first request after which the connection closes, and skips whatever is
+// still queued once the connection is shutting down.
 func (c *clientConn) runExecutor() {
-	defer close(c.execDone)
+	exited := false
+	defer func() {
+		if !exited {
+			c.exec.finish()
+		}
+	}()
 	defer c.recoverPanic("executor")
-	for r := range c.reqCh {
+	for {
+		r, ok := c.exec.next()
+		if !ok {
+			exited = true // next cleared running: another push starts another executor
+			return
+		}
 		skip := c.ctx.Err() != nil || !c.awaitRoom(c.outFull, c.budget.outRoom, c.timeout)
 		// Uncounted before it runs, so that no reply overtakes its request's count (srvr's
 		// Outstanding); the one request executing is the only one not counted.

@@ -155,6 +155,10 @@ func (s *lifecycleSession) Expire(ctx context.Context) error {
 }
 func (s *lifecycleSession) Done() <-chan struct{} { s.calls = append(s.calls, "Done"); return s.done }
 func (s *lifecycleSession) Detach()               { s.calls = append(s.calls, "Detach") }
+func (s *lifecycleSession) AfterDone(f func()) func() bool {
+	s.calls = append(s.calls, "AfterDone")
+	return AfterClose(s.done, f)
+}
 
 // TestForwardLifecycle: the life-cycle methods reach inner and never the Invoker.
 func TestForwardLifecycle(t *testing.T) {
@@ -173,7 +177,10 @@ func TestForwardLifecycle(t *testing.T) {
 		t.Error("Expire did not return inner's error")
 	}
 	s.Detach()
-	want := []string{"ID", "Password", "Timeout", "AwaitEvents", "Done", "Close", "Expire", "Detach"}
+	if stop := s.AfterDone(func() {}); !stop() {
+		t.Error("AfterDone's stop did not stop inner's registration")
+	}
+	want := []string{"ID", "Password", "Timeout", "AwaitEvents", "Done", "Close", "Expire", "Detach", "AfterDone"}
 	if !reflect.DeepEqual(inner.calls, want) {
 		t.Errorf("inner saw %v, want %v", inner.calls, want)
 	}

@@ -18,47 +18,49 @@ import (
 )
 
 // serve runs in the goroutine that accepted the connection: it reads the first frame and
-// either answers a four-letter word or opens the session and serves it until the end.
-func (c *clientConn) serve() {
+// either answers a four-letter word or opens the session (runSession). It reports whether a
+// session is open: the caller then runs the reader, and teardown.
+func (c *clientConn) serve() bool {
 	if !c.armRead(handshakeTimeout) {
-		return
+		return false
 	}
-	var lenBuf [4]byte
-	if _, err := io.ReadFull(c.br, lenBuf[:]); err != nil {
+	// Exactly the first frame, straight from the socket: what a client sends after it (requests
+	// pipelined behind the ConnectRequest) stays in the socket for the reader.
+	if _, err := io.ReadFull(c.nc, c.rd.first[:4]); err != nil {
 		c.logHandshakeError("read connect request", err)
-		return
+		return false
 	}
-	n := int32(binary.BigEndian.Uint32(lenBuf[:]))
+	n := int32(binary.BigEndian.Uint32(c.rd.first[:4]))
 	if cmd, ok := encoding.FourLetterWord(n); ok {
 		c.fourLetterWord(cmd)
-		return
+		return false
 	}
 	if n < 0 || int64(n) > int64(c.s.cfg.MaxFrameBytes) {
 		c.log.Warn("len error", zap.Error(fmt.Errorf("read connect request: frame length %d outside [0, %d]",
 			n, c.s.cfg.MaxFrameBytes)))
-		return
+		return false
 	}
 	frame := make([]byte, n)
-	if _, err := io.ReadFull(c.br, frame); err != nil {
+	if _, err := io.ReadFull(c.nc, frame); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
 		c.logHandshakeError("read connect request", err)
-		return
+		return false
 	}
 	c.countReceived(4 + len(frame))
 	c.s.stats.handshakes.Add(1)
 	var req encoding.ConnectRequest
 	if err := encoding.DecodeRecord(frame, &req); err != nil {
 		c.log.Warn("bad connect request; closing the connection", zap.Error(fmt.Errorf("decode connect request: %w", err)))
-		return
+		return false
 	}
 	timeout := c.s.negotiateTimeout(req.TimeOut)
 	sess := c.connect(&req, timeout)
 	if sess == nil {
-		return
+		return false
 	}
-	c.runSession(sess, &req, timeout)
+	return c.runSession(sess, &req, timeout)
 }
 
 func (c *clientConn) logHandshakeError(step string, err error) {
@@ -155,10 +157,11 @@ func (c *clientConn) writeHandshake(resp *encoding.ConnectResponse) {
 	c.graceful.Store(true)
 }
 
-// runSession serves an open session: it records it, closes any previous connection of the same
-// session, starts the executor and writer, answers the handshake, reads requests until the
-// connection ends, then tears everything down.
-func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, negotiated time.Duration) {
+// runSession opens the session on this connection: it records it, closes any previous
+// connection of the same session, and queues the handshake's answer. It reports whether the
+// session was recorded: the caller then reads requests until the connection ends (runReader),
+// then tears everything down (teardown), also if the answer was not sent.
+func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, negotiated time.Duration) bool {
 	c.sess = sess
 	c.id = sess.ID()
 	c.timeout = sess.Timeout()
@@ -166,24 +169,21 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 		c.timeout = negotiated
 	}
 	// Lazily: With copies the logger's encoder and buffer (about 1.3 KiB a connection), and
-	// most connections never log above the level.
-	c.log = c.log.WithLazy(zap.Stringer("session", c.id))
+	// most connections never log above the level. From the server's logger, not as a child of
+	// the handshake's, which then goes away.
+	c.log = c.s.log.WithLazy(zap.String("remote", c.remote), zap.Stringer("session", c.id))
 	c.lastActivity.Store(time.Now().UnixNano())
 	c.startAuth(c.transportIDs())
 
 	old, ok := c.s.sessions.attach(c)
 	if !ok { // server closing
 		sess.Detach()
-		return
+		return false
 	}
 	c.st.established.Store(time.Now().UnixMilli())
-	c.reqCh = make(chan *pendingRequest, maxOutstanding)
-	c.execDone = make(chan struct{})
-	c.out = newOutQueue(c.budget)
-	c.writerDone = make(chan struct{})
-	go c.runExecutor()
-	go c.runWriter()
-	defer c.teardown()
+	c.exec.idle.L = &c.exec.mu
+	c.out = newOutQueue(c.budget, c.runWriter)
+	c.stopGone = sess.AfterDone(c.sessionGone)
 
 	if old != nil {
 		// The session moved to this connection: its old connection must stop serving it
@@ -196,7 +196,7 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 		select {
 		case <-old.done:
 		case <-c.closing:
-			return
+			return true // the reader stops at once
 		}
 	}
 	// Written by the writer as its first frame: nothing else is queued before the reader runs.
@@ -210,5 +210,5 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 	}})
 	c.log.Debug("session established", zap.Duration("timeout", c.timeout),
 		zap.Bool("resumed", req.SessionID != 0), zap.Bool("readOnlyFlag", req.HasReadOnly))
-	c.runReader()
+	return true
 }

@@ -1,11 +1,13 @@
 package zetcd
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -20,49 +22,185 @@ import (
 //
 // Each frame must arrive within the session timeout (read deadline); one that does not expires
 // the session.
+//
+// An idle connection is this goroutine waiting in readPrefix, holding no buffer. runReader is
+// called at the top of the connection's goroutine (Server.serveConn), and the work of a frame
+// is done in readRequest, whose frame is gone by the time the next wait begins: the stack under
+// the wait is then small enough for the runtime to shrink it to 4 KiB.
 func (c *clientConn) runReader() {
 	defer c.recoverPanic("reader")
-	var buf []byte
 	for {
 		if !c.awaitRoom(c.inFull, c.budget.inRoom, 0) || !c.armRead(c.timeout) {
 			return
 		}
-		frame, err := encoding.ReadFrame(c.br, buf, c.s.cfg.MaxFrameBytes)
-		if err != nil {
-			c.readFailed(err)
-			return
+		if c.rd.buf == nil {
+			if err := c.readPrefix(); err != nil {
+				c.readFailed(err)
+				return
+			}
 		}
-		if cap(frame) <= maxReuseBytes {
-			buf = frame // records never alias the frame, so it can be reused at once
-		}
-		now := time.Now()
-		c.lastActivity.Store(now.UnixNano())
-		c.countReceived(4 + len(frame))
-
-		r := &pendingRequest{received: now}
-		if err := encoding.DecodeRecord(frame, &r.hdr); err != nil {
-			// Not even a header: there is no xid to answer.
-			c.log.Warn("bad request header; closing the connection",
-				zap.Error(fmt.Errorf("session %v: read request header: %w", c.id, err)))
-			return
-		}
-		if r.hdr.Op == encoding.OpPing && c.pingAtOnce() {
-			// Answered at once, not behind slow requests. Clients match pings by xid -2,
-			// not by position, so overtaking earlier replies is fine.
-			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
-			continue
-		}
-		parseRequestBody(r, frame[encoding.RequestHeaderSize:])
-		// The decoded request holds about what its frame did.
-		r.size = int64(len(frame)) + frameOverhead
-		c.queued(r)
-		select {
-		case c.reqCh <- r:
-		case <-c.closing:
-			c.dequeued(r)
+		if !c.readRequest() {
 			return
 		}
 	}
+}
+
+// readPrefix waits for the client's next bytes and reads what has arrived, up to len(first),
+// straight from the socket into rd.first; the start of a frame, often all of a small one. It is
+// where an idle connection waits: keep it small.
+//
+//go:noinline
+func (c *clientConn) readPrefix() error {
+	for {
+		n, err := c.nc.Read(c.rd.first[:])
+		if n > 0 {
+			c.rd.take(c.rd.first[:n]) // an error comes back on the next read
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// readRequest reads the rest of a frame (readFrame) and queues the request, or answers a ping.
+// It reports false when the reader is to stop.
+//
+//go:noinline
+func (c *clientConn) readRequest() bool {
+	// frame is valid until the next readFrame: records never alias it.
+	frame, err := c.readFrame()
+	if err != nil {
+		c.readFailed(err)
+		return false
+	}
+	defer c.rd.releaseIfDrained() // frame, which may be its bytes, has been decoded
+	now := time.Now()
+	c.lastActivity.Store(now.UnixNano())
+	c.countReceived(4 + len(frame))
+
+	r := &pendingRequest{received: now}
+	if err := encoding.DecodeRecord(frame, &r.hdr); err != nil {
+		// Not even a header: there is no xid to answer.
+		c.log.Warn("bad request header; closing the connection",
+			zap.Error(fmt.Errorf("session %v: read request header: %w", c.id, err)))
+		return false
+	}
+	if r.hdr.Op == encoding.OpPing && c.pingAtOnce() {
+		// Answered at once, not behind slow requests. Clients match pings by xid -2,
+		// not by position, so overtaking earlier replies is fine.
+		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
+		return true
+	}
+	parseRequestBody(r, frame[encoding.RequestHeaderSize:])
+	// The decoded request holds about what its frame did.
+	r.size = int64(len(frame)) + frameOverhead
+	c.queued(r)
+	if !c.pushRequest(r) {
+		// The executor stopped for good after a request that closes the connection: the
+		// writer closes it once the answer is out (returning here would cut that short).
+		c.dequeued(r)
+	}
+	return true
+}
+
+// frameReader buffers what a client sent while some of it is unread. Serve goroutine only.
+//
+// Between frames, when nothing the client sent is unread, it holds no buffer: readPrefix reads
+// whatever arrives first into first, a pooled buffer of readBufferSize is taken for it and for
+// the rest of the frame and whatever follows (a pipelining client's next requests), and given
+// back once drained. A frame that fits the buffer is returned in place; a larger one is read
+// into its own slice.
+type frameReader struct {
+	first [64]byte
+	buf   []byte // pooled; nil when nothing is unread
+	r, w  int    // buf[r:w] is unread
+}
+
+// readBufPool holds the read buffers of connections that are reading a frame.
+var readBufPool = sync.Pool{New: func() any { return new([readBufferSize]byte) }}
+
+// take starts buffering with b, the bytes read by readPrefix.
+func (rd *frameReader) take(b []byte) {
+	rd.buf = readBufPool.Get().(*[readBufferSize]byte)[:]
+	rd.r, rd.w = 0, copy(rd.buf, b)
+}
+
+// releaseIfDrained gives the buffer back once everything in it has been read.
+func (rd *frameReader) releaseIfDrained() {
+	if rd.buf != nil && rd.r == rd.w {
+		rd.release()
+	}
+}
+
+// release gives the buffer back with whatever it holds.
+func (rd *frameReader) release() {
+	if rd.buf == nil {
+		return
+	}
+	readBufPool.Put((*[readBufferSize]byte)(rd.buf))
+	rd.buf, rd.r, rd.w = nil, 0, 0
+}
+
+// fill reads from nc until buf holds k unread bytes (k <= len(buf)). A stream that ends first is
+// io.ErrUnexpectedEOF, or io.EOF if nothing was unread.
+func (rd *frameReader) fill(nc net.Conn, k int) error {
+	if rd.r+k > len(rd.buf) {
+		rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
+		rd.r = 0
+	}
+	for rd.w-rd.r < k {
+		n, err := nc.Read(rd.buf[rd.w:])
+		rd.w += n
+		if rd.w-rd.r >= k {
+			return nil
+		}
+		if err != nil {
+			if err == io.EOF && rd.w > rd.r {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// readFrame reads the next request frame (its payload, without the length prefix) from what
+// readPrefix began to read, bounded by Config.MaxFrameBytes. The frame is valid until the next
+// call: it may be the read buffer's own bytes.
+func (c *clientConn) readFrame() ([]byte, error) {
+	rd := &c.rd
+	if err := rd.fill(c.nc, 4); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(rd.buf[rd.r:]))
+	if n < 0 {
+		return nil, fmt.Errorf("%w: %d", encoding.ErrNegativeLength, n)
+	}
+	if int64(n) > int64(c.s.cfg.MaxFrameBytes) {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", encoding.ErrFrameTooLarge, n, c.s.cfg.MaxFrameBytes)
+	}
+	if 4+int(n) <= len(rd.buf) {
+		if err := rd.fill(c.nc, 4+int(n)); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		frame := rd.buf[rd.r+4 : rd.r+4+int(n)]
+		rd.r += 4 + int(n)
+		return frame, nil
+	}
+	frame := make([]byte, n)
+	got := copy(frame, rd.buf[rd.r+4:rd.w])
+	rd.r = rd.w
+	if _, err := io.ReadFull(c.nc, frame[got:]); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return frame, nil
 }
 
 // readFailed classifies the error that ended the reader.

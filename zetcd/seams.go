@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -127,10 +128,43 @@ type Session interface {
 	// Detaches the Session, as ZooKeeper closes a connection whose session is gone. A backend
 	// that cannot tell returns nil (never closed).
 	Done() <-chan struct{}
+	// AfterDone arranges for f to be called, in a goroutine of its own, once Done is closed, as
+	// context.AfterFunc does for a context: stop cancels that, and reports whether it did (false:
+	// f has been started, or stop was called before). The server learns of the session's end
+	// this way, so that an idle connection is one goroutine (its reader), not one more waiting
+	// on Done. A backend that has only the channel can use AfterClose.
+	AfterDone(f func()) (stop func() bool)
 	// Detach tells the backend the client's connection is gone without ending the session: the
 	// backend stops keeping it alive, and the client may resume it (here or on another zetcd)
 	// until it expires. Detach is idempotent and does not block on the network.
 	Detach()
+}
+
+// AfterClose calls f, in a goroutine of its own, once done is closed, unless stop is called
+// first; stop reports whether it prevented f. It is Session.AfterDone for a backend that has
+// only a Done channel, at the cost of a goroutine waiting on it (none if done is nil).
+func AfterClose(done <-chan struct{}, f func()) (stop func() bool) {
+	if done == nil {
+		return func() bool { return false }
+	}
+	var state atomic.Int32 // 0: waiting, 1: f started, 2: stopped
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-done:
+			if state.CompareAndSwap(0, 1) {
+				f()
+			}
+		case <-stopped:
+		}
+	}()
+	return func() bool {
+		if state.CompareAndSwap(0, 2) {
+			close(stopped)
+			return true
+		}
+		return false
+	}
 }
 
 // ConnectParams is a client's ConnectRequest after timeout negotiation.

@@ -77,12 +77,13 @@ const (
 	lingerMaxBytes = 1 << 20
 	// maxOutstanding is the reader→executor queue length per connection: the reader stops
 	// reading the socket when this many requests wait (as at ZooKeeper's
-	// globalOutstandingLimit; the bytes they hold are bounded too, backpressure.go). A slot
-	// costs a pointer for the connection's life: 128 is deep pipelining at 1 KiB.
+	// globalOutstandingLimit; the bytes they hold are bounded too, backpressure.go). The queue
+	// grows with what waits and is dropped when the executor finds it empty (execQueue).
 	maxOutstanding = 128
-	// readBufferSize is the size of each connection's buffered reader: small requests arrive
-	// several at a time; a frame larger than it is read straight into its own buffer.
-	readBufferSize = 1 << 10
+	// readBufferSize is the size of the read buffer a connection holds while it reads
+	// requests (frameReader; none between frames): small requests arrive several at a time, and
+	// a frame up to this size is decoded in place; a larger one is read into its own buffer.
+	readBufferSize = 4 << 10
 )
 
 func (cfg Config) withDefaults() Config {
@@ -266,7 +267,12 @@ func (s *Server) serveConn(c *clientConn) {
 	}()
 	defer c.closeSocket()
 	defer c.recoverPanic("connection")
-	c.serve()
+	if c.serve() {
+		defer c.teardown()
+		// Here, not under serve: an idle connection waits in the reader, and the stack under
+		// it is then only this frame's (runReader).
+		c.runReader()
+	}
 }
 
 // snapshotLocked copies the listeners and connections out of their sets; s.mu must be held.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -379,6 +380,140 @@ func TestConnPing(t *testing.T) {
 	}
 	if p := c.ping(); p.Zxid != h.Zxid {
 		t.Errorf("ping zxid %v, want the last reply's %v", p.Zxid, h.Zxid)
+	}
+}
+
+// TestConnIdleIsOneGoroutine: a connection that has been served and is waiting for its next
+// request is one goroutine, its reader; the executor and the writer have exited, and a new
+// request starts them again.
+func TestConnIdleIsOneGoroutine(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	const n = 20
+	clients := make([]*testClient, n)
+	for i := range clients {
+		c := ts.connect(10000)
+		var cr encoding.CreateResponse
+		if h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: fmt.Sprintf("/idle%d", i)}, &cr); h.Err != encoding.ErrOK {
+			t.Fatalf("create: %+v", h)
+		}
+		c.ping()
+		clients[i] = c
+	}
+	// Connection goroutines by role: the reader waits in readPrefix, under serveConn.
+	roles := func() (readers, others int) {
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			switch {
+			case strings.Contains(g, "(*clientConn).readPrefix"):
+				readers++
+			case strings.Contains(g, "(*clientConn)."):
+				others++
+			}
+		}
+		return readers, others
+	}
+	deadline := time.Now().Add(ioTimeout)
+	for {
+		readers, others := roles()
+		if readers == n && others == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle: %d readers waiting and %d other connection goroutines, want %d and 0", readers, others, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Served again after being idle: requests and pings still answered, in order.
+	for i, c := range clients {
+		var gr encoding.GetDataResponse
+		if h := c.call(encoding.OpGetData, &encoding.GetDataRequest{Path: fmt.Sprintf("/idle%d", i)}, &gr); h.Err != encoding.ErrOK {
+			t.Fatalf("getData after idle: %+v", h)
+		}
+		c.ping()
+	}
+}
+
+// TestConnWriterRestarts: the writer exits whenever its queue is empty and the next frame
+// starts it again; no frame queued as it exits is stranded. Each round trip here finds the
+// writer (and the executor) gone or going.
+func TestConnWriterRestarts(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	var cr encoding.CreateResponse
+	if h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/w"}, &cr); h.Err != encoding.ErrOK {
+		t.Fatalf("create: %+v", h)
+	}
+	for i := range 500 {
+		if i%2 == 0 {
+			c.ping()
+			continue
+		}
+		var er encoding.ExistsResponse
+		if h := c.call(encoding.OpExists, &encoding.ExistsRequest{Path: "/w"}, &er); h.Err != encoding.ErrOK {
+			t.Fatalf("exists: %+v", h)
+		}
+	}
+}
+
+// TestConnFrameSizes: frames smaller and larger than the reader's buffer, sent back to back in
+// one write (so that frames straddle the buffer's end), each read whole and answered in order.
+func TestConnFrameSizes(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	sizes := []int{0, 100, 4000, 4070, 4096, 4097, 5000, 20000, 1, 9000}
+	var batch []byte
+	for i, n := range sizes {
+		data := make([]byte, n)
+		for j := range data {
+			data[j] = byte(i + j)
+		}
+		c.xid++
+		batch = encoding.AppendFrame(batch, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpCreate},
+			&encoding.CreateRequest{Path: fmt.Sprintf("/f%d", i), Data: data})
+	}
+	c.write(batch)
+	for i := range sizes {
+		var cr encoding.CreateResponse
+		if h := c.readReply(&cr); h.Err != encoding.ErrOK || cr.Path != fmt.Sprintf("/f%d", i) {
+			t.Fatalf("create %d: %+v %+v", i, h, cr)
+		}
+	}
+	for i, n := range sizes {
+		var gr encoding.GetDataResponse
+		if h := c.call(encoding.OpGetData, &encoding.GetDataRequest{Path: fmt.Sprintf("/f%d", i)}, &gr); h.Err != encoding.ErrOK {
+			t.Fatalf("getData %d: %+v", i, h)
+		}
+		if len(gr.Data) != n || n > 0 && (gr.Data[0] != byte(i) || gr.Data[n-1] != byte(i+n-1)) {
+			t.Errorf("getData /f%d: %d bytes, want the %d written", i, len(gr.Data), n)
+		}
+	}
+}
+
+// TestConnFrameByteByByte: frames that arrive a few bytes at a time, small and larger than the
+// reader's buffer, are read whole.
+func TestConnFrameByteByByte(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	var batch []byte
+	for i, n := range []int{10, 6000} {
+		c.xid++
+		batch = encoding.AppendFrame(batch, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpCreate},
+			&encoding.CreateRequest{Path: fmt.Sprintf("/b%d", i), Data: make([]byte, n)})
+	}
+	for len(batch) > 0 {
+		k := min(len(batch), 3)
+		c.write(batch[:k])
+		batch = batch[k:]
+		if len(batch)%512 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i := range 2 {
+		var cr encoding.CreateResponse
+		if h := c.readReply(&cr); h.Err != encoding.ErrOK || cr.Path != fmt.Sprintf("/b%d", i) {
+			t.Fatalf("create %d: %+v %+v", i, h, cr)
+		}
 	}
 }
 

@@ -66,19 +66,30 @@ func (c *clientConn) send(f outFrame) bool {
 // writer those it has taken and not yet written, in the connection's queuedBytes (and the
 // server's, see backpressure.go); the executor and the reader wait for room, so replies are
 // bounded, and watch events by closing a connection that lets them pile up (clientConn.Event).
+//
+// The writer goroutine runs only while there is something to write: push starts it when none
+// runs, and it exits when it finds the queue empty. Both decisions are made under mu, with
+// running, so a frame pushed just as the writer finds the queue empty is never stranded:
+// either the writer takes it, or it has already cleared running and push starts another.
+// An idle connection holds neither the goroutine nor a queue slice.
 type outQueue struct {
-	mu     sync.Mutex
-	items  []outFrame // guarded by mu
-	closed bool       // guarded by mu; set when the writer stops
-	ready  chan struct{}
-	budget *queueBudget // the connection's count of queued bytes
+	mu      sync.Mutex
+	items   []outFrame // guarded by mu
+	running bool       // guarded by mu: a writer goroutine runs (started by push)
+	closed  bool       // guarded by mu; set when the connection writes no more
+	idle    sync.Cond  // on mu; broadcast when running is cleared
+	budget  *queueBudget
+	run     func() // the writer (clientConn.runWriter), started by push
 }
 
-func newOutQueue(b *queueBudget) *outQueue {
-	return &outQueue{ready: make(chan struct{}, 1), budget: b}
+func newOutQueue(b *queueBudget, run func()) *outQueue {
+	q := &outQueue{budget: b, run: run}
+	q.idle.L = &q.mu
+	return q
 }
 
-// push encodes f and appends it; false if the writer has stopped.
+// push encodes f and appends it, starting the writer if none runs; false if the connection
+// writes no more.
 func (q *outQueue) push(f outFrame) bool {
 	f.encode()
 	q.mu.Lock()
@@ -88,70 +99,84 @@ func (q *outQueue) push(f outFrame) bool {
 	}
 	q.items = append(q.items, f)
 	q.budget.addOut(f.size())
+	start := !q.running
+	q.running = true
 	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
+	if start {
+		go q.run()
 	}
 	return true
 }
 
-// take moves everything queued into dst (reused) and returns it; empty if nothing is queued.
-// The frames stay counted until the writer has written them (budget.written).
+// take moves everything queued into dst (reused) and returns it. When nothing is queued it
+// returns dst empty and clears running: the writer must then exit. The frames stay counted
+// until the writer has written them (budget.written).
 func (q *outQueue) take(dst []outFrame) []outFrame {
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.items) == 0 {
+		q.items = nil // an idle connection keeps no queue slice
+		q.running = false
+		q.idle.Broadcast()
+		return dst[:0]
+	}
 	dst = append(dst[:0], q.items...)
 	clear(q.items)
 	q.items = q.items[:0]
-	q.mu.Unlock()
 	return dst
 }
 
-// close makes later pushes fail and uncounts what is still queued; called by the writer when it
-// stops.
-func (q *outQueue) close() {
+// close makes later pushes fail and uncounts what is still queued. With wait, it first waits
+// for a running writer to exit (teardown); the writer itself calls it without, when it stops
+// for good (write error, closing frame, connection shutting down).
+func (q *outQueue) close(wait bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.closed = true
+	for wait && q.running {
+		q.idle.Wait()
+	}
 	for i := range q.items {
 		q.budget.written(q.items[i].size())
 	}
 	q.items = nil
+}
+
+// stopped is the writer's exit when it writes no more: the queue is closed, running cleared.
+func (q *outQueue) stopped() {
+	q.close(false)
+	q.mu.Lock()
+	q.running = false
+	q.idle.Broadcast()
 	q.mu.Unlock()
 }
 
-// runWriter owns the socket for writing: it takes everything queued and writes it in one
-// system call (writev of the encoded frames), so a burst of replies leaves together and no
-// connection keeps a write buffer of its own. It tracks the highest zxid written: no reply
-// carries a lower one. Every write must complete within the session timeout; a client that
-// stops reading is disconnected.
+// runWriter writes what is queued, then exits (outQueue). It takes everything queued and
+// writes it in one system call (clientConn.write), so a burst of replies leaves
+// together and no connection keeps a write buffer of its own. It tracks the highest zxid
+// written: no reply carries a lower one. Every write must complete within the session timeout;
+// a client that stops reading is disconnected. A connection has at most one writer at a time.
 func (c *clientConn) runWriter() {
-	defer close(c.writerDone)
-	defer c.out.close()
-	defer c.recoverPanic("writer")
 	var batch []outFrame
 	var bufs net.Buffers
 	written := 0 // batch[written:] are taken and not yet written
-	// Frames taken but not written when the writer stops are uncounted on the way out.
+	exited := false
 	defer func() {
+		// Frames taken but not written when the writer stops are uncounted on the way out.
 		for i := written; i < len(batch); i++ {
 			c.budget.written(batch[i].size())
 		}
+		if !exited {
+			c.out.stopped()
+		}
 	}()
+	defer c.recoverPanic("writer")
 	for {
 		clear(batch)
 		batch, written = c.out.take(batch), 0
 		if len(batch) == 0 {
-			select {
-			case <-c.out.ready:
-				continue
-			case <-c.closing:
-				return
-			case <-c.sess.Done():
-				c.log.Info("session ended or moved elsewhere; closing its connection here")
-				c.setEnd(endGone)
-				c.shutdown()
-				return
-			}
+			exited = true // take cleared running: another push starts another writer
+			return
 		}
 		closeAfter := false
 		bufs = bufs[:0]
@@ -169,8 +194,7 @@ func (c *clientConn) runWriter() {
 		if !c.armWrite(c.timeout) {
 			return
 		}
-		out := bufs // WriteTo consumes its receiver
-		if _, err := out.WriteTo(c.nc); err != nil {
+		if err := c.write(bufs); err != nil {
 			c.writeFailed(err)
 			return
 		}
@@ -187,6 +211,40 @@ func (c *clientConn) runWriter() {
 			return
 		}
 	}
+}
+
+// coalesceBytes is the largest batch of several frames that write copies into one pooled
+// buffer rather than handing to writev.
+const coalesceBytes = 32 << 10
+
+var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, coalesceBytes); return &b }}
+
+// write writes a batch of frames in one system call: write for one frame, or for several
+// copied into a pooled buffer up to coalesceBytes, else writev. writev makes the socket keep
+// an iovec array for the rest of its life, which an idle connection should not hold.
+func (c *clientConn) write(bufs net.Buffers) error {
+	if len(bufs) == 1 {
+		_, err := c.nc.Write(bufs[0])
+		return err
+	}
+	total := 0
+	for _, b := range bufs {
+		total += len(b)
+	}
+	if total > coalesceBytes {
+		out := bufs // WriteTo consumes its receiver
+		_, err := out.WriteTo(c.nc)
+		return err
+	}
+	bp := coalescePool.Get().(*[]byte)
+	b := (*bp)[:0]
+	for _, f := range bufs {
+		b = append(b, f...)
+	}
+	_, err := c.nc.Write(b)
+	*bp = b[:0]
+	coalescePool.Put(bp)
+	return err
 }
 
 // raiseZxid keeps the zxids the client sees from going back: a reply's zxid is raised, in its

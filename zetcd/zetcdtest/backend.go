@@ -482,5 +482,7 @@ func (s *Session) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.
 
 func (s *Session) Done() <-chan struct{} { return s.Gone }
 
+func (s *Session) AfterDone(f func()) (stop func() bool) { return zetcd.AfterClose(s.Gone, f) }
+
 // AwaitEvents: the fake hands its events to the sink synchronously, so there is nothing to wait for.
 func (s *Session) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error { return nil }
