@@ -19,14 +19,7 @@ import (
 // ZooKeeper configured alike: both must answer each step the same (testdata/SaslClient.java).
 
 // clientLogback keeps the Java client's log off stdout, which the test reads.
-const clientLogback = `<configuration>
-  <appender name="STDERR" class="ch.qos.logback.core.ConsoleAppender">
-    <target>System.err</target>
-    <encoder><pattern>%d{ISO8601} [%thread] %-5level %logger{36} - %msg%n</pattern></encoder>
-  </appender>
-  <root level="WARN"><appender-ref ref="STDERR"/></root>
-</configuration>
-`
+const clientLogback = zkserver.LogbackXML
 
 // javaClient runs testdata/SaslClient.java. user "" runs it without SASL
 // (zookeeper.sasl.client=false); otherwise its JAAS Client section logs in as user.

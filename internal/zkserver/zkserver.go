@@ -44,9 +44,9 @@ var jvmFlags = []string{
 	"-XX:TieredStopAtLevel=1", // C1 only: starts faster, and a test server is short-lived
 }
 
-// logbackXML configures the server's logging: WARN and above to stderr, which Start sends
-// to Server.LogFile.
-const logbackXML = `<configuration>
+// LogbackXML is a logback configuration that sends WARN and above to stderr: the server's
+// (Start sends its stderr to Server.LogFile), and any Java client's whose stdout a test reads.
+const LogbackXML = `<configuration>
   <appender name="STDERR" class="ch.qos.logback.core.ConsoleAppender">
     <target>System.err</target>
     <encoder><pattern>%d{ISO8601} [%thread] %-5level %logger{36} - %msg%n</pattern></encoder>
@@ -241,7 +241,7 @@ func start(java, lib, dir string, port int, opts Options) (*Server, error) {
 	if err := os.MkdirAll(confDir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(confDir, "logback.xml"), []byte(logbackXML), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(confDir, "logback.xml"), []byte(LogbackXML), 0o644); err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(dir, "zoo.cfg")

@@ -540,6 +540,20 @@ admin.enableServer=false
 4lw.commands.whitelist=*
 `
 
+// startZKServer starts the target named name if it speaks the ZooKeeper protocol (zetcd or
+// zookeeper); ok is false for any other (etcd).
+func startZKServer(o *options, name string) (s *server, ok bool, err error) {
+	switch name {
+	case "zetcd":
+		s, err = startZetcd(o)
+	case "zookeeper":
+		s, err = startZooKeeper(o)
+	default:
+		return nil, false, nil
+	}
+	return s, true, err
+}
+
 func startZooKeeper(o *options) (*server, error) {
 	s, err := launchZooKeeper(o, "1g")
 	if err != nil {

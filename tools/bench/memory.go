@@ -108,16 +108,8 @@ func runMemory(shared *options) (*memScaling, error) {
 	ms := &memScaling{Started: time.Now().UTC(), Znodes: o.mem.znodes, DataSize: o.mem.dataSize,
 		Sessions: o.mem.sessions, Watches: o.mem.watches}
 	for _, name := range o.targetsOn {
-		var (
-			s   *server
-			err error
-		)
-		switch name {
-		case "zetcd":
-			s, err = startZetcd(&o)
-		case "zookeeper":
-			s, err = startZooKeeper(&o)
-		default:
+		s, ok, err := startZKServer(&o, name)
+		if !ok {
 			continue // a bare etcd has no sessions or watches
 		}
 		if err != nil {

@@ -67,16 +67,8 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 	}
 	wr := &workloadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Duration: o.duration.String(), WatchRate: o.work.watchRate}
 	for _, name := range o.targetsOn {
-		var (
-			s   *server
-			err error
-		)
-		switch name {
-		case "zetcd":
-			s, err = startZetcd(&o)
-		case "zookeeper":
-			s, err = startZooKeeper(&o)
-		default:
+		s, ok, err := startZKServer(&o, name)
+		if !ok {
 			continue // the matrix has etcd's closest requests
 		}
 		if err != nil {
