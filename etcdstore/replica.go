@@ -26,14 +26,14 @@ import (
 // is applied to it before the feed fires that revision's watches and advances its progress, so
 // the replica's revision is the feed's progress. Reads are answered from it (read.go) once it
 // has reached what the session must not go behind; a Stat is derived from the node's keys by
-// nodeKeys.node, as for keys read from etcd, so there is one derivation.
+// nodeKeys.node, as for keys read from etcd, so there is one derivation. Writes decide their
+// ACL checks on it (acl.go), multis and sequential names check their nodes on it (multi.go,
+// create.go), and the four-letter words read its counters.
 //
 // Lost history (a compacted watch) reloads the whole replica at etcd's current revision.
 
-// replicaPageSize is how many keys one range of the load returns. etcd counts every key left in
-// the range to answer each page (RangeResponse.Count), so a load costs etcd about keys²/(2 ×
-// replicaPageSize) index steps: with pages of 1000, a million znodes (two million keys) took
-// two and a half minutes, with 10,000 a few seconds. A page is then about 2.5 MB.
+// replicaPageSize is how many keys one range of the load returns at most (about 2.5 MB of
+// znodes of 128 bytes). etcd counts the rest of the range for each page: see load.
 const replicaPageSize = 10000
 
 // replica is the in-memory tree. mu guards everything; the feed goroutine writes (apply,
