@@ -248,7 +248,7 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 			for _, p := range paths {
 				var n *mnode
 				if rn := v.r.t.nodes[p]; rn != nil {
-					n, err = mnodeOf(p, rn.keys, int64(len(rn.children)))
+					n, err = mnodeOf(p, rn.keys, int64(rn.children.len()))
 				} else {
 					n = &mnode{path: p, read: true}
 				}

@@ -67,7 +67,7 @@ func newTree() *tree {
 // children is removed.
 type replicaNode struct {
 	keys     nodeKeys
-	children []string // the names of its children, sorted
+	children childSet
 }
 
 func newReplica(keys keySchema, log *zap.Logger) *replica {
@@ -272,10 +272,7 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 			t.uncount(path, n)
 		} else if path != "/" {
 			parent, name := splitPath(path)
-			p := t.entry(parent)
-			if i, found := slices.BinarySearch(p.children, name); !found {
-				p.children = slices.Insert(p.children, i, name)
-			}
+			t.entry(parent).children.add(name)
 		}
 		n.keys.putData(kv)
 		t.countIn(path, n)
@@ -303,9 +300,7 @@ func (t *tree) delete(keys keySchema, key string) {
 		if path != "/" {
 			parent, name := splitPath(path)
 			if p := t.nodes[parent]; p != nil {
-				if i, found := slices.BinarySearch(p.children, name); found {
-					p.children = slices.Delete(p.children, i, i+1)
-				}
+				p.children.remove(name)
 				t.forgetIfEmpty(parent, p)
 			}
 		}
@@ -320,7 +315,7 @@ func (t *tree) delete(keys keySchema, key string) {
 }
 
 func (t *tree) forgetIfEmpty(path string, n *replicaNode) {
-	if n.keys.empty() && len(n.children) == 0 {
+	if n.keys.empty() && n.children.len() == 0 {
 		delete(t.nodes, path)
 	}
 }
@@ -376,11 +371,11 @@ func (v replicaView) node(path string, childNames bool) (n node, children []stri
 	if rn == nil || !rn.keys.exists() {
 		return node{}, nil, false, nil
 	}
-	if n, err = rn.keys.node(path, int64(len(rn.children))); err != nil {
+	if n, err = rn.keys.node(path, int64(rn.children.len())); err != nil {
 		return node{}, nil, true, err
 	}
 	if childNames {
-		children = slices.Clone(rn.children)
+		children = rn.children.names()
 	}
 	return n, children, true, nil
 }
@@ -405,10 +400,8 @@ func (v replicaView) descendants(path string) int64 {
 		if n == nil {
 			continue
 		}
-		total += int64(len(n.children))
-		for _, c := range n.children {
-			stack = append(stack, childPath(p, c))
-		}
+		total += int64(n.children.len())
+		n.children.each(func(c string) { stack = append(stack, childPath(p, c)) })
 	}
 	return total
 }

@@ -220,14 +220,14 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 	}
 	for path, want := range fresh.t.nodes {
 		got := nodes[path]
-		if got == nil || !reflect.DeepEqual(got.children, want.children) || !reflect.DeepEqual(got.keys, want.keys) {
+		if got == nil || !reflect.DeepEqual(got.children.names(), want.children.names()) || !reflect.DeepEqual(got.keys, want.keys) {
 			t.Errorf("%s: the replica's entry differs from a fresh load's:\n%+v\n%+v", path, got, want)
 			continue
 		}
 		if !want.keys.exists() {
 			continue
 		}
-		fromTree, err := got.keys.node(path, int64(len(got.children)))
+		fromTree, err := got.keys.node(path, int64(got.children.len()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,8 +239,9 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 		if err != nil || !ok {
 			t.Fatalf("%s from etcd at %d: %v %v", path, rev, ok, err)
 		}
-		if !reflect.DeepEqual(fromTree, fromEtcd) || !reflect.DeepEqual(children, got.children) && len(children)+len(got.children) > 0 {
-			t.Errorf("%s: the replica reads %+v %v, etcd %+v %v", path, fromTree, got.children, fromEtcd, children)
+		names := got.children.names()
+		if !reflect.DeepEqual(fromTree, fromEtcd) || !reflect.DeepEqual(children, names) && len(children)+len(names) > 0 {
+			t.Errorf("%s: the replica reads %+v %v, etcd %+v %v", path, fromTree, names, fromEtcd, children)
 		}
 	}
 }
@@ -268,4 +269,58 @@ func TestReplicaLoadFallsBack(t *testing.T) {
 	if _, _, _, ok, err := fresh.node("/a/b", false); !ok || err != nil {
 		t.Errorf("/a/b after the load: exists %v, %v", ok, err)
 	}
+}
+
+// TestTreeLargeDirectory: a node with more children than childSetMax, and then fewer than a
+// quarter of it, reads the same from the replica as from etcd.
+func TestTreeLargeDirectory(t *testing.T) {
+	ctx := context.Background()
+	b, _, _ := newTestBackend(t)
+	s := openTestSession(t, b)
+	if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/big", ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	const n = childSetMax + 200
+	ops := func(i0, i1 int, op encoding.Op) []encoding.MultiOp {
+		var out []encoding.MultiOp
+		for i := i0; i < i1; i++ {
+			p := fmt.Sprintf("/big/c%05d", i)
+			if op == encoding.OpCreate {
+				out = append(out, encoding.MultiOp{Op: op, Record: &encoding.CreateRequest{Path: p, ACL: openACL}})
+			} else {
+				out = append(out, encoding.MultiOp{Op: op, Record: &encoding.DeleteRequest{Path: p, Version: -1}})
+			}
+		}
+		return out
+	}
+	run := func(o []encoding.MultiOp) {
+		t.Helper()
+		if _, _, err := s.Multi(ctx, &encoding.MultiRequest{Ops: o}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i += 300 {
+		run(ops(i, min(i+300, n), encoding.OpCreate))
+	}
+	sync := func() {
+		t.Helper()
+		rev, err := b.currentRevision(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		awaitTree(t, b, encoding.Zxid(rev))
+	}
+	sync()
+	if rn := b.tree.t.nodes["/big"]; rn == nil || rn.children.set == nil {
+		t.Fatal("/big's children are not a set")
+	}
+	checkTreeMatchesEtcd(t, b)
+	for i := 0; i < n-100; i += 300 {
+		run(ops(i, min(i+300, n-100), encoding.OpDelete))
+	}
+	sync()
+	if rn := b.tree.t.nodes["/big"]; rn == nil || rn.children.set != nil || rn.children.len() != 100 {
+		t.Fatal("/big's 100 children are not a sorted slice")
+	}
+	checkTreeMatchesEtcd(t, b)
 }
