@@ -204,8 +204,7 @@ func orCode(err error, code encoding.ErrCode) error {
 	return code
 }
 
-// readAllowed checks READ (or another perm) on the ACL a read returned, and records it in the
-// cache.
+// readAllowed checks READ (or another perm) on the ACL of the node a read returned (at path).
 func (s *etcdSession) readAllowed(path string, n node, perm encoding.Perm) bool {
 	return s.auth.Allowed(n.Meta.ACL, perm)
 }
