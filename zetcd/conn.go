@@ -199,12 +199,12 @@ func (c *clientConn) teardown() {
 		// The client closed its side after sending, or the server is draining: what was read
 		// still takes effect, in order (as in ZooKeeper, where a request read is a request
 		// submitted), and the replies are flushed before the connection closes.
-		c.exec.stop(true)
+		c.exec.close(true)
 		c.send(outFrame{noFrame: true, closeAfter: true})
 		c.out.close(true) // the writer writes up to the closing frame and exits
 	}
 	c.shutdown()
-	for _, r := range c.exec.stop(true) { // left behind by an executor that stopped early
+	for _, r := range c.exec.close(true) { // left behind by an executor that stopped early
 		c.dequeued(r)
 	}
 	c.out.close(true)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -158,81 +157,16 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 	r.kind, r.body = requestDispatch, rec
 }
 
-// execQueue is the reader→executor queue. The executor goroutine runs only while requests are
-// queued: push starts it when none runs, and it exits when it finds the queue empty. Both
-// decisions are made under mu, with running, so a request pushed just as the executor finds
-// the queue empty is never stranded. At most one executor runs at a time, so requests still
-// execute one at a time, in the order read. The reader bounds the queue (clientConn.inFull:
-// maxOutstanding requests, and bytes).
-type execQueue struct {
-	mu      sync.Mutex
-	items   []*pendingRequest // guarded by mu
-	running bool              // guarded by mu: an executor goroutine runs (started by push)
-	// stopped, guarded by mu: the executor stopped for good, after a request that closes the
-	// connection, or teardown: what is queued or pushed later is not executed (teardown
-	// uncounts it).
-	stopped bool
-	idle    sync.Cond // on mu; broadcast when running is cleared
-}
+// execQueue is the reader→executor queue: the executor runs only while requests are queued
+// (workQueue), so requests still execute one at a time, in the order read. The reader bounds
+// the queue (clientConn.inFull: maxOutstanding requests, and bytes). Closed when the executor
+// stops for good, after a request that closes the connection, or by teardown: what is queued
+// then is not executed (teardown uncounts it).
+type execQueue = workQueue[*pendingRequest]
 
-// push queues r and starts the executor (c.runExecutor) if none runs. It reports false, and
-// does not queue r, once the executor has stopped for good.
-func (c *clientConn) pushRequest(r *pendingRequest) bool {
-	q := &c.exec
-	q.mu.Lock()
-	if q.stopped {
-		q.mu.Unlock()
-		return false
-	}
-	q.items = append(q.items, r)
-	start := !q.running
-	q.running = true
-	q.mu.Unlock()
-	if start {
-		go c.runExecutor()
-	}
-	return true
-}
-
-// next takes the oldest queued request. When none is queued it clears running and reports
-// false: the executor must then exit.
-func (q *execQueue) next() (*pendingRequest, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.items) == 0 || q.stopped {
-		q.items = nil // an idle connection keeps no queue slice
-		q.running = false
-		q.idle.Broadcast()
-		return nil, false
-	}
-	r := q.items[0]
-	q.items[0] = nil
-	q.items = q.items[1:]
-	return r, true
-}
-
-// stop stops the executor for good, and returns what is still queued. With wait, it first
-// waits for a running executor to exit (teardown, once the reader has stopped).
-func (q *execQueue) stop(wait bool) []*pendingRequest {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for wait && q.running {
-		q.idle.Wait()
-	}
-	q.stopped = true
-	left := q.items
-	q.items = nil
-	return left
-}
-
-// finish is the executor's exit after a request that closes the connection (or a panic).
-func (q *execQueue) finish() {
-	q.mu.Lock()
-	q.stopped = true
-	q.running = false
-	q.idle.Broadcast()
-	q.mu.Unlock()
-}
+// pushRequest queues r for the executor (c.runExecutor), starting it if none runs. It reports
+// false, and does not queue r, once the executor has stopped for good.
+func (c *clientConn) pushRequest(r *pendingRequest) bool { return c.exec.push(r) }
 
 // runExecutor is the session's executor: it runs queued requests one at a time, in the order
 // the reader read them, and queues each reply to the writer before taking the next request,
@@ -243,16 +177,19 @@ func (c *clientConn) runExecutor() {
 	exited := false
 	defer func() {
 		if !exited {
-			c.exec.finish()
+			c.exec.exit()
 		}
 	}()
 	defer c.recoverPanic("executor")
+	var one []*pendingRequest
 	for {
-		r, ok := c.exec.next()
-		if !ok {
-			exited = true // next cleared running: another push starts another executor
+		one = c.exec.take(one, 1)
+		if len(one) == 0 {
+			exited = true // take cleared running: another push starts another executor
 			return
 		}
+		r := one[0]
+		one[0] = nil
 		skip := c.ctx.Err() != nil || !c.awaitRoom(c.outFull, c.budget.outRoom, c.timeout)
 		// Uncounted before it runs, so that no reply overtakes its request's count (srvr's
 		// Outstanding); the one request executing is the only one not counted.

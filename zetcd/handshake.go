@@ -181,7 +181,7 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 		return false
 	}
 	c.st.established.Store(time.Now().UnixMilli())
-	c.exec.idle.L = &c.exec.mu
+	c.exec.init(c.runExecutor, nil)
 	c.out = newOutQueue(c.budget, c.runWriter)
 	c.stopGone = sess.AfterDone(c.sessionGone)
 

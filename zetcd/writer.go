@@ -66,89 +66,38 @@ func (c *clientConn) send(f outFrame) bool {
 // writer those it has taken and not yet written, in the connection's queuedBytes (and the
 // server's, see backpressure.go); the executor and the reader wait for room, so replies are
 // bounded, and watch events by closing a connection that lets them pile up (clientConn.Event).
-//
-// The writer goroutine runs only while there is something to write: push starts it when none
-// runs, and it exits when it finds the queue empty. Both decisions are made under mu, with
-// running, so a frame pushed just as the writer finds the queue empty is never stranded:
-// either the writer takes it, or it has already cleared running and push starts another.
-// An idle connection holds neither the goroutine nor a queue slice.
+// The writer runs only while there is something to write (workQueue).
 type outQueue struct {
-	mu      sync.Mutex
-	items   []outFrame // guarded by mu
-	running bool       // guarded by mu: a writer goroutine runs (started by push)
-	closed  bool       // guarded by mu; set when the connection writes no more
-	idle    sync.Cond  // on mu; broadcast when running is cleared
-	budget  *queueBudget
-	run     func() // the writer (clientConn.runWriter), started by push
+	workQueue[outFrame]
+	budget *queueBudget
 }
 
 func newOutQueue(b *queueBudget, run func()) *outQueue {
-	q := &outQueue{budget: b, run: run}
-	q.idle.L = &q.mu
+	q := &outQueue{budget: b}
+	q.init(run, func(f outFrame) { b.addOut(f.size()) })
 	return q
 }
 
-// push encodes f and appends it, starting the writer if none runs; false if the connection
+// push encodes f and queues it, starting the writer if none runs; false if the connection
 // writes no more.
 func (q *outQueue) push(f outFrame) bool {
 	f.encode()
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return false
-	}
-	q.items = append(q.items, f)
-	q.budget.addOut(f.size())
-	start := !q.running
-	q.running = true
-	q.mu.Unlock()
-	if start {
-		go q.run()
-	}
-	return true
-}
-
-// take moves everything queued into dst (reused) and returns it. When nothing is queued it
-// returns dst empty and clears running: the writer must then exit. The frames stay counted
-// until the writer has written them (budget.written).
-func (q *outQueue) take(dst []outFrame) []outFrame {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.items) == 0 {
-		q.items = nil // an idle connection keeps no queue slice
-		q.running = false
-		q.idle.Broadcast()
-		return dst[:0]
-	}
-	dst = append(dst[:0], q.items...)
-	clear(q.items)
-	q.items = q.items[:0]
-	return dst
+	return q.workQueue.push(f)
 }
 
 // close makes later pushes fail and uncounts what is still queued. With wait, it first waits
-// for a running writer to exit (teardown); the writer itself calls it without, when it stops
-// for good (write error, closing frame, connection shutting down).
+// for a running writer to write everything queued and exit (teardown); the writer itself calls
+// it without, when it stops for good (write error, closing frame, connection shutting down).
 func (q *outQueue) close(wait bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.closed = true
-	for wait && q.running {
-		q.idle.Wait()
+	for _, f := range q.workQueue.close(wait) {
+		q.budget.written(f.size())
 	}
-	for i := range q.items {
-		q.budget.written(q.items[i].size())
-	}
-	q.items = nil
 }
 
-// stopped is the writer's exit when it writes no more: the queue is closed, running cleared.
+// stopped is the writer's exit when it writes no more.
 func (q *outQueue) stopped() {
 	q.close(false)
-	q.mu.Lock()
-	q.running = false
-	q.idle.Broadcast()
-	q.mu.Unlock()
+	q.exit()
 }
 
 // runWriter writes what is queued, then exits (outQueue). It takes everything queued and
@@ -173,7 +122,7 @@ func (c *clientConn) runWriter() {
 	defer c.recoverPanic("writer")
 	for {
 		clear(batch)
-		batch, written = c.out.take(batch), 0
+		batch, written = c.out.take(batch, 0), 0
 		if len(batch) == 0 {
 			exited = true // take cleared running: another push starts another writer
 			return
