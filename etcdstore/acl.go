@@ -59,11 +59,7 @@ func (s *etcdSession) guardACL(ctx context.Context, path string, perm encoding.P
 		g.bypass, g.allowed = true, true
 		return g
 	}
-	if s.b.tree.revision() < s.lastRev {
-		ctx, cancel := context.WithTimeout(ctx, s.b.treeWait)
-		_ = s.b.awaitProgress(ctx, encoding.Zxid(s.lastRev)) // on a timeout, decide on what there is
-		cancel()
-	}
+	s.b.treeReaches(ctx, s.lastRev) // if it cannot, decide on what there is
 	var acl []encoding.ACL
 	s.b.tree.read(func(v replicaView) { acl, g.rev = v.acl(path) })
 	g.allowed = g.rev == 0 || s.auth.Allowed(acl, perm)
@@ -204,8 +200,8 @@ func orCode(err error, code encoding.ErrCode) error {
 	return code
 }
 
-// readAllowed checks READ (or another perm) on the ACL of the node a read returned (at path).
-func (s *etcdSession) readAllowed(path string, n node, perm encoding.Perm) bool {
+// readAllowed checks READ (or another perm) on the ACL of the node a read returned.
+func (s *etcdSession) readAllowed(n node, perm encoding.Perm) bool {
 	return s.auth.Allowed(n.Meta.ACL, perm)
 }
 

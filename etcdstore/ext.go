@@ -175,7 +175,7 @@ func (s *etcdSession) allChildrenFromTree(path string, rootAlias bool) (*encodin
 	if !ok {
 		return nil, z, encoding.ErrNoNode
 	}
-	if !s.readAllowed(path, n, encoding.PermRead) {
+	if !s.readAllowed(n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
 	}
 	if rootAlias {

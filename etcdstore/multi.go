@@ -271,11 +271,7 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 	m.rev = r.Header.Revision
 	var acls aclTable
 	for i, p := range paths {
-		var keys nodeKeys
-		if data := firstKV(r, 3*i); data != nil {
-			keys.putData(data)
-		}
-		keys.putMetaKVs(b.keys, p, rangeKVs(r, 3*i+1), &acls)
+		keys := b.keys.nodeKeysOf(nodeKVs{path: p, data: firstKV(r, 3*i), meta: rangeKVs(r, 3*i+1)}, &acls)
 		if m.nodes[p], err = mnodeOf(p, keys, rangeCount(r, 3*i+2)); err != nil {
 			return nil, err
 		}

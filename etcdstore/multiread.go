@@ -122,7 +122,7 @@ func (s *etcdSession) multiReadAnswer(o encoding.MultiOp, read readNodeResult) e
 	if !read.exists {
 		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}
 	}
-	if !s.readAllowed(read.path, read.n, encoding.PermRead) {
+	if !s.readAllowed(read.n, encoding.PermRead) {
 		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoAuth}
 	}
 	if _, children := multiReadPath(o); children {

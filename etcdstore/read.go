@@ -179,7 +179,11 @@ func (s *etcdSession) treeAt(ctx context.Context) bool {
 // treeReached waits up to treeWait for the replica to reach floor and every revision this
 // process has answered; it reports whether it has.
 func (b *Store) treeReached(ctx context.Context, floor int64) bool {
-	floor = max(floor, b.newestAnswer.Load())
+	return b.treeReaches(ctx, max(floor, b.newestAnswer.Load()))
+}
+
+// treeReaches waits up to treeWait for the replica to reach floor; it reports whether it has.
+func (b *Store) treeReaches(ctx context.Context, floor int64) bool {
 	if b.tree.revision() >= floor {
 		return true
 	}
@@ -215,7 +219,7 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 		return nil, s.zxid(0), encoding.ErrBadArguments
 	}
 	n, _, z, err := s.readNode(ctx, "exists", req.Path, false)
-	if err == nil && !s.readAllowed(znode.NormalizeRead(req.Path), n, encoding.PermRead) {
+	if err == nil && !s.readAllowed(n, encoding.PermRead) {
 		// 3.9.2+: READ on a node that exists; no watch is set.
 		return nil, z, encoding.ErrNoAuth
 	}
@@ -243,7 +247,7 @@ func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest)
 	if err != nil {
 		return nil, z, err
 	}
-	if !s.readAllowed(znode.NormalizeRead(req.Path), n, encoding.PermRead) {
+	if !s.readAllowed(n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
@@ -260,7 +264,7 @@ func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (
 		return nil, z, err
 	}
 	// READ or ADMIN; without ADMIN, digest ids are masked (PROTOCOL.md §3.3).
-	if !s.readAllowed(znode.NormalizeRead(req.Path), n, encoding.PermRead|encoding.PermAdmin) {
+	if !s.readAllowed(n, encoding.PermRead|encoding.PermAdmin) {
 		return nil, z, encoding.ErrNoAuth
 	}
 	acl := n.Meta.ACL
@@ -275,7 +279,7 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 	if err != nil {
 		return nil, z, err
 	}
-	if !s.readAllowed(znode.NormalizeRead(req.Path), n, encoding.PermRead) {
+	if !s.readAllowed(n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
@@ -303,7 +307,7 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 		}
 		return nil, z, encoding.ErrNoNode
 	}
-	return s.childrenReply(ctx, path, s.readAllowed(path, n, encoding.PermRead), children, req.Watch, z)
+	return s.childrenReply(ctx, path, s.readAllowed(n, encoding.PermRead), children, req.Watch, z)
 }
 
 // childrenReply answers getChildren with children, or NoAuth unless allowed (READ on the

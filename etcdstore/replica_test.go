@@ -176,12 +176,18 @@ func TestTreeMatchesEtcd(t *testing.T) {
 			sessions[1] = openTestSession(t, b)
 		}
 	}
-	rev, err := b.currentRevision(ctx)
+	awaitTreeCurrent(t, b)
+	checkTreeMatchesEtcd(t, b)
+}
+
+// awaitTreeCurrent waits for the replica to reach etcd's current revision.
+func awaitTreeCurrent(t *testing.T, b *Store) {
+	t.Helper()
+	rev, err := b.currentRevision(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	awaitTree(t, b, encoding.Zxid(rev))
-	checkTreeMatchesEtcd(t, b)
 }
 
 // checkTreeMatchesEtcd compares the replica with a fresh load at its revision, and each node's
@@ -302,14 +308,7 @@ func TestTreeLargeDirectory(t *testing.T) {
 	for i := 0; i < n; i += 300 {
 		run(ops(i, min(i+300, n), encoding.OpCreate))
 	}
-	sync := func() {
-		t.Helper()
-		rev, err := b.currentRevision(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		awaitTree(t, b, encoding.Zxid(rev))
-	}
+	sync := func() { t.Helper(); awaitTreeCurrent(t, b) }
 	sync()
 	if rn := b.tree.t.nodes["/big"]; rn == nil || rn.children.set == nil {
 		t.Fatal("/big's children are not a set")

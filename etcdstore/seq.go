@@ -102,16 +102,15 @@ func (c *seqCounter) readOps(k keySchema, parent string) []clientv3.Op {
 // update caches the counter from the keys readOps read; it reports whether it changed.
 func (c *seqCounter) update(creates, offsets *mvccpb.KeyValue) (bool, error) {
 	wasKnown, wasVer, wasRev := c.known, c.createsVer, c.offsetsRev
-	c.known = true
-	c.createsVer, c.offsetsRev, c.offsetsC = kvVersion(creates), kvModRev(offsets), 0
+	var o offsetsValue
 	if offsets != nil {
-		o, err := decodeOffsetsValue(offsets.Value)
-		if err != nil {
+		var err error
+		if o, err = decodeOffsetsValue(offsets.Value); err != nil {
 			c.known = false
 			return false, err
 		}
-		c.offsetsC = o.Creates
 	}
+	c.set(kvVersion(creates), kvModRev(offsets), o.Creates)
 	return !wasKnown || wasVer != c.createsVer || wasRev != c.offsetsRev, nil
 }
 

@@ -382,12 +382,14 @@ type node struct {
 	aclRev int64
 }
 
-// nodeKeysOf decodes the keys read from etcd for one existing node.
-func (k keySchema) nodeKeysOf(n nodeKVs) nodeKeys {
+// nodeKeysOf decodes the keys read from etcd for one node (n.data nil: it does not exist),
+// sharing ACL lists through acls.
+func (k keySchema) nodeKeysOf(n nodeKVs, acls *aclTable) nodeKeys {
 	var nk nodeKeys
-	nk.putData(n.data)
-	var acls aclTable
-	nk.putMetaKVs(k, n.path, n.meta, &acls)
+	if n.data != nil {
+		nk.putData(n.data)
+	}
+	nk.putMetaKVs(k, n.path, n.meta, acls)
 	return nk
 }
 
@@ -414,7 +416,7 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 	if n.data == nil {
 		return node{}, errors.New("zetcd: decodeNode of a missing node")
 	}
-	nk := k.nodeKeysOf(n)
+	nk := k.nodeKeysOf(n, &aclTable{})
 	return nk.node(n.path, n.numChildren)
 }
 

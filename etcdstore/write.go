@@ -188,7 +188,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		if err != nil {
 			return nil, z, err
 		}
-		if !s.readAllowed(path, n, encoding.PermAdmin) {
+		if !s.readAllowed(n, encoding.PermAdmin) {
 			// NoAuth as of the ACL read, unless it changes before the refusal is recorded.
 			g := aclGuard{path: path, perm: encoding.PermAdmin, rev: n.aclRev}
 			code, z, err := s.settle(ctx, &g, 0)
