@@ -60,13 +60,7 @@ public class SaslClient {
                     }
                     return b.toString().trim();
                 });
-                step("whoAmI", () -> {
-                    StringBuilder b = new StringBuilder();
-                    for (ClientInfo ci : zk.whoAmI()) {
-                        b.append(ci.getAuthScheme()).append(':').append(ci.getUser()).append(' ');
-                    }
-                    return b.toString().trim();
-                });
+                step("whoAmI", () -> whoAmI(zk));
                 step("setData", () -> zk.setData(path, "w".getBytes(), -1).getVersion());
                 step("createChild", () -> zk.create(path + "/c", null, acl, CreateMode.PERSISTENT));
                 break;
@@ -100,13 +94,7 @@ public class SaslClient {
                 }
                 System.out.println("states " + String.join(",", again));
                 System.out.println("sameSession " + (zk.getSessionId() == session));
-                step("whoAmI", () -> {
-                    StringBuilder b = new StringBuilder();
-                    for (ClientInfo ci : zk.whoAmI()) {
-                        b.append(ci.getAuthScheme()).append(':').append(ci.getUser()).append(' ');
-                    }
-                    return b.toString().trim();
-                });
+                step("whoAmI", () -> whoAmI(zk));
                 step("setData", () -> zk.setData(path, "w".getBytes(), -1).getVersion());
                 step("ephemeral", () -> zk.exists(path + "/e", false) != null);
                 break;
@@ -126,5 +114,14 @@ public class SaslClient {
         } catch (Exception e) {
             System.out.println(name + " " + e.getClass().getSimpleName());
         }
+    }
+
+    // whoAmI renders the connection's identities as "scheme:user ...".
+    static String whoAmI(ZooKeeper zk) throws Exception {
+        StringBuilder b = new StringBuilder();
+        for (ClientInfo ci : zk.whoAmI()) {
+            b.append(ci.getAuthScheme()).append(':').append(ci.getUser()).append(' ');
+        }
+        return b.toString().trim();
     }
 }
