@@ -176,7 +176,7 @@ func (s *etcdSession) settle(ctx context.Context, g *aclGuard, code encoding.Err
 		if err != nil {
 			return 0, 0, err
 		}
-		z := s.zxid(r.Header.Revision)
+		z := s.writeZxid(r.Header.Revision, 0)
 		switch {
 		case r.Succeeded && !g.allowed:
 			return encoding.ErrNoAuth, z, nil
@@ -333,7 +333,7 @@ func (b *Store) withACLs(c watch.Change, node, parent aclSource) watch.Change {
 // keyEventACLs resolves the ACLs of a change made by a single-op revision (not a multi): a
 // deleted node's ACL as it was before the revision, anything else's at it.
 func (b *Store) keyEventACLs(c watch.Change, replaced aclsBefore) watch.Change {
-	rev := int64(c.Zxid)
+	rev := revOf(c.Zxid)
 	node := aclSource{path: c.Path, rev: rev, before: c.Kind == watch.Deleted, replaced: replaced}
 	parent, _ := znode.Parent(c.Path)
 	return b.withACLs(c, node, aclSource{path: parent, rev: rev, replaced: replaced})
@@ -351,7 +351,7 @@ func (b *Store) journalACLs(changes []watch.Change, replaced aclsBefore) {
 		return aclSource{path: path, rev: rev, before: true, replaced: replaced}
 	}
 	for i, c := range changes {
-		rev := int64(c.Zxid)
+		rev := revOf(c.Zxid)
 		parent, _ := znode.Parent(c.Path)
 		node := source(c.Path, rev)
 		if c.Kind == watch.Created {

@@ -77,7 +77,7 @@ func (s *etcdSession) create(ctx context.Context, op, path string, data []byte, 
 			return "", encoding.Stat{}, z, err
 		}
 		if r.Succeeded {
-			return p.name(), s.created(p, r.Header.Revision), s.zxid(r.Header.Revision), nil
+			return p.name(), s.created(p, r.Header.Revision), s.writeZxid(r.Header.Revision, 0), nil
 		}
 		retry, z, err := s.classifyCreate(ctx, p, r)
 		if !retry {
@@ -231,7 +231,7 @@ func (s *etcdSession) commitCreate(ctx context.Context, p *createPlan) (*clientv
 	}
 	aclVal := encodeACLValue(aclValue{Ctime: p.now, Mode: p.kind, TTL: ttlMs, ACL: p.acl})
 	then := []clientv3.Op{
-		clientv3.OpPut(nodeKey, encodeDataValue(p.data, p.now), clientv3.WithLease(p.lease)),
+		clientv3.OpPut(nodeKey, encodeDataValue(p.data, p.now, zxidIndexes{}), clientv3.WithLease(p.lease)),
 		// An ephemeral's ACL key shares its lease, so that etcd removes both if it ever
 		// expires the session itself.
 		clientv3.OpPut(b.keys.acl(name), aclVal, clientv3.WithLease(p.lease)),
@@ -262,7 +262,7 @@ func (s *etcdSession) created(p *createPlan, rev int64) encoding.Stat {
 		p.seq.committed()
 	}
 	return encoding.Stat{
-		Czxid: encoding.Zxid(rev), Mzxid: encoding.Zxid(rev), Pzxid: encoding.Zxid(rev),
+		Czxid: zxidOf(rev, 0), Mzxid: zxidOf(rev, 0), Pzxid: zxidOf(rev, 0),
 		Ctime: p.now, Mtime: p.now,
 		EphemeralOwner: encoding.SessionID(p.lease),
 		DataLength:     int32(len(p.data)),
@@ -323,7 +323,7 @@ func (s *etcdSession) classifyCreate(ctx context.Context, p *createPlan, r *clie
 		return failed(fmt.Errorf("transaction failed for no known reason"))
 	}
 	if p.counter < 0 {
-		return false, s.zxid(r.Header.Revision), code
+		return false, s.writeZxid(r.Header.Revision, 0), code
 	}
 	z, err = s.fail(ctx, p.op, p.path, code)
 	return false, z, err

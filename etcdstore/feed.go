@@ -53,7 +53,7 @@ func (b *Store) runWatchFeed(rev int64) {
 			}
 			if resp.IsProgressNotify() {
 				b.tree.advance(resp.Header.Revision)
-				b.watches.Advance(encoding.Zxid(resp.Header.Revision))
+				b.watches.Advance(zxidAt(resp.Header.Revision))
 				next = max(next, resp.Header.Revision+1)
 				continue
 			}
@@ -66,7 +66,7 @@ func (b *Store) runWatchFeed(rev int64) {
 				}
 				before := b.tree.apply(r, evs[:n])
 				b.fireRevision(evs[:n], before)
-				b.watches.Advance(encoding.Zxid(r))
+				b.watches.Advance(zxidAt(r))
 				next = r + 1
 				evs = evs[n:]
 			}
@@ -115,7 +115,8 @@ func (b *Store) changeOf(ev *clientv3.Event) (watch.Change, bool) {
 	if !ok {
 		return watch.Change{}, false
 	}
-	c := watch.Change{Path: path, Zxid: encoding.Zxid(ev.Kv.ModRevision)}
+	// A revision without a journal holds one write: index 0.
+	c := watch.Change{Path: path, Zxid: zxidOf(ev.Kv.ModRevision, 0)}
 	switch {
 	case ev.Type == mvccpb.DELETE:
 		c.Kind = watch.Deleted
@@ -141,15 +142,15 @@ func (b *Store) resyncWatches() (int64, error) {
 		b.log.Error("resync watches: reload the tree", zap.Error(err))
 		return 0, err
 	}
-	b.watches.ResetHistory(encoding.Zxid(cur))
+	b.watches.ResetHistory(zxidAt(cur))
 	regs := b.watches.Snapshot()
 	// The replica is at cur: the feed (this goroutine) has not moved it since the load.
 	states, rev := b.tree.watchedStates(watchedPaths(regs))
-	if err := b.watches.Settle(regs, states, -1, encoding.Zxid(rev)); err != nil {
+	if err := b.watches.Settle(regs, states, -1, zxidAt(rev)); err != nil {
 		b.log.Error("resync watches: catch-up", zap.Error(err))
 		return 0, err
 	}
-	b.watches.Advance(encoding.Zxid(cur))
+	b.watches.Advance(zxidAt(cur))
 	return cur, nil
 }
 
@@ -187,8 +188,9 @@ func (b *Store) readWatchedStatesEtcd(ctx context.Context, paths []string) (map[
 		ops := make([]clientv3.Op, 0, 2*len(batch))
 		for _, p := range batch {
 			ops = append(ops,
-				clientv3.OpGet(b.keys.data(p), clientv3.WithKeysOnly()),
-				// Values too: the offsets key's value can correct czxid (nodeKeys.zxids).
+				// Values too: the data value holds the zxid indexes, the offsets key's value
+				// can correct czxid (nodeKeys.zxids).
+				clientv3.OpGet(b.keys.data(p)),
 				clientv3.OpGet(b.keys.metaPrefix(p), clientv3.WithPrefix()))
 		}
 		r, err := b.kv.Txn(ctx).Then(ops...).Commit()
@@ -204,13 +206,14 @@ func (b *Store) readWatchedStatesEtcd(ctx context.Context, paths []string) (map[
 				out[p] = watch.State{}
 				continue
 			}
-			nk := nodeKeys{data: revsOf(data)}
+			var nk nodeKeys
+			nk.putData(data)
 			nk.putMetaKVs(b.keys, p, rangeKVs(r, 2*i+1), &acls)
 			if err := nk.decodeErr(); err != nil {
 				return nil, 0, fmt.Errorf("%s: %w", p, err)
 			}
-			czxid, pzxid := nk.zxids()
-			st := watch.State{Exists: true, Czxid: encoding.Zxid(czxid), Mzxid: encoding.Zxid(data.ModRevision), Pzxid: encoding.Zxid(pzxid)}
+			czxid, mzxid, pzxid := nk.zxids()
+			st := watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid}
 			st.ACL = nk.meta.ACL
 			out[p] = st
 		}
@@ -229,7 +232,7 @@ func (b *Store) catchUp(ctx context.Context, regs []watch.Registration, eventZxi
 	if err != nil {
 		return err
 	}
-	return b.watches.Settle(regs, states, eventZxid, encoding.Zxid(rev))
+	return b.watches.Settle(regs, states, eventZxid, zxidAt(rev))
 }
 
 // watchedPaths lists the paths of regs, each once.

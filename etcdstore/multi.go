@@ -44,8 +44,9 @@ import (
 // locks, pathLocks) before committing, so that only writers in other processes can fail their
 // guards; without that, n concurrent multis under one parent cost O(n²) failed commits.
 
-// zxidNow stands for the commit's revision in the Stats of simulated nodes until it is known.
-const zxidNow encoding.Zxid = -1
+// pendingZxid stands for the zxid of the write numbered index in the commit's revision, in the
+// Stats of simulated nodes, until the revision is known (patchZxid).
+func pendingZxid(index uint16) encoding.Zxid { return encoding.Zxid(-1 - int64(index)) }
 
 // mop is one op of a write multi as ZooKeeper 3.9 decodes it (see parseMulti).
 type mop struct {
@@ -155,6 +156,9 @@ type mnode struct {
 	dataWrites   int  // setData ops since it was read or created
 	childCreates int  // children created since it was read or created
 	childDeletes int  // children deleted since it was read or created
+	// The indexes (zxid.go) of the writes that last created the node, put its data (setData or
+	// create), created a child and deleted a child, for the values that keep them (values.go).
+	createdIx, dataIx, createsIx, deletesIx uint16
 }
 
 // statNow returns the node's Stat after the ops simulated so far.
@@ -177,6 +181,8 @@ type multiState struct {
 	// far grow the data (negative: shrink it), puts how many bytes of data they put.
 	room         room
 	growth, puts int64
+	// index numbers the write being simulated in the commit's revision (zxid.go).
+	index uint16
 }
 
 // grow accounts an op that puts put bytes of data and changes the data by delta bytes:
@@ -327,7 +333,8 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 		n.dataWrites++
 		n.data = o.data
 		n.stat.Version++
-		n.stat.Mzxid, n.stat.Mtime = zxidNow, now
+		n.dataIx = m.index
+		n.stat.Mzxid, n.stat.Mtime = pendingZxid(m.index), now
 		n.stat.DataLength = int32(len(o.data))
 		return encoding.MultiResult{Op: encoding.OpSetData, Record: &encoding.SetDataResponse{Stat: n.statNow()}}, 0
 	case encoding.OpCheck:
@@ -359,6 +366,7 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	if kind.IsTTL() {
 		ttl = o.ttl
 	}
+	z := pendingZxid(m.index)
 	*n = mnode{
 		path: n.path, read: n.read,
 		keys:   n.keys,
@@ -366,15 +374,17 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 		data: o.data,
 		meta: aclValue{Ctime: now, Mode: kind, TTL: ttl, ACL: acl},
 		stat: encoding.Stat{
-			Czxid: zxidNow, Mzxid: zxidNow, Pzxid: zxidNow, Ctime: now, Mtime: now,
+			Czxid: z, Mzxid: z, Pzxid: z, Ctime: now, Mtime: now,
 			EphemeralOwner: lease, DataLength: int32(len(o.data)),
 		},
+		createdIx: m.index, dataIx: m.index, createsIx: m.index,
 	}
 	parent.touched = true
 	parent.c++
 	parent.childCreates++
+	parent.createsIx = m.index
 	parent.stat.NumChildren++
-	parent.stat.Pzxid = zxidNow
+	parent.stat.Pzxid = z
 	if o.op == encoding.OpCreate {
 		return encoding.MultiResult{Op: encoding.OpCreate, Record: &encoding.CreateResponse{Path: name}}, 0
 	}
@@ -396,8 +406,9 @@ func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
 	}
 	parent.touched = true
 	parent.childDeletes++
+	parent.deletesIx = m.index
 	parent.stat.NumChildren--
-	parent.stat.Pzxid = zxidNow
+	parent.stat.Pzxid = pendingZxid(m.index)
 	return encoding.MultiResult{Op: encoding.OpDelete}, 0
 }
 
@@ -479,7 +490,11 @@ func (m *multiState) writes() []clientv3.Op {
 			if n.created {
 				opt = clientv3.WithLease(lease)
 			}
-			ops = append(ops, clientv3.OpPut(k.data(p), encodeDataValue(n.data, n.stat.Mtime), opt))
+			ix := zxidIndexes{czxid: n.keys.ix.czxid, mzxid: n.dataIx}
+			if n.created {
+				ix.czxid = n.createdIx
+			}
+			ops = append(ops, clientv3.OpPut(k.data(p), encodeDataValue(n.data, n.stat.Mtime, ix), opt))
 		}
 		dataVersion := n.keys.data.version
 		if putData {
@@ -492,14 +507,15 @@ func (m *multiState) writes() []clientv3.Op {
 			aclVersion++
 		}
 		// A recreated node's old child-create key is put too, so that its counter moves
-		// (sequential creates guard on it) while the offsets key resets C.
+		// (sequential creates guard on it) while the offsets key resets C. The node's
+		// createsIx is its creation's index unless a child was created since.
 		createsVersion := more.creates.version
 		if n.childCreates > 0 || n.created && more.creates.mod != 0 {
-			ops = append(ops, clientv3.OpPut(k.childCreates(p), ""))
+			ops = append(ops, clientv3.OpPut(k.childCreates(p), encodeIndexValue(n.createsIx)))
 			createsVersion++
 		}
 		if n.childDeletes > 0 {
-			ops = append(ops, clientv3.OpPut(k.childDeletes(p), ""))
+			ops = append(ops, clientv3.OpPut(k.childDeletes(p), encodeIndexValue(n.deletesIx)))
 		}
 		want := offsetsValue{
 			Version:  dataVersion - 1 - int64(n.stat.Version),
@@ -508,9 +524,9 @@ func (m *multiState) writes() []clientv3.Op {
 		}
 		switch {
 		case recreated:
-			want.Czxid = czxidOwn
-		case more.offs.Czxid == czxidOwn:
-			want.Czxid = more.offsets.mod
+			want.Czxid = czxidOwn(n.createdIx)
+		case more.offs.Czxid < 0:
+			want.Czxid = int64(zxidOf(more.offsets.mod, int(-1-more.offs.Czxid)))
 		default:
 			want.Czxid = more.offs.Czxid
 		}
@@ -535,11 +551,11 @@ func (m *multiState) writes() []clientv3.Op {
 	return ops
 }
 
-// patchZxid replaces zxidNow in a Stat by the commit's zxid.
-func patchZxid(st *encoding.Stat, z encoding.Zxid) {
+// patchZxid replaces the pending zxids in a Stat by the zxids of the commit's revision rev.
+func patchZxid(st *encoding.Stat, rev int64) {
 	for _, f := range []*encoding.Zxid{&st.Czxid, &st.Mzxid, &st.Pzxid} {
-		if *f == zxidNow {
-			*f = z
+		if *f < 0 {
+			*f = zxidOf(rev, int(-1-*f))
 		}
 	}
 }
@@ -557,7 +573,7 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			z, err := s.etcdFailure(opName, "", err)
 			return nil, 0, z, err
 		}
-		return nil, 0, s.zxid(put.Header.Revision), nil
+		return nil, 0, s.writeZxid(put.Header.Revision, 0), nil
 	}
 	turn := multiTurn{locks: &b.multiLocks, paths: multiReadSet(ops, nil)}
 	defer turn.release()
@@ -610,11 +626,11 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 			}
 			continue
 		}
-		z := s.zxid(r.Header.Revision)
+		z := s.writeZxid(r.Header.Revision, m.index)
 		if failedAt >= 0 {
 			return errorResults(len(ops), failedAt, failed), failed, z, nil
 		}
-		committedMulti(results, z)
+		committedMulti(results, r.Header.Revision)
 		return results, 0, z, nil
 	}
 	return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, opName, ops[0].path)
@@ -640,7 +656,7 @@ func (m *multiState) simulate(ops []mop, owner encoding.SessionID, now int64) (r
 func (s *etcdSession) multiWrites(m *multiState, ops []mop, results []encoding.MultiResult) []clientv3.Op {
 	b := s.b
 	then := m.writes()
-	if j := journalOf(ops, results, s.auth.Authenticated(), b.providers()); len(j) > 0 {
+	if j := journalOf(ops, results, m.index, s.auth.Authenticated(), b.providers()); len(j) > 0 {
 		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
 	}
 	if len(then) == 0 {
@@ -677,14 +693,14 @@ func errorResults(n, failedAt int, failed encoding.ErrCode) []encoding.MultiResu
 	return results
 }
 
-// committedMulti puts a committed multi's zxid in the Stats of its results.
-func committedMulti(results []encoding.MultiResult, z encoding.Zxid) {
+// committedMulti puts the zxids of the commit's revision rev in the Stats of a multi's results.
+func committedMulti(results []encoding.MultiResult, rev int64) {
 	for i := range results {
 		switch rec := results[i].Record.(type) {
 		case *encoding.Create2Response:
-			patchZxid(&rec.Stat, z)
+			patchZxid(&rec.Stat, rev)
 		case *encoding.SetDataResponse:
-			patchZxid(&rec.Stat, z)
+			patchZxid(&rec.Stat, rev)
 		}
 	}
 }
@@ -714,9 +730,10 @@ func (t *multiTurn) release() {
 }
 
 // journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches,
-// with the ACL each create gave its node (znode.FixupACL again, with the same authenticated ids).
-func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID, p znode.Providers) []watch.Change {
-	var out []watch.Change
+// with the ACL each create gave its node (znode.FixupACL again, with the same authenticated ids),
+// as the changes of the write numbered index in its revision.
+func journalOf(ops []mop, results []encoding.MultiResult, index uint16, authIDs []encoding.ID, p znode.Providers) []journalChange {
+	var out []journalChange
 	for i, o := range ops {
 		switch o.op {
 		case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
@@ -728,11 +745,11 @@ func journalOf(ops []mop, results []encoding.MultiResult, authIDs []encoding.ID,
 				path = r.Path
 			}
 			acl, _ := znode.FixupACL(o.acl, authIDs, p)
-			out = append(out, watch.Change{Kind: watch.Created, Path: path, CreatedACL: acl})
+			out = append(out, journalChange{watch.Change{Kind: watch.Created, Path: path, CreatedACL: acl}, index})
 		case encoding.OpDelete:
-			out = append(out, watch.Change{Kind: watch.Deleted, Path: o.path})
+			out = append(out, journalChange{watch.Change{Kind: watch.Deleted, Path: o.path}, index})
 		case encoding.OpSetData:
-			out = append(out, watch.Change{Kind: watch.DataChanged, Path: o.path})
+			out = append(out, journalChange{watch.Change{Kind: watch.DataChanged, Path: o.path}, index})
 		}
 	}
 	return out

@@ -19,13 +19,26 @@ import (
 // needed to pick ZooKeeper's error code and puts the error key so the failed write consumes a
 // revision (zxid). Every read is one Txn of ranges.
 
-// zxid records rev as seen by this session and returns it; replies never go back in zxid.
+// zxid records that the session was answered from the state at revision rev (0: from no new
+// state) and returns the reply's zxid; replies never go back in zxid.
 func (s *etcdSession) zxid(rev int64) encoding.Zxid {
+	return s.seen(rev, zxidAt(rev))
+}
+
+// writeZxid records that the session's write numbered index in revision rev committed (or
+// failed, consuming that zxid) and returns the reply's zxid, the write's own.
+func (s *etcdSession) writeZxid(rev int64, index uint16) encoding.Zxid {
+	return s.seen(rev, zxidOf(rev, int(index)))
+}
+
+// seen raises the session's floor to rev and its last zxid to z, and returns its last zxid.
+func (s *etcdSession) seen(rev int64, z encoding.Zxid) encoding.Zxid {
 	if rev > s.lastRev {
 		s.lastRev = rev
 		s.b.answered(rev)
 	}
-	return encoding.Zxid(s.lastRev)
+	s.lastZxid = max(s.lastZxid, z)
+	return s.lastZxid
 }
 
 // fail answers a failed write that was refused before reaching a transaction: it consumes a
@@ -40,7 +53,7 @@ func (s *etcdSession) fail(ctx context.Context, op string, path string, code enc
 	if err != nil {
 		return 0, fmt.Errorf("session %s: %s %q: record failure: %w", s.id, op, path, err)
 	}
-	return s.zxid(put.Header.Revision), code
+	return s.writeZxid(put.Header.Revision, 0), code
 }
 
 // etcdFailure wraps a transport error, turning a vanished lease into SessionExpired and etcd's
@@ -115,7 +128,7 @@ func (b *Store) childListOps(path string, opts ...clientv3.OpOption) []clientv3.
 // serving old data for ever), or any error — the read runs again, linearizably.
 func (s *etcdSession) read(ctx context.Context, ops func(opts ...clientv3.OpOption) []clientv3.Op) (*clientv3.TxnResponse, error) {
 	progress, _ := s.b.watches.Progress()
-	floor := max(s.lastRev, int64(progress))
+	floor := max(s.lastRev, revOf(progress))
 	r, err := s.b.kv.Txn(clientv3.WithRequireLeader(ctx)).Then(ops(clientv3.WithSerializable())...).Commit()
 	if err == nil && r.Header.Revision >= floor {
 		return r, nil
@@ -189,7 +202,7 @@ func (b *Store) treeReaches(ctx context.Context, floor int64) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.treeWait)
 	defer cancel()
-	return b.awaitProgress(ctx, encoding.Zxid(floor)) == nil
+	return b.awaitProgress(ctx, zxidAt(floor)) == nil
 }
 
 // readNodeEtcd reads one node from etcd in one round trip: the current state, for a write's

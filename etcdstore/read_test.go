@@ -120,7 +120,7 @@ func TestEtcdSerializableReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv.at.Store(int64(z1))
+	kv.at.Store(revOf(z1))
 	z2 := set(writer, "2")
 	// The writer reads its own write: the stale answer is refused and read again.
 	if got := getData(writer, "/x"); got != "2" {
@@ -136,7 +136,7 @@ func TestEtcdSerializableReads(t *testing.T) {
 	}
 
 	// Once the watch feed has delivered the write, no session reads behind it.
-	go b.runWatchFeed(int64(start))
+	go b.runWatchFeed(revOf(start))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if p, _ := b.watches.Progress(); p >= z2 {
 			break
@@ -150,7 +150,7 @@ func TestEtcdSerializableReads(t *testing.T) {
 	}
 
 	// A sync raises the floor the same way, whatever the feed has seen.
-	kv.at.Store(int64(z2))
+	kv.at.Store(revOf(z2))
 	set(writer, "3")
 	if _, _, err := reader.Sync(ctx, &encoding.SyncRequest{Path: "/x"}); err != nil {
 		t.Fatal(err)

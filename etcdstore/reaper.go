@@ -11,7 +11,6 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -282,7 +281,7 @@ func (b *Store) reapNode(ctx context.Context, path string, dataRev int64) (bool,
 		return false, err
 	}
 	if r.Succeeded {
-		b.log.Debug("reaper: deleted", zap.String("path", path), zap.Stringer("zxid", encoding.Zxid(r.Header.Revision)))
+		b.log.Debug("reaper: deleted", zap.String("path", path), zap.Stringer("zxid", zxidOf(r.Header.Revision, 0)))
 	}
 	return r.Succeeded, nil
 }

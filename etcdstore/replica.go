@@ -452,9 +452,8 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 				states[p] = watch.State{}
 				continue
 			}
-			czxid, pzxid := rn.keys.zxids()
-			states[p] = watch.State{Exists: true, Czxid: encoding.Zxid(czxid), Mzxid: encoding.Zxid(rn.keys.data.mod),
-				Pzxid: encoding.Zxid(pzxid), ACL: rn.keys.meta.ACL}
+			czxid, mzxid, pzxid := rn.keys.zxids()
+			states[p] = watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, ACL: rn.keys.meta.ACL}
 		}
 	})
 	return states, rev
@@ -465,7 +464,7 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 func (r *replica) backendStats() zetcd.BackendStats {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return zetcd.BackendStats{Zxid: encoding.Zxid(r.rev), NodeCount: r.t.count + 1, Sessions: r.t.sessions}
+	return zetcd.BackendStats{Zxid: zxidAt(r.rev), NodeCount: r.t.count + 1, Sessions: r.t.sessions}
 }
 
 // stats returns the replica's counters (the root counted twice, as ZooKeeper counts it) and
@@ -474,7 +473,7 @@ func (r *replica) stats() zetcd.TreeStats {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	ts := zetcd.TreeStats{
-		Zxid:                encoding.Zxid(r.rev),
+		Zxid:                zxidAt(r.rev),
 		NodeCount:           r.t.count + 1,
 		ApproximateDataSize: r.t.dataSize,
 		Ephemerals:          make(map[encoding.SessionID][]string, len(r.t.ephemerals)),

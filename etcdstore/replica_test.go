@@ -67,7 +67,7 @@ func newGatedBackend(t *testing.T) (*Store, *countingKV, *gatedWatcher, *clientv
 // awaitTree waits until the replica has applied rev.
 func awaitTree(t *testing.T, b *Store, rev encoding.Zxid) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); b.tree.revision() < int64(rev); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); b.tree.revision() < revOf(rev); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the replica did not reach revision %d within 10s (at %d)", rev, b.tree.revision())
 		}
@@ -187,7 +187,7 @@ func awaitTreeCurrent(t *testing.T, b *Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitTree(t, b, encoding.Zxid(rev))
+	awaitTree(t, b, zxidAt(rev))
 }
 
 // checkTreeMatchesEtcd compares the replica with a fresh load at its revision, and each node's
@@ -262,7 +262,7 @@ func TestReplicaLoadFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := b.kv.Txn(ctx).Then(
-		clientv3.OpPut(b.keys.data("/a/b"), encodeDataValue([]byte("x"), 1)),
+		clientv3.OpPut(b.keys.data("/a/b"), encodeDataValue([]byte("x"), 1, zxidIndexes{})),
 		clientv3.OpPut(b.keys.acl("/a/b"), encodeACLValue(aclValue{ACL: openACL})),
 	).Commit()
 	if err != nil {

@@ -35,8 +35,10 @@ type etcdSession struct {
 	// ownerRev is the session key's ModRevision when this connection took the session; a
 	// different ModRevision means another connection has resumed it since.
 	ownerRev int64
-	// lastRev is the newest revision this session has been answered with (executor only).
-	lastRev int64
+	// lastRev is the newest revision this session has been answered with, and lastZxid the
+	// newest zxid (zxid.go); executor only.
+	lastRev  int64
+	lastZxid encoding.Zxid
 	// watcher holds this connection's watches; released by Detach.
 	watcher *watch.Watcher
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
@@ -187,7 +189,7 @@ func (l *goneLatch) after(f func()) (stop func() bool) {
 // follower's last processed zxid, it can lag writes made through other zetcd processes.
 func (s *etcdSession) LastZxid() encoding.Zxid {
 	progress, _ := s.b.watches.Progress()
-	return max(progress, encoding.Zxid(s.b.newestAnswer.Load()))
+	return max(progress, zxidAt(s.b.newestAnswer.Load()))
 }
 
 // RefuseWrite consumes a revision through the error key, as ZooKeeper logs an error txn for
@@ -203,7 +205,7 @@ func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.
 		events = discardEvents{}
 	}
 	// Replies never carry a zxid older than the session's own creation or resumption.
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, auth: &znode.Identities{}}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, lastZxid: zxidAt(ownerRev), auth: &znode.Identities{}}
 	s.watcher = watch.NewWatcher(events, id, s.auth)
 	b.local.add(s)
 	b.keeper.add(clientv3.LeaseID(id))
@@ -291,12 +293,12 @@ func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev 
 		}
 		if txn.Succeeded {
 			b.revokeQuietly(clientv3.LeaseID(id))
-			return encoding.Zxid(txn.Header.Revision), true, nil
+			return zxidOf(txn.Header.Revision, 0), true, nil
 		}
 		sk := txn.Responses[0].GetResponseRange().Kvs
 		if len(sk) == 0 || sk[0].ModRevision != ownerRev {
 			// Resumed elsewhere, or already ended (lease expired in etcd): not ours to end.
-			return encoding.Zxid(txn.Header.Revision), false, nil
+			return zxidOf(txn.Header.Revision, 0), false, nil
 		}
 		// An ephemeral was deleted or created concurrently: read the lease's keys again.
 	}

@@ -345,5 +345,5 @@ func (b *Store) Space() Space { return b.space.space() }
 // be compacted without breaking the feed (internal/embedetcd's compactor).
 func (b *Store) AppliedRevision() int64 {
 	p, _ := b.watches.Progress()
-	return int64(p)
+	return revOf(p)
 }

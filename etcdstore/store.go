@@ -200,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cancel()
 		return nil, err
 	}
-	b.watches = watch.NewRegistry(encoding.Zxid(rev))
+	b.watches = watch.NewRegistry(zxidAt(rev))
 	if !cfg.manualWatchFeed {
 		go b.runWatchFeed(rev)
 	}
@@ -252,7 +252,7 @@ func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 			acl = read
 		}
 		puts = append(puts,
-			clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0)),
+			clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0, zxidIndexes{})),
 			clientv3.OpPut(b.keys.acl(p), encodeACLValue(aclValue{ACL: acl})))
 	}
 	r, err := b.kv.Txn(ctx).
@@ -322,7 +322,7 @@ func (b *Store) openSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.S
 		b.revokeQuietly(grant.ID)
 		return nil, fmt.Errorf("zetcd: create session %s: %w", id, err)
 	}
-	if int64(p.LastZxidSeen) > put.Header.Revision {
+	if revOf(p.LastZxidSeen) > put.Header.Revision {
 		b.revokeQuietly(grant.ID)
 		return nil, zetcd.ErrZxidAhead
 	}
@@ -350,7 +350,7 @@ func (b *Store) resumeSession(ctx context.Context, p zetcd.ConnectParams) (zetcd
 	if !bytes.Equal(sv.passwd, p.Passwd) {
 		return nil, zetcd.ErrSessionExpired
 	}
-	if int64(p.LastZxidSeen) > get.Header.Revision {
+	if revOf(p.LastZxidSeen) > get.Header.Revision {
 		return nil, zetcd.ErrZxidAhead
 	}
 	txn, err := b.kv.Txn(ctx).

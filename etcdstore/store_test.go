@@ -446,14 +446,14 @@ func TestEtcdSessionLifecycle(t *testing.T) {
 	if _, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: time.Second}); !errors.Is(err, zetcd.ErrSessionExpired) {
 		t.Errorf("resume a closed session: %v, want ErrSessionExpired", err)
 	}
-	if _, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: time.Second, LastZxidSeen: zClose + 1000}); !errors.Is(err, zetcd.ErrZxidAhead) {
+	if _, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: time.Second, LastZxidSeen: zxidOf(revOf(zClose)+1000, 0)}); !errors.Is(err, zetcd.ErrZxidAhead) {
 		t.Errorf("connect with lastZxidSeen ahead: %v, want ErrZxidAhead", err)
 	}
 }
 
 // newHeldFeedBackend starts an etcd and a backend on it whose watch feed is held back: the test
-// starts it with go b.runWatchFeed(int64(start)).
-func newHeldFeedBackend(t *testing.T) (b *Store, cli *clientv3.Client, start encoding.Zxid) {
+// starts it with go b.runWatchFeed(start).
+func newHeldFeedBackend(t *testing.T) (b *Store, cli *clientv3.Client, start int64) {
 	t.Helper()
 	cli = startEtcd(t)
 	// Reads ask etcd soon: the replica stays at its load until the test starts the feed.
@@ -462,8 +462,8 @@ func newHeldFeedBackend(t *testing.T) (b *Store, cli *clientv3.Client, start enc
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
-	start, _ = b.watches.Progress()
-	return b, cli, start
+	progress, _ := b.watches.Progress()
+	return b, cli, revOf(progress)
 }
 
 // TestEtcdWatchFeedCompaction: a watch feed that starts behind an etcd compaction resynchronises
@@ -493,10 +493,10 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Compact(ctx, int64(zSet)); err != nil {
+	if _, err := cli.Compact(ctx, revOf(zSet)); err != nil {
 		t.Fatal(err)
 	}
-	go b.runWatchFeed(int64(start))
+	go b.runWatchFeed(start)
 
 	if err := watching.AwaitEvents(ctx, zSet); err != nil {
 		t.Fatal(err)
@@ -709,7 +709,7 @@ func TestEtcdPersistentWatchArmedNow(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	go b.runWatchFeed(int64(start))
+	go b.runWatchFeed(start)
 
 	var want []string
 	var last encoding.Zxid

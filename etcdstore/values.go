@@ -18,17 +18,35 @@ import (
 // byte), the length of its path (big-endian uint32) and the path. A create's kind byte has bit
 // 0x80 set and is followed by the ACL it gave the node (length as uint32, then the ACL list as
 // in aclValue), which the watch feed needs for the READ check of events (a node created and
-// deleted by one multi leaves no ACL key behind).
-const journalACLFollows = 0x80
+// deleted by one multi leaves no ACL key behind). A kind byte with bit 0x40 set is followed by
+// the index of the change's write in its revision (big-endian uint16, zxid.go); without it the
+// index is 0.
+const (
+	journalACLFollows   = 0x80
+	journalIndexFollows = 0x40
+)
 
-func encodeJournal(changes []watch.Change) string {
+// journalChange is one change of the journal: what changed, and the index of the write that
+// changed it in its revision (zxid.go).
+type journalChange struct {
+	watch.Change
+	index uint16
+}
+
+func encodeJournal(changes []journalChange) string {
 	var b []byte
 	for _, c := range changes {
 		kind := byte(c.Kind)
 		if c.Kind == watch.Created && c.CreatedACL != nil {
 			kind |= journalACLFollows
 		}
+		if c.index != 0 {
+			kind |= journalIndexFollows
+		}
 		b = append(b, kind)
+		if c.index != 0 {
+			b = binary.BigEndian.AppendUint16(b, c.index)
+		}
 		b = binary.BigEndian.AppendUint32(b, uint32(len(c.Path)))
 		b = append(b, c.Path...)
 		if kind&journalACLFollows != 0 {
@@ -40,20 +58,31 @@ func encodeJournal(changes []watch.Change) string {
 	return string(b)
 }
 
-// decodeJournal returns the changes of a journal value, with zxid set to rev.
+// decodeJournal returns the changes of a journal value written in revision rev, with their zxids.
 func decodeJournal(v []byte, rev int64) ([]watch.Change, error) {
 	var out []watch.Change
 	for len(v) > 0 {
-		kind := watch.ChangeKind(v[0] &^ journalACLFollows)
-		if len(v) < 5 || kind > watch.DataChanged {
+		kind := watch.ChangeKind(v[0] &^ (journalACLFollows | journalIndexFollows))
+		if kind > watch.DataChanged {
 			return nil, errors.New("zetcd: corrupt journal value")
 		}
 		hasACL := v[0]&journalACLFollows != 0
+		index := 0
+		if v[0]&journalIndexFollows != 0 {
+			if len(v) < 3 {
+				return nil, errors.New("zetcd: corrupt journal value: short index")
+			}
+			index = int(binary.BigEndian.Uint16(v[1:3]))
+			v = v[2:]
+		}
+		if len(v) < 5 {
+			return nil, errors.New("zetcd: corrupt journal value")
+		}
 		n := binary.BigEndian.Uint32(v[1:5])
 		if uint64(len(v)-5) < uint64(n) {
 			return nil, errors.New("zetcd: corrupt journal value: short path")
 		}
-		c := watch.Change{Kind: kind, Path: string(v[5 : 5+n]), Zxid: encoding.Zxid(rev)}
+		c := watch.Change{Kind: kind, Path: string(v[5 : 5+n]), Zxid: zxidOf(rev, index)}
 		v = v[5+n:]
 		if hasACL {
 			if len(v) < 4 || uint64(len(v)-4) < uint64(binary.BigEndian.Uint32(v)) {
@@ -73,33 +102,77 @@ func decodeJournal(v []byte, rev int64) ([]watch.Change, error) {
 }
 
 // dataValue is the value of a data key: one flags byte (bit 0: data is null, as opposed to
-// empty), the mtime in ms (big-endian int64), then the data.
+// empty; bit 1: indexes follow), the mtime in ms (big-endian int64), if bit 1 is set the
+// node's zxidIndexes (two big-endian uint16: czxid's, then mzxid's), then the data.
 const (
-	dataHeaderLen = 9
-	dataFlagNull  = 1
+	dataHeaderLen        = 9
+	dataFlagNull         = 1
+	dataFlagIndexes      = 2
+	dataIndexesLen       = 4
+	dataHeaderLenIndexes = dataHeaderLen + dataIndexesLen
 )
 
-func encodeDataValue(data []byte, mtime int64) string {
-	b := make([]byte, dataHeaderLen+len(data))
+// zxidIndexes are the low bits of a node's czxid and mzxid (zxid.go): the index of the write
+// that created the node, and of the one that last set its data, in their revisions.
+type zxidIndexes struct{ czxid, mzxid uint16 }
+
+func encodeDataValue(data []byte, mtime int64, ix zxidIndexes) string {
+	header := dataHeaderLen
+	if ix != (zxidIndexes{}) {
+		header = dataHeaderLenIndexes
+	}
+	b := make([]byte, header+len(data))
 	if data == nil {
 		b[0] = dataFlagNull
 	}
 	binary.BigEndian.PutUint64(b[1:9], uint64(mtime))
-	copy(b[dataHeaderLen:], data)
+	if ix != (zxidIndexes{}) {
+		b[0] |= dataFlagIndexes
+		binary.BigEndian.PutUint16(b[9:11], ix.czxid)
+		binary.BigEndian.PutUint16(b[11:13], ix.mzxid)
+	}
+	copy(b[header:], data)
 	return string(b)
 }
 
-// decodeDataValue returns the node's data (nil for null data, non-nil empty for empty data) and
-// mtime. The returned slice aliases v.
-func decodeDataValue(v []byte) (data []byte, mtime int64, err error) {
+// decodeDataValue returns the node's data (nil for null data, non-nil empty for empty data),
+// mtime and zxid indexes. The returned slice aliases v.
+func decodeDataValue(v []byte) (data []byte, mtime int64, ix zxidIndexes, err error) {
 	if len(v) < dataHeaderLen {
-		return nil, 0, errors.New("zetcd: corrupt data value: too short")
+		return nil, 0, ix, errors.New("zetcd: corrupt data value: too short")
 	}
 	mtime = int64(binary.BigEndian.Uint64(v[1:9]))
-	if v[0]&dataFlagNull != 0 {
-		return nil, mtime, nil
+	header := dataHeaderLen
+	if v[0]&dataFlagIndexes != 0 {
+		if len(v) < dataHeaderLenIndexes {
+			return nil, 0, ix, errors.New("zetcd: corrupt data value: short indexes")
+		}
+		ix = zxidIndexes{czxid: binary.BigEndian.Uint16(v[9:11]), mzxid: binary.BigEndian.Uint16(v[11:13])}
+		header = dataHeaderLenIndexes
 	}
-	return v[dataHeaderLen:len(v):len(v)], mtime, nil
+	if v[0]&dataFlagNull != 0 {
+		return nil, mtime, ix, nil
+	}
+	return v[header:len(v):len(v)], mtime, ix, nil
+}
+
+// The child-create and child-delete keys' value is the index of the write that last put them
+// in their revision (a big-endian uint16), or empty for index 0.
+func encodeIndexValue(index uint16) string {
+	if index == 0 {
+		return ""
+	}
+	return string(binary.BigEndian.AppendUint16(nil, index))
+}
+
+func decodeIndexValue(v []byte) (uint16, error) {
+	switch len(v) {
+	case 0:
+		return 0, nil
+	case 2:
+		return binary.BigEndian.Uint16(v), nil
+	}
+	return 0, errors.New("zetcd: corrupt index value")
 }
 
 // aclValue is the value of an ACL key: format byte 1, ctime (int64), create mode (int32),
@@ -194,20 +267,24 @@ type offsetsValue struct {
 	Version  int64 // ZooKeeper version  = data Version - 1 - Version
 	Aversion int64 // ZooKeeper aversion = ACL Version - 1 - Aversion
 	Creates  int64 // create counter C   = child-create Version + Creates
-	// Czxid replaces the data key's CreateRevision after a multi deleted the node and created
-	// it again (the data key survived the pair): czxidOwn means the offsets key's own
-	// ModRevision (the offsets key was written by that multi), a positive value is the czxid.
+	// Czxid replaces the czxid derived from the data key after a multi deleted the node and
+	// created it again (the data key survived the pair): negative means the offsets key's own
+	// ModRevision (the offsets key was written by that multi) with index -Czxid-1 (czxidOwn(i)),
+	// a positive value is the czxid itself.
 	Czxid int64
 }
 
-const czxidOwn = -1
+// czxidOwn is the offsetsValue.Czxid of a node recreated by the write numbered index in the
+// revision that writes the offsets key.
+func czxidOwn(index uint16) int64 { return -1 - int64(index) }
 
-// offsetsValue is format byte 1 and four big-endian int64s.
+// offsetsValue is a format byte and four big-endian int64s. Format 2 holds Czxid as above;
+// format 1, written before zxids had indexes, holds a positive Czxid as a revision.
 const offsetsValueLen = 33
 
 func encodeOffsetsValue(o offsetsValue) string {
 	b := make([]byte, 1, offsetsValueLen)
-	b[0] = 1
+	b[0] = 2
 	for _, v := range []int64{o.Version, o.Aversion, o.Creates, o.Czxid} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
@@ -215,11 +292,15 @@ func encodeOffsetsValue(o offsetsValue) string {
 }
 
 func decodeOffsetsValue(b []byte) (offsetsValue, error) {
-	if len(b) != offsetsValueLen || b[0] != 1 {
+	if len(b) != offsetsValueLen || b[0] != 1 && b[0] != 2 {
 		return offsetsValue{}, errors.New("zetcd: corrupt offsets value")
 	}
 	f := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[1+8*i:])) }
-	return offsetsValue{Version: f(0), Aversion: f(1), Creates: f(2), Czxid: f(3)}, nil
+	o := offsetsValue{Version: f(0), Aversion: f(1), Creates: f(2), Czxid: f(3)}
+	if b[0] == 1 && o.Czxid > 0 {
+		o.Czxid = int64(zxidOf(o.Czxid, 0))
+	}
+	return o, nil
 }
 
 // keyRevs is what the derivation of a Stat uses of one etcd key: its revisions and version.
@@ -241,9 +322,10 @@ type nodeKeys struct {
 	data  keyRevs // the data key; data.mod is 0 when the node does not exist
 	lease int64   // the data key's lease: the ephemeral owner
 	mtime int64
-	value []byte   // the node's data (nil for null data)
-	acl   keyRevs  // the ACL key
-	meta  aclValue // the ACL key's value
+	ix    zxidIndexes // from the data key's value
+	value []byte      // the node's data (nil for null data)
+	acl   keyRevs     // the ACL key
+	meta  aclValue    // the ACL key's value
 	// more holds the keys a node usually lacks; nil when it has none. Replaced, never changed
 	// in place, when one of them changes.
 	more *moreKeys
@@ -253,6 +335,7 @@ type nodeKeys struct {
 // went wrong decoding any of its keys (a corrupt value: reads of the node fail with it).
 type moreKeys struct {
 	creates, deletes, offsets keyRevs
+	createsIx, deletesIx      uint16       // the child-create and child-delete keys' values
 	offs                      offsetsValue // the offsets key's value
 	err                       error
 }
@@ -286,10 +369,17 @@ func (n *nodeKeys) putMeta(name byte, kv *mvccpb.KeyValue, acls *aclTable) {
 		}
 		v.ACL = acls.share(kv.Value[aclListOffset:], v.ACL)
 		n.acl, n.meta = revsOf(kv), v
-	case 'c':
-		m.creates = revsOf(kv)
-	case 'd':
-		m.deletes = revsOf(kv)
+	case 'c', 'd':
+		ix, err := decodeIndexValue(kv.Value)
+		if err != nil {
+			m.err = err
+			break
+		}
+		if name == 'c' {
+			m.creates, m.createsIx = revsOf(kv), ix
+		} else {
+			m.deletes, m.deletesIx = revsOf(kv), ix
+		}
 	case 'o':
 		offs, err := decodeOffsetsValue(kv.Value)
 		if err != nil {
@@ -308,9 +398,9 @@ func (n *nodeKeys) deleteMeta(name byte) {
 	case 'a':
 		n.acl, n.meta = keyRevs{}, aclValue{}
 	case 'c':
-		m.creates = keyRevs{}
+		m.creates, m.createsIx = keyRevs{}, 0
 	case 'd':
-		m.deletes = keyRevs{}
+		m.deletes, m.deletesIx = keyRevs{}, 0
 	case 'o':
 		m.offsets, m.offs = keyRevs{}, offsetsValue{}
 	}
@@ -319,18 +409,18 @@ func (n *nodeKeys) deleteMeta(name byte) {
 
 // putData records the node's data key as put in kv.
 func (n *nodeKeys) putData(kv *mvccpb.KeyValue) {
-	data, mtime, err := decodeDataValue(kv.Value)
+	data, mtime, ix, err := decodeDataValue(kv.Value)
 	if err != nil {
 		m := n.moreOrZero()
 		m.err = err
 		n.setMore(m)
 	}
-	n.data, n.lease, n.mtime, n.value = revsOf(kv), kv.Lease, mtime, data
+	n.data, n.lease, n.mtime, n.ix, n.value = revsOf(kv), kv.Lease, mtime, ix, data
 }
 
 // deleteData records the delete of the node's data key.
 func (n *nodeKeys) deleteData() {
-	n.data, n.lease, n.mtime, n.value = keyRevs{}, 0, 0, nil
+	n.data, n.lease, n.mtime, n.ix, n.value = keyRevs{}, 0, 0, zxidIndexes{}, nil
 }
 
 // exists reports whether the node's data key exists.
@@ -339,21 +429,29 @@ func (n *nodeKeys) exists() bool { return n.data.mod != 0 }
 // empty reports whether no key of the node is known.
 func (n *nodeKeys) empty() bool { return !n.exists() && n.acl.mod == 0 && n.more == nil }
 
-// zxids derives the node's czxid and pzxid:
+// zxids derives the node's czxid, mzxid and pzxid (zxid.go):
 //
-//	czxid = data.CreateRevision, or as the offsets key corrects it (offsetsValue.Czxid)
-//	pzxid = max(czxid, child-create key's ModRevision, child-delete key's ModRevision)
-func (n *nodeKeys) zxids() (czxid, pzxid int64) {
+//	czxid = zxidOf(data.CreateRevision, ix.czxid), or as the offsets key corrects it
+//	mzxid = zxidOf(data.ModRevision, ix.mzxid)
+//	pzxid = max(czxid, the zxids of the child-create and child-delete keys' last puts)
+func (n *nodeKeys) zxids() (czxid, mzxid, pzxid encoding.Zxid) {
 	m := n.moreOrZero()
 	switch {
-	case m.offs.Czxid == czxidOwn && m.offsets.mod != 0:
-		czxid = m.offsets.mod
+	case m.offs.Czxid < 0 && m.offsets.mod != 0:
+		czxid = zxidOf(m.offsets.mod, int(-1-m.offs.Czxid))
 	case m.offs.Czxid > 0:
-		czxid = m.offs.Czxid
+		czxid = encoding.Zxid(m.offs.Czxid)
 	default:
-		czxid = n.data.create
+		czxid = zxidOf(n.data.create, int(n.ix.czxid))
 	}
-	return czxid, max(czxid, m.creates.mod, m.deletes.mod)
+	pzxid = czxid
+	if m.creates.mod != 0 {
+		pzxid = max(pzxid, zxidOf(m.creates.mod, int(m.createsIx)))
+	}
+	if m.deletes.mod != 0 {
+		pzxid = max(pzxid, zxidOf(m.deletes.mod, int(m.deletesIx)))
+	}
+	return czxid, zxidOf(n.data.mod, int(n.ix.mzxid)), pzxid
 }
 
 // aclTable shares one ACL list among the nodes that have the same one (most do), keyed by its
@@ -422,10 +520,9 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 
 // node derives the znode's Stat (PROTOCOL.md §4.1), data and ACL from its keys:
 //
-//	czxid = data.CreateRevision       mzxid = data.ModRevision      version = data.Version-1
+//	czxid, mzxid, pzxid: nodeKeys.zxids                             version = data.Version-1
 //	ctime = ACL value                  mtime = data value            aversion = acl.Version-1
 //	C = creates.Version (0 if absent)  cversion = 2C - numChildren   numChildren = counted
-//	pzxid = max(czxid, creates.ModRevision, deletes.ModRevision)
 //	ephemeralOwner = data.Lease (0 for persistent, container and TTL nodes)
 //
 // corrected by the offsets key where a multi left one (offsetsValue).
@@ -442,15 +539,15 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 	case n.acl.mod == 0:
 		return node{}, fmt.Errorf("zetcd: %s: ACL key missing", path)
 	}
-	czxid, pzxid := n.zxids()
-	zx := func(rev int64) encoding.Zxid { return encoding.Zxid(rev) }
+	czxid, mzxid, pzxid := n.zxids()
+	zx := func(z encoding.Zxid) encoding.Zxid { return z }
 	if znode.IsSystem(path) {
-		boot := n.data.create
-		zx = func(rev int64) encoding.Zxid {
-			if rev == boot {
+		boot := zxidOf(n.data.create, 0)
+		zx = func(z encoding.Zxid) encoding.Zxid {
+			if z == boot {
 				return 0
 			}
-			return encoding.Zxid(rev)
+			return z
 		}
 	}
 	c := m.offs.Creates + m.creates.version
@@ -460,7 +557,7 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 		aclRev: n.acl.mod,
 		Stat: encoding.Stat{
 			Czxid:          zx(czxid),
-			Mzxid:          zx(n.data.mod),
+			Mzxid:          zx(mzxid),
 			Ctime:          n.meta.Ctime,
 			Mtime:          n.mtime,
 			Version:        int32(n.data.version - 1 - m.offs.Version),

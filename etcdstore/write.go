@@ -51,7 +51,7 @@ func (s *etcdSession) Delete(ctx context.Context, req *encoding.DeleteRequest) (
 		if err != nil {
 			return s.etcdFailure("delete", path, err)
 		}
-		z := s.zxid(r.Header.Revision)
+		z := s.writeZxid(r.Header.Revision, 0)
 		if r.Succeeded {
 			return z, nil
 		}
@@ -110,7 +110,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(nodeKey), ">", 0)}
 		cmps = append(cmps, b.versionCmps(path, req.Version)...)
 		cmps = append(cmps, g.cmps(b.keys)...)
-		value := encodeDataValue(req.Data, b.nowMs())
+		value := encodeDataValue(req.Data, b.nowMs(), zxidIndexes{})
 		r, err := b.kv.Txn(ctx).If(cmps...).Then(
 			clientv3.OpPut(nodeKey, value, clientv3.WithIgnoreLease(), clientv3.WithPrevKV()),
 			clientv3.OpGet(b.keys.metaPrefix(path), clientv3.WithPrefix()),
@@ -123,7 +123,7 @@ func (s *etcdSession) SetData(ctx context.Context, req *encoding.SetDataRequest)
 		if err != nil {
 			return storeErr[encoding.SetDataResponse](s, "setData", path, err)
 		}
-		z := s.zxid(r.Header.Revision)
+		z := s.writeZxid(r.Header.Revision, 0)
 		if !r.Succeeded && !putRecorded(r.Responses[1]) {
 			stale, err := s.staleGuard(&g, firstKV(r, 2))
 			if err != nil {
@@ -217,7 +217,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		if !r.Succeeded {
 			continue
 		}
-		z = s.zxid(r.Header.Revision)
+		z = s.writeZxid(r.Header.Revision, 0)
 		n, _, ok, err := b.nodeFromOps(path, r, 1, false)
 		if err != nil || !ok {
 			return nil, z, fmt.Errorf("session %s: setACL %q: read back: %v", s.id, path, err)
