@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -19,15 +18,12 @@ import (
 // ACL enforcement on etcd without an extra round trip (DESIGN.md):
 //
 //   - Reads check the ACL of the node they read, from the replica (or from etcd, with the node).
-//   - A write needs the ACL of a node it does not otherwise read (the parent, for create and
-//     delete; the node, for setData). It takes it from the replica, with the ACL key's
-//     ModRevision, decides the permission on it, and adds the compare ModRevision(ACL key) ==
-//     that revision to its transaction, so that a replica behind etcd makes the transaction
-//     fail. The Else branch then reads the ACL key, and the error key (the zxid a failed write
-//     consumes) is put only if the failure is final: the compare held, or the node bearing the
-//     ACL is gone. Otherwise the write decides again on the fresh ACL and retries.
-//   - A write the ACL refuses is settled by one transaction: NoAuth if the ACL key is still at
-//     that revision (its node exists), NoNode if the node is gone, else decide again.
+//   - Creates, deletes, setData and multis decide on the ACLs of the committer's overlay of the
+//     replica (commit.go, multi.go), whose guards pin every node read, ACL keys included.
+//   - setACL, read from etcd, decides ADMIN on the node's ACL and pins it with the compare
+//     ModRevision(ACL key) == that revision (aclGuard); a refusal is settled by one
+//     transaction: NoAuth if the ACL key is still at that revision (its node exists), NoNode if
+//     the node is gone, else decide again.
 //   - The watch feed needs a node's ACL at the revision of a change to decide whether its event
 //     may be delivered: the replica's, which has applied that revision, or for a node the
 //     revision deleted (or deleted and created again), its ACL from before, which the replica
@@ -47,23 +43,6 @@ type aclGuard struct {
 	rev     int64 // the ACL key's ModRevision the decision is made on; 0: the node is missing
 	allowed bool  // the permission is granted (or the node is missing: existence decides)
 	bypass  bool  // the connection is super: no decision, nothing to pin
-}
-
-// guardACL decides perm on path's ACL as the replica holds it, once the replica has applied the
-// session's own writes (a create of the parent just before, say), so that the decision is not
-// made on a state the session has already changed. The guard keeps the decision right whatever
-// the replica's lag: a stale one fails the write's compare, and the write decides again.
-func (s *etcdSession) guardACL(ctx context.Context, path string, perm encoding.Perm) aclGuard {
-	g := aclGuard{path: path, perm: perm}
-	if s.auth.IsSuper() {
-		g.bypass, g.allowed = true, true
-		return g
-	}
-	s.b.treeReaches(ctx, s.lastRev) // if it cannot, decide on what there is
-	var acl []encoding.ACL
-	s.b.tree.read(func(v replicaView) { acl, g.rev = v.acl(path) })
-	g.allowed = g.rev == 0 || s.auth.Allowed(acl, perm)
-	return g
 }
 
 // stale reports whether aclKV (the ACL key read in a failed transaction's Else branch; nil if
@@ -91,18 +70,6 @@ func (g aclGuard) cmps(k keySchema) []clientv3.Cmp {
 	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k.acl(g.path)), "=", g.rev)}
 }
 
-// finalConds are the alternatives under which a failed guarded write is final: the decision
-// still holds, or the node bearing the ACL is gone (NoNode comes first anyway).
-func (g aclGuard) finalConds(k keySchema) [][]clientv3.Cmp {
-	if g.bypass {
-		return [][]clientv3.Cmp{nil}
-	}
-	return [][]clientv3.Cmp{
-		g.cmps(k),
-		{clientv3.Compare(clientv3.CreateRevision(k.data(g.path)), "=", 0)},
-	}
-}
-
 // putErrorIf returns an op that puts the error key if every compare of one of the alternatives
 // holds (a nil alternative always holds), as nested transactions.
 func (b *Store) putErrorIf(alts ...[]clientv3.Cmp) clientv3.Op {
@@ -119,39 +86,6 @@ func (b *Store) putErrorIf(alts ...[]clientv3.Cmp) clientv3.Op {
 		return clientv3.OpTxn(nil, nil, nil)
 	}
 	return next[0]
-}
-
-// failureCmps is the condition under which a single-op write refused by versionCmps has
-// failed for good, so that it consumes a revision: no offsets key, or no version expected.
-func (b *Store) failureCmps(path string, version int32) []clientv3.Cmp {
-	if version == -1 {
-		return nil
-	}
-	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(b.keys.offsets(path)), "=", 0)}
-}
-
-// withEach returns the alternatives alts with base added to each.
-func withEach(base []clientv3.Cmp, alts [][]clientv3.Cmp) [][]clientv3.Cmp {
-	out := make([][]clientv3.Cmp, len(alts))
-	for i, a := range alts {
-		out[i] = append(append([]clientv3.Cmp(nil), base...), a...)
-	}
-	return out
-}
-
-// putRecorded reports whether a response of putErrorIf (or a plain put) put the error key.
-func putRecorded(r *etcdserverpb.ResponseOp) bool {
-	if r.GetResponsePut() != nil {
-		return true
-	}
-	if t := r.GetResponseTxn(); t != nil {
-		for _, sub := range t.Responses {
-			if putRecorded(sub) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // settle answers a write that is refused before its transaction, or checks the refusal of g:
@@ -190,14 +124,6 @@ func (s *etcdSession) settle(ctx context.Context, g *aclGuard, code encoding.Err
 		}
 	}
 	return 0, 0, fmt.Errorf("ACL of %q: too many conflicting changes", g.path)
-}
-
-// orCode returns err, or code as an error when err is nil.
-func orCode(err error, code encoding.ErrCode) error {
-	if err != nil {
-		return err
-	}
-	return code
 }
 
 // readAllowed checks READ (or another perm) on the ACL of the node a read returned.

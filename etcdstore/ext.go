@@ -22,7 +22,7 @@ import (
 // need a TTL that createContainer cannot carry) and invalid flags are BadArguments; sequential
 // flags still add the suffix.
 func (s *etcdSession) CreateContainer(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error) {
-	path, stat, z, err := s.create(ctx, "createContainer", req.Path, req.Data, req.ACL, req.Flags, -1, znode.Kind(encoding.OpCreateContainer, req.Flags))
+	path, stat, z, err := s.create(ctx, "createContainer", encoding.OpCreateContainer, req.Path, req.Data, req.ACL, req.Flags, -1)
 	if err != nil {
 		return nil, z, err
 	}
@@ -37,7 +37,7 @@ func (s *etcdSession) CreateTTL(ctx context.Context, req *encoding.CreateTTLRequ
 		z, err := s.fail(ctx, "createTTL", req.Path, encoding.ErrBadArguments)
 		return nil, z, err
 	}
-	path, stat, z, err := s.create(ctx, "createTTL", req.Path, req.Data, req.ACL, req.Flags, req.TTL, encoding.ModePersistentWithTTL)
+	path, stat, z, err := s.create(ctx, "createTTL", encoding.OpCreateTTL, req.Path, req.Data, req.ACL, req.Flags, req.TTL)
 	if err != nil {
 		return nil, z, err
 	}

@@ -2,11 +2,7 @@ package etcdstore
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,33 +12,27 @@ import (
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
-// The multi engine: multi (14), and the single-op writes whose one-Txn fast path cannot express
-// a change (a node with an offsets key, keys.go). A write multi is one etcd round trip in the
-// common case:
+// The multi engine: the overlay on which every create, delete, setData and multi is checked and
+// from which its etcd writes are made; the committer (commit.go) runs it for a batch of writes.
 //
 //  1. Every node the ops touch (the op paths and the parents of creates and deletes) is read
 //     from the replica at one revision (its keys as nodeKeys, and its number of children), once
-//     the replica has reached the session's own writes; from etcd in one read Txn if it cannot.
+//     the replica has reached the writes' floors; from etcd in one read Txn if it cannot.
 //  2. The ops are simulated in order on an in-memory overlay of that state with ZooKeeper's
 //     per-op checks (PROTOCOL.md §3.2), so every op sees the effects of the earlier ones. The
 //     outcome is either the failing op and its code, or each op's result and the final state of
 //     every touched node.
-//  3. One commit Txn whose compares pin every key that was read (its ModRevision, 0 for an
-//     absent key; the child-create and child-delete keys of a parent move on every child create
-//     and delete, so they pin its children too) writes the difference between the state read and
-//     the final state, or, for a failed multi, puts the error key so that the failure consumes a
-//     zxid as it does in ZooKeeper. Either way the answer rests on a state etcd confirmed: a
-//     compare failing means the state read was behind (a replica that had not applied a
-//     concurrent write yet): read again once the replica has reached the failed commit's
-//     revision, and retry.
+//  3. The commit's compares pin every key that was read (its ModRevision, 0 for an absent key;
+//     the child-create and child-delete keys of a parent move on every child create and delete,
+//     so they pin its children too), and its writes are the difference between the state read
+//     and the final state. A failed write changes nothing but consumes its zxid, as in
+//     ZooKeeper. Either way the answer rests on a state etcd confirmed: a compare failing means
+//     the state read was behind (a replica that had not applied a concurrent write yet): read
+//     again once the replica has reached the failed commit's revision, and retry.
 //
-// So a multi is one etcd revision, one zxid for all its ops. A sequential create's name depends
-// on its parent's create counter, so it is not known before the read: the node it names is
-// assumed absent and that is guarded like a read key (and read for real after a conflict).
-//
-// Under contention, multis of this process that change the same nodes take turns (per-path
-// locks, pathLocks) before committing, so that only writers in other processes can fail their
-// guards; without that, n concurrent multis under one parent cost O(n²) failed commits.
+// A multi is one zxid for all its ops. A sequential create's name depends on its parent's create
+// counter, so it is not known before the read: the node it names is assumed absent and that is
+// guarded like a read key (and read for real after a conflict).
 
 // pendingZxid stands for the zxid of the write numbered index in the commit's revision, in the
 // Stats of simulated nodes, until the revision is known (patchZxid).
@@ -183,6 +173,35 @@ type multiState struct {
 	growth, puts int64
 	// index numbers the write being simulated in the commit's revision (zxid.go).
 	index uint16
+	// undo holds the nodes as they were before the write being simulated changed or looked
+	// at them (nil: not in nodes), and undoGrowth, undoPuts growth and puts; nil undo: the
+	// simulation cannot be rolled back (begin).
+	undo                 map[string]*mnode
+	undoGrowth, undoPuts int64
+}
+
+// begin starts the simulation of one write, which rollback can undo.
+func (m *multiState) begin() {
+	if m.undo == nil {
+		m.undo = map[string]*mnode{}
+	}
+	clear(m.undo)
+	m.undoGrowth, m.undoPuts = m.growth, m.puts
+}
+
+// rollback undoes the write simulated since begin. A node the write looked at without having
+// been read stays, reset to absent and unread: the commit guards its absence, which the
+// write's failure may rest on.
+func (m *multiState) rollback() {
+	for p, before := range m.undo {
+		if before == nil {
+			*m.nodes[p] = mnode{path: p}
+			continue
+		}
+		*m.nodes[p] = *before
+	}
+	clear(m.undo)
+	m.growth, m.puts = m.undoGrowth, m.undoPuts
 }
 
 // grow accounts an op that puts put bytes of data and changes the data by delta bytes:
@@ -201,6 +220,16 @@ func (m *multiState) grow(delta, put int64) encoding.ErrCode {
 // node returns the overlay's node for path; a path that was not read is assumed absent.
 func (m *multiState) node(path string) *mnode {
 	n := m.nodes[path]
+	if m.undo != nil {
+		if _, saved := m.undo[path]; !saved {
+			var before *mnode
+			if n != nil {
+				copied := *n
+				before = &copied
+			}
+			m.undo[path] = before
+		}
+	}
 	if n == nil {
 		n = &mnode{path: path}
 		m.nodes[path] = n
@@ -419,13 +448,6 @@ func kvModRev(kv *mvccpb.KeyValue) int64 {
 	return kv.ModRevision
 }
 
-func kvVersion(kv *mvccpb.KeyValue) int64 {
-	if kv == nil {
-		return 0
-	}
-	return kv.Version
-}
-
 // guards returns the compares that pin the state the simulation started from.
 func (m *multiState) guards() []clientv3.Cmp {
 	paths := make([]string, 0, len(m.nodes))
@@ -560,80 +582,22 @@ func patchZxid(st *encoding.Stat, rev int64) {
 	}
 }
 
-// runMulti executes ops as one transaction at one zxid. On success failed is 0 and results hold
-// each op's result; when an op fails, failed is its code and results are ZooKeeper's error list
-// (0 before it, its code, RuntimeInconsistency after it). err is set only when the request could
-// not be served (etcd unreachable; a vanished session is SessionExpired).
+// runMulti executes ops as one write at one zxid, through the committer (commit.go). On
+// success failed is 0 and results hold each op's result; when an op fails, failed is its code
+// and results are ZooKeeper's error list (0 before it, its code, RuntimeInconsistency after it).
+// err is set only when the request could not be served (etcd unreachable; a vanished session
+// is SessionExpired).
 func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (results []encoding.MultiResult, failed encoding.ErrCode, z encoding.Zxid, err error) {
-	b := s.b
-	if len(ops) == 0 {
-		// Nothing to read or change, but ZooKeeper logs an (empty) multi txn: one zxid.
-		put, err := b.kv.Put(ctx, b.keys.errorKey(), "")
-		if err != nil {
-			z, err := s.etcdFailure(opName, "", err)
-			return nil, 0, z, err
+	o := s.b.commits.submit(ctx, &pendingWrite{s: s, opName: opName, ops: ops, floor: s.lastRev})
+	if o.err != nil {
+		path := ""
+		if len(ops) > 0 {
+			path = ops[0].path
 		}
-		return nil, 0, s.writeZxid(put.Header.Revision, 0), nil
+		z, err := s.etcdFailure(opName, path, o.err)
+		return nil, 0, z, err
 	}
-	turn := multiTurn{locks: &b.multiLocks, paths: multiReadSet(ops, nil)}
-	defer turn.release()
-	var unread []string // names guarded as absent that conflicted: read them next time
-	// floor is what the state read must reach: the session's own writes, then the revision of a
-	// commit whose guards failed (the state read was behind it).
-	floor := s.lastRev
-	for attempt := 0; attempt < maxConflictRetries; attempt++ {
-		if attempt >= 3 {
-			// Contention from elsewhere: let the writers ahead of us commit.
-			time.Sleep(time.Duration(rand.IntN(1<<min(attempt, 10))) * 100 * time.Microsecond)
-		}
-		m, err := b.readMultiState(ctx, multiReadSet(ops, unread), floor)
-		if err != nil {
-			z, err := s.etcdFailure(opName, ops[0].path, err)
-			return nil, 0, z, err
-		}
-		m.auth, m.providers = s.auth, b.providers()
-		results, failedAt, failed := m.simulate(ops, s.id, b.nowMs())
-		if failed == encoding.ErrQuotaExceeded {
-			// Refused without a write (space.go): a write is what there is no room for.
-			b.space.refusing()
-			return errorResults(len(ops), failedAt, failed), failed, s.zxid(0), nil
-		}
-		then := []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
-		if failedAt < 0 {
-			// A multi that changes the tree takes turns with this process's other multis on
-			// the same nodes, so that under contention only writers elsewhere can make its
-			// guards fail. (A failing multi writes only the error key: it takes its turn
-			// only after a conflict.)
-			waited, err := turn.take(ctx)
-			if err != nil {
-				return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s: %w", s.id, opName, err)
-			}
-			if waited {
-				continue // others committed meanwhile: the state read is likely stale
-			}
-			then = s.multiWrites(m, ops, results)
-		}
-		r, err := b.kv.Txn(ctx).If(m.guards()...).Then(then...).Commit()
-		if err != nil {
-			z, err := s.etcdFailure(opName, ops[0].path, err)
-			return nil, 0, z, err
-		}
-		if !r.Succeeded {
-			floor = max(floor, r.Header.Revision)
-			unread = append(unread, m.unreadPaths()...)
-			if _, err := turn.take(ctx); err != nil {
-				return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s: %w", s.id, opName, err)
-			}
-			continue
-		}
-		z := s.writeZxid(r.Header.Revision, m.index)
-		if failedAt >= 0 {
-			return errorResults(len(ops), failedAt, failed), failed, z, nil
-		}
-		committedMulti(results, r.Header.Revision)
-		return results, 0, z, nil
-	}
-	return nil, 0, s.zxid(0), fmt.Errorf("session %s: %s %q: too many conflicting retries", s.id, opName, ops[0].path)
+	return o.results, o.failed, s.writeZxid(o.rev, o.index), nil
 }
 
 // simulate applies ops to the overlay in order until one fails: the results so far, and the
@@ -648,21 +612,6 @@ func (m *multiState) simulate(ops []mop, owner encoding.SessionID, now int64) (r
 		results[i] = res
 	}
 	return results, -1, 0
-}
-
-// multiWrites is what a multi whose ops all succeed commits: its writes, and the journal that
-// tells the watch feed its per-op changes. A multi of checks only changes nothing, but
-// ZooKeeper logs it all the same, consuming a zxid: it writes the error key.
-func (s *etcdSession) multiWrites(m *multiState, ops []mop, results []encoding.MultiResult) []clientv3.Op {
-	b := s.b
-	then := m.writes()
-	if j := journalOf(ops, results, m.index, s.auth.Authenticated(), b.providers()); len(j) > 0 {
-		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(j)))
-	}
-	if len(then) == 0 {
-		then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
-	}
-	return then
 }
 
 // unreadPaths lists the overlay's nodes that were guarded as absent without being read.
@@ -702,30 +651,6 @@ func committedMulti(results []encoding.MultiResult, rev int64) {
 		case *encoding.SetDataResponse:
 			patchZxid(&rec.Stat, rev)
 		}
-	}
-}
-
-// multiTurn is this process's lock of the nodes a multi touches (pathLocks), taken at most
-// once and held until release; the read set is sorted, so locks are always taken in one order.
-type multiTurn struct {
-	locks  *pathLocks
-	paths  []string
-	unlock func() // nil until taken
-}
-
-// take takes the lock unless already held; waited says whether another multi held it first.
-func (t *multiTurn) take(ctx context.Context) (waited bool, err error) {
-	if t.unlock != nil {
-		return false, nil
-	}
-	t.unlock, waited, err = t.locks.lock(ctx, t.paths)
-	return waited, err
-}
-
-// release gives the lock back if it was taken.
-func (t *multiTurn) release() {
-	if t.unlock != nil {
-		t.unlock()
 	}
 }
 
@@ -773,9 +698,8 @@ func (s *etcdSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*e
 	return &encoding.MultiResponse{Results: results}, z, nil
 }
 
-// slowWrite runs one write through the multi engine and answers it as the single op: used when
-// the node carries an offsets key, which the single-op fast path's compares cannot account for.
-func (s *etcdSession) slowWrite(ctx context.Context, opName string, o mop) (encoding.MultiResult, encoding.Zxid, error) {
+// singleWrite runs one single-op write through the committer and answers it as the single op.
+func (s *etcdSession) singleWrite(ctx context.Context, opName string, o mop) (encoding.MultiResult, encoding.Zxid, error) {
 	results, failed, z, err := s.runMulti(ctx, opName, []mop{o})
 	if err != nil {
 		return encoding.MultiResult{}, z, err
@@ -784,76 +708,4 @@ func (s *etcdSession) slowWrite(ctx context.Context, opName string, o mop) (enco
 		return encoding.MultiResult{}, z, failed
 	}
 	return results[0], z, nil
-}
-
-// versionCmps are the compares of a single-op write that expects the node at version (-1: any).
-// etcd's data Version is version+1 unless a multi left an offsets key on the node, which the
-// compares therefore require absent; failureCmps (acl.go) lets the caller tell that case
-// apart and hand the write to the multi engine (slowWrite).
-func (b *Store) versionCmps(path string, version int32) []clientv3.Cmp {
-	if version == -1 {
-		return nil
-	}
-	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.Version(b.keys.data(path)), "=", int64(version)+1),
-		clientv3.Compare(clientv3.CreateRevision(b.keys.offsets(path)), "=", 0),
-	}
-}
-
-// pathLocks serializes this process's multis per znode path. mu protects m and refs.
-type pathLocks struct {
-	mu sync.Mutex
-	m  map[string]*pathLock
-}
-
-type pathLock struct {
-	ch   chan struct{} // capacity 1: held by one multi
-	refs int           // holders and waiters
-}
-
-// lock takes the locks of paths, which must be sorted, waiting as long as ctx allows; waited
-// reports whether another holder made it wait.
-func (l *pathLocks) lock(ctx context.Context, paths []string) (unlock func(), waited bool, err error) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = map[string]*pathLock{}
-	}
-	locks := make([]*pathLock, len(paths))
-	for i, p := range paths {
-		pl := l.m[p]
-		if pl == nil {
-			pl = &pathLock{ch: make(chan struct{}, 1)}
-			l.m[p] = pl
-		}
-		pl.refs++
-		locks[i] = pl
-	}
-	l.mu.Unlock()
-	release := func(held int) {
-		for _, pl := range locks[:held] {
-			<-pl.ch
-		}
-		l.mu.Lock()
-		for i, pl := range locks {
-			if pl.refs--; pl.refs == 0 {
-				delete(l.m, paths[i])
-			}
-		}
-		l.mu.Unlock()
-	}
-	for i, pl := range locks {
-		select {
-		case pl.ch <- struct{}{}:
-			continue
-		default:
-		}
-		waited = true
-		select {
-		case pl.ch <- struct{}{}:
-		case <-ctx.Done():
-			release(i)
-			return nil, false, ctx.Err()
-		}
-	}
-	return func() { release(len(locks)) }, waited, nil
 }

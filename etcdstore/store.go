@@ -73,11 +73,20 @@ type Config struct {
 	// alarm by itself (internal/embedetcd): the store then tells no operator what to do.
 	ManagedEtcd bool
 
+	// MaxTxnOps is etcd's --max-txn-ops: the committer keeps a batch of writes within it
+	// (commit.go). Default 128, etcd's default.
+	MaxTxnOps int
+	// Metrics, if set, records the sizes of write batches.
+	Metrics *zetcd.Metrics
+
 	// manualWatchFeed (tests only) leaves starting the watch feed to the test.
 	manualWatchFeed bool
 	// treeWait (tests only) replaces treeWaitLimit.
 	treeWait time.Duration
 }
+
+// defaultMaxTxnOps is etcd's default --max-txn-ops.
+const defaultMaxTxnOps = 128
 
 // Store is the Backend that keeps the ZooKeeper tree and its sessions in etcd, following
 // the key layout of keys.go. Many Stores (in many processes) may share one etcd cluster and
@@ -102,10 +111,12 @@ type Store struct {
 	nowFn  func() time.Time
 	bgCtx  context.Context
 	cancel context.CancelFunc
-	// seqs serializes this process's sequential creates per parent (seq.go).
-	seqs seqCounters
-	// multiLocks serializes this process's multis per znode (multi.go).
-	multiLocks pathLocks
+	// commits batches this process's writes (commit.go).
+	commits committer
+	// maxBatchOps bounds a batch's etcd operations (Config.MaxTxnOps).
+	maxBatchOps int
+	// metrics, if set, counts write batches.
+	metrics *zetcd.Metrics
 	// reaper deletes containers and TTL nodes when this process is elected (reaper.go).
 	reaper reaper
 	// process is this process's identity and process key; orphans the sessions of dead
@@ -175,7 +186,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		sasl:        cfg.SASL,
 		orphans:     orphanAdoptions{m: map[encoding.SessionID]int64{}, scan: make(chan struct{}, 1)},
 		space:       space,
+		maxBatchOps: cmp.Or(cfg.MaxTxnOps, defaultMaxTxnOps),
+		metrics:     cfg.Metrics,
 	}
+	b.commits.b = b
 	if space.interval > 0 {
 		// The first poll before serving: the limit holds from the first write.
 		if err := space.poll(ctx); err != nil {

@@ -26,7 +26,11 @@ import (
 //	request_duration_seconds{op}   histogram time in the handler (etcd round trips, watch waits)
 //	etcd_round_trips_total{op}     counter   etcd KV calls and committed Txns, by ZooKeeper op
 //	                                         (plus connect, expire, stats, other)
+//	                                         (a batch of several writes counts once, as op "batch")
 //	etcd_errors_total{op}          counter   etcd KV calls and Txns that failed, by ZooKeeper op
+//	write_batch_size               histogram writes (creates, deletes, setData, multis) committed
+//	                                         in one etcd transaction: _count batches, _sum writes
+//	batched_writes_total           counter   writes committed in a batch with other writes
 //	sessions                       gauge     sessions this process serves on a connection now
 //	connections                    gauge     open client connections (including 4lw ones)
 //	outstanding_requests           gauge     requests read and not yet answered
@@ -49,6 +53,8 @@ type Metrics struct {
 	roundTrips *prometheus.CounterVec
 	etcdErrors *prometheus.CounterVec
 	sessions   prometheus.Gauge
+	batchSize  prometheus.Histogram
+	batched    prometheus.Counter
 }
 
 // NewMetrics creates the request, session and etcd metrics and registers them on reg.
@@ -76,13 +82,34 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "zetcd", Name: "sessions",
 			Help: "Sessions this process serves on a client connection now.",
 		}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "zetcd", Name: "write_batch_size",
+			Help:    "Writes (creates, deletes, setData, multis) committed in one etcd transaction.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
+		}),
+		batched: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "zetcd", Name: "batched_writes_total",
+			Help: "Writes committed in one etcd transaction with other writes.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions, m.batchSize, m.batched} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// ObserveWriteBatch records a batch of n writes committed in one etcd transaction. A nil
+// Metrics records nothing.
+func (m *Metrics) ObserveWriteBatch(n int) {
+	if m == nil {
+		return
+	}
+	m.batchSize.Observe(float64(n))
+	if n > 1 {
+		m.batched.Add(float64(n))
+	}
 }
 
 // Registerer is the registerer the metrics were registered on; other components (the

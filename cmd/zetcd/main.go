@@ -55,6 +55,7 @@ type options struct {
 	reapInterval      time.Duration // --reap-interval
 	quotaBytes        int64         // --quota-backend-bytes
 	dataLimitBytes    int64         // --data-limit-bytes
+	etcdMaxTxnOps     int           // --etcd-max-txn-ops
 	security          securityOptions
 	sasl              saslOptions
 }
@@ -80,6 +81,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
 	fs.DurationVar(&o.reapInterval, "reap-interval", etcdstore.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it (and ends the sessions of dead zetcd processes); 0 keeps this process out of that election")
 	fs.Int64Var(&o.quotaBytes, "quota-backend-bytes", embedetcd.DefaultQuotaBytes, "the embedded etcd's space quota (etcd's --quota-backend-bytes), in bytes; with --endpoints, the external etcd's quota if it does not report its own (etcd before 3.6)")
+	fs.IntVar(&o.etcdMaxTxnOps, "etcd-max-txn-ops", 128, "with --endpoints, the external etcd's --max-txn-ops: zetcd commits many clients' writes in one etcd transaction and keeps it within this (the embedded etcd takes more)")
 	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "zetcd's data limit below etcd's quota, in bytes: writes that would grow etcd's database in use past it are refused with QuotaExceeded; 0: three quarters of etcd's quota; negative: no limit")
 	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
@@ -256,9 +258,13 @@ func run(o options, log *zap.Logger) error {
 	if reap == 0 {
 		reap = -1 // EtcdConfig: negative disables, 0 is the default
 	}
+	maxTxnOps := o.etcdMaxTxnOps
+	if embedded != nil {
+		maxTxnOps = embedetcd.MaxTxnOps
+	}
 	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, LeaseClient: leases, KV: etcdstore.WrapKV(cli.KV, metrics), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
 		SuperDigest: o.security.superDigest, X509: o.security.x509(), SASL: o.sasl.on(),
-		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil})
+		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil, MaxTxnOps: maxTxnOps, Metrics: metrics})
 	cancel()
 	if err != nil {
 		return err

@@ -1,0 +1,253 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
+)
+
+// Group commit. Every create, delete, setData and multi of this process goes through one
+// committer, which takes the writes waiting at one moment, from any sessions, and commits them
+// as one etcd transaction:
+//
+//  1. The nodes all of them touch are read from the replica (the multi engine's overlay, multi.go)
+//     once it has reached every write's floor and the previous batch's commit.
+//  2. The writes are checked in arrival order on that overlay, each numbered by its index in the
+//     batch and seeing the effects of the earlier ones; a write that fails a check fails alone
+//     (its changes are rolled back) and still consumes its zxid.
+//  3. One Txn guarded by everything read writes the net change of the successful writes, and a
+//     journal of their changes with their indexes, from which the watch feed fires each write's
+//     events at its own zxid (zxid.go). A guard that fails means the replica was behind a write
+//     made elsewhere: wait for it to reach the failed commit, and check the batch again.
+//
+// The committer never waits for more writes: a batch is whatever queued while the previous one
+// was committing, so one client alone pays nothing for it. A batch is bounded by etcd's limits
+// on a transaction (maxBatchOps, maxBatchBytes); a batch that etcd refuses all the same (over an
+// external etcd's limits, or naming a session lease that has ended) is committed again write by
+// write, so that only the write at fault fails.
+
+// pendingWrite is one write waiting for the committer: a session's ops (a single op is a multi
+// of one), its floor (the session's lastRev when it was sent), and where its outcome goes.
+type pendingWrite struct {
+	s      *etcdSession
+	opName string
+	ops    []mop
+	floor  int64
+	done   chan writeOutcome // capacity 1: the committer never blocks on it
+}
+
+// writeOutcome is what became of a write: its results (or failedAt and the code of the op that
+// failed), the revision and index of its zxid, or err if it could not be served.
+type writeOutcome struct {
+	results  []encoding.MultiResult
+	failedAt int
+	failed   encoding.ErrCode
+	rev      int64
+	index    uint16
+	err      error
+}
+
+const (
+	// maxBatchWrites bounds the writes of one batch, far below the zxid's index space.
+	maxBatchWrites = 1024
+	// batchTimeout bounds one batch's commit, retries included.
+	batchTimeout = 30 * time.Second
+)
+
+// committer queues this process's writes and commits them in batches from one goroutine, which
+// runs only while writes are queued. mu protects queue and running.
+type committer struct {
+	b       *Store
+	mu      sync.Mutex
+	queue   []*pendingWrite
+	running bool
+	// lastRev is the revision of the newest batch committed (committer goroutine only): the
+	// next batch reads a replica that has applied it.
+	lastRev int64
+}
+
+// submit queues w and waits for its outcome. If ctx ends first, the write may still commit;
+// its session is going away.
+func (c *committer) submit(ctx context.Context, w *pendingWrite) writeOutcome {
+	w.done = make(chan writeOutcome, 1)
+	c.mu.Lock()
+	c.queue = append(c.queue, w)
+	if !c.running {
+		c.running = true
+		go c.run()
+	}
+	c.mu.Unlock()
+	select {
+	case o := <-w.done:
+		return o
+	case <-ctx.Done():
+		return writeOutcome{err: ctx.Err()}
+	}
+}
+
+// run commits batches until the queue is empty.
+func (c *committer) run() {
+	for {
+		batch := c.take()
+		if batch == nil {
+			return
+		}
+		c.commit(batch)
+	}
+}
+
+// take removes the next batch from the queue: as many writes as fit etcd's limits (at least
+// one). nil, and the goroutine is done, when nothing is queued.
+func (c *committer) take() []*pendingWrite {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		c.running = false
+		return nil
+	}
+	n, ops, bytes := 0, 0, 0
+	for n < len(c.queue) && n < maxBatchWrites {
+		wops, wbytes := batchCost(c.queue[n].ops)
+		if n > 0 && (ops+wops > c.b.maxBatchOps || bytes+wbytes > maxBatchBytes) {
+			break
+		}
+		n, ops, bytes = n+1, ops+wops, bytes+wbytes
+	}
+	batch := make([]*pendingWrite, n)
+	copy(batch, c.queue)
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	return batch
+}
+
+// maxBatchBytes bounds the data and paths of one batch below an external etcd's default
+// --max-request-bytes (1.5 MiB); a single write may exceed it.
+const maxBatchBytes = 1 << 20
+
+// batchCost estimates the etcd operations (compares or writes: etcd bounds each list of a Txn
+// by --max-txn-ops) and bytes a write adds to a batch: a node's two guards and up to five
+// writes per op, plus its journal entry.
+func batchCost(ops []mop) (txnOps, bytes int) {
+	txnOps = 1
+	for _, o := range ops {
+		txnOps += 5
+		bytes += 2*len(o.path) + len(o.data) + 64
+	}
+	return txnOps, bytes
+}
+
+// commit commits one batch and answers each of its writes.
+func (c *committer) commit(batch []*pendingWrite) {
+	b := c.b
+	// The etcd round trips of a batch of one write count as that write's.
+	label := "batch"
+	if len(batch) == 1 {
+		label = batch[0].opName
+	}
+	ctx, cancel := context.WithTimeout(zetcd.WithOpLabel(b.bgCtx, label), batchTimeout)
+	defer cancel()
+	outcomes, err := c.commitBatch(ctx, batch)
+	if err != nil && len(batch) > 1 && (isLeaseGone(err) || errors.Is(err, errOverEtcdLimit)) {
+		// A write at fault (a create of an ephemeral whose session ended, a batch over an
+		// external etcd's limits): each write alone, so that only that one fails.
+		for _, w := range batch {
+			c.commit([]*pendingWrite{w})
+		}
+		return
+	}
+	b.metrics.ObserveWriteBatch(len(batch))
+	for i, w := range batch {
+		if err != nil {
+			w.done <- writeOutcome{err: err}
+			continue
+		}
+		w.done <- outcomes[i]
+	}
+}
+
+// commitBatch checks the batch on the replica and commits it, again after a conflict.
+func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]writeOutcome, error) {
+	b := c.b
+	floor := c.lastRev
+	for _, w := range batch {
+		floor = max(floor, w.floor)
+	}
+	var unread []string // names guarded as absent that conflicted: read them next time
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
+		if attempt >= 3 {
+			// Contention from other processes: let the writers ahead of us commit.
+			time.Sleep(time.Duration(rand.IntN(1<<min(attempt, 10))) * 100 * time.Microsecond)
+		}
+		var paths []string
+		for _, w := range batch {
+			paths = append(paths, multiReadSet(w.ops, nil)...)
+		}
+		m, err := b.readMultiState(ctx, multiReadSet(nil, append(paths, unread...)), floor)
+		if err != nil {
+			return nil, err
+		}
+		outcomes, then := c.check(m, batch)
+		r, err := b.kv.Txn(ctx).If(m.guards()...).Then(then...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		if !r.Succeeded {
+			floor = max(floor, r.Header.Revision)
+			unread = append(unread, m.unreadPaths()...)
+			continue
+		}
+		c.lastRev = r.Header.Revision
+		for i := range outcomes {
+			outcomes[i].rev = r.Header.Revision
+			if outcomes[i].failedAt < 0 {
+				committedMulti(outcomes[i].results, r.Header.Revision)
+			}
+		}
+		return outcomes, nil
+	}
+	return nil, fmt.Errorf("commit of %d writes: too many conflicting retries", len(batch))
+}
+
+// check runs the batch's writes in order on the overlay m: each write's outcome (but its
+// revision), and what the commit writes.
+func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome, []clientv3.Op) {
+	b := c.b
+	m.providers = b.providers()
+	now := b.nowMs()
+	outcomes := make([]writeOutcome, len(batch))
+	var journal []journalChange
+	for i, w := range batch {
+		m.index, m.auth = uint16(i), w.s.auth
+		m.begin()
+		results, failedAt, failed := m.simulate(w.ops, w.s.id, now)
+		if failedAt >= 0 {
+			m.rollback()
+			if failed == encoding.ErrQuotaExceeded {
+				b.space.refusing()
+			}
+			outcomes[i] = writeOutcome{results: errorResults(len(w.ops), failedAt, failed), failedAt: failedAt, failed: failed, index: m.index}
+			continue
+		}
+		outcomes[i] = writeOutcome{results: results, failedAt: -1, index: m.index}
+		journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth.Authenticated(), m.providers)...)
+	}
+	then := m.writes()
+	// A batch of one single op needs no journal: the feed fires its key events at index 0.
+	if len(journal) > 0 && (len(batch) > 1 || len(batch[0].ops) > 1 || batch[0].opName == "multi") {
+		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(journal)))
+	}
+	if len(then) == 0 {
+		// Only failed writes (or checks): they consume their zxids all the same.
+		then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
+	}
+	return outcomes, then
+}
