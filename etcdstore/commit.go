@@ -245,9 +245,11 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 	if len(journal) > 0 && (len(batch) > 1 || len(batch[0].ops) > 1 || batch[0].opName == "multi") {
 		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(journal)))
 	}
-	if len(then) == 0 {
-		// Only failed writes (or checks): they consume their zxids all the same.
-		then = []clientv3.Op{clientv3.OpPut(b.keys.errorKey(), "")}
+	if len(then) == 0 || len(batch) > 1 {
+		// The error key's value is the index of the batch's last write, which makes the zxid
+		// of the state at its revision (replica.stateZxid); a batch of failed writes (or
+		// checks) writes nothing else, and consumes its zxids all the same.
+		then = append(then, clientv3.OpPut(b.keys.errorKey(), encodeIndexValue(uint16(len(batch)-1))))
 	}
 	return outcomes, then
 }

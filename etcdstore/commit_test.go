@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,9 +163,14 @@ func TestCommitBatchesKeepZxids(t *testing.T) {
 	}
 
 	// /b/x's Stat counts every setData and names the last.
-	got, _, err := setup.GetData(ctx, &encoding.GetDataRequest{Path: "/b/x"})
+	got, z, err := setup.GetData(ctx, &encoding.GetDataRequest{Path: "/b/x"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A read answers the zxid of the last write applied, as ZooKeeper's lastProcessedZxid.
+	newest := slices.Max(slices.Collect(maps.Keys(all)))
+	if z != newest {
+		t.Errorf("a read after every write answered zxid %v, want the last write's %v", z, newest)
 	}
 	if got.Stat.Mzxid != setDataZ[len(setDataZ)-1] || int(got.Stat.Version) != len(setDataZ) {
 		t.Errorf("/b/x: mzxid %v version %d, want %v and %d", got.Stat.Mzxid, got.Stat.Version, setDataZ[len(setDataZ)-1], len(setDataZ))

@@ -53,7 +53,7 @@ func (b *Store) runWatchFeed(rev int64) {
 			}
 			if resp.IsProgressNotify() {
 				b.tree.advance(resp.Header.Revision)
-				b.watches.Advance(zxidAt(resp.Header.Revision))
+				b.watches.Advance(b.tree.stateZxid(resp.Header.Revision))
 				next = max(next, resp.Header.Revision+1)
 				continue
 			}
@@ -66,7 +66,7 @@ func (b *Store) runWatchFeed(rev int64) {
 				}
 				before := b.tree.apply(r, evs[:n])
 				b.fireRevision(evs[:n], before)
-				b.watches.Advance(zxidAt(r))
+				b.watches.Advance(b.tree.stateZxid(r))
 				next = r + 1
 				evs = evs[n:]
 			}
@@ -142,15 +142,15 @@ func (b *Store) resyncWatches() (int64, error) {
 		b.log.Error("resync watches: reload the tree", zap.Error(err))
 		return 0, err
 	}
-	b.watches.ResetHistory(zxidAt(cur))
+	b.watches.ResetHistory(b.tree.stateZxid(cur))
 	regs := b.watches.Snapshot()
 	// The replica is at cur: the feed (this goroutine) has not moved it since the load.
 	states, rev := b.tree.watchedStates(watchedPaths(regs))
-	if err := b.watches.Settle(regs, states, -1, zxidAt(rev)); err != nil {
+	if err := b.watches.Settle(regs, states, -1, b.tree.stateZxid(rev)); err != nil {
 		b.log.Error("resync watches: catch-up", zap.Error(err))
 		return 0, err
 	}
-	b.watches.Advance(zxidAt(cur))
+	b.watches.Advance(b.tree.stateZxid(cur))
 	return cur, nil
 }
 
@@ -232,7 +232,7 @@ func (b *Store) catchUp(ctx context.Context, regs []watch.Registration, eventZxi
 	if err != nil {
 		return err
 	}
-	return b.watches.Settle(regs, states, eventZxid, zxidAt(rev))
+	return b.watches.Settle(regs, states, eventZxid, b.tree.stateZxid(rev))
 }
 
 // watchedPaths lists the paths of regs, each once.

@@ -39,7 +39,9 @@ package etcdstore
 //	                       process key is orphaned, and the elected leader ends it at its
 //	                       timeout (orphans.go).
 //	P x                    error key: a failed write puts it so that it consumes a zxid (revision)
-//	                       as a failed write does in ZooKeeper.
+//	                       as a failed write does in ZooKeeper; a batch of several writes
+//	                       (commit.go) puts it with the index of its last write (zxid.go) as
+//	                       value (encodeIndexValue).
 //	P j                    journal key: a successful multi puts its per-op changes here (value:
 //	                       journalValue) in its own revision. A multi writes each key once, its
 //	                       net change, so the data-key events of its revision can differ from

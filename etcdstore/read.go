@@ -22,7 +22,7 @@ import (
 // zxid records that the session was answered from the state at revision rev (0: from no new
 // state) and returns the reply's zxid; replies never go back in zxid.
 func (s *etcdSession) zxid(rev int64) encoding.Zxid {
-	return s.seen(rev, zxidAt(rev))
+	return s.seen(rev, s.b.tree.stateZxid(rev))
 }
 
 // writeZxid records that the session's write numbered index in revision rev committed (or
@@ -33,11 +33,11 @@ func (s *etcdSession) writeZxid(rev int64, index uint16) encoding.Zxid {
 
 // seen raises the session's floor to rev and its last zxid to z, and returns its last zxid.
 func (s *etcdSession) seen(rev int64, z encoding.Zxid) encoding.Zxid {
-	if rev > s.lastRev {
-		s.lastRev = rev
-		s.b.answered(rev)
+	s.lastRev = max(s.lastRev, rev)
+	if z > s.lastZxid {
+		s.lastZxid = z
+		s.b.answered(z)
 	}
-	s.lastZxid = max(s.lastZxid, z)
 	return s.lastZxid
 }
 
@@ -192,7 +192,7 @@ func (s *etcdSession) treeAt(ctx context.Context) bool {
 // treeReached waits up to treeWait for the replica to reach floor and every revision this
 // process has answered; it reports whether it has.
 func (b *Store) treeReached(ctx context.Context, floor int64) bool {
-	return b.treeReaches(ctx, max(floor, b.newestAnswer.Load()))
+	return b.treeReaches(ctx, max(floor, b.newestAnswerRev()))
 }
 
 // treeReaches waits up to treeWait for the replica to reach floor; it reports whether it has.
@@ -202,7 +202,7 @@ func (b *Store) treeReaches(ctx context.Context, floor int64) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.treeWait)
 	defer cancel()
-	return b.awaitProgress(ctx, zxidAt(floor)) == nil
+	return b.awaitProgress(ctx, zxidOf(floor, 0)) == nil
 }
 
 // readNodeEtcd reads one node from etcd in one round trip: the current state, for a write's

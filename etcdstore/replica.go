@@ -46,6 +46,46 @@ type replica struct {
 	mu  sync.RWMutex
 	rev int64 // the last revision applied
 	t   *tree
+	// batches holds the index of the last write of the revisions applied since batchesFrom
+	// that hold several writes (commit.go puts it in the error key's value): the zxid of the
+	// state at such a revision (stateZxid). At most maxBatchesKept, the oldest forgotten first
+	// (batchOrder).
+	batches     map[int64]uint16
+	batchOrder  []int64
+	batchesFrom int64
+}
+
+// maxBatchesKept bounds the revisions whose last write index the replica remembers.
+const maxBatchesKept = 1 << 14
+
+// stateZxid is the zxid of the state at revision rev, as ZooKeeper answers its
+// lastProcessedZxid: the zxid of the last write of rev. For a revision the replica has not
+// applied, or has forgotten, it is zxidAt(rev), which follows every write of rev all the same.
+func (r *replica) stateZxid(rev int64) encoding.Zxid {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if rev <= 0 || rev > r.rev || rev < r.batchesFrom {
+		return zxidAt(rev)
+	}
+	return zxidOf(rev, int(r.batches[rev]))
+}
+
+// recordBatch remembers that the last write of revision rev is numbered last; r.mu held.
+func (r *replica) recordBatch(rev int64, last uint16) {
+	if last == 0 {
+		return
+	}
+	if r.batches == nil {
+		r.batches = map[int64]uint16{}
+	}
+	r.batches[rev] = last
+	r.batchOrder = append(r.batchOrder, rev)
+	if len(r.batchOrder) > maxBatchesKept {
+		oldest := r.batchOrder[0]
+		delete(r.batches, oldest)
+		r.batchOrder = r.batchOrder[1:]
+		r.batchesFrom = oldest + 1
+	}
 }
 
 // tree is the replica's content: apply changes it in place, load builds a new one.
@@ -99,10 +139,26 @@ func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
 	if err != nil {
 		return fmt.Errorf("load the tree at revision %d: %w", rev, err)
 	}
+	last, err := lastWriteIndex(ctx, kv, r.keys, rev)
+	if err != nil {
+		return fmt.Errorf("load the tree at revision %d: %w", rev, err)
+	}
 	r.mu.Lock()
 	r.t, r.rev = t, rev
+	clear(r.batches)
+	r.batchOrder, r.batchesFrom = r.batchOrder[:0], rev
+	r.recordBatch(rev, last)
 	r.mu.Unlock()
 	return nil
+}
+
+// lastWriteIndex reads the index of the last write of revision rev from the error key.
+func lastWriteIndex(ctx context.Context, kv clientv3.KV, k keySchema, rev int64) (uint16, error) {
+	r, err := kv.Get(ctx, k.errorKey(), clientv3.WithRev(rev))
+	if err != nil || len(r.Kvs) == 0 || r.Kvs[0].ModRevision != rev {
+		return 0, err
+	}
+	return decodeIndexValue(r.Kvs[0].Value)
 }
 
 // loadByParent reads the tree breadth first (load).
@@ -222,10 +278,16 @@ func (r *replica) apply(rev int64, evs []*clientv3.Event) aclsBefore {
 			}
 		}
 	}
+	errorKey := r.keys.errorKey()
 	for _, ev := range evs {
-		if ev.Type == mvccpb.DELETE {
+		switch {
+		case ev.Type == mvccpb.DELETE:
 			r.t.delete(r.keys, string(ev.Kv.Key))
-		} else {
+		case string(ev.Kv.Key) == errorKey:
+			if last, err := decodeIndexValue(ev.Kv.Value); err == nil {
+				r.recordBatch(rev, last)
+			}
+		default:
 			r.t.put(r.keys, ev.Kv)
 		}
 	}
@@ -464,7 +526,7 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 func (r *replica) backendStats() zetcd.BackendStats {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return zetcd.BackendStats{Zxid: zxidAt(r.rev), NodeCount: r.t.count + 1, Sessions: r.t.sessions}
+	return zetcd.BackendStats{Zxid: zxidOf(r.rev, int(r.batches[r.rev])), NodeCount: r.t.count + 1, Sessions: r.t.sessions}
 }
 
 // stats returns the replica's counters (the root counted twice, as ZooKeeper counts it) and
@@ -473,7 +535,7 @@ func (r *replica) stats() zetcd.TreeStats {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	ts := zetcd.TreeStats{
-		Zxid:                zxidAt(r.rev),
+		Zxid:                zxidOf(r.rev, int(r.batches[r.rev])),
 		NodeCount:           r.t.count + 1,
 		ApproximateDataSize: r.t.dataSize,
 		Ephemerals:          make(map[encoding.SessionID][]string, len(r.t.ephemerals)),

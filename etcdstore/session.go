@@ -189,7 +189,7 @@ func (l *goneLatch) after(f func()) (stop func() bool) {
 // follower's last processed zxid, it can lag writes made through other zetcd processes.
 func (s *etcdSession) LastZxid() encoding.Zxid {
 	progress, _ := s.b.watches.Progress()
-	return max(progress, zxidAt(s.b.newestAnswer.Load()))
+	return max(progress, encoding.Zxid(s.b.newestAnswer.Load()))
 }
 
 // RefuseWrite consumes a revision through the error key, as ZooKeeper logs an error txn for
@@ -205,7 +205,7 @@ func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.
 		events = discardEvents{}
 	}
 	// Replies never carry a zxid older than the session's own creation or resumption.
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, lastZxid: zxidAt(ownerRev), auth: &znode.Identities{}}
+	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, lastZxid: zxidOf(ownerRev, 0), auth: &znode.Identities{}}
 	s.watcher = watch.NewWatcher(events, id, s.auth)
 	b.local.add(s)
 	b.keeper.add(clientv3.LeaseID(id))

@@ -123,7 +123,7 @@ type Store struct {
 	// processes that this process, when elected, ends (orphans.go).
 	process processRegistration
 	orphans orphanAdoptions
-	// newestAnswer is the newest revision any session of this process was answered with (a
+	// newestAnswer is the newest zxid any session of this process was answered with (a
 	// write's own, a read's): with the watch feed's progress, what LastZxid reports.
 	newestAnswer atomic.Int64
 	// space knows etcd's space and refuses writes past the data limit (space.go).
@@ -214,7 +214,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cancel()
 		return nil, err
 	}
-	b.watches = watch.NewRegistry(zxidAt(rev))
+	b.watches = watch.NewRegistry(b.tree.stateZxid(rev))
 	if !cfg.manualWatchFeed {
 		go b.runWatchFeed(rev)
 	}
@@ -244,15 +244,18 @@ func (b *Store) Close() {
 
 func (b *Store) nowMs() int64 { return b.nowFn().UnixMilli() }
 
-// answered records that a session of this process was answered with revision rev.
-func (b *Store) answered(rev int64) {
+// answered records that a session of this process was answered with zxid z.
+func (b *Store) answered(z encoding.Zxid) {
 	for {
 		cur := b.newestAnswer.Load()
-		if rev <= cur || b.newestAnswer.CompareAndSwap(cur, rev) {
+		if int64(z) <= cur || b.newestAnswer.CompareAndSwap(cur, int64(z)) {
 			return
 		}
 	}
 }
+
+// newestAnswerRev is the revision of the newest zxid answered (answered).
+func (b *Store) newestAnswerRev() int64 { return revOf(encoding.Zxid(b.newestAnswer.Load())) }
 
 // bootstrap writes the system nodes in one transaction, only if the root does not exist yet. It
 // returns the revision it ran at.

@@ -95,7 +95,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	for _, l := range lists {
 		if !l.kind.OneShot() {
 			for _, p := range l.paths {
-				s.b.watches.Register(s.watcher, l.kind, znode.NormalizeRead(p), zxidAt(rev))
+				s.b.watches.Register(s.watcher, l.kind, znode.NormalizeRead(p), s.b.tree.stateZxid(rev))
 			}
 		}
 	}
@@ -132,7 +132,7 @@ func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchReques
 	if err != nil {
 		return s.etcdFailure("addWatch", req.Path, err)
 	}
-	s.b.watches.Register(s.watcher, kind, znode.NormalizeRead(req.Path), zxidAt(rev))
+	s.b.watches.Register(s.watcher, kind, znode.NormalizeRead(req.Path), s.b.tree.stateZxid(rev))
 	return s.zxid(rev), nil
 }
 

@@ -11,8 +11,10 @@ import "github.com/zetcd/zetcd/encoding"
 //   - a write's zxid, and the czxid, mzxid and pzxid it leaves in Stats: zxidOf(rev, index), the
 //     index being stored beside the keys it wrote (values.go) where etcd's metadata cannot hold it;
 //   - the zxid of a state read at revision rev (a read's reply, a watch armed by a read, the
-//     watch feed's progress): zxidAt(rev), which is after every write of rev and before every
-//     write of a later revision, as ZooKeeper's lastProcessedZxid is after every write applied.
+//     watch feed's progress): the zxid of the last write of rev, as ZooKeeper answers its
+//     lastProcessedZxid (replica.stateZxid: the committer records the index of a batch's last
+//     write in the error key's value); zxidAt(rev) where that is not known, which is after
+//     every write of rev and before every write of a later revision all the same.
 //
 // Revisions come back from zxids with revOf (a client's lastZxidSeen, an event's zxid).
 const (
