@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,9 @@ import (
 //   - per session, each write's zxid is newer than every zxid the session saw before, and no
 //     reply's zxid goes back;
 //   - the Stat a write's reply carries, and the Stat later reads show, hold the zxids of the
-//     writes that made them, and the zxid order is the order the writes took effect in.
+//     writes that made them, and the zxid order is the order the writes took effect in;
+//   - a session's watch events come in zxid order, each at the zxid of the write that fired it,
+//     and before any reply that reflects that write.
 //
 // Not through xchk: concurrent sessions' writes are numbered in a different order on each
 // server.
@@ -542,8 +545,316 @@ func zxCompareTree(c *rawClient, model map[string]*zxNode) []string {
 	return bad
 }
 
-// TestZxidChecks shows that the checks of TestZxidsDistinctAcrossSessions can fail: each is
-// fed small histories, some allowed and some not.
+const (
+	zwNodes   = 8
+	zwWriters = 4
+	zwWrites  = 200 // per writer
+	zwEnd     = "/zw/end"
+)
+
+// zwFrame is one frame the watcher read, in the order it read them.
+type zwFrame struct {
+	event   bool
+	path    string
+	zxid    encoding.Zxid // the header's
+	mzxid   encoding.Zxid // a getData reply's
+	armedAt encoding.Zxid // an event's: the mzxid of the getData that set the watch it fired
+}
+
+func (f zwFrame) String() string {
+	if f.event {
+		return fmt.Sprintf("event on %s at %v (watch set at mzxid %v)", f.path, f.zxid, f.armedAt)
+	}
+	return fmt.Sprintf("getData %s reply at %v (mzxid %v)", f.path, f.zxid, f.mzxid)
+}
+
+// zwWatcher keeps a data watch on each node: getData with a watch, and again after each event.
+// Only the test's goroutine uses it.
+type zwWatcher struct {
+	c      *rawClient
+	armed  map[string]encoding.Zxid // path -> mzxid of the getData that set its watch
+	live   map[string]bool          // path -> its watch is set and has not fired
+	frames []zwFrame
+	queue  []zwFrame // events read while waiting for a reply, not handled yet
+	bad    []string
+}
+
+// arm reads path with a watch, logging the frames it reads on the way.
+func (w *zwWatcher) arm(p string) (encoding.Zxid, error) {
+	xid, err := w.c.trySend(encoding.OpGetData, &encoding.GetDataRequest{Path: p, Watch: true})
+	if err != nil {
+		return 0, err
+	}
+	for {
+		hdr, body, err := w.c.readReply()
+		if err != nil {
+			return 0, fmt.Errorf("getData %s: %w", p, err)
+		}
+		if hdr.Xid == encoding.XidNotification {
+			if err := w.event(hdr, body); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if hdr.Xid != xid || hdr.Err != 0 {
+			return 0, fmt.Errorf("getData %s: reply %+v", p, hdr)
+		}
+		var gd encoding.GetDataResponse
+		if err := encoding.DecodeRecord(body, &gd); err != nil {
+			return 0, err
+		}
+		w.frames = append(w.frames, zwFrame{path: p, zxid: hdr.Zxid, mzxid: gd.Stat.Mzxid})
+		w.armed[p], w.live[p] = gd.Stat.Mzxid, true
+		return gd.Stat.Mzxid, nil
+	}
+}
+
+// event logs and queues a notification.
+func (w *zwWatcher) event(hdr encoding.ReplyHeader, body []byte) error {
+	var ev encoding.WatcherEvent
+	if err := encoding.DecodeRecord(body, &ev); err != nil {
+		return err
+	}
+	if ev.Type != encoding.EventNodeDataChanged {
+		return fmt.Errorf("event %v on %s, want %v", ev.Type, ev.Path, encoding.EventNodeDataChanged)
+	}
+	f := zwFrame{event: true, path: ev.Path, zxid: hdr.Zxid, armedAt: w.armed[ev.Path]}
+	if !w.live[ev.Path] {
+		w.bad = append(w.bad, fmt.Sprintf("%v: no watch on %s was set", f, ev.Path))
+	}
+	w.live[ev.Path] = false
+	w.frames = append(w.frames, f)
+	w.queue = append(w.queue, f)
+	return nil
+}
+
+// next returns the oldest event not handled yet, reading one if none is queued.
+func (w *zwWatcher) next() (zwFrame, error) {
+	for len(w.queue) == 0 {
+		w.c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		hdr, body, err := w.c.readReply()
+		if err != nil {
+			return zwFrame{}, fmt.Errorf("waiting for a watch event: %w", err)
+		}
+		if hdr.Xid != encoding.XidNotification {
+			return zwFrame{}, fmt.Errorf("waiting for a watch event: unexpected reply %+v", hdr)
+		}
+		if err := w.event(hdr, body); err != nil {
+			return zwFrame{}, err
+		}
+	}
+	f := w.queue[0]
+	w.queue = w.queue[1:]
+	return f, nil
+}
+
+// run handles events until the one on zwEnd has come and every node's watch was set at (or
+// after) its last write: after each event it reads the node again, setting the watch anew.
+// done is closed before zwEnd is written; final, called after that, gives each node's last
+// write.
+func (w *zwWatcher) run(done <-chan struct{}, final func() map[string]encoding.Zxid) error {
+	var last map[string]encoding.Zxid
+	for {
+		ev, err := w.next()
+		if err != nil {
+			if last != nil {
+				return fmt.Errorf("%w; writes whose events never came: %s", err, w.pending(last))
+			}
+			return err
+		}
+		if ev.path == zwEnd {
+			<-done
+			last = final()
+		} else {
+			mzxid, err := w.arm(ev.path)
+			if err != nil {
+				return err
+			}
+			if mzxid < ev.zxid {
+				w.bad = append(w.bad, fmt.Sprintf("getData %s after its event at %v: mzxid %v", ev.path, ev.zxid, mzxid))
+			}
+		}
+		if last != nil && w.setAfter(last) {
+			return nil
+		}
+	}
+}
+
+// pending describes the nodes whose watch was set before their last write.
+func (w *zwWatcher) pending(last map[string]encoding.Zxid) string {
+	var out []string
+	for p, z := range last {
+		if w.armed[p] < z {
+			out = append(out, fmt.Sprintf("%s (watch set at mzxid %v, last write at %v)", p, w.armed[p], z))
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// setAfter says whether every node's watch was set at or after its last write: no more events
+// are due.
+func (w *zwWatcher) setAfter(last map[string]encoding.Zxid) bool {
+	for p, z := range last {
+		if w.armed[p] < z {
+			return false
+		}
+	}
+	return true
+}
+
+// TestZxidOrderOfEventsAndReplies: one session keeps a data watch on each of 8 nodes (getData
+// with a watch, and again after each event) while 4 other sessions setData them at once. On the
+// watcher's frames:
+//
+//   - events come in increasing zxid order, each above the zxid of every reply before it (an
+//     event comes before any reply that reflects its write), and reply zxids never decrease;
+//   - each event carries the zxid of the write that fired it: the first write to its node after
+//     the mzxid of the getData that set the watch, as the writers' replies number them;
+//   - the getData after an event shows an mzxid at or above the event's zxid, which is one of
+//     that node's writes and not above the reply's own zxid.
+func TestZxidOrderOfEventsAndReplies(t *testing.T) {
+	forServers(t, directServers, func(t *testing.T, addr string) {
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("seed %d", seed)
+		setup := connectRawTimeout(t, addr, zxTimeoutMs)
+		setup.create("/zw", nil, 0)
+		nodes := make([]string, zwNodes)
+		writes := map[string][]encoding.Zxid{} // per node, the zxids of its writes, its create first
+		for i := range nodes {
+			nodes[i] = fmt.Sprintf("/zw/n%d", i)
+			writes[nodes[i]] = []encoding.Zxid{setup.create(nodes[i], nil, 0)}
+		}
+		writes[zwEnd] = []encoding.Zxid{setup.create(zwEnd, nil, 0)}
+
+		w := &zwWatcher{c: connectRawTimeout(t, addr, zxTimeoutMs), armed: map[string]encoding.Zxid{}, live: map[string]bool{}}
+		for _, p := range append(slices.Clone(nodes), zwEnd) {
+			if _, err := w.arm(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		writers := make([]*rawClient, zwWriters)
+		for i := range writers {
+			writers[i] = connectRawTimeout(t, addr, zxTimeoutMs)
+		}
+		ender := connectRawTimeout(t, addr, zxTimeoutMs)
+
+		// Each writer's goroutine owns its map until done is closed.
+		wrote := make([]map[string][]encoding.Zxid, zwWriters)
+		errs := make(chan error, zwWriters+1)
+		done := make(chan struct{})  // every writer has finished
+		ended := make(chan struct{}) // zwEnd is written (endZxid set) or could not be
+		var endZxid encoding.Zxid
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i, c := range writers {
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			wrote[i] = map[string][]encoding.Zxid{}
+			wg.Go(func() {
+				for n := range zwWrites {
+					p := nodes[rng.IntN(len(nodes))]
+					hdr, err := c.call(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Data: []byte(fmt.Sprint(n)), Version: -1}, &encoding.SetDataResponse{})
+					if err != nil || hdr.Err != 0 {
+						errs <- fmt.Errorf("writer %d: setData %s: %v %v", i, p, hdr.Err, err)
+						return
+					}
+					wrote[i][p] = append(wrote[i][p], hdr.Zxid)
+				}
+			})
+		}
+		go func() {
+			defer close(ended)
+			wg.Wait()
+			close(done)
+			hdr, err := ender.call(encoding.OpSetData, &encoding.SetDataRequest{Path: zwEnd, Version: -1}, &encoding.SetDataResponse{})
+			if err != nil || hdr.Err != 0 {
+				errs <- fmt.Errorf("setData %s: %v %v", zwEnd, hdr.Err, err)
+				return
+			}
+			endZxid = hdr.Zxid
+		}()
+		last := func() map[string]encoding.Zxid {
+			last := map[string]encoding.Zxid{}
+			for _, p := range nodes {
+				last[p] = writes[p][0]
+				for _, m := range wrote {
+					if zs := m[p]; len(zs) > 0 {
+						last[p] = max(last[p], zs[len(zs)-1])
+					}
+				}
+			}
+			return last
+		}
+		err := w.run(done, last)
+		<-ended
+		elapsed := time.Since(start)
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if err != nil {
+			t.Errorf("watcher: %v", err) // and check the frames it read
+		}
+
+		for _, m := range wrote {
+			for p, zs := range m {
+				writes[p] = append(writes[p], zs...)
+			}
+		}
+		writes[zwEnd] = append(writes[zwEnd], endZxid)
+		events := 0
+		for p, zs := range writes {
+			slices.Sort(zs)
+			writes[p] = zs
+		}
+		for _, f := range w.frames {
+			if f.event {
+				events++
+			}
+		}
+		t.Logf("%d writes, %d events, %d frames on the watcher in %v", zwWriters*zwWrites+1, events, len(w.frames), elapsed.Round(time.Millisecond))
+		if events <= zwNodes {
+			t.Errorf("only %d events: the test checks less than it should", events)
+		}
+		reportViolations(t, "watch events and replies", append(w.bad, zwCheckFrames(w.frames, writes)...))
+	})
+}
+
+// zwCheckFrames returns where the watcher's frames break zxid order, where an event's zxid is
+// not that of the write that fired it, and where a reply's mzxid is not one of its node's
+// writes or is above the reply's zxid. writes holds each node's write zxids in order.
+func zwCheckFrames(frames []zwFrame, writes map[string][]encoding.Zxid) []string {
+	var bad []string
+	for i, f := range frames {
+		if i > 0 {
+			switch prev := frames[i-1]; {
+			case f.event && f.zxid <= prev.zxid:
+				bad = append(bad, fmt.Sprintf("%v came after %v: not in zxid order, or after a reply that reflects its write", f, prev))
+			case !f.event && f.zxid < prev.zxid:
+				bad = append(bad, fmt.Sprintf("%v went back from %v", f, prev))
+			}
+		}
+		ws := writes[f.path]
+		if !f.event {
+			if _, ok := slices.BinarySearch(ws, f.mzxid); !ok || f.mzxid > f.zxid {
+				bad = append(bad, fmt.Sprintf("%v: the mzxid is not a write to %s at or below the reply's zxid", f, f.path))
+			}
+			continue
+		}
+		j := sort.Search(len(ws), func(j int) bool { return ws[j] > f.armedAt })
+		switch {
+		case j == len(ws):
+			bad = append(bad, fmt.Sprintf("%v: no write to %s came after the watch was set", f, f.path))
+		case ws[j] != f.zxid:
+			bad = append(bad, fmt.Sprintf("%v: want the zxid of the first write to %s after the watch was set, %v", f, f.path, ws[j]))
+		}
+	}
+	return bad
+}
+
+// TestZxidChecks shows that the checks of TestZxidsDistinctAcrossSessions and
+// TestZxidOrderOfEventsAndReplies can fail: each is fed small histories, some allowed and some
+// not.
 func TestZxidChecks(t *testing.T) {
 	stat := func(czxid, mzxid, pzxid encoding.Zxid, version int32) *encoding.Stat {
 		return &encoding.Stat{Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, Version: version}
@@ -598,5 +909,29 @@ func TestZxidChecks(t *testing.T) {
 	}
 	if b := model["/p/b"]; b.exists || b.czxid != 4 {
 		t.Errorf("replayed /p/b: %+v", *b)
+	}
+
+	writes := map[string][]encoding.Zxid{"/a": {2, 5, 7}, "/b": {3, 6}}
+	reply := func(p string, z, mzxid encoding.Zxid) zwFrame { return zwFrame{path: p, zxid: z, mzxid: mzxid} }
+	event := func(p string, z, armedAt encoding.Zxid) zwFrame {
+		return zwFrame{event: true, path: p, zxid: z, armedAt: armedAt}
+	}
+	for _, tc := range []struct {
+		name   string
+		frames []zwFrame
+		bad    int
+	}{
+		{"in order", []zwFrame{reply("/a", 4, 2), reply("/b", 4, 3), event("/a", 5, 2), reply("/a", 5, 5), event("/b", 6, 3), reply("/b", 6, 6), event("/a", 7, 5)}, 0},
+		{"events out of order", []zwFrame{reply("/a", 4, 2), reply("/b", 4, 3), event("/b", 6, 3), event("/a", 5, 2)}, 1},
+		{"event after a reply that reflects it", []zwFrame{reply("/a", 4, 2), reply("/b", 6, 6), event("/a", 5, 2)}, 1},
+		{"event at a later write than the one that fired it", []zwFrame{reply("/a", 2, 2), event("/a", 7, 2)}, 1},
+		{"event with no write after its watch", []zwFrame{reply("/a", 7, 7), event("/a", 8, 7)}, 1},
+		{"reply goes back", []zwFrame{reply("/a", 5, 5), reply("/b", 4, 3)}, 1},
+		{"reply mzxid not a write", []zwFrame{reply("/a", 5, 4)}, 1},
+		{"reply mzxid above its zxid", []zwFrame{reply("/a", 4, 5)}, 1},
+	} {
+		if got := zwCheckFrames(tc.frames, writes); len(got) != tc.bad {
+			t.Errorf("%s: %d violations, want %d: %v", tc.name, len(got), tc.bad, got)
+		}
 	}
 }
