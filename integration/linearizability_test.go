@@ -39,12 +39,32 @@ import (
 // call, or at the very end, as if it never took effect).
 
 const (
-	linKeys           = 3
 	linFaultTime      = 36 * time.Second
 	linSessionTimeout = 6 * time.Second // the client's receive timeout is 2/3 of it: 4s
 	linDrain          = 15 * time.Second
 	linCheckTimeout   = 60 * time.Second
 	linUnknownReturn  = math.MaxInt64 // "never returned": an unknown outcome
+)
+
+// linMix is how a worker chooses its operations: the share, in percent, of set, of read-then-
+// compare-and-set and of sync+get; plain gets take the rest.
+type linMix struct{ set, cas, syncGet int }
+
+// linScenario is who runs which operations on how many znodes.
+type linScenario struct {
+	only  int // sessions that know only zetcd A, and as many that know only B
+	pairs int // pairs of sessions that know both, one starting on each
+	keys  int // znodes
+	mix   linMix
+}
+
+var (
+	// linDefault is TestFaultLinearizability's: six sessions on three znodes.
+	linDefault = linScenario{only: 2, pairs: 1, keys: 3, mix: linMix{set: 30, cas: 30, syncGet: 25}}
+	// linWriteHeavy is TestFaultLinearizabilityWriteHeavy's: ten sessions, 85% writes, spread
+	// over twice as many znodes so that porcupine's check stays short (its search grows with
+	// the operations in flight on one znode, unknown outcomes above all).
+	linWriteHeavy = linScenario{only: 3, pairs: 2, keys: 6, mix: linMix{set: 55, cas: 30, syncGet: 10}}
 )
 
 // linKind is the kind of an operation in the linearizability model.
@@ -166,6 +186,7 @@ type linWorker struct {
 	id    int
 	conn  *zk.Conn
 	addrs []string
+	mix   linMix
 	// incarnation, per zetcd address, counts its restarts (set by the test's goroutine).
 	incarnation map[string]*atomic.Int64
 	expired     atomic.Int64 // StateExpired events seen
@@ -233,7 +254,7 @@ func (w *linWorker) run(stop <-chan struct{}, t0 time.Time, keys []string) {
 		value := fmt.Sprintf("c%d-%d", w.id, n)
 		sess0, srv0 := w.where()
 		switch r := rng.IntN(100); {
-		case r < 30: // set
+		case r < w.mix.set: // set
 			call := now()
 			st, err := w.conn.Set(key, []byte(value), -1)
 			ret := now()
@@ -241,7 +262,7 @@ func (w *linWorker) run(stop <-chan struct{}, t0 time.Time, keys []string) {
 			if err == nil {
 				w.observe(key, "set", true, st, call, ret, sess0, srv0)
 			}
-		case r < 60: // read, then compare-and-set on the version read
+		case r < w.mix.set+w.mix.cas: // read, then compare-and-set on the version read
 			call := now()
 			_, st, err := w.conn.Get(key)
 			ret := now()
@@ -259,7 +280,7 @@ func (w *linWorker) run(stop <-chan struct{}, t0 time.Time, keys []string) {
 			if err == nil {
 				w.observe(key, "cas", true, st, call, ret, sess0, srv0)
 			}
-		case r < 85: // sync, then read
+		case r < w.mix.set+w.mix.cas+w.mix.syncGet: // sync, then read
 			call := now()
 			_, err := w.conn.Sync(key)
 			var data []byte
@@ -452,6 +473,19 @@ func (f *linFaults) killLeader(down time.Duration) {
 // one at a time, each repaired before the next; then it checks the history (see the top of this
 // file). On a linearizability violation it writes porcupine's visualization to a file it names.
 func TestFaultLinearizability(t *testing.T) {
+	linRun(t, linDefault)
+}
+
+// TestFaultLinearizabilityWriteHeavy is TestFaultLinearizability with ten sessions (three only
+// on A, three only on B, four on both) whose operations are 85% writes, on six znodes: more
+// writes in flight at once from different sessions, under the same faults (what group commit
+// batches, issue 16).
+func TestFaultLinearizabilityWriteHeavy(t *testing.T) {
+	linRun(t, linWriteHeavy)
+}
+
+// linRun records and checks a history as TestFaultLinearizability describes, for sc.
+func linRun(t *testing.T, sc linScenario) {
 	members := faultCluster(t)
 	a, b := zetcdOn(t, members), zetcdOn(t, members)
 	incarnation := map[string]*atomic.Int64{a.Addr: {}, b.Addr: {}}
@@ -461,7 +495,7 @@ func TestFaultLinearizability(t *testing.T) {
 		t.Fatal(err)
 	}
 	var keys []string
-	for i := range linKeys {
+	for i := range sc.keys {
 		k := fmt.Sprintf("/lin/k%d", i)
 		if _, err := setup.Create(k, []byte(linInitData), 0, openACL); err != nil {
 			t.Fatal(err)
@@ -470,10 +504,18 @@ func TestFaultLinearizability(t *testing.T) {
 	}
 	setup.Close()
 
-	addrs := [][]string{{a.Addr}, {a.Addr}, {b.Addr}, {b.Addr}, {a.Addr, b.Addr}, {b.Addr, a.Addr}}
+	var addrs [][]string
+	for _, addr := range []string{a.Addr, b.Addr} {
+		for range sc.only {
+			addrs = append(addrs, []string{addr})
+		}
+	}
+	for range sc.pairs {
+		addrs = append(addrs, []string{a.Addr, b.Addr}, []string{b.Addr, a.Addr})
+	}
 	workers := make([]*linWorker, len(addrs))
 	for i := range workers {
-		workers[i] = &linWorker{id: i, addrs: addrs[i], incarnation: incarnation}
+		workers[i] = &linWorker{id: i, addrs: addrs[i], mix: sc.mix, incarnation: incarnation}
 		linConnect(t, workers[i])
 	}
 

@@ -107,6 +107,16 @@ func expectSessionGone(t testing.TB, addr string, sess encoding.ConnectResponse,
 
 // send writes one request frame with the next xid and returns that xid.
 func (c *rawClient) send(op encoding.Op, req encoding.Record) encoding.Xid {
+	xid, err := c.trySend(op, req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return xid
+}
+
+// trySend is send returning the write error instead of failing the test (for goroutines
+// other than the test's).
+func (c *rawClient) trySend(op encoding.Op, req encoding.Record) (encoding.Xid, error) {
 	c.xid++
 	hdr := encoding.RequestHeader{Xid: c.xid, Op: op}
 	var frame []byte
@@ -116,9 +126,9 @@ func (c *rawClient) send(op encoding.Op, req encoding.Record) encoding.Xid {
 		frame = encoding.AppendFrame(c.buf[:0], &hdr, req)
 	}
 	if _, err := c.conn.Write(frame); err != nil {
-		c.t.Fatalf("write %v: %v", op, err)
+		return c.xid, fmt.Errorf("write %v: %w", op, err)
 	}
-	return c.xid
+	return c.xid, nil
 }
 
 // readReply reads the next frame and decodes its header; the body is returned undecoded.
@@ -136,9 +146,13 @@ func (c *rawClient) readReply() (encoding.ReplyHeader, []byte, error) {
 	return hdr, frame[16:], nil
 }
 
-// call sends one request and reads its reply into resp (when the reply is not an error).
+// call sends one request and reads its reply into resp (when the reply is not an error). It
+// never fails the test itself, so goroutines other than the test's may use it.
 func (c *rawClient) call(op encoding.Op, req, resp encoding.Record) (encoding.ReplyHeader, error) {
-	xid := c.send(op, req)
+	xid, err := c.trySend(op, req)
+	if err != nil {
+		return encoding.ReplyHeader{}, err
+	}
 	for {
 		hdr, body, err := c.readReply()
 		if err != nil {
