@@ -603,6 +603,9 @@ func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (r
 // simulate applies ops to the overlay in order until one fails: the results so far, and the
 // index and code of the failed op (-1 and 0 when none failed).
 func (m *multiState) simulate(ops []mop, owner encoding.SessionID, now int64) (results []encoding.MultiResult, failedAt int, failed encoding.ErrCode) {
+	if len(ops) == 0 {
+		return nil, -1, 0 // ZooKeeper answers an empty multi with a null result list
+	}
 	results = make([]encoding.MultiResult, len(ops))
 	for i, o := range ops {
 		res, code := m.apply(o, owner, now)

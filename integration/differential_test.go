@@ -2,9 +2,13 @@ package integration
 
 import (
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zetcd/zetcd/encoding"
 )
@@ -88,35 +92,73 @@ func coreScript() []step {
 }
 
 // runScript runs the steps on a fresh session and renders every reply as one comparable line:
-// error code, zxid relative to the first reply, and the response with zxids relative, times
-// dropped, this session's id as "self" and child lists sorted.
+// error code, zxid, and the response with zxids ranked, times dropped, this session's id as
+// "self" and child lists sorted.
+//
+// Zxids are rendered by rank among the zxids the transcript holds: the first reply's is +1,
+// each greater one seen one more, smaller ones 0, -1, ... ZooKeeper numbers its writes one by
+// one; zetcd numbers them by etcd revision and index in the revision (zxid.go), with gaps where
+// a revision holds no ZooKeeper write (a zetcd process refreshing its process key). What a
+// client can rely on, and what must agree, is their order and which answers share one.
 func runScript(t *testing.T, addr string, steps []step) []string {
 	c := connectRaw(t, addr)
 	var out []string
-	var base encoding.Zxid
+	var first encoding.Zxid
+	rel := func(z encoding.Zxid) string {
+		if z == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("\x00%d\x00", int64(z))
+	}
 	for i, s := range steps {
 		var resp encoding.Record
 		if s.resp != nil {
 			resp = s.resp()
 		}
+		// Steps a millisecond apart at least: a setData right after a create must not get
+		// the same mtime as its ctime ("times" below) by chance.
+		time.Sleep(2 * time.Millisecond)
 		hdr, err := c.call(s.op, s.req, resp)
 		if err != nil {
 			t.Fatalf("step %d (%v): %v", i, s.op, err)
 		}
 		if i == 0 {
-			base = hdr.Zxid - 1
-		}
-		rel := func(z encoding.Zxid) string {
-			if z == 0 {
-				return "0"
-			}
-			return fmt.Sprintf("+%d", z-base)
+			first = hdr.Zxid
 		}
 		line := fmt.Sprintf("%d %v %s -> %v zxid %s", i, s.op, describeReq(s.req), hdr.Err, rel(hdr.Zxid))
 		if hdr.Err == 0 && resp != nil {
 			line += " " + describeResp(resp, rel, c.Session.SessionID)
 		}
 		out = append(out, line)
+	}
+	return rankZxids(out, first)
+}
+
+// zxidMark is how runScript marks a zxid in a line until rankZxids ranks it.
+var zxidMark = regexp.MustCompile("\x00(-?[0-9]+)\x00")
+
+// rankZxids replaces the marked zxids of lines by their rank (runScript), first being +1.
+func rankZxids(lines []string, first encoding.Zxid) []string {
+	seen := map[int64]bool{int64(first): true}
+	for _, l := range lines {
+		for _, m := range zxidMark.FindAllStringSubmatch(l, -1) {
+			v, _ := strconv.ParseInt(m[1], 10, 64)
+			seen[v] = true
+		}
+	}
+	sorted := slices.Sorted(maps.Keys(seen))
+	origin, _ := slices.BinarySearch(sorted, int64(first))
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = zxidMark.ReplaceAllStringFunc(l, func(m string) string {
+			v, _ := strconv.ParseInt(m[1:len(m)-1], 10, 64)
+			at, _ := slices.BinarySearch(sorted, v)
+			rank := at - origin + 1
+			if rank > 0 {
+				return fmt.Sprintf("+%d", rank)
+			}
+			return fmt.Sprint(rank)
+		})
 	}
 	return out
 }

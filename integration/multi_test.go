@@ -114,8 +114,8 @@ func TestMultiSuccess(t *testing.T) {
 			t.Fatalf("multi: err %v, %d results", hdr.Err, len(res))
 		}
 		z := hdr.Zxid
-		if z != z0+1 {
-			t.Errorf("multi zxid %v, want %v (one zxid for the whole multi)", z, z0+1)
+		if !zxidAfter(z0, z, 1) {
+			t.Errorf("multi zxid %v, want the one after %v (one zxid for the whole multi)", z, z0)
 		}
 		wantTypes := []encoding.Op{encoding.OpCreate, encoding.OpCreate2, encoding.OpSetData, encoding.OpCheck, encoding.OpDelete, encoding.OpCreate2}
 		for i, r := range res {
@@ -181,8 +181,8 @@ func TestMultiFailure(t *testing.T) {
 		for _, tc := range cases {
 			hdr, res := c.multi(tc.ops...)
 			wantErrors(t, hdr, res, len(tc.ops), tc.failing, tc.code)
-			if hdr.Zxid != last+1 {
-				t.Errorf("%s: failed multi at zxid %v, want %v (it consumes one)", tc.name, hdr.Zxid, last+1)
+			if !zxidAfter(last, hdr.Zxid, 1) {
+				t.Errorf("%s: failed multi at zxid %v, want the one after %v (it consumes one)", tc.name, hdr.Zxid, last)
 			}
 			last = hdr.Zxid
 			for _, p := range []string{"/x", "/m/c", "/e", "/y", "/t"} {
@@ -205,16 +205,16 @@ func TestMultiEmpty(t *testing.T) {
 		c := connectRaw(t, addr)
 		z0 := c.mustCreate("/a", nil, 0)
 		hdr, res := c.multi()
-		if hdr.Err != 0 || len(res) != 0 || hdr.Zxid != z0+1 {
-			t.Errorf("empty multi: err %v, %d results, zxid %v (want %v)", hdr.Err, len(res), hdr.Zxid, z0+1)
+		if hdr.Err != 0 || len(res) != 0 || !zxidAfter(z0, hdr.Zxid, 1) {
+			t.Errorf("empty multi: err %v, %d results, zxid %v (want the one after %v)", hdr.Err, len(res), hdr.Zxid, z0)
 		}
 		var mr encoding.MultiResponse
 		rh, err := c.call(encoding.OpMultiRead, &encoding.MultiRequest{}, &mr)
 		if err != nil || rh.Err != 0 || len(mr.Results) != 0 {
 			t.Errorf("empty multiRead: %v %v %d results", err, rh.Err, len(mr.Results))
 		}
-		if z := c.mustCreate("/b", nil, 0); z != hdr.Zxid+1 {
-			t.Errorf("create after the empty multiRead at zxid %v, want %v", z, hdr.Zxid+1)
+		if z := c.mustCreate("/b", nil, 0); !zxidAfter(hdr.Zxid, z, 1) {
+			t.Errorf("create after the empty multiRead at zxid %v, want the one after %v", z, hdr.Zxid)
 		}
 	})
 }
@@ -236,8 +236,8 @@ func TestMultiMarshallingErrors(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if hdr.Err != encoding.ErrMarshallingError || hdr.Zxid != last+1 {
-				t.Errorf("%s: err %v zxid %v, want MarshallingError at %v", name, hdr.Err, hdr.Zxid, last+1)
+			if hdr.Err != encoding.ErrMarshallingError || !zxidAfter(last, hdr.Zxid, 1) {
+				t.Errorf("%s: err %v zxid %v, want MarshallingError at the zxid after %v", name, hdr.Err, hdr.Zxid, last)
 			}
 			last = hdr.Zxid
 			if c.exists("/r") {
@@ -254,8 +254,8 @@ func TestMultiMarshallingErrors(t *testing.T) {
 		if err != nil || hdr.Err != encoding.ErrMarshallingError {
 			t.Errorf("multiRead with a create: %v %v, want MarshallingError", hdr.Err, err)
 		}
-		if z := c.mustCreate("/b", nil, 0); z != last+1 {
-			t.Errorf("create after the refused multiRead at zxid %v, want %v", z, last+1)
+		if z := c.mustCreate("/b", nil, 0); !zxidAfter(last, z, 1) {
+			t.Errorf("create after the refused multiRead at zxid %v, want the one after %v", z, last)
 		}
 	})
 }

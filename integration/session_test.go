@@ -84,7 +84,7 @@ func TestSessionResume(t *testing.T) {
 
 		// A client that has seen the future is refused without a reply.
 		future := dialRaw(t, addr)
-		if _, err := future.handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid + 1_000_000}); err == nil {
+		if _, err := future.handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid + 1<<40}); err == nil {
 			t.Error("lastZxidSeen ahead of the server: got a ConnectResponse, want the connection closed")
 		}
 
