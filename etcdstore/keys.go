@@ -7,27 +7,27 @@ package etcdstore
 // "/a" is 1, "/a/b" is 2) in decimal:
 //
 //	P n/<d><path>          data key: one per znode. Value: dataValue. etcd's own metadata gives
-//	                       czxid (CreateRevision), mzxid (ModRevision), version (Version-1) and
-//	                       ephemeralOwner (Lease: an ephemeral node is attached to its session's
-//	                       lease). The children of /a/b are exactly the keys with prefix
+//	                       czxid and mzxid (CreateRevision and ModRevision, with the indexes of
+//	                       the writes in their revisions that the value holds, zxid.go),
+//	                       version (Version-1) and ephemeralOwner (Lease: an ephemeral node is
+//	                       attached to its session's lease). The children of /a/b are exactly the keys with prefix
 //	                       "P n/3/a/b/", so one range lists (or counts) them and nothing deeper.
 //	P m/<d><path>\x00a     ACL key: ctime, create mode, TTL and ACL list. Version-1 is aversion.
 //	                       Rewritten only by setACL, so mzxid does not move on setACL.
-//	P m/<d><path>\x00c     child-create key: rewritten (blind put, empty value) on every child
-//	                       create. Its Version is ZooKeeper's per-node create counter C, which
+//	P m/<d><path>\x00c     child-create key: rewritten on every child create, its value the
+//	                       index of that write in its revision (encodeIndexValue). Its Version is ZooKeeper's per-node create counter C, which
 //	                       names sequential children; ZooKeeper reports cversion = 2C - numChildren.
-//	P m/<d><path>\x00d     child-delete key: rewritten on every child delete, so that pzxid (the
-//	                       newest of czxid and the ModRevisions of the c and d keys) moves.
-//	P m/<d><path>\x00o     offsets key, usually absent: written only by a multi (multi.go)
-//	                       whose ops change a node more than once, since one etcd Txn can put a
-//	                       key only once. Value: offsetsValue, the corrections from etcd's
-//	                       counters to ZooKeeper's (create then setData in one multi: data
-//	                       Version 1 is ZooKeeper version 1; two child creates: c Version +1 is
-//	                       C + 2; delete then create again: the surviving keys keep their old
-//	                       CreateRevision and Versions). Attached to the session's lease for an
-//	                       ephemeral node, so it never outlives the node. Single-op writes whose
-//	                       compare depends on these counters (setData/delete with a version, a
-//	                       sequential create) read or guard it.
+//	P m/<d><path>\x00d     child-delete key: rewritten on every child delete (value as the c
+//	                       key's), so that pzxid (the newest of czxid and the zxids of the c and
+//	                       d keys' last puts) moves.
+//	P m/<d><path>\x00o     offsets key, absent unless one transaction (a multi, or a batch of
+//	                       writes, commit.go) changed a node more than once, since one etcd Txn
+//	                       can put a key only once. Value: offsetsValue, the corrections from
+//	                       etcd's counters to ZooKeeper's (create then setData in one multi:
+//	                       data Version 1 is ZooKeeper version 1; two child creates: c Version
+//	                       +1 is C + 2; delete then create again: the surviving keys keep their
+//	                       old CreateRevision and Versions). Attached to the session's lease for
+//	                       an ephemeral node, so it never outlives the node.
 //	P r<path>              reap index key, one per container and TTL node (empty value): written
 //	                       with the node, deleted with it, so that the reaper (reaper.go)
 //	                       finds its candidates with one range instead of a scan of the tree.
@@ -42,11 +42,12 @@ package etcdstore
 //	                       as a failed write does in ZooKeeper; a batch of several writes
 //	                       (commit.go) puts it with the index of its last write (zxid.go) as
 //	                       value (encodeIndexValue).
-//	P j                    journal key: a successful multi puts its per-op changes here (value:
-//	                       journalValue) in its own revision. A multi writes each key once, its
-//	                       net change, so the data-key events of its revision can differ from
-//	                       ZooKeeper's per-op watch triggers (delete then create one node); the
-//	                       watch feed fires the journal instead.
+//	P j                    journal key: a multi, or a batch of several writes (commit.go), puts
+//	                       their per-op changes here (value: journalValue) in its revision. A
+//	                       transaction writes each key once, its net change, so the data-key
+//	                       events of its revision can differ from ZooKeeper's per-op watch
+//	                       triggers (delete then create one node, two writes' setData); the
+//	                       watch feed fires the journal instead, each change at its write's zxid.
 //
 // The meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so one
 // range reads them all. A node's own c and d keys are absent until it has had a child: C=0.
