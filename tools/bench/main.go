@@ -180,6 +180,9 @@ type result struct {
 	// EtcdRoundTripsPerRequest is, for zetcd, the etcd calls it made per ZooKeeper request
 	// during the run (pings left out), from its /metrics.
 	EtcdRoundTripsPerRequest float64 `json:"etcdRoundTripsPerRequest,omitempty"`
+	// WritesPerBatch is, for zetcd, the mean number of writes it committed per etcd
+	// transaction during the run (group commit), from its /metrics; 0 when it wrote nothing.
+	WritesPerBatch float64 `json:"writesPerBatch,omitempty"`
 }
 
 // memory is a server process's resident memory over its runs.
@@ -358,11 +361,12 @@ func measure(o *options, s *server) ([]result, error) {
 			if err != nil {
 				return nil, err
 			}
-			res := result{Target: s.name, Op: op, Conns: c, Report: *r, EtcdRoundTripsPerRequest: roundTrips(before, after)}
+			res := result{Target: s.name, Op: op, Conns: c, Report: *r, EtcdRoundTripsPerRequest: roundTrips(before, after),
+				WritesPerBatch: writesPerBatch(before, after)}
 			line := fmt.Sprintf("%-9s %-8s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
 				s.name, op, c, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
 			if s.metrics != "" {
-				line += fmt.Sprintf("  etcd calls/request %.2f", res.EtcdRoundTripsPerRequest)
+				line += fmt.Sprintf("  etcd calls/request %.2f  writes/batch %.1f", res.EtcdRoundTripsPerRequest, res.WritesPerBatch)
 			}
 			log.Print(line)
 			results = append(results, res)
@@ -677,6 +681,16 @@ func roundTrips(before, after map[string]float64) float64 {
 		return 0
 	}
 	return trips / requests
+}
+
+// writesPerBatch is the mean size of zetcd's write batches (zetcd_write_batch_size) between two
+// scrapes of its metrics; 0 when it committed none.
+func writesPerBatch(before, after map[string]float64) float64 {
+	batches := after["zetcd_write_batch_size_count"] - before["zetcd_write_batch_size_count"]
+	if batches == 0 {
+		return 0
+	}
+	return (after["zetcd_write_batch_size_sum"] - before["zetcd_write_batch_size_sum"]) / batches
 }
 
 // readMemory reads a process's peak and current resident set from /proc.

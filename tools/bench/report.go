@@ -101,6 +101,29 @@ func markdown(o *options, d *runData, plotted bool) string {
 		}
 		w("\n")
 	}
+	w("\nzetcd's writes per etcd transaction (group commit: `zetcd_write_batch_size`, its sum over its count) during\n")
+	w("each run of a writing op:\n\n")
+	w("| op |")
+	for _, c := range o.conns {
+		w(" %d conns |", c)
+	}
+	w("\n| --- |%s\n", strings.Repeat(" ---: |", len(o.conns)))
+	for _, op := range o.ops {
+		var row strings.Builder
+		seen := false
+		for _, c := range o.conns {
+			v := "—"
+			for _, r := range d.Results {
+				if r.Target == "zetcd" && r.Op == op && r.Conns == c && r.WritesPerBatch > 0 {
+					v, seen = fmt.Sprintf("%.1f", r.WritesPerBatch), true
+				}
+			}
+			fmt.Fprintf(&row, " %s |", v)
+		}
+		if seen {
+			w("| %s |%s\n", op, row.String())
+		}
+	}
 	w("\nAcross the matrix (geometric mean of the throughput ratios): **zetcd/etcd %s**, **zetcd/ZooKeeper %s**.\n",
 		geomean(vsEtcd), geomean(vsZK))
 	if len(errorsSeen) > 0 {
