@@ -202,7 +202,7 @@ func (b *Store) treeReaches(ctx context.Context, floor int64) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.treeWait)
 	defer cancel()
-	return b.awaitProgress(ctx, zxidOf(floor, 0)) == nil
+	return b.awaitRevision(ctx, floor) == nil
 }
 
 // readNodeEtcd reads one node from etcd in one round trip: the current state, for a write's

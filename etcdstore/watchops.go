@@ -29,16 +29,17 @@ func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 	if zxid <= 0 || !s.b.watches.Watching(s.watcher) {
 		return nil
 	}
-	return s.b.awaitProgress(ctx, zxid)
+	return s.b.awaitRevision(ctx, revOf(zxid))
 }
 
-// awaitProgress waits until the watch feed has handed over every event up to zxid (and so the
-// replica has applied it, feed.go).
-func (b *Store) awaitProgress(ctx context.Context, zxid encoding.Zxid) error {
+// awaitRevision waits until the watch feed has handed over every event of revision rev and
+// before (and so the replica has applied them, feed.go). The feed fires a revision's events
+// together, so a zxid's revision is what a wait for its events needs (zxid.go).
+func (b *Store) awaitRevision(ctx context.Context, rev int64) error {
 	asked := false
 	for {
 		progress, moved := b.watches.Progress()
-		if progress >= zxid {
+		if revOf(progress) >= rev {
 			return nil
 		}
 		t := time.NewTimer(progressRequestDelay)
