@@ -83,47 +83,10 @@ func markdown(o *options, d *runData, plotted bool) string {
 	}
 	w("\nzetcd's etcd round trips per ZooKeeper request, from its `/metrics` (`zetcd_etcd_round_trips_total` over\n")
 	w("`zetcd_requests_total`, pings left out, zkboom's own setup included) during each run:\n\n")
-	w("| op |")
-	for _, c := range o.conns {
-		w(" %d conns |", c)
-	}
-	w("\n| --- |%s\n", strings.Repeat(" ---: |", len(o.conns)))
-	for _, op := range o.ops {
-		w("| %s |", op)
-		for _, c := range o.conns {
-			v := "—"
-			for _, r := range d.Results {
-				if r.Target == "zetcd" && r.Op == op && r.Conns == c && r.EtcdRoundTripsPerRequest > 0 {
-					v = fmt.Sprintf("%.2f", r.EtcdRoundTripsPerRequest)
-				}
-			}
-			w(" %s |", v)
-		}
-		w("\n")
-	}
+	zetcdTable(&b, o, d, "%.2f", false, func(r result) float64 { return r.EtcdRoundTripsPerRequest })
 	w("\nzetcd's writes per etcd transaction (group commit: `zetcd_write_batch_size`, its sum over its count) during\n")
 	w("each run of a writing op:\n\n")
-	w("| op |")
-	for _, c := range o.conns {
-		w(" %d conns |", c)
-	}
-	w("\n| --- |%s\n", strings.Repeat(" ---: |", len(o.conns)))
-	for _, op := range o.ops {
-		var row strings.Builder
-		seen := false
-		for _, c := range o.conns {
-			v := "—"
-			for _, r := range d.Results {
-				if r.Target == "zetcd" && r.Op == op && r.Conns == c && r.WritesPerBatch > 0 {
-					v, seen = fmt.Sprintf("%.1f", r.WritesPerBatch), true
-				}
-			}
-			fmt.Fprintf(&row, " %s |", v)
-		}
-		if seen {
-			w("| %s |%s\n", op, row.String())
-		}
-	}
+	zetcdTable(&b, o, d, "%.1f", true, func(r result) float64 { return r.WritesPerBatch })
 	w("\nAcross the matrix (geometric mean of the throughput ratios): **zetcd/etcd %s**, **zetcd/ZooKeeper %s**.\n",
 		geomean(vsEtcd), geomean(vsZK))
 	if len(errorsSeen) > 0 {
@@ -162,6 +125,32 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("\nOne run, short durations: differences of 10%% between runs are noise. Steer by the ratios, which come from the\n")
 	w("same run on the same machine.\n")
 	return b.String()
+}
+
+// zetcdTable writes a table of one figure of zetcd's runs (value; 0 when a run has none), one
+// row per op and one column per connection count; sparse leaves out the rows with none.
+func zetcdTable(b *strings.Builder, o *options, d *runData, format string, sparse bool, value func(result) float64) {
+	fmt.Fprint(b, "| op |")
+	for _, c := range o.conns {
+		fmt.Fprintf(b, " %d conns |", c)
+	}
+	fmt.Fprintf(b, "\n| --- |%s\n", strings.Repeat(" ---: |", len(o.conns)))
+	for _, op := range o.ops {
+		var row strings.Builder
+		seen := false
+		for _, c := range o.conns {
+			v := "—"
+			for _, r := range d.Results {
+				if r.Target == "zetcd" && r.Op == op && r.Conns == c && value(r) > 0 {
+					v, seen = fmt.Sprintf(format, value(r)), true
+				}
+			}
+			fmt.Fprintf(&row, " %s |", v)
+		}
+		if seen || !sparse {
+			fmt.Fprintf(b, "| %s |%s\n", op, row.String())
+		}
+	}
 }
 
 func orDash(s string) string {
