@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/zetcd"
@@ -194,4 +195,36 @@ func batchCounts(t *testing.T, reg *prometheus.Registry) (batches, writes float6
 	}
 	t.Fatal("no zetcd_write_batch_size metric")
 	return 0, 0
+}
+
+// TestCommitBatchWithEndedSession: a batch that names the lease of a session etcd has already
+// ended (an ephemeral create) is refused by etcd as a whole; the committer commits its writes
+// one by one, so that only that write fails (SessionExpired) and the others succeed.
+func TestCommitBatchWithEndedSession(t *testing.T) {
+	ctx := context.Background()
+	b, _, cli := newTestBackend(t)
+	ended, alive := openTestSession(t, b).(*etcdSession), openTestSession(t, b).(*etcdSession)
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(ended.id)); err != nil {
+		t.Fatal(err)
+	}
+	write := func(s *etcdSession, path string, mode encoding.CreateMode) *pendingWrite {
+		return &pendingWrite{s: s, opName: "create", floor: s.lastRev, done: make(chan writeOutcome, 1),
+			ops: []mop{{op: encoding.OpCreate2, path: path, acl: openACL, flags: mode, ttl: -1, version: -1}}}
+	}
+	batch := []*pendingWrite{write(alive, "/a", 0), write(ended, "/e", encoding.ModeEphemeral), write(alive, "/b", 0)}
+	b.commits.commit(batch)
+	for i, w := range batch {
+		o := <-w.done
+		switch {
+		case i == 1 && !isLeaseGone(o.err):
+			t.Errorf("the ended session's create: %+v, want etcd's lease not found", o)
+		case i != 1 && (o.err != nil || o.failedAt >= 0):
+			t.Errorf("write %d: %+v, want it committed", i, o)
+		}
+	}
+	for _, p := range []string{"/a", "/b"} {
+		if _, _, err := alive.Exists(ctx, &encoding.ExistsRequest{Path: p}); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
 }
