@@ -5,11 +5,12 @@
 // The whole key layout is the comment at the top of keys.go. A session is an etcd lease
 // (session.go). One etcd watch per process over the prefix keeps an in-memory replica of the
 // tree (replica.go), which answers the reads, and feeds the watch registry and session and
-// process liveness (feed.go). Every write is one guarded etcd Txn in the common case, whose
-// compares encode ZooKeeper's preconditions and whose Else branch reads what names the error,
-// which internal/znode's Check* functions then decide in ZooKeeper's order (create.go,
-// write.go; multi.go checks a multi's ops on an overlay of the replica). ACL decisions are taken
-// on the replica and pinned by the commit (acl.go). One elected process reaps containers and TTL nodes and
+// process liveness (feed.go). The creates, deletes, setData and multis of all sessions go
+// through one committer (commit.go), which checks those waiting at one moment in order with
+// internal/znode's Check* functions on an overlay of the replica (multi.go) and commits them as
+// one etcd Txn guarded by everything the checks read, each write with its own zxid (zxid.go).
+// setACL reads its node from etcd and pins its ACL decision (write.go, acl.go). One elected
+// process reaps containers and TTL nodes and
 // ends the sessions of dead processes (reaper.go, orphans.go). Writers that keep changing what a
 // write read make it retry up to maxConflictRetries (retry.go). Writes that would grow the data
 // past its limit below etcd's space quota are refused with QuotaExceeded, sized from a

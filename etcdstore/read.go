@@ -14,10 +14,9 @@ import (
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
-// The Handler of an etcdSession. Every write is one guarded etcd Txn in the common case: the
-// compares encode ZooKeeper's preconditions, Then applies the change, and Else reads what is
-// needed to pick ZooKeeper's error code and puts the error key so the failed write consumes a
-// revision (zxid). Every read is one Txn of ranges.
+// The Handler of an etcdSession: reads are answered from the replica once it has reached the
+// session's floor (from etcd when it cannot); writes go through the committer (commit.go); a
+// write refused before any check (fail) puts the error key, so that it consumes a zxid.
 
 // zxid records that the session was answered from the state at revision rev (0: from no new
 // state) and returns the reply's zxid; replies never go back in zxid.

@@ -25,11 +25,12 @@ import (
 // How the store knows the size without a request per write: a background poll (every
 // Config.SpacePoll) reads each endpoint's status (database size, size in use, quota, the
 // cluster's alarms); every byte the store has sent in a put since the poll before counts as in
-// use on top (it is, as history, until etcd compacts it). A write takes its one-Txn fast path while even its largest
-// possible growth fits; otherwise it runs through the multi engine, which reads the nodes it
-// changes and so knows its exact growth (multiState.grow): creates grow the data, setData
-// grows it by the difference of the sizes, deletes shrink it. A multi is refused when the sum
-// of its ops' growth does not fit, at the first op that grows it past the limit.
+// use on top (it is, as history, until etcd compacts it). A write is checked on the multi
+// engine's overlay (commit.go, multi.go), which holds the nodes it changes and so knows its
+// exact growth (multiState.grow): creates grow the data, setData grows it by the difference of
+// the sizes, deletes shrink it. A multi is refused when the sum of its ops' growth does not
+// fit, at the first op that grows it past the limit; so is a write whose growth does not fit
+// after the earlier writes of its batch.
 //
 // A second, harder bound keeps etcd's file itself below its quota when history and
 // fragmentation outgrow what the compactor frees: once the file is within an eighth of the
@@ -128,7 +129,7 @@ func (m *spaceMonitor) room() room {
 }
 
 // fits reports whether a write that grows the data by at most n bytes, and puts about as many,
-// fits: it may take its fast path.
+// fits.
 func (m *spaceMonitor) fits(n int64) bool {
 	r := m.room()
 	return n <= r.grow && n <= r.put
