@@ -41,7 +41,7 @@ type pendingWrite struct {
 	opName string
 	ops    []mop
 	floor  int64
-	done   chan writeOutcome // capacity 1: the committer never blocks on it
+	done   chan<- writeOutcome // capacity 1: the committer never blocks on it
 }
 
 // writeOutcome is what became of a write: its results (or failedAt and the code of the op that
@@ -74,10 +74,16 @@ type committer struct {
 	lastRev int64
 }
 
-// submit queues w and waits for its outcome. If ctx ends first, the write may still commit;
-// its session is going away.
+// submit queues the session's write w and waits for its outcome (on the session's outcome
+// channel, made on its first write). If ctx ends first, the write may still commit; its session
+// is going away.
 func (c *committer) submit(ctx context.Context, w *pendingWrite) writeOutcome {
-	w.done = make(chan writeOutcome, 1)
+	s := w.s
+	if s.outcome == nil {
+		s.outcome = make(chan writeOutcome, 1)
+	}
+	done := s.outcome
+	w.done = done
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
 	if !c.running {
@@ -86,9 +92,10 @@ func (c *committer) submit(ctx context.Context, w *pendingWrite) writeOutcome {
 	}
 	c.mu.Unlock()
 	select {
-	case o := <-w.done:
+	case o := <-done:
 		return o
 	case <-ctx.Done():
+		s.outcome = nil // the outcome may still come: a next write waits on a channel of its own
 		return writeOutcome{err: ctx.Err()}
 	}
 }

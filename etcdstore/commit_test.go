@@ -207,14 +207,17 @@ func TestCommitBatchWithEndedSession(t *testing.T) {
 	if _, err := cli.Revoke(ctx, clientv3.LeaseID(ended.id)); err != nil {
 		t.Fatal(err)
 	}
+	var outcomes []chan writeOutcome
 	write := func(s *etcdSession, path string, mode encoding.CreateMode) *pendingWrite {
-		return &pendingWrite{s: s, opName: "create", floor: s.lastRev, done: make(chan writeOutcome, 1),
+		done := make(chan writeOutcome, 1)
+		outcomes = append(outcomes, done)
+		return &pendingWrite{s: s, opName: "create", floor: s.lastRev, done: done,
 			ops: []mop{{op: encoding.OpCreate2, path: path, acl: openACL, flags: mode, ttl: -1, version: -1}}}
 	}
 	batch := []*pendingWrite{write(alive, "/a", 0), write(ended, "/e", encoding.ModeEphemeral), write(alive, "/b", 0)}
 	b.commits.commit(batch)
-	for i, w := range batch {
-		o := <-w.done
+	for i := range batch {
+		o := <-outcomes[i]
 		switch {
 		case i == 1 && !isLeaseGone(o.err):
 			t.Errorf("the ended session's create: %+v, want etcd's lease not found", o)

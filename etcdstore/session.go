@@ -39,6 +39,10 @@ type etcdSession struct {
 	// newest zxid (zxid.go); executor only.
 	lastRev  int64
 	lastZxid encoding.Zxid
+	// outcome receives the outcome of the session's write from the committer (executor only;
+	// capacity 1, made once: a session has one write in flight at most). nil after a write
+	// was abandoned, whose outcome may still arrive there.
+	outcome chan writeOutcome
 	// watcher holds this connection's watches; released by Detach.
 	watcher *watch.Watcher
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
