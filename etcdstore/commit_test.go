@@ -225,6 +225,9 @@ func TestCommitBatchWithEndedSession(t *testing.T) {
 			t.Errorf("write %d: %+v, want it committed", i, o)
 		}
 	}
+	// The writes went to the committer directly, not through the session: the session's floor
+	// did not move, so wait for the replica to apply them.
+	awaitTreeCurrent(t, b)
 	for _, p := range []string{"/a", "/b"} {
 		if _, _, err := alive.Exists(ctx, &encoding.ExistsRequest{Path: p}); err != nil {
 			t.Errorf("%s: %v", p, err)
