@@ -420,6 +420,11 @@ func TestWatchAcrossZetcds(t *testing.T) {
 	wa := connectRaw(t, a.Addr)
 	xb := connectRaw(t, b.Addr)
 	xb.create("/cross", []byte("0"), 0)
+	// a may not have applied b's create yet, as a ZooKeeper follower may lag its leader: a sync
+	// through a makes its next read see it.
+	if code := wa.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/cross"}, &encoding.SyncResponse{}); code != 0 {
+		t.Fatalf("sync on a: %v", code)
+	}
 	for i := 0; i < 20; i++ {
 		// Read through a at least the zxid of the create, so the watch is set after it.
 		if code := wa.watch("getData", "/cross"); code != 0 {
