@@ -25,12 +25,18 @@ const clientLogback = zkserver.LogbackXML
 // (zookeeper.sasl.client=false); otherwise its JAAS Client section logs in as user.
 func javaClient(t *testing.T, addr, mode, path, user, password string) []string {
 	t.Helper()
-	cmd := javaClientCmd(t, addr, mode, path, user, password)
+	return outputLines(t, javaClientCmd(t, addr, mode, path, user, password), "java SaslClient "+mode)
+}
+
+// outputLines runs a client command (what names it in a failure) and returns the lines it
+// wrote to stdout; the test fails with its stdout and stderr if it fails.
+func outputLines(t *testing.T, cmd *exec.Cmd, what string) []string {
+	t.Helper()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("java SaslClient %s: %v\nstdout:\n%s\nstderr:\n%s", mode, err, out, stderr.String())
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", what, err, out, stderr.String())
 	}
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }

@@ -2,11 +2,11 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,13 +52,7 @@ func kazooClient(t *testing.T, py, addr string, args ...string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join("testdata", "kazoo_sasl.py"), addr}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kazoo_sasl.py %v: %v\nstdout:\n%s\nstderr:\n%s", args, err, out, stderr.String())
-	}
-	return strings.Split(strings.TrimSpace(string(out)), "\n")
+	return outputLines(t, cmd, fmt.Sprintf("kazoo_sasl.py %v", args))
 }
 
 // TestSaslKazoo: kazoo's DIGEST-MD5 client authenticates and owns a sasl-ACL node, a client
