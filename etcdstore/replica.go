@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -53,6 +54,15 @@ type replica struct {
 	batches     map[int64]uint16
 	batchOrder  []int64
 	batchesFrom int64
+	// zxid is the zxid of the state at rev (stateZxid), stored whenever rev moves (setRev), so
+	// that a read's reply, almost always at rev, takes its zxid without the lock.
+	zxid atomic.Int64
+}
+
+// setRev records that the replica is at revision rev; r.mu held.
+func (r *replica) setRev(rev int64) {
+	r.rev = rev
+	r.zxid.Store(int64(zxidOf(rev, int(r.batches[rev]))))
 }
 
 // maxBatchesKept bounds the revisions whose last write index the replica remembers.
@@ -62,6 +72,9 @@ const maxBatchesKept = 1 << 14
 // lastProcessedZxid: the zxid of the last write of rev. For a revision the replica has not
 // applied, or has forgotten, it is zxidAt(rev), which follows every write of rev all the same.
 func (r *replica) stateZxid(rev int64) encoding.Zxid {
+	if z := encoding.Zxid(r.zxid.Load()); revOf(z) == rev {
+		return z
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if rev <= 0 || rev > r.rev || rev < r.batchesFrom {
@@ -144,10 +157,11 @@ func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
 		return fmt.Errorf("load the tree at revision %d: %w", rev, err)
 	}
 	r.mu.Lock()
-	r.t, r.rev = t, rev
+	r.t = t
 	clear(r.batches)
 	r.batchOrder, r.batchesFrom = r.batchOrder[:0], rev
 	r.recordBatch(rev, last)
+	r.setRev(rev)
 	r.mu.Unlock()
 	return nil
 }
@@ -291,14 +305,14 @@ func (r *replica) apply(rev int64, evs []*clientv3.Event) aclsBefore {
 			r.t.put(r.keys, ev.Kv)
 		}
 	}
-	r.rev = max(r.rev, rev)
+	r.setRev(max(r.rev, rev))
 	return before
 }
 
 // advance records that etcd has no change under the prefix up to rev (a progress notification).
 func (r *replica) advance(rev int64) {
 	r.mu.Lock()
-	r.rev = max(r.rev, rev)
+	r.setRev(max(r.rev, rev))
 	r.mu.Unlock()
 }
 
@@ -526,7 +540,7 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 func (r *replica) backendStats() zetcd.BackendStats {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return zetcd.BackendStats{Zxid: zxidOf(r.rev, int(r.batches[r.rev])), NodeCount: r.t.count + 1, Sessions: r.t.sessions}
+	return zetcd.BackendStats{Zxid: encoding.Zxid(r.zxid.Load()), NodeCount: r.t.count + 1, Sessions: r.t.sessions}
 }
 
 // stats returns the replica's counters (the root counted twice, as ZooKeeper counts it) and
@@ -535,7 +549,7 @@ func (r *replica) stats() zetcd.TreeStats {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	ts := zetcd.TreeStats{
-		Zxid:                zxidOf(r.rev, int(r.batches[r.rev])),
+		Zxid:                encoding.Zxid(r.zxid.Load()),
 		NodeCount:           r.t.count + 1,
 		ApproximateDataSize: r.t.dataSize,
 		Ephemerals:          make(map[encoding.SessionID][]string, len(r.t.ephemerals)),
