@@ -194,11 +194,7 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 			// Contention from other processes: let the writers ahead of us commit.
 			time.Sleep(time.Duration(rand.IntN(1<<min(attempt, 10))) * 100 * time.Microsecond)
 		}
-		var paths []string
-		for _, w := range batch {
-			paths = append(paths, multiReadSet(w.ops, nil)...)
-		}
-		m, err := b.readMultiState(ctx, multiReadSet(nil, append(paths, unread...)), floor)
+		m, err := b.readMultiState(ctx, readSet(batch, unread), floor)
 		if err != nil {
 			return nil, err
 		}
@@ -248,8 +244,8 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 		journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth.Authenticated(), m.providers)...)
 	}
 	then := m.writes()
-	// A batch of one single op needs no journal: the feed fires its key events at index 0.
-	if len(journal) > 0 && (len(batch) > 1 || len(batch[0].ops) > 1 || batch[0].opName == "multi") {
+	// One write of one op needs no journal: the feed fires its key events, at index 0.
+	if len(journal) > 0 && (len(batch) > 1 || len(batch[0].ops) > 1) {
 		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(journal)))
 	}
 	if len(then) == 0 || len(batch) > 1 {

@@ -237,13 +237,26 @@ func (m *multiState) node(path string) *mnode {
 	return n
 }
 
-// multiReadSet returns the paths a multi's ops need read: the op paths and the parents of
-// creates and deletes. A sequential create's own name is not known yet.
-func multiReadSet(ops []mop, extra []string) []string {
+// readSet returns, sorted and each once, extra and the paths the writes' ops need read: the op
+// paths and the parents of creates and deletes. A sequential create's own name is not known yet.
+func readSet(batch []*pendingWrite, extra []string) []string {
 	set := map[string]bool{}
 	for _, p := range extra {
 		set[p] = true
 	}
+	for _, w := range batch {
+		addReadSet(set, w.ops)
+	}
+	paths := make([]string, 0, len(set))
+	for p := range set {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	return paths
+}
+
+// addReadSet adds to set the paths ops need read (readSet).
+func addReadSet(set map[string]bool, ops []mop) {
 	for _, o := range ops {
 		switch o.op {
 		case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
@@ -262,12 +275,6 @@ func multiReadSet(ops []mop, extra []string) []string {
 			set[o.path] = true
 		}
 	}
-	paths := make([]string, 0, len(set))
-	for p := range set {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	return paths
 }
 
 // readMultiState builds the overlay of paths at one revision: from the replica once it has
