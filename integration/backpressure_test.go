@@ -3,7 +3,9 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -99,4 +101,55 @@ func residentBytes(t *testing.T, pid int) int64 {
 	}
 	t.Fatalf("no VmRSS in /proc/%d/status", pid)
 	return 0
+}
+
+// TestProcessIdleConnectionStacks: an idle connection of the real binary costs one goroutine
+// of the runtime's smallest stack (2 KiB), though serving its session's requests grew its stack
+// (to 4 KiB or more: the session's start in etcd, a create, reads): the wait moves to a new
+// goroutine once the connection is idle (zetcd's runReader). Measured from zetcd's own Go
+// metrics before and after the sessions, each of which adds exactly one goroutine.
+func TestProcessIdleConnectionStacks(t *testing.T) {
+	const n = 300
+	addr, maddr := freePort(t), freePort(t)
+	startProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr, "--pprof")
+	metrics := "http://" + maddr + "/metrics"
+	gc := func() map[string]float64 {
+		for range 2 {
+			resp, err := http.Get("http://" + maddr + "/debug/pprof/heap?gc=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return scrape(t, metrics)
+	}
+	connectRaw(t, addr).mustCreate("/stacks", nil, 0) // the first session starts etcdstore's goroutines
+	time.Sleep(time.Second)
+	before := gc()
+	clients := make([]*rawClient, n)
+	for i := range clients {
+		c := connectRawTimeout(t, addr, 30000)
+		c.mustCreate(fmt.Sprintf("/stacks/%d", i), bytes.Repeat([]byte("d"), 1000), encoding.ModeEphemeral)
+		var resp encoding.GetDataResponse
+		c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: fmt.Sprintf("/stacks/%d", i)}, &resp)
+		clients[i] = c
+	}
+	time.Sleep(time.Second) // idle: past the reader's quarter second
+	after := gc()
+	added := after["go_goroutines"] - before["go_goroutines"]
+	perConn := (after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]) / n
+	t.Logf("%d idle connections: %.0f goroutines more, %.0f bytes of stack each", n, added, perConn)
+	if added < n || added > n+20 {
+		t.Errorf("%d idle connections added %.0f goroutines, want one each", n, added)
+	}
+	if perConn > 2.5*1024 {
+		t.Errorf("%d idle connections: %.0f bytes of goroutine stack each, want 2 KiB", n, perConn)
+	}
+	for _, c := range clients { // still served after the move
+		var resp encoding.GetDataResponse
+		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/stacks"}, &resp); code != 0 {
+			t.Fatalf("getData after idle: %v", code)
+		}
+	}
 }

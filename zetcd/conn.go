@@ -41,7 +41,8 @@ const (
 
 // clientConn is one accepted client connection. Its goroutines (see the package doc):
 //   - the serve goroutine (Server.serveConn), which owns the socket: it sniffs four-letter
-//     words, performs the handshake, then becomes the reader, and finally tears down;
+//     words, performs the handshake, then becomes the reader, and finally tears down (an idle
+//     reader moves to a new goroutine, which then owns the socket: Server.readConn);
 //   - the executor (runExecutor, executor.go), which calls the Session's Handler methods;
 //   - the writer (runWriter), the only goroutine that writes to the socket after the handshake
 //     has been decided; it runs only while frames are queued (outQueue).
@@ -66,7 +67,7 @@ type clientConn struct {
 	closeOnce  sync.Once
 	closing    chan struct{} // closed by shutdown: every goroutine of the connection stops
 	socketOnce sync.Once     // closeSocket
-	done       chan struct{} // closed when serveConn has returned (socket closed, session handled)
+	done       chan struct{} // closed by endConn (socket closed, session handled)
 
 	end      atomic.Int32 // endReason; raised by setEnd
 	graceful atomic.Bool  // an answer was sent before closing: half-close and linger (closeSocket)
@@ -149,16 +150,21 @@ func (c *clientConn) isClosing() bool {
 	}
 }
 
-// armRead sets the read deadline d from now and reports whether the connection is still open
-// and not draining. Checking closing (and draining) after setting the deadline guarantees that
-// a concurrent shutdown (or drain) is never overridden: either it is seen here, or its past
-// deadline is set after ours.
-func (c *clientConn) armRead(d time.Duration) bool {
-	c.nc.SetReadDeadline(time.Now().Add(d))
+// armRead sets the read deadline t (if idle, at most idleAfter from now: runReader) and reports
+// whether the connection is still open and not draining. Checking closing (and draining) after
+// setting the deadline guarantees that a concurrent shutdown (or drain) is never overridden:
+// either it is seen here, or its past deadline is set after ours.
+func (c *clientConn) armRead(t time.Time, idle bool) bool {
+	if idle {
+		if probe := time.Now().Add(idleAfter); probe.Before(t) {
+			t = probe
+		}
+	}
+	c.nc.SetReadDeadline(t)
 	return !c.isClosing() && !c.isDraining()
 }
 
-// armWrite is armRead for writes.
+// armWrite sets the write deadline d from now and reports whether the connection is still open.
 func (c *clientConn) armWrite(d time.Duration) bool {
 	c.nc.SetWriteDeadline(time.Now().Add(d))
 	return !c.isClosing()

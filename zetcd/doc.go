@@ -38,8 +38,10 @@
 //     authentication may still refuse them; sasl.go), and queues every other request to the
 //     executor; queuing starts the two goroutines below when they are not running. When it
 //     stops, it tears the connection down and settles the session. An idle connection is this
-//     goroutine alone, waiting for its next bytes with no read buffer (readPrefix), its stack
-//     4 KiB.
+//     goroutine alone, waiting for its next bytes with no read buffer (readPrefix). After a
+//     quarter second without a request the wait moves to a new goroutine (Server.awaitIdle), whose stack
+//     is the runtime's smallest, 2 KiB, where the serving goroutine's stays at 4 KiB or more;
+//     whichever goroutine the reader stops in tears down (Server.endConn).
 //   - The executor (runExecutor). It takes requests from a bounded queue (128 requests, and
 //     bytes; a full queue stops the reader, which stops reading the socket) and calls the
 //     Session's Handler methods strictly one at a time in arrival order, through one table

@@ -17,11 +17,12 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// serve runs in the goroutine that accepted the connection: it reads the first frame and
+// handshake runs in the goroutine that accepted the connection: it reads the first frame and
 // either answers a four-letter word or opens the session (runSession). It reports whether a
 // session is open: the caller then runs the reader, and teardown.
-func (c *clientConn) serve() bool {
-	if !c.armRead(handshakeTimeout) {
+func (c *clientConn) handshake() bool {
+	defer c.recoverPanic("connection")
+	if !c.armRead(time.Now().Add(handshakeTimeout), false) {
 		return false
 	}
 	// Exactly the first frame, straight from the socket: what a client sends after it (requests

@@ -15,35 +15,57 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// runReader reads request frames until the connection ends. Pings are answered through the
-// writer at once; everything else is queued, in order, for the executor. The queue is bounded,
-// in requests and in the bytes the connection holds (backpressure.go): when it is full the
-// reader stops reading the socket (backpressure).
+// runReader reads request frames until the connection ends, and reports false; or, when the
+// connection has waited idleAfter for a request, it arms the read deadline for the rest of the
+// session timeout and reports true: the caller continues the wait in a new goroutine
+// (Server.awaitIdle). Pings are answered through the writer at once; everything else is
+// queued, in order, for the executor. The queue is bounded, in requests and in the bytes the
+// connection holds (backpressure.go): when it is full the reader stops reading the socket
+// (backpressure).
 //
-// Each frame must arrive within the session timeout (read deadline); one that does not expires
-// the session.
+// Each frame must begin to arrive within the session timeout; one that does not expires the
+// session.
 //
-// An idle connection is this goroutine waiting in readPrefix, holding no buffer. runReader is
-// called at the top of the connection's goroutine (Server.serveConn), and the work of a frame
-// is done in readRequest, whose frame is gone by the time the next wait begins: the stack under
-// the wait is then small enough for the runtime to shrink it to 4 KiB.
-func (c *clientConn) runReader() {
+// An idle connection is one goroutine waiting in readPrefix, holding no buffer. Why it moves:
+// a goroutine's stack keeps the size its deepest call needed (the handshake, decoding and
+// queueing a request: 4-8 KiB), and the runtime shrinks a stack in use to no less than 4 KiB; a
+// new goroutine starts with 2 KiB, which the wait alone fits in. A busy connection never moves
+// (its next request comes first); an idle one moves once per idle spell.
+func (c *clientConn) runReader() (idle bool) {
 	defer c.recoverPanic("reader")
 	for {
-		if !c.awaitRoom(c.inFull, c.budget.inRoom, 0) || !c.armRead(c.timeout) {
-			return
+		if !c.awaitRoom(c.inFull, c.budget.inRoom, 0) {
+			return false
 		}
-		if c.rd.buf == nil {
+		wait := c.rd.buf == nil // nothing unread: wait for the client
+		deadline := time.Now().Add(c.timeout)
+		if !c.armRead(deadline, wait) {
+			return false
+		}
+		if wait {
 			if err := c.readPrefix(); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) && time.Now().Before(deadline) {
+					// idleAfter passed, not the session timeout (nor a shutdown or drain:
+					// armRead sees those).
+					return c.armRead(deadline, false)
+				}
 				c.readFailed(err)
-				return
+				return false
 			}
 		}
 		if !c.readRequest() {
-			return
+			return false
 		}
 	}
 }
+
+// idleAfter is how long a reader that has served requests waits for the next one before its
+// wait moves to a new goroutine (runReader). A move costs a few microseconds (a goroutine, and
+// growing its stack again when the next request comes), at most once per idleAfter per
+// connection, so a short one costs nothing measurable; and clients ping every third of their
+// session timeout, so idle connections spend most of their time on the small stack. A
+// variable for tests.
+var idleAfter = 250 * time.Millisecond
 
 // readPrefix waits for the client's next bytes and reads what has arrived, up to len(first),
 // straight from the socket into rd.first; the start of a frame, often all of a small one. It is

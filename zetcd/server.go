@@ -141,7 +141,7 @@ type Server struct {
 	draining  bool // Shutdown has begun: no new connections, open ones drain (drain.go)
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
-	connWG    sync.WaitGroup // one per serveConn goroutine
+	connWG    sync.WaitGroup // one per connection, from startConn to endConn
 	serveWG   sync.WaitGroup // one per running Serve call
 	closeDone chan struct{}  // closed when the first Close has finished
 }
@@ -255,9 +255,40 @@ func (s *Server) startConn(nc net.Conn) {
 	go s.serveConn(c)
 }
 
-// serveConn runs in the goroutine that accepted c, and owns c: whatever happens, it closes the
-// socket, ends or detaches the session, and unregisters c before it returns.
+// serveConn runs in the goroutine that accepted c: the handshake, then the reader (readConn).
 func (s *Server) serveConn(c *clientConn) {
+	if c.handshake() {
+		s.readConn(c)
+		return
+	}
+	s.endConn(c, false)
+}
+
+// readConn runs c's reader in this goroutine until it stops, and then ends the connection; or
+// until the connection is idle, and then moves the wait to a new goroutine (awaitIdle).
+func (s *Server) readConn(c *clientConn) {
+	if c.runReader() {
+		go s.awaitIdle(c)
+		return
+	}
+	s.endConn(c, true)
+}
+
+// awaitIdle is the goroutine of an idle connection (runReader says why it is new): it waits
+// for the client's next bytes, its deadline armed, with nothing else on its stack, and then
+// serves on (readConn). Keep it that small.
+func (s *Server) awaitIdle(c *clientConn) {
+	if err := c.readPrefix(); err != nil {
+		c.readFailed(err)
+		s.endConn(c, true)
+		return
+	}
+	s.readConn(c)
+}
+
+// endConn runs in the connection's last goroutine, which owns c: whatever happens, it closes
+// the socket, ends or detaches the session (if served: a session was open), and unregisters c.
+func (s *Server) endConn(c *clientConn, served bool) {
 	defer s.connWG.Done()
 	defer close(c.done)
 	defer func() {
@@ -267,11 +298,8 @@ func (s *Server) serveConn(c *clientConn) {
 	}()
 	defer c.closeSocket()
 	defer c.recoverPanic("connection")
-	if c.serve() {
-		defer c.teardown()
-		// Here, not under serve: an idle connection waits in the reader, and the stack under
-		// it is then only this frame's (runReader).
-		c.runReader()
+	if served {
+		c.teardown()
 	}
 }
 

@@ -384,9 +384,10 @@ func TestConnPing(t *testing.T) {
 }
 
 // TestConnIdleIsOneGoroutine: a connection that has been served and is waiting for its next
-// request is one goroutine, its reader; the executor and the writer have exited, and a new
-// request starts them again.
+// request is one goroutine, its reader, moved to a goroutine of its own once idle (awaitIdle);
+// the executor and the writer have exited, and a new request starts them again.
 func TestConnIdleIsOneGoroutine(t *testing.T) {
+	t.Cleanup(zetcd.SetIdleAfter(100 * time.Millisecond))
 	ts := startTestServer(t, testConfig())
 	const n = 20
 	clients := make([]*testClient, n)
@@ -399,13 +400,14 @@ func TestConnIdleIsOneGoroutine(t *testing.T) {
 		c.ping()
 		clients[i] = c
 	}
-	// Connection goroutines by role: the reader waits in readPrefix, under serveConn.
+	// Connection goroutines by role: once idle, the reader waits in a goroutine of its own
+	// (awaitIdle).
 	roles := func() (readers, others int) {
 		buf := make([]byte, 1<<22)
 		buf = buf[:runtime.Stack(buf, true)]
 		for _, g := range strings.Split(string(buf), "\n\n") {
 			switch {
-			case strings.Contains(g, "(*clientConn).readPrefix"):
+			case strings.Contains(g, "(*Server).awaitIdle"):
 				readers++
 			case strings.Contains(g, "(*clientConn)."):
 				others++
