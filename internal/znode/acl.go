@@ -107,25 +107,22 @@ func (a *Identities) Allowed(acl []encoding.ACL, perm encoding.Perm) bool {
 		if e.ID.Scheme == SchemeWorld && e.ID.ID == "anyone" {
 			return true
 		}
-		for _, bin := range a.ids.bins {
-			for _, h := range bin {
-				id := h.id
-				if id.Scheme != e.ID.Scheme {
-					continue
+		for id := range a.ids.all {
+			if id.Scheme != e.ID.Scheme {
+				continue
+			}
+			switch id.Scheme {
+			case SchemeDigest, SchemeX509:
+				if id.ID == e.ID.ID {
+					return true
 				}
-				switch id.Scheme {
-				case SchemeDigest, SchemeX509:
-					if id.ID == e.ID.ID {
-						return true
-					}
-				case SchemeIP:
-					if ipMatches(id.ID, e.ID.ID) {
-						return true
-					}
-				case SchemeSASL:
-					if id.ID == "super" || id.ID == e.ID.ID {
-						return true
-					}
+			case SchemeIP:
+				if ipMatches(id.ID, e.ID.ID) {
+					return true
+				}
+			case SchemeSASL:
+				if id.ID == "super" || id.ID == e.ID.ID {
+					return true
 				}
 			}
 		}
@@ -471,8 +468,12 @@ func digitValue(c byte) int {
 // bit agrees and puts the nodes before it in reverse order) reproduced. Not reproduced: the
 // extra resizes a bin of 8 or more colliding identities causes, which needs that many
 // identities with nearly equal hashes.
+//
+// A connection holds one identity (ip:) and seldom more, so the first is kept without the
+// table, which costs 400 bytes a connection and is made with the second.
 type javaIDSet struct {
-	bins  [][]hashedID
+	first hashedID     // the only identity, while bins is nil and count is 1
+	bins  [][]hashedID // nil for fewer than two identities
 	count int
 }
 
@@ -484,7 +485,16 @@ type hashedID struct {
 func (s *javaIDSet) add(id encoding.ID) {
 	h := spreadHash(javaIDHash(id))
 	if s.bins == nil {
+		switch {
+		case s.count == 0:
+			s.first, s.count = hashedID{hash: h, id: id}, 1
+			return
+		case s.first.id == id:
+			return
+		}
 		s.bins = make([][]hashedID, 16)
+		s.bins[int(s.first.hash)&15] = []hashedID{s.first}
+		s.first = hashedID{}
 	}
 	i := int(h) & (len(s.bins) - 1)
 	for _, e := range s.bins[i] {
@@ -534,11 +544,9 @@ func (s *javaIDSet) resize() {
 
 // has reports whether the set holds an identity of scheme.
 func (s *javaIDSet) has(scheme string) bool {
-	for _, bin := range s.bins {
-		for _, e := range bin {
-			if e.id.Scheme == scheme {
-				return true
-			}
+	for id := range s.all {
+		if id.Scheme == scheme {
+			return true
 		}
 	}
 	return false
@@ -546,12 +554,27 @@ func (s *javaIDSet) has(scheme string) bool {
 
 func (s *javaIDSet) list() []encoding.ID {
 	out := make([]encoding.ID, 0, s.count)
-	for _, bin := range s.bins {
-		for _, e := range bin {
-			out = append(out, e.id)
-		}
+	for id := range s.all {
+		out = append(out, id)
 	}
 	return out
+}
+
+// all yields the identities in ZooKeeper's order.
+func (s *javaIDSet) all(yield func(encoding.ID) bool) {
+	if s.bins == nil {
+		if s.count == 1 {
+			yield(s.first.id)
+		}
+		return
+	}
+	for _, bin := range s.bins {
+		for _, e := range bin {
+			if !yield(e.id) {
+				return
+			}
+		}
+	}
 }
 
 // javaIDHash is the jute-generated Id.hashCode.
