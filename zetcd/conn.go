@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/zetcd/zetcd/encoding"
 )
@@ -56,9 +57,7 @@ type clientConn struct {
 	remote string
 	rd     frameReader // what the client sent and is unread; serve goroutine only
 
-	// log gains the session field in runSession before the executor and writer start;
-	// read-only afterwards.
-	log *zap.Logger
+	log connLog
 
 	// ctx is passed to Handler methods and Backend.Connect; shutdown cancels it.
 	ctx    context.Context
@@ -105,15 +104,44 @@ func newClientConn(s *Server, nc net.Conn) *clientConn {
 		s:       s,
 		nc:      nc,
 		remote:  remote,
-		log:     s.log.WithLazy(zap.String("remote", remote)),
 		ctx:     ctx,
 		cancel:  cancel,
 		closing: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	c.log = connLog{c}
 	c.budget = newQueueBudget(&s.stats.queuedBytes)
 	c.st.reset()
 	return c
+}
+
+// connLog logs for one connection on the server's logger (Server.connLog), with the
+// connection's fields (its remote address; its session, once open) added to the entries that
+// are written, and only to those: a logger per connection, made with With or WithLazy, holds
+// hundreds of bytes for the connection's life, and most connections never log above the level.
+type connLog struct{ c *clientConn }
+
+func (l connLog) Debug(msg string, fields ...zap.Field) { l.write(zapcore.DebugLevel, msg, fields) }
+func (l connLog) Info(msg string, fields ...zap.Field)  { l.write(zapcore.InfoLevel, msg, fields) }
+func (l connLog) Warn(msg string, fields ...zap.Field)  { l.write(zapcore.WarnLevel, msg, fields) }
+func (l connLog) Error(msg string, fields ...zap.Field) { l.write(zapcore.ErrorLevel, msg, fields) }
+func (l connLog) Log(lvl zapcore.Level, msg string, fields ...zap.Field) {
+	l.write(lvl, msg, fields)
+}
+
+// write writes msg at lvl if the server's logger is enabled for it; always two calls below the
+// caller to report (Server.connLog skips them). The session field is read only once runSession
+// has set it: c.id is written before the goroutines that may log with it start, and never again.
+func (l connLog) write(lvl zapcore.Level, msg string, fields []zap.Field) {
+	ce := l.c.s.connLog.Check(lvl, msg)
+	if ce == nil {
+		return
+	}
+	own := []zap.Field{zap.String("remote", l.c.remote)}
+	if l.c.id != 0 {
+		own = append(own, zap.Stringer("session", l.c.id))
+	}
+	ce.Write(append(own, fields...)...)
 }
 
 // setEnd raises the connection's end reason to r.

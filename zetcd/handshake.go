@@ -169,10 +169,6 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 	if c.timeout <= 0 {
 		c.timeout = negotiated
 	}
-	// Lazily: With copies the logger's encoder and buffer (about 1.3 KiB a connection), and
-	// most connections never log above the level. From the server's logger, not as a child of
-	// the handshake's, which then goes away.
-	c.log = c.s.log.WithLazy(zap.String("remote", c.remote), zap.Stringer("session", c.id))
 	c.lastActivity.Store(time.Now().UnixNano())
 	c.startAuth(c.transportIDs())
 

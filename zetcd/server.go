@@ -120,6 +120,7 @@ type Server struct {
 	backend Backend
 	cfg     Config // defaults applied; read-only
 	log     *zap.Logger
+	connLog *zap.Logger // log, reporting the caller of a connLog method
 
 	// ctx is the parent of every context the server creates (connections, Connect, Close,
 	// Expire); Close cancels it.
@@ -154,6 +155,7 @@ func NewServer(b Backend, cfg Config) *Server {
 		backend:   b,
 		cfg:       cfg,
 		log:       cfg.Logger,
+		connLog:   cfg.Logger.WithOptions(zap.AddCallerSkip(2)),
 		ctx:       ctx,
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
