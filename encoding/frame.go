@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 )
 
 // DefaultMaxFrameBytes is ZooKeeper's default jute.maxbuffer: the largest
@@ -91,6 +92,49 @@ func AppendFrame(b []byte, records ...Record) []byte {
 	binary.BigEndian.PutUint32(b[start:], uint32(n))
 	return b
 }
+
+// MarshalFrame returns one frame holding records (as AppendFrame) in a new slice of exactly
+// its length, allocated once: the records are encoded into a pooled scratch buffer and copied
+// out, where appending to an empty slice would grow it several times for a frame of a few
+// hundred bytes. A scratch buffer grown past maxPooledScratch is not kept.
+func MarshalFrame(records ...Record) []byte {
+	sp := scratchPool.Get().(*[]byte)
+	return copyOut(sp, AppendFrame((*sp)[:0], records...))
+}
+
+// MarshalReply is MarshalFrame(&hdr, body) for a reply (body nil: none), with the header taken
+// by value: passed as a Record, it would escape to the heap with whatever holds it.
+func MarshalReply(hdr ReplyHeader, body Record) []byte {
+	sp := scratchPool.Get().(*[]byte)
+	b := append((*sp)[:0], 0, 0, 0, 0)
+	e := encoderPool.Get().(*Encoder)
+	e.buf = b
+	hdr.Encode(e)
+	if body != nil {
+		body.Encode(e)
+	}
+	b = e.buf
+	e.buf = nil
+	encoderPool.Put(e)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return copyOut(sp, b)
+}
+
+// copyOut returns a copy of b, which is in the scratch buffer *sp, and gives the buffer back.
+func copyOut(sp *[]byte, b []byte) []byte {
+	frame := make([]byte, len(b))
+	copy(frame, b)
+	if cap(b) <= maxPooledScratch {
+		*sp = b[:0]
+		scratchPool.Put(sp)
+	}
+	return frame
+}
+
+// maxPooledScratch bounds the scratch buffers MarshalFrame keeps.
+const maxPooledScratch = 64 << 10
+
+var scratchPool = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
 
 // WriteFrame writes one frame holding records to w in a single Write, using
 // buf as scratch space. It returns the (possibly grown) scratch buffer for

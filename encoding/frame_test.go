@@ -185,6 +185,35 @@ func TestFrameAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Errorf("AppendRecord allocs = %v, want 0", n)
 	}
+
+	if n := testing.AllocsPerRun(1000, func() {
+		out = MarshalFrame(hdr, body)
+	}); n != 1 {
+		t.Errorf("MarshalFrame allocs = %v, want 1 (the frame)", n)
+	}
+	reply := func(h ReplyHeader) { out = MarshalReply(h, body) } // h is a local: does it escape?
+	if n := testing.AllocsPerRun(1000, func() { reply(ReplyHeader{Xid: 1, Zxid: 0x1f}) }); n != 1 {
+		t.Errorf("MarshalReply allocs = %v, want 1 (the frame)", n)
+	}
+}
+
+// TestMarshalFrame: MarshalFrame and MarshalReply make the frame AppendFrame makes, at its
+// exact length, for frames below and above the scratch buffers kept.
+func TestMarshalFrame(t *testing.T) {
+	hdr := &ReplyHeader{Xid: 7, Zxid: 0x2f}
+	for _, n := range []int{0, 100, 5000, maxPooledScratch + 1, 1 << 20} {
+		body := &GetDataResponse{Data: bytes.Repeat([]byte("y"), n), Stat: sampleStat}
+		want := AppendFrame(nil, hdr, body)
+		for _, got := range [][]byte{MarshalFrame(hdr, body), MarshalReply(*hdr, body)} {
+			if !bytes.Equal(got, want) || cap(got) != len(want) {
+				t.Fatalf("%d bytes of data: frame of length %d and capacity %d, want %d equal bytes", n, len(got), cap(got), len(want))
+			}
+		}
+	}
+	ping := AppendFrame(nil, &ReplyHeader{Xid: XidPing})
+	if got := MarshalReply(ReplyHeader{Xid: XidPing}, nil); !bytes.Equal(got, ping) {
+		t.Fatalf("ping frame %x, want %x", got, ping)
+	}
 }
 
 func BenchmarkReadFrame(b *testing.B) {

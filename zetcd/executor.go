@@ -164,6 +164,9 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 // then is not executed (teardown uncounts it).
 type execQueue = workQueue[*pendingRequest]
 
+// requestSlices are the idle execQueues' slices.
+var requestSlices slicePool[*pendingRequest]
+
 // pushRequest queues r for the executor (c.runExecutor), starting it if none runs. It reports
 // false, and does not queue r, once the executor has stopped for good.
 func (c *clientConn) pushRequest(r *pendingRequest) bool { return c.exec.push(r) }
@@ -181,15 +184,12 @@ func (c *clientConn) runExecutor() {
 		}
 	}()
 	defer c.recoverPanic("executor")
-	var one []*pendingRequest
 	for {
-		one = c.exec.take(one, 1)
-		if len(one) == 0 {
-			exited = true // take cleared running: another push starts another executor
+		r, ok := c.exec.takeOne()
+		if !ok {
+			exited = true // takeOne cleared running: another push starts another executor
 			return
 		}
-		r := one[0]
-		one[0] = nil
 		skip := c.ctx.Err() != nil || !c.awaitRoom(c.outFull, c.budget.outRoom, c.timeout)
 		// Uncounted before it runs, so that no reply overtakes its request's count (srvr's
 		// Outstanding); the one request executing is the only one not counted.

@@ -178,7 +178,7 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 		return false
 	}
 	c.st.established.Store(time.Now().UnixMilli())
-	c.exec.init(c.runExecutor, nil)
+	c.exec.init(c.runExecutor, &requestSlices, nil)
 	c.out = newOutQueue(c.budget, c.runWriter)
 	c.stopGone = sess.AfterDone(c.sessionGone)
 

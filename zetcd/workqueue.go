@@ -3,29 +3,35 @@ package zetcd
 import "sync"
 
 // workQueue is a FIFO served by one worker goroutine that runs only while items are queued: push
-// starts the worker when none runs, and the worker exits when take finds the queue empty. Both
+// starts the worker when none runs, and the worker exits when a take finds the queue empty. Both
 // decisions are made under mu, with running, so an item pushed just as the worker finds the
 // queue empty is never stranded: either the worker takes it, or it has already cleared running
 // and push starts another. At most one worker runs at a time, so items are handled in the order
-// pushed. An idle queue holds neither the goroutine nor a slice. The reader→executor queue and
-// the write queue are workQueues (execQueue, outQueue).
+// pushed. An idle queue holds neither the goroutine nor a slice: its slice goes back to a
+// process-wide pool (slicePool), from which the next push takes one, so that a connection
+// serving one request at a time does not allocate a slice per request. The reader→executor
+// queue and the write queue are workQueues (execQueue, outQueue).
 type workQueue[T any] struct {
-	mu      sync.Mutex
-	items   []T  // guarded by mu
-	running bool // guarded by mu: a worker runs (started by push)
+	mu sync.Mutex
+	// items, guarded by mu, holds (*items)[head:] queued; nil while the queue is idle.
+	items *[]T
+	head  int
+	// running, guarded by mu: a worker runs (started by push).
+	running bool
 	// closed, guarded by mu: no more items are taken or accepted (close, or the worker's exit
 	// for good).
 	closed bool
 	idle   sync.Cond // on mu; broadcast when running is cleared
 	run    func()    // the worker
+	slices *slicePool[T]
 	// queued, if set, is called under mu for each item accepted (the write queue counts its
 	// bytes there, before the worker can take and uncount it).
 	queued func(T)
 }
 
-func (q *workQueue[T]) init(run func(), queued func(T)) {
+func (q *workQueue[T]) init(run func(), slices *slicePool[T], queued func(T)) {
 	q.idle.L = &q.mu
-	q.run, q.queued = run, queued
+	q.run, q.slices, q.queued = run, slices, queued
 }
 
 // push queues v and starts the worker if none runs. It reports false, and does not queue v,
@@ -36,7 +42,10 @@ func (q *workQueue[T]) push(v T) bool {
 		q.mu.Unlock()
 		return false
 	}
-	q.items = append(q.items, v)
+	if q.items == nil {
+		q.items = q.slices.get()
+	}
+	*q.items = append(*q.items, v)
 	if q.queued != nil {
 		q.queued(v)
 	}
@@ -49,31 +58,56 @@ func (q *workQueue[T]) push(v T) bool {
 	return true
 }
 
-// take moves up to max queued items (all of them if max is 0) into dst (reused) and returns it.
-// When nothing is queued it returns dst empty and clears running: the worker must then exit. A
-// closed queue still hands out what was pushed before it closed: close waits for that.
-func (q *workQueue[T]) take(dst []T, max int) []T {
+// takeOne removes the first queued item. When nothing is queued it reports false and clears
+// running: the worker must then exit. A closed queue still hands out what was pushed before it
+// closed: close waits for that.
+func (q *workQueue[T]) takeOne() (v T, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	dst = dst[:0]
-	if len(q.items) == 0 {
-		q.items = nil // an idle queue keeps no slice
-		q.running = false
-		q.idle.Broadcast()
-		return dst
+	if q.items == nil || q.head == len(*q.items) {
+		q.stopLocked()
+		return v, false
 	}
-	n := len(q.items)
-	if max > 0 {
-		n = min(n, max)
+	items := *q.items
+	v = items[q.head]
+	var zero T
+	items[q.head] = zero
+	q.head++
+	if q.head == len(items) {
+		*q.items, q.head = items[:0], 0
 	}
-	dst = append(dst, q.items[:n]...)
-	clear(q.items[:n])
-	if n == len(q.items) {
-		q.items = q.items[:0] // reused while the worker runs
-	} else {
-		q.items = q.items[n:]
+	return v, true
+}
+
+// takeAll hands the worker everything queued, as a slice of the queue's pool that the worker
+// passes back, emptied, with its next takeAll (done: the worker has finished with it). When
+// nothing is queued it returns nil and clears running, like takeOne.
+func (q *workQueue[T]) takeAll(done *[]T) *[]T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if done != nil {
+		q.slices.put(done)
 	}
-	return dst
+	if q.items == nil || q.head == len(*q.items) {
+		q.stopLocked()
+		return nil
+	}
+	got := q.items
+	if q.head > 0 {
+		*got = (*got)[q.head:]
+	}
+	q.items, q.head = nil, 0
+	return got
+}
+
+// stopLocked is the worker's exit when the queue is empty: the slice goes back to the pool.
+func (q *workQueue[T]) stopLocked() {
+	if q.items != nil {
+		q.slices.put(q.items)
+		q.items, q.head = nil, 0
+	}
+	q.running = false
+	q.idle.Broadcast()
 }
 
 // close makes later pushes fail and returns what is still queued. With wait, it first waits
@@ -86,8 +120,12 @@ func (q *workQueue[T]) close(wait bool) []T {
 	for wait && q.running {
 		q.idle.Wait()
 	}
-	left := q.items
-	q.items = nil
+	if q.items == nil {
+		return nil
+	}
+	left := append([]T(nil), (*q.items)[q.head:]...)
+	q.slices.put(q.items)
+	q.items, q.head = nil, 0
 	return left
 }
 
@@ -99,4 +137,28 @@ func (q *workQueue[T]) exit() {
 	q.running = false
 	q.idle.Broadcast()
 	q.mu.Unlock()
+}
+
+// slicePool keeps the slices of idle queues for the next busy one. Slices grown past
+// maxPooledItems are dropped rather than kept.
+type slicePool[T any] struct{ p sync.Pool }
+
+const maxPooledItems = 64
+
+func (sp *slicePool[T]) get() *[]T {
+	if s, ok := sp.p.Get().(*[]T); ok {
+		return s
+	}
+	return new([]T)
+}
+
+// put takes s back, emptied (its items cleared, so the pool holds no references; past its
+// length a queue's slice holds only zero values: takeOne clears what it takes).
+func (sp *slicePool[T]) put(s *[]T) {
+	if cap(*s) > maxPooledItems {
+		return
+	}
+	clear(*s)
+	*s = (*s)[:0]
+	sp.p.Put(s)
 }

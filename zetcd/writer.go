@@ -46,9 +46,9 @@ func (f *outFrame) encode() {
 		return
 	}
 	if f.connect != nil {
-		f.frame, f.noHeader = encoding.AppendFrame(nil, f.connect), true
+		f.frame, f.noHeader = encoding.MarshalFrame(f.connect), true
 	} else {
-		f.frame = encoding.AppendFrame(nil, &f.hdr, f.body)
+		f.frame = encoding.MarshalReply(f.hdr, f.body)
 	}
 	f.connect, f.body = nil, nil
 }
@@ -72,9 +72,12 @@ type outQueue struct {
 	budget *queueBudget
 }
 
+// frameSlices are the idle outQueues' slices.
+var frameSlices slicePool[outFrame]
+
 func newOutQueue(b *queueBudget, run func()) *outQueue {
 	q := &outQueue{budget: b}
-	q.init(run, func(f outFrame) { b.addOut(f.size()) })
+	q.init(run, &frameSlices, func(f outFrame) { b.addOut(f.size()) })
 	return q
 }
 
@@ -106,14 +109,15 @@ func (q *outQueue) stopped() {
 // written: no reply carries a lower one. Every write must complete within the session timeout;
 // a client that stops reading is disconnected. A connection has at most one writer at a time.
 func (c *clientConn) runWriter() {
-	var batch []outFrame
-	var bufs net.Buffers
-	written := 0 // batch[written:] are taken and not yet written
+	var batch *[]outFrame // from takeAll, passed back to it when written
+	written := 0          // (*batch)[written:] are taken and not yet written
 	exited := false
 	defer func() {
 		// Frames taken but not written when the writer stops are uncounted on the way out.
-		for i := written; i < len(batch); i++ {
-			c.budget.written(batch[i].size())
+		if batch != nil {
+			for _, f := range (*batch)[written:] {
+				c.budget.written(f.size())
+			}
 		}
 		if !exited {
 			c.out.stopped()
@@ -121,39 +125,34 @@ func (c *clientConn) runWriter() {
 	}()
 	defer c.recoverPanic("writer")
 	for {
-		clear(batch)
-		batch, written = c.out.take(batch, 0), 0
-		if len(batch) == 0 {
-			exited = true // take cleared running: another push starts another writer
+		batch, written = c.out.takeAll(batch), 0
+		if batch == nil {
+			exited = true // takeAll cleared running: another push starts another writer
 			return
 		}
+		frames := *batch
 		closeAfter := false
-		bufs = bufs[:0]
-		for i := range batch {
-			f := &batch[i]
-			c.raiseZxid(f)
-			if len(f.frame) > 0 {
-				bufs = append(bufs, f.frame)
-			}
-			if f.closeAfter {
+		for i := range frames {
+			c.raiseZxid(&frames[i])
+			if frames[i].closeAfter {
 				closeAfter = true
-				break // nothing is queued after a closing frame
+				frames = frames[:i+1] // nothing is queued after a closing frame
+				break
 			}
 		}
 		if !c.armWrite(c.timeout) {
 			return
 		}
-		if err := c.write(bufs); err != nil {
+		if err := c.write(frames); err != nil {
 			c.writeFailed(err)
 			return
 		}
-		for ; written < len(batch); written++ {
-			if n := len(batch[written].frame); n > 0 {
+		for ; written < len(frames); written++ {
+			if n := len(frames[written].frame); n > 0 {
 				c.countSent(n)
 			}
-			c.budget.written(batch[written].size())
+			c.budget.written(frames[written].size())
 		}
-		clear(bufs)
 		if closeAfter {
 			c.graceful.Store(true)
 			c.shutdown()
@@ -170,25 +169,36 @@ var coalescePool = sync.Pool{New: func() any { b := make([]byte, 0, coalesceByte
 
 // write writes a batch of frames in one system call: write for one frame, or for several
 // copied into a pooled buffer up to coalesceBytes, else writev. writev makes the socket keep
-// an iovec array for the rest of its life, which an idle connection should not hold.
-func (c *clientConn) write(bufs net.Buffers) error {
-	if len(bufs) == 1 {
-		_, err := c.nc.Write(bufs[0])
+// an iovec array for the rest of its life, which an idle connection should not hold. Frames
+// without bytes (noFrame) are skipped.
+func (c *clientConn) write(frames []outFrame) error {
+	total, n, last := 0, 0, -1
+	for i := range frames {
+		if len(frames[i].frame) > 0 {
+			total += len(frames[i].frame)
+			n, last = n+1, i
+		}
+	}
+	switch {
+	case n == 0:
+		return nil
+	case n == 1:
+		_, err := c.nc.Write(frames[last].frame)
 		return err
-	}
-	total := 0
-	for _, b := range bufs {
-		total += len(b)
-	}
-	if total > coalesceBytes {
-		out := bufs // WriteTo consumes its receiver
-		_, err := out.WriteTo(c.nc)
+	case total > coalesceBytes:
+		bufs := make(net.Buffers, 0, n)
+		for i := range frames {
+			if len(frames[i].frame) > 0 {
+				bufs = append(bufs, frames[i].frame)
+			}
+		}
+		_, err := bufs.WriteTo(c.nc)
 		return err
 	}
 	bp := coalescePool.Get().(*[]byte)
 	b := (*bp)[:0]
-	for _, f := range bufs {
-		b = append(b, f...)
+	for i := range frames {
+		b = append(b, frames[i].frame...)
 	}
 	_, err := c.nc.Write(b)
 	*bp = b[:0]
