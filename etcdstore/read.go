@@ -188,6 +188,12 @@ func (s *etcdSession) treeAt(ctx context.Context) bool {
 	return s.b.treeReached(ctx, s.lastRev)
 }
 
+// ReadyToRead reports whether the replica has reached what treeAt waits for: a read is then
+// answered from it at once.
+func (s *etcdSession) ReadyToRead() bool {
+	return s.b.tree.revision() >= max(s.lastRev, s.b.newestAnswerRev())
+}
+
 // treeReached waits up to treeWait for the replica to reach floor and every revision this
 // process has answered; it reports whether it has.
 func (b *Store) treeReached(ctx context.Context, floor int64) bool {

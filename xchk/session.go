@@ -42,6 +42,9 @@ type session struct {
 
 var _ zetcd.Session = (*session)(nil)
 
+// ReadyToRead is false: a cross-checked read also asks the oracle, over the network.
+func (s *session) ReadyToRead() bool { return false }
+
 // setInner makes in the session zetcd serves this connection's requests on: every Handler
 // method becomes call with in's method as the local side.
 func (s *session) setInner(in zetcd.Session) {

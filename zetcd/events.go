@@ -66,7 +66,7 @@ func (c *clientConn) Event(ev encoding.WatcherEvent, zxid encoding.Zxid) {
 		g.heldBytes += f.size()
 		return
 	}
-	c.out.push(f)
+	c.out.push(f, true)
 }
 
 // holdEvents starts holding events if the request the executor is about to run sets a watch.
@@ -98,7 +98,8 @@ func setsWatch(op encoding.Op, req encoding.Record) bool {
 }
 
 // reply queues the reply of the request that holdEvents was called for, with the events held
-// meanwhile (if any) around it (see above), and stops holding.
+// meanwhile (if any) around it (see above), and stops holding. As clientConn.queue, it leaves
+// the frames for the caller to write.
 func (c *clientConn) reply(f outFrame) {
 	g := &c.events
 	g.mu.Lock()
@@ -106,13 +107,13 @@ func (c *clientConn) reply(f outFrame) {
 	upTo := f.hdr.Zxid
 	for _, e := range g.held {
 		if e.hdr.Zxid >= 0 && e.hdr.Zxid <= upTo {
-			c.out.push(e)
+			c.queue(e)
 		}
 	}
-	c.out.push(f)
+	c.queue(f)
 	for _, e := range g.held {
 		if e.hdr.Zxid < 0 || e.hdr.Zxid > upTo {
-			c.out.push(e)
+			c.queue(e)
 		}
 	}
 	clear(g.held)

@@ -169,7 +169,7 @@ var requestSlices slicePool[*pendingRequest]
 
 // pushRequest queues r for the executor (c.runExecutor), starting it if none runs. It reports
 // false, and does not queue r, once the executor has stopped for good.
-func (c *clientConn) pushRequest(r *pendingRequest) bool { return c.exec.push(r) }
+func (c *clientConn) pushRequest(r *pendingRequest) bool { return c.exec.push(r, true) }
 
 // runExecutor is the session's executor: it runs queued requests one at a time, in the order
 // the reader read them, and queues each reply to the writer before taking the next request,
@@ -197,14 +197,29 @@ func (c *clientConn) runExecutor() {
 		if skip {
 			continue
 		}
-		if !c.execute(r) {
+		more := c.execute(r)
+		c.writeReplies()
+		if !more {
 			return
 		}
 	}
 }
 
-// execute runs one request and queues its reply. It reports false when the connection is to be
-// closed after that reply (a closing frame has then been queued).
+// writeReplies writes the frames execute queued (clientConn.queue): in this goroutine when no
+// other request waits, so that a reply costs no switch to a writer goroutine; else a writer
+// goroutine writes them, batching the replies of the requests that follow, while this one
+// executes them.
+func (c *clientConn) writeReplies() {
+	if c.exec.waiting() {
+		c.startWriter()
+		return
+	}
+	c.flush()
+}
+
+// execute runs one request and queues its reply, for the caller to write (writeReplies). It
+// reports false when the connection is to be closed after that reply (a closing frame has then
+// been queued).
 func (c *clientConn) execute(r *pendingRequest) bool {
 	op, xid := r.hdr.Op, r.hdr.Xid
 	if c.refuseUnauthenticated(r) {
@@ -212,14 +227,14 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 	}
 	switch r.kind {
 	case requestPing:
-		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
 		return true
 	case requestCloseSession:
 		return c.closeSession(r)
 	case requestUnimplemented:
 		c.log.Warn("unimplemented request; answering Unimplemented and closing the connection",
 			zap.Stringer("op", op), zap.Stringer("xid", xid))
-		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrUnimplemented}, closeAfter: true})
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrUnimplemented}, closeAfter: true})
 		return false
 	case requestBadBody:
 		if op == encoding.OpAuth || op == encoding.OpSasl {
@@ -227,12 +242,12 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 			// decode drops the connection.
 			c.log.Warn("undecodable auth or sasl request; closing the connection", zap.Stringer("op", op),
 				zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
-			c.send(outFrame{noFrame: true, closeAfter: true})
+			c.queue(outFrame{noFrame: true, closeAfter: true})
 			return false
 		}
 		c.log.Warn("undecodable request; answering MarshallingError", zap.Stringer("op", op),
 			zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
-		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrMarshallingError}})
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrMarshallingError}})
 		return true
 	case requestRefusedWrite:
 		return c.refuseWrite(r)
@@ -296,10 +311,10 @@ func (c *clientConn) refuseWrite(r *pendingRequest) bool {
 	zxid, err := c.sess.RefuseWrite(c.ctx, op)
 	c.observeRequest(r, zxid, err)
 	if _, ok := errCode(err); err != nil && !ok {
-		c.send(c.unserved(op, err))
+		c.queue(c.unserved(op, err))
 		return false
 	}
-	c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid, Err: encoding.ErrMarshallingError}})
+	c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid, Err: encoding.ErrMarshallingError}})
 	return true
 }
 
@@ -314,14 +329,14 @@ func (c *clientConn) closeSession(r *pendingRequest) bool {
 	if err != nil {
 		if code, ok := errCode(err); ok {
 			c.log.Warn("closeSession refused", zap.Stringer("code", code))
-			c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid, Err: code}, closeAfter: true})
+			c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid, Err: code}, closeAfter: true})
 			return false
 		}
-		c.send(c.unserved(encoding.OpCloseSession, err))
+		c.queue(c.unserved(encoding.OpCloseSession, err))
 		return false
 	}
 	c.setEnd(endClosed)
-	c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid}, closeAfter: true})
+	c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Zxid: zxid}, closeAfter: true})
 	return false
 }
 

@@ -33,8 +33,10 @@ func Call(h Handler) Invoker {
 
 // Forward returns a Session whose Handler methods call inv with their opcode and request, and
 // convert its response back to the method's type; its other methods (ID, Password, Timeout,
-// AwaitEvents, LastZxid, RefuseWrite, Close, Expire, Done, AfterDone, Detach) call inner's. For every Session s that
-// keeps the Handler contract, Forward(s, Call(s)) behaves exactly like s.
+// AwaitEvents, LastZxid, RefuseWrite, Close, Expire, Done, AfterDone, Detach, AddAuthIDs,
+// ReadyToRead) call inner's. For every Session s that keeps the Handler contract,
+// Forward(s, Call(s)) behaves exactly like s. A decorator whose Invoker may block on more than
+// inner does overrides ReadyToRead.
 //
 // This is the only hand-written forwarder of the 27 opcodes: a decorator embeds the Session
 // Forward returns and overrides only the life-cycle methods it cares about. Adding a Handler
@@ -98,6 +100,7 @@ func (f *forwarded) Expire(ctx context.Context) error                 { return f
 func (f *forwarded) Done() <-chan struct{}                            { return f.inner.Done() }
 func (f *forwarded) Detach()                                          { f.inner.Detach() }
 func (f *forwarded) AddAuthIDs(ids []encoding.ID)                     { f.inner.AddAuthIDs(ids) }
+func (f *forwarded) ReadyToRead() bool                                { return f.inner.ReadyToRead() }
 
 func (f *forwarded) AfterDone(fn func()) (stop func() bool) { return f.inner.AfterDone(fn) }
 

@@ -111,10 +111,16 @@ func (c *clientConn) readRequest() bool {
 	if r.hdr.Op == encoding.OpPing && c.pingAtOnce() {
 		// Answered at once, not behind slow requests. Clients match pings by xid -2,
 		// not by position, so overtaking earlier replies is fine.
-		c.send(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
+		c.flush()
 		return true
 	}
 	parseRequestBody(r, frame[encoding.RequestHeaderSize:])
+	if c.canReadHere(r) {
+		more := c.execute(r)
+		c.flush()
+		return more
+	}
 	// The decoded request holds about what its frame did.
 	r.size = int64(len(frame)) + frameOverhead
 	c.queued(r)
@@ -124,6 +130,27 @@ func (c *clientConn) readRequest() bool {
 		c.dequeued(r)
 	}
 	return true
+}
+
+// canReadHere reports whether the reader may execute r itself, and write its reply, instead of
+// queuing it for the executor: r is a read the backend answers at once (Session.ReadyToRead),
+// and nothing of the connection executes or waits to (the reader alone queues requests), so
+// requests still run one at a time and replies leave in request order. At high request rates
+// the switches to the executor's and the writer's goroutines cost more than such a read, and
+// lengthen the tail of read latency.
+func (c *clientConn) canReadHere(r *pendingRequest) bool {
+	return r.kind == requestDispatch && answeredFromMemory(r.hdr.Op) && !c.outFull() &&
+		c.exec.quiet() && c.sess.ReadyToRead()
+}
+
+// answeredFromMemory lists the reads of Session.ReadyToRead.
+func answeredFromMemory(op encoding.Op) bool {
+	switch op {
+	case encoding.OpExists, encoding.OpGetData, encoding.OpGetChildren, encoding.OpGetChildren2,
+		encoding.OpGetACL, encoding.OpGetAllChildrenNumber, encoding.OpGetEphemerals, encoding.OpMultiRead:
+		return true
+	}
+	return false
 }
 
 // frameReader buffers what a client sent while some of it is unread. Serve goroutine only.

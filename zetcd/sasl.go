@@ -114,7 +114,7 @@ func (c *clientConn) refuseUnauthenticated(r *pendingRequest) bool {
 	}
 	c.log.Warn("client holds no identity of an enforced authentication scheme; closing the connection",
 		zap.Strings("schemes", c.auth.schemes), zap.Strings("enforced", c.s.cfg.Auth.EnforceSchemes), zap.Stringer("op", r.hdr.Op))
-	c.send(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Err: encoding.ErrSessionClosedRequireSaslAuth}, exactZxid: true, closeAfter: true})
+	c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: r.hdr.Xid, Err: encoding.ErrSessionClosedRequireSaslAuth}, exactZxid: true, closeAfter: true})
 	return true
 }
 
@@ -129,7 +129,7 @@ func (c *clientConn) saslStep(r *pendingRequest) bool {
 		// it drop the connection.
 		c.log.Info("sasl request with a null token; closing the connection")
 		c.observeRequest(r, 0, nil)
-		c.send(outFrame{noFrame: true, closeAfter: true})
+		c.queue(outFrame{noFrame: true, closeAfter: true})
 		return false
 	}
 	if c.auth.sasl == nil {
@@ -163,7 +163,7 @@ func (c *clientConn) saslFailed(r *pendingRequest, err error) bool {
 	if errors.As(err, &u) && u.Unanswered() {
 		c.log.Warn("SASL authentication failed; closing the connection without a reply", zap.Error(err))
 		c.observeRequest(r, 0, err)
-		c.send(outFrame{noFrame: true, closeAfter: true})
+		c.queue(outFrame{noFrame: true, closeAfter: true})
 		return false
 	}
 	c.observeRequest(r, 0, encoding.ErrAuthFailed)

@@ -103,6 +103,13 @@ type Session interface {
 	// server makes itself carry it (never less than what the connection has already seen).
 	// Safe to call concurrently with every other method.
 	LastZxid() encoding.Zxid
+	// ReadyToRead reports whether a read (exists, getData, getChildren, getChildren2, getACL,
+	// getAllChildrenNumber, getEphemerals, multiRead) would be answered at once, from memory,
+	// without waiting for the network or for the backend to catch up. The server then runs it
+	// in the goroutine that read it from the client, which must not block (it also answers the
+	// client's pings). A backend, or a decorator, that cannot promise that returns false. Called
+	// in order with the Handler methods, never concurrently with them.
+	ReadyToRead() bool
 	// RefuseWrite consumes a zxid for a request the server refused before any Handler method
 	// saw it but that ZooKeeper logs as an error transaction (a multi whose body does not
 	// decode, createSession inside a session), and returns that zxid. It is called from the

@@ -436,6 +436,39 @@ func TestConnIdleIsOneGoroutine(t *testing.T) {
 	}
 }
 
+// TestPipelinedReadsAfterWrites: a read the reader could run itself (the backend answers it
+// from memory) still waits for the requests read before it: pipelined creates, each followed
+// by a getData and an exists of its node, are answered in order, and every read sees its node.
+func TestPipelinedReadsAfterWrites(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	const n = 300
+	var frames []byte
+	var xid encoding.Xid
+	for i := range n {
+		path := fmt.Sprintf("/pipe%d", i)
+		for _, req := range []struct {
+			op   encoding.Op
+			body encoding.Record
+		}{
+			{encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: []byte("d")}},
+			{encoding.OpGetData, &encoding.GetDataRequest{Path: path}},
+			{encoding.OpExists, &encoding.ExistsRequest{Path: path}},
+		} {
+			xid++
+			frames = encoding.AppendFrame(frames, &encoding.RequestHeader{Xid: xid, Op: req.op}, req.body)
+		}
+	}
+	c.write(frames)
+	for want := encoding.Xid(1); want <= xid; want++ {
+		h := c.readReply(nil)
+		if h.Xid != want || h.Err != encoding.ErrOK {
+			t.Fatalf("reply %+v, want xid %v and no error", h, want)
+		}
+	}
+	c.ping()
+}
+
 // TestConnWriterRestarts: the writer exits whenever its queue is empty and the next frame
 // starts it again; no frame queued as it exits is stranded. Each round trip here finds the
 // writer (and the executor) gone or going.

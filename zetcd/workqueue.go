@@ -34,9 +34,10 @@ func (q *workQueue[T]) init(run func(), slices *slicePool[T], queued func(T)) {
 	q.run, q.slices, q.queued = run, slices, queued
 }
 
-// push queues v and starts the worker if none runs. It reports false, and does not queue v,
-// once the queue is closed.
-func (q *workQueue[T]) push(v T) bool {
+// push queues v and, with start, starts the worker if none runs; without, the caller must
+// start it or be it (claim) before it blocks or moves on. It reports false, and does not queue
+// v, once the queue is closed.
+func (q *workQueue[T]) push(v T, start bool) bool {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -49,13 +50,41 @@ func (q *workQueue[T]) push(v T) bool {
 	if q.queued != nil {
 		q.queued(v)
 	}
-	start := !q.running
-	q.running = true
+	start = start && !q.running
+	if start {
+		q.running = true
+	}
 	q.mu.Unlock()
 	if start {
 		go q.run()
 	}
 	return true
+}
+
+// claim reports whether items are queued and no worker runs, and if so marks one running: the
+// caller then runs the worker, in its own goroutine or a new one.
+func (q *workQueue[T]) claim() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.running || q.closed || q.items == nil || q.head == len(*q.items) {
+		return false
+	}
+	q.running = true
+	return true
+}
+
+// quiet reports whether no item is queued and no worker runs.
+func (q *workQueue[T]) quiet() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return !q.running && (q.items == nil || q.head == len(*q.items))
+}
+
+// waiting reports whether items are queued.
+func (q *workQueue[T]) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.items != nil && q.head < len(*q.items)
 }
 
 // takeOne removes the first queued item. When nothing is queued it reports false and clears

@@ -56,9 +56,32 @@ func (f *outFrame) encode() {
 // size is what f counts against the connection's and the server's queued bytes.
 func (f *outFrame) size() int64 { return int64(len(f.frame)) + frameOverhead }
 
-// send queues f for the writer. It reports false, dropping f, if the writer has stopped.
+// send queues f for the writer and starts it if none runs. It reports false, dropping f, if the
+// writer has stopped.
 func (c *clientConn) send(f outFrame) bool {
-	return c.out.push(f)
+	return c.out.push(f, true)
+}
+
+// queue queues f for the writer without starting it: the goroutine that queues a reply writes
+// it (flush) or starts a writer for it (startWriter) before it blocks or moves on, so that a
+// reply written by the goroutine that made it costs no switch to another. It reports false,
+// dropping f, if the writer has stopped.
+func (c *clientConn) queue(f outFrame) bool {
+	return c.out.push(f, false)
+}
+
+// flush writes what is queued in this goroutine, unless a writer runs (it writes it).
+func (c *clientConn) flush() {
+	if c.out.claim() {
+		c.runWriter()
+	}
+}
+
+// startWriter starts a writer for what is queued, unless one runs.
+func (c *clientConn) startWriter() {
+	if c.out.claim() {
+		go c.runWriter()
+	}
 }
 
 // outQueue is a connection's write queue: one FIFO for replies, pings and watch events, so that
@@ -81,11 +104,11 @@ func newOutQueue(b *queueBudget, run func()) *outQueue {
 	return q
 }
 
-// push encodes f and queues it, starting the writer if none runs; false if the connection
-// writes no more.
-func (q *outQueue) push(f outFrame) bool {
+// push encodes f and queues it, starting the writer if none runs and start is set (see
+// clientConn.queue); false if the connection writes no more.
+func (q *outQueue) push(f outFrame, start bool) bool {
 	f.encode()
-	return q.workQueue.push(f)
+	return q.workQueue.push(f, start)
 }
 
 // close makes later pushes fail and uncounts what is still queued. With wait, it first waits

@@ -241,6 +241,9 @@ func (s *Session) call() func() {
 
 func (s *Session) readZxid() encoding.Zxid { return encoding.Zxid(s.b.zxid.Load()) }
 
+// ReadyToRead is true: the fake answers from memory.
+func (s *Session) ReadyToRead() bool { return true }
+
 // LastZxid is the fake's newest zxid.
 func (s *Session) LastZxid() encoding.Zxid { return s.readZxid() }
 
