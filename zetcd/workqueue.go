@@ -2,12 +2,13 @@ package zetcd
 
 import "sync"
 
-// workQueue is a FIFO served by one worker goroutine that runs only while items are queued: push
-// starts the worker when none runs, and the worker exits when a take finds the queue empty. Both
-// decisions are made under mu, with running, so an item pushed just as the worker finds the
-// queue empty is never stranded: either the worker takes it, or it has already cleared running
-// and push starts another. At most one worker runs at a time, so items are handled in the order
-// pushed. An idle queue holds neither the goroutine nor a slice: its slice goes back to a
+// workQueue is a FIFO served by one worker that runs only while items are queued: push starts
+// the worker when none runs (or leaves that to its caller, who then claims the queue and runs
+// the worker itself or in a new goroutine), and the worker exits when a take finds the queue
+// empty. Both decisions are made under mu, with running, so an item pushed just as the worker
+// finds the queue empty is never stranded: either the worker takes it, or it has already
+// cleared running and push (or claim) starts another. At most one worker runs at a time, so
+// items are handled in the order pushed. An idle queue holds neither the goroutine nor a slice: its slice goes back to a
 // process-wide pool (slicePool), from which the next push takes one, so that a connection
 // serving one request at a time does not allocate a slice per request. The reader→executor
 // queue and the write queue are workQueues (execQueue, outQueue).
