@@ -44,9 +44,11 @@ const (
 //   - the serve goroutine (Server.serveConn), which owns the socket: it sniffs four-letter
 //     words, performs the handshake, then becomes the reader, and finally tears down (an idle
 //     reader moves to a new goroutine, which then owns the socket: Server.readConn);
-//   - the executor (runExecutor, executor.go), which calls the Session's Handler methods;
-//   - the writer (runWriter), the only goroutine that writes to the socket after the handshake
-//     has been decided; it runs only while frames are queued (outQueue).
+//   - the executor (runExecutor, executor.go), which calls the Session's Handler methods (the
+//     reader calls those of reads answered from memory itself: canReadHere);
+//   - the writer (runWriter), the only one that writes to the socket after the handshake has
+//     been decided, at most one at a time, while frames are queued (outQueue): a goroutine of
+//     its own, or the reader or the executor writing their replies themselves (flush).
 //
 // An idle connection is its serve goroutine blocked in a read, and nothing else: the executor
 // and the writer exit when their queues are empty, and the session's end is learnt from the

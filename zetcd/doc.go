@@ -34,30 +34,34 @@
 //     negotiated timeout is the request's clamped to [MinSessionTimeout, MaxSessionTimeout]),
 //     records the session in the server's session table and becomes the reader: it reads
 //     frames (bounded by MaxFrameBytes), touches the session on every packet, answers pings
-//     directly through the writer (through the executor, in order, while enforced
-//     authentication may still refuse them; sasl.go), and queues every other request to the
-//     executor; queuing starts the two goroutines below when they are not running. When it
-//     stops, it tears the connection down and settles the session. An idle connection is this
-//     goroutine alone, waiting for its next bytes with no read buffer (readPrefix). After a
-//     quarter second without a request the wait moves to a new goroutine (Server.awaitIdle), whose stack
-//     is the runtime's smallest, 2 KiB, where the serving goroutine's stays at 4 KiB or more;
+//     at once (through the executor, in order, while enforced authentication may still
+//     refuse them; sasl.go), runs a read itself when the backend answers it from memory and
+//     nothing else of the connection executes (canReadHere), and queues every other request
+//     to the executor, starting it when it is not running. When it stops, it tears the
+//     connection down and settles the session. An idle connection is this goroutine alone,
+//     waiting for its next bytes with no read buffer (readPrefix). After a quarter second
+//     without a request the wait moves to a new goroutine (Server.awaitIdle), whose stack is
+//     the runtime's smallest, 2 KiB, where the serving goroutine's stays at 4 KiB or more;
 //     whichever goroutine the reader stops in tears down (Server.endConn).
 //   - The executor (runExecutor). It takes requests from a bounded queue (128 requests, and
 //     bytes; a full queue stops the reader, which stops reading the socket) and calls the
 //     Session's Handler methods strictly one at a time in arrival order, through one table
 //     from opcode to Handler method (dispatchTable). It runs only while requests are queued:
 //     queuing one starts it if none runs, and it exits when it finds the queue empty
-//     (execQueue). It queues each reply to the writer before taking the
-//     next request, so replies leave in request order. While a request that sets a watch
+//     (execQueue). It queues each reply before taking the next request, so replies leave in
+//     request order, and writes it itself when no other request waits (writeReplies). While a request that sets a watch
 //     executes, the watch events handed to the connection are held and queued around its
 //     reply (events.go), so that reply comes before any event of the watch it set. It also
 //     runs the connection's SASL exchange and refuses requests for want of authentication
 //     (sasl.go), as ZooKeeper does before its pipeline.
-//   - The writer (runWriter). It is the only goroutine writing to the socket once the session
-//     is open, and runs only while frames are queued: queuing a frame starts it if none runs,
-//     and it exits when it finds the queue empty (outQueue). It writes each batch of encoded
-//     frames in one system call, and it tracks the highest zxid written on the connection: no reply
-//     carries a lower one. Pings and the errors the server makes itself carry Session.LastZxid.
+//   - The writer (runWriter). One writer at a time writes to the socket once the session is
+//     open, and only while frames are queued (outQueue): a watch event starts a writer
+//     goroutine if none runs; a reply or a ping answer is written by the goroutine that made
+//     it, running runWriter itself, when no writer runs (clientConn.queue, flush), or by a
+//     writer goroutine it starts while more requests wait. The writer exits when it finds the
+//     queue empty. It writes each batch of encoded frames in one system call, and it tracks
+//     the highest zxid written on the connection: no reply carries a lower one. Pings and the
+//     errors the server makes itself carry Session.LastZxid.
 //   - No goroutine waits for the session's end: the backend calls the connection back
 //     (Session.AfterDone) when the session expires in the store or moves elsewhere.
 //
