@@ -52,6 +52,10 @@ func (c *clientConn) runReader() (idle bool) {
 				c.readFailed(err)
 				return false
 			}
+			// The rest of the frame has the session timeout, not what is left of idleAfter.
+			if !c.rd.holdsFrame() && !c.armRead(deadline, false) {
+				return false
+			}
 		}
 		if !c.readRequest() {
 			return false
@@ -168,6 +172,16 @@ type frameReader struct {
 
 // readBufPool holds the read buffers of connections that are reading a frame.
 var readBufPool = sync.Pool{New: func() any { return new([readBufferSize]byte) }}
+
+// holdsFrame reports whether the unread bytes hold a whole frame (or a length no frame has):
+// reading it needs nothing more from the socket.
+func (rd *frameReader) holdsFrame() bool {
+	if rd.w-rd.r < 4 {
+		return false
+	}
+	n := int32(binary.BigEndian.Uint32(rd.buf[rd.r:]))
+	return n < 0 || rd.w-rd.r-4 >= int(n)
+}
 
 // take starts buffering with b, the bytes read by readPrefix.
 func (rd *frameReader) take(b []byte) {

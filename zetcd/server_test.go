@@ -436,6 +436,31 @@ func TestConnIdleIsOneGoroutine(t *testing.T) {
 	}
 }
 
+// TestFrameSlowerThanIdleProbe: a frame whose first bytes come while the reader waits for an
+// idle connection's next request, and whose rest comes later than the idle probe (but well
+// within the session timeout), is served: the probe only moves an idle wait to a new
+// goroutine, it never bounds the reading of a frame.
+func TestFrameSlowerThanIdleProbe(t *testing.T) {
+	t.Cleanup(zetcd.SetIdleAfter(50 * time.Millisecond))
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(10000)
+	var cr encoding.CreateResponse
+	if h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/slow", Data: []byte("d")}, &cr); h.Err != encoding.ErrOK {
+		t.Fatalf("create: %+v", h)
+	}
+	for _, split := range []int{2, 10, 20} { // inside the length prefix, the header, the body
+		c.xid++
+		frame := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpGetData}, &encoding.GetDataRequest{Path: "/slow"})
+		c.write(frame[:split])
+		time.Sleep(200 * time.Millisecond)
+		c.write(frame[split:])
+		var gr encoding.GetDataResponse
+		if h := c.readReply(&gr); h.Xid != c.xid || h.Err != encoding.ErrOK || string(gr.Data) != "d" {
+			t.Fatalf("frame split after %d bytes: reply %+v %q", split, h, gr.Data)
+		}
+	}
+}
+
 // TestPipelinedReadsAfterWrites: a read the reader could run itself (the backend answers it
 // from memory) still waits for the requests read before it: pipelined creates, each followed
 // by a getData and an exists of its node, are answered in order, and every read sees its node.
