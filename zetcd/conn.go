@@ -57,7 +57,7 @@ type clientConn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
-	rd     frameReader // what the client sent and is unread; serve goroutine only
+	rd     frameReader // what the client sent and is unread; the reader only
 
 	log connLog
 

@@ -18,10 +18,10 @@ import (
 // runReader reads request frames until the connection ends, and reports false; or, when the
 // connection has waited idleAfter for a request, it arms the read deadline for the rest of the
 // session timeout and reports true: the caller continues the wait in a new goroutine
-// (Server.awaitIdle). Pings are answered through the writer at once; everything else is
-// queued, in order, for the executor. The queue is bounded, in requests and in the bytes the
-// connection holds (backpressure.go): when it is full the reader stops reading the socket
-// (backpressure).
+// (Server.awaitIdle). Pings are answered at once, reads from memory are run here when nothing
+// is queued (canReadHere), everything else is queued, in order, for the executor. The queue is
+// bounded, in requests and in the bytes the connection holds (backpressure.go): when it is full
+// the reader stops reading the socket (backpressure).
 //
 // Each frame must begin to arrive within the session timeout; one that does not expires the
 // session.
@@ -89,7 +89,8 @@ func (c *clientConn) readPrefix() error {
 	}
 }
 
-// readRequest reads the rest of a frame (readFrame) and queues the request, or answers a ping.
+// readRequest reads the rest of a frame (readFrame) and queues the request, runs it (a read from
+// memory: canReadHere), or answers a ping.
 // It reports false when the reader is to stop.
 //
 //go:noinline
@@ -157,7 +158,8 @@ func answeredFromMemory(op encoding.Op) bool {
 	return false
 }
 
-// frameReader buffers what a client sent while some of it is unread. Serve goroutine only.
+// frameReader buffers what a client sent while some of it is unread. The reader's goroutine
+// only (serveConn's, then each awaitIdle's in turn).
 //
 // Between frames, when nothing the client sent is unread, it holds no buffer: readPrefix reads
 // whatever arrives first into first, a pooled buffer of readBufferSize is taken for it and for
