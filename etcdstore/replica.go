@@ -316,11 +316,11 @@ func (r *replica) advance(rev int64) {
 	r.mu.Unlock()
 }
 
-// revision is the last revision applied.
+// revision is the last revision applied, without the lock (every read and every session's
+// ReadyToRead asks): setRev stores it, under mu, once the revision's changes are in, so a reader
+// that sees it and then takes mu sees them.
 func (r *replica) revision() int64 {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.rev
+	return revOf(encoding.Zxid(r.zxid.Load()))
 }
 
 // entry returns the node's entry, creating it.
