@@ -57,7 +57,7 @@ func (q *workQueue[T]) push(v T, start bool) bool {
 	}
 	q.mu.Unlock()
 	if start {
-		go q.run()
+		workers.goRun(q.run)
 	}
 	return true
 }

@@ -80,7 +80,7 @@ func (c *clientConn) flush() {
 // startWriter starts a writer for what is queued, unless one runs.
 func (c *clientConn) startWriter() {
 	if c.out.claim() {
-		go c.runWriter()
+		workers.goRun(c.out.run)
 	}
 }
 
