@@ -125,7 +125,7 @@ func TestProcessIdleConnectionStacks(t *testing.T) {
 		return scrape(t, metrics)
 	}
 	connectRaw(t, addr).mustCreate("/stacks", nil, 0) // the first session starts etcdstore's goroutines
-	time.Sleep(time.Second)
+	time.Sleep(2 * time.Second)                       // its requests' workers exit (below)
 	before := gc()
 	clients := make([]*rawClient, n)
 	for i := range clients {
@@ -135,15 +135,20 @@ func TestProcessIdleConnectionStacks(t *testing.T) {
 		c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: fmt.Sprintf("/stacks/%d", i)}, &resp)
 		clients[i] = c
 	}
-	time.Sleep(time.Second) // idle: past the reader's quarter second
+	// Idle: past the reader's quarter second, and past the second after which the workers
+	// that ran the sessions' requests (zetcd's workerPool) exit.
+	time.Sleep(2 * time.Second)
 	after := gc()
 	added := after["go_goroutines"] - before["go_goroutines"]
 	perConn := (after["go_memstats_stack_inuse_bytes"] - before["go_memstats_stack_inuse_bytes"]) / n
 	t.Logf("%d idle connections: %.0f goroutines more, %.0f bytes of stack each", n, added, perConn)
-	if added < n || added > n+20 {
+	if added < n-5 || added > n+20 { // a few of zetcd's and etcd's own come and go
 		t.Errorf("%d idle connections added %.0f goroutines, want one each", n, added)
 	}
-	if perConn > 2.5*1024 {
+	// 2 KiB stacks are counted by the 32 KiB span that holds sixteen, so a few spans part used
+	// and the stacks of goroutines that come and go add a few hundred bytes a connection; a
+	// wait that did not move costs 3.9 KiB.
+	if perConn > 3*1024 {
 		t.Errorf("%d idle connections: %.0f bytes of goroutine stack each, want 2 KiB", n, perConn)
 	}
 	for _, c := range clients { // still served after the move
