@@ -33,6 +33,10 @@ type Config struct {
 	// KV, if set, is used for every key-value request instead of Client.KV (tests wrap it to
 	// count round trips; decorators wrap it for metrics).
 	KV clientv3.KV
+	// Watcher, if set, is the watcher the watch feed runs on instead of Client's: the embedded
+	// etcd's store watcher (embedetcd.Etcd.Watcher) saves the feed four goroutine hand-offs per
+	// revision.
+	Watcher clientv3.Watcher
 	// Prefix holds every key zetcd writes (default "/zk/"); nothing outside it is touched.
 	Prefix string
 	// Logger (default: no logging).
@@ -173,7 +177,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		kv:      &limitsKV{KV: kv, limits: newEtcdLimits(), log: cfg.Logger},
 		lease:   cfg.Client.Lease,
 		keeper:  newLeaseKeeper(cmp.Or(cfg.LeaseClient, pb.NewLeaseClient(cfg.Client.ActiveConnection())), cfg.Logger),
-		watcher: cfg.Client.Watcher,
+		watcher: cmp.Or[clientv3.Watcher](cfg.Watcher, cfg.Client.Watcher),
 		keys:    keySchema{prefix: cfg.Prefix},
 		log:     cfg.Logger,
 		grace:   cfg.LeaseGrace,

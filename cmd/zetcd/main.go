@@ -259,10 +259,12 @@ func run(o options, log *zap.Logger) error {
 		reap = -1 // EtcdConfig: negative disables, 0 is the default
 	}
 	maxTxnOps := o.etcdMaxTxnOps
+	var watcher clientv3.Watcher // the client's
 	if embedded != nil {
 		maxTxnOps = embedetcd.MaxTxnOps
+		watcher = embedded.Watcher()
 	}
-	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, LeaseClient: leases, KV: etcdstore.WrapKV(cli.KV, metrics), Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
+	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, LeaseClient: leases, KV: etcdstore.WrapKV(cli.KV, metrics), Watcher: watcher, Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
 		SuperDigest: o.security.superDigest, X509: o.security.x509(), SASL: o.sasl.on(),
 		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil, MaxTxnOps: maxTxnOps, Metrics: metrics})
 	cancel()
