@@ -26,7 +26,10 @@ import (
 //  3. One Txn guarded by everything read writes the net change of the successful writes, and a
 //     journal of their changes with their indexes, from which the watch feed fires each write's
 //     events at its own zxid (zxid.go). A guard that fails means the replica was behind a write
-//     made elsewhere: wait for it to reach the failed commit, and check the batch again.
+//     made elsewhere: wait for it to reach the failed commit, and check the batch again. The
+//     guards are two compares per znode read, or with fence guards (Config.FenceGuards) one
+//     compare on the fence key that every write to the tree puts (keys.go, multiState.guards);
+//     a batch that fails a fence is checked again with per-znode guards.
 //
 // The committer never waits for more writes: a batch is whatever queued while the previous one
 // was committing, so one client alone pays nothing for it. A batch is bounded by etcd's limits
@@ -199,11 +202,15 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 			return nil, err
 		}
 		outcomes, then := c.check(m, batch)
-		r, err := b.kv.Txn(ctx).If(m.guards()...).Then(then...).Commit()
+		fence := attempt == 0 && b.fenceGuardsNow()
+		r, err := b.kv.Txn(ctx).If(m.guards(fence)...).Then(then...).Commit()
 		if err != nil {
 			return nil, err
 		}
 		if !r.Succeeded {
+			if fence {
+				b.fenceConflict()
+			}
 			floor = max(floor, r.Header.Revision)
 			unread = append(unread, m.unreadPaths()...)
 			continue
@@ -244,6 +251,9 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 		journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth.Authenticated(), m.providers)...)
 	}
 	then := m.writes()
+	if len(then) > 0 {
+		then = append(then, b.fenceOp())
+	}
 	// One write of one op needs no journal: the feed fires its key events, at index 0.
 	if len(journal) > 0 && (len(batch) > 1 || len(batch[0].ops) > 1) {
 		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(journal)))

@@ -8,7 +8,9 @@
 // process liveness (feed.go). The creates, deletes, setData and multis of all sessions go
 // through one committer (commit.go), which checks those waiting at one moment in order with
 // internal/znode's Check* functions on an overlay of the replica (multi.go) and commits them as
-// one etcd Txn guarded by everything the checks read, each write with its own zxid (zxid.go).
+// one etcd Txn guarded by everything the checks read (znode by znode, or as a whole with the
+// fence key when this is the only zetcd: Config.FenceGuards), each write with its own zxid
+// (zxid.go).
 // setACL reads its node from etcd and pins its ACL decision (write.go, acl.go). One elected
 // process reaps containers and TTL nodes and
 // ends the sessions of dead processes (reaper.go, orphans.go). Writers that keep changing what a

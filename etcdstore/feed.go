@@ -64,6 +64,7 @@ func (b *Store) runWatchFeed(rev int64) {
 				for n < len(evs) && evs[n].Kv.ModRevision == r {
 					n++
 				}
+				b.fenceWatch(r, evs[:n])
 				before := b.tree.apply(r, evs[:n])
 				b.fireRevision(evs[:n], before)
 				b.watches.Advance(b.tree.stateZxid(r))

@@ -42,6 +42,10 @@ package etcdstore
 //	                       as a failed write does in ZooKeeper; a batch of several writes
 //	                       (commit.go) puts it with the index of its last write (zxid.go) as
 //	                       value (encodeIndexValue).
+//	P f                    fence key: every transaction that puts a data or meta key puts it too
+//	                       (value: the writing process's id), so that "no znode has changed
+//	                       since revision r" is one compare, ModRevision(P f) <= r (commit.go,
+//	                       fence guards). Deletes by an expiring lease alone go without it.
 //	P j                    journal key: a multi, or a batch of several writes (commit.go), puts
 //	                       their per-op changes here (value: journalValue) in its revision. A
 //	                       transaction writes each key once, its net change, so the data-key
@@ -163,6 +167,8 @@ func (k keySchema) processOfKey(key string) (uint64, bool) {
 func (k keySchema) errorKey() string { return k.prefix + "x" }
 
 func (k keySchema) journal() string { return k.prefix + "j" }
+
+func (k keySchema) fence() string { return k.prefix + "f" }
 
 // pathOfACLKey inverts acl: it returns the znode path of an ACL key.
 func (k keySchema) pathOfACLKey(key string) (string, bool) {

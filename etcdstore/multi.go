@@ -456,15 +456,27 @@ func kvModRev(kv *mvccpb.KeyValue) int64 {
 }
 
 // guards returns the compares that pin the state the simulation started from.
-func (m *multiState) guards() []clientv3.Cmp {
+//
+// With fence, one compare on the fence key stands for the compares of every node read: no
+// transaction that puts it (every write to the tree but an expiring lease's, keys.go) has
+// committed since the read. A node of a session's lease keeps its own compare, the lease may
+// expire; so does a node guarded as absent without being read (a sequential create's name),
+// which may have been created before the read.
+func (m *multiState) guards(fence bool) []clientv3.Cmp {
 	paths := make([]string, 0, len(m.nodes))
 	for p := range m.nodes {
 		paths = append(paths, p)
 	}
 	slices.Sort(paths)
 	var cmps []clientv3.Cmp
+	if fence && len(paths) > 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.fence()), "<", m.rev+1))
+	}
 	for _, p := range paths {
 		n := m.nodes[p]
+		if fence && n.read && n.keys.lease == 0 {
+			continue
+		}
 		if !n.read {
 			cmps = append(cmps,
 				clientv3.Compare(clientv3.CreateRevision(m.keys.data(p)), "=", 0),

@@ -276,6 +276,7 @@ func (b *Store) reapNode(ctx context.Context, path string, dataRev int64) (bool,
 		clientv3.OpDelete(b.keys.metaPrefix(path), clientv3.WithPrefix()),
 		clientv3.OpPut(b.keys.childDeletes(parent), ""),
 		clientv3.OpDelete(b.keys.reapIndex(path)),
+		b.fenceOp(),
 	).Commit()
 	if err != nil {
 		return false, err

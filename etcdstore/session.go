@@ -291,6 +291,9 @@ func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev 
 				ops = append(ops, clientv3.OpPut(b.keys.childDeletes(parent), ""))
 			}
 		}
+		if len(paths) > 0 {
+			ops = append(ops, b.fenceOp())
+		}
 		txn, err := b.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(skey, clientv3.WithKeysOnly())).Commit()
 		if err != nil {
 			return 0, true, fmt.Errorf("session %s: close: %w", id, err)

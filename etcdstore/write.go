@@ -73,7 +73,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		r, err := b.kv.Txn(ctx).If(
 			clientv3.Compare(clientv3.ModRevision(aclKey), "=", n.aclRev),
 		).Then(
-			append([]clientv3.Op{clientv3.OpPut(aclKey, encodeACLValue(meta), clientv3.WithIgnoreLease())}, b.nodeReadOps(path, false)...)...,
+			append(append([]clientv3.Op{clientv3.OpPut(aclKey, encodeACLValue(meta), clientv3.WithIgnoreLease())}, b.nodeReadOps(path, false)...), b.fenceOp())...,
 		).Commit()
 		if err != nil {
 			return storeErr[encoding.SetACLResponse](s, "setACL", path, err)

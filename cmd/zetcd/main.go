@@ -266,7 +266,7 @@ func run(o options, log *zap.Logger) error {
 	}
 	backend, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, LeaseClient: leases, KV: etcdstore.WrapKV(cli.KV, metrics), Watcher: watcher, Prefix: o.prefix, Logger: log.Named("backend"), ReapInterval: reap,
 		SuperDigest: o.security.superDigest, X509: o.security.x509(), SASL: o.sasl.on(),
-		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil, MaxTxnOps: maxTxnOps, Metrics: metrics})
+		DataLimit: o.dataLimitBytes, Quota: o.quotaBytes, ManagedEtcd: embedded != nil, FenceGuards: embedded != nil, MaxTxnOps: maxTxnOps, Metrics: metrics})
 	cancel()
 	if err != nil {
 		return err

@@ -116,7 +116,7 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 	defer cancel()
 	b, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval,
 		SuperDigest: opts.SuperDigest, X509: opts.X509, SASL: opts.SASL, DataLimit: opts.DataLimit, SpacePoll: opts.SpacePoll,
-		ManagedEtcd: opts.ManagedEtcd})
+		ManagedEtcd: opts.ManagedEtcd, FenceGuards: true})
 	if err != nil {
 		t.Fatal(err)
 	}
