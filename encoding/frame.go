@@ -73,16 +73,28 @@ func ReadFrame(r io.Reader, buf []byte, max int) ([]byte, error) {
 // valid record comes near; the frame limit a peer enforces is far lower and
 // is the caller's concern.
 func AppendFrame(b []byte, records ...Record) []byte {
-	start := len(b)
-	b = append(b, 0, 0, 0, 0)
-	e := encoderPool.Get().(*Encoder)
-	e.buf = b
+	e, start := startFrame(b)
 	for _, r := range records {
 		if r != nil {
 			r.Encode(e)
 		}
 	}
-	b = e.buf
+	return finishFrame(e, start)
+}
+
+// startFrame appends a frame's length placeholder to b and returns a pooled encoder that
+// appends to it, and where the frame starts; finishFrame ends it.
+func startFrame(b []byte) (*Encoder, int) {
+	start := len(b)
+	e := encoderPool.Get().(*Encoder)
+	e.buf = append(b, 0, 0, 0, 0)
+	return e, start
+}
+
+// finishFrame fills in the length of the frame begun at start, gives the encoder back, and
+// returns the bytes (AppendFrame says when it panics).
+func finishFrame(e *Encoder, start int) []byte {
+	b := e.buf
 	e.buf = nil
 	encoderPool.Put(e)
 	n := len(b) - start - 4
@@ -106,18 +118,12 @@ func MarshalFrame(records ...Record) []byte {
 // by value: passed as a Record, it would escape to the heap with whatever holds it.
 func MarshalReply(hdr ReplyHeader, body Record) []byte {
 	sp := scratchPool.Get().(*[]byte)
-	b := append((*sp)[:0], 0, 0, 0, 0)
-	e := encoderPool.Get().(*Encoder)
-	e.buf = b
+	e, start := startFrame((*sp)[:0])
 	hdr.Encode(e)
 	if body != nil {
 		body.Encode(e)
 	}
-	b = e.buf
-	e.buf = nil
-	encoderPool.Put(e)
-	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
-	return copyOut(sp, b)
+	return copyOut(sp, finishFrame(e, start))
 }
 
 // copyOut returns a copy of b, which is in the scratch buffer *sp, and gives the buffer back.

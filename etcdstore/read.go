@@ -191,13 +191,17 @@ func (s *etcdSession) treeAt(ctx context.Context) bool {
 // ReadyToRead reports whether the replica has reached what treeAt waits for: a read is then
 // answered from it at once.
 func (s *etcdSession) ReadyToRead() bool {
-	return s.b.tree.revision() >= max(s.lastRev, s.b.newestAnswerRev())
+	return s.b.tree.revision() >= s.b.readFloor(s.lastRev)
 }
+
+// readFloor is the revision the replica must reach to answer a session whose floor is floor:
+// that, and every revision this process has answered.
+func (b *Store) readFloor(floor int64) int64 { return max(floor, b.newestAnswerRev()) }
 
 // treeReached waits up to treeWait for the replica to reach floor and every revision this
 // process has answered; it reports whether it has.
 func (b *Store) treeReached(ctx context.Context, floor int64) bool {
-	return b.treeReaches(ctx, max(floor, b.newestAnswerRev()))
+	return b.treeReaches(ctx, b.readFloor(floor))
 }
 
 // treeReaches waits up to treeWait for the replica to reach floor; it reports whether it has.

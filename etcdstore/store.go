@@ -449,13 +449,13 @@ func (b *Store) fenceWatch(rev int64, evs []*clientv3.Event) {
 	}
 	fence, unfenced := b.keys.fence(), ""
 	for _, ev := range evs {
-		key := string(ev.Kv.Key)
-		if key == fence {
+		if string(ev.Kv.Key) == fence { // compared without a copy
 			return
 		}
 		if ev.Type != mvccpb.PUT || unfenced != "" {
 			continue
 		}
+		key := string(ev.Kv.Key)
 		if _, ok := b.keys.pathOfDataKey(key); ok {
 			unfenced = key
 		} else if _, ok := b.keys.pathOfMetaKey(key); ok {

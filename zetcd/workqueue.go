@@ -67,7 +67,7 @@ func (q *workQueue[T]) push(v T, start bool) bool {
 func (q *workQueue[T]) claim() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.running || q.closed || q.items == nil || q.head == len(*q.items) {
+	if q.running || q.closed || q.emptyLocked() {
 		return false
 	}
 	q.running = true
@@ -78,14 +78,14 @@ func (q *workQueue[T]) claim() bool {
 func (q *workQueue[T]) quiet() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return !q.running && (q.items == nil || q.head == len(*q.items))
+	return !q.running && q.emptyLocked()
 }
 
 // waiting reports whether items are queued.
 func (q *workQueue[T]) waiting() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.items != nil && q.head < len(*q.items)
+	return !q.emptyLocked()
 }
 
 // takeOne removes the first queued item. When nothing is queued it reports false and clears
@@ -94,7 +94,7 @@ func (q *workQueue[T]) waiting() bool {
 func (q *workQueue[T]) takeOne() (v T, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.items == nil || q.head == len(*q.items) {
+	if q.emptyLocked() {
 		q.stopLocked()
 		return v, false
 	}
@@ -118,7 +118,7 @@ func (q *workQueue[T]) takeAll(done *[]T) *[]T {
 	if done != nil {
 		q.slices.put(done)
 	}
-	if q.items == nil || q.head == len(*q.items) {
+	if q.emptyLocked() {
 		q.stopLocked()
 		return nil
 	}
@@ -129,6 +129,9 @@ func (q *workQueue[T]) takeAll(done *[]T) *[]T {
 	q.items, q.head = nil, 0
 	return got
 }
+
+// emptyLocked reports whether nothing is queued. mu held.
+func (q *workQueue[T]) emptyLocked() bool { return q.items == nil || q.head == len(*q.items) }
 
 // stopLocked is the worker's exit when the queue is empty: the slice goes back to the pool.
 func (q *workQueue[T]) stopLocked() {
