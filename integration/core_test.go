@@ -207,6 +207,14 @@ func TestCoreEphemeralAndSequential(t *testing.T) {
 		if err := owner.Delete(names[1], -1); err != nil {
 			t.Fatal(err)
 		}
+		// setData keeps the owner: the node still goes with its session (checked at the end).
+		st, err = watcher.Set(names[2], []byte("y"), -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.EphemeralOwner != owner.SessionID() {
+			t.Fatalf("setData of an ephemeral: ephemeralOwner = %x, want session %x", st.EphemeralOwner, owner.SessionID())
+		}
 		// A persistent sequential node after a delete: the counter is 3, not 2.
 		p, err := watcher.Create("/locks/lock-", nil, zk.FlagSequence, openACL)
 		if err != nil || p != "/locks/lock-0000000003" {
