@@ -511,14 +511,7 @@ func (m *multiState) writes() []clientv3.Op {
 	for _, p := range paths {
 		n := m.nodes[p]
 		if !n.exists {
-			if n.keys.exists() {
-				// The reap index key exists if the node read was a container or TTL node;
-				// deleting it blindly costs nothing.
-				ops = append(ops, clientv3.OpDelete(k.data(p)), clientv3.OpDelete(k.reapIndex(p)))
-			}
-			if n.keys.acl.mod != 0 || n.keys.more != nil {
-				ops = append(ops, clientv3.OpDelete(k.metaPrefix(p), clientv3.WithPrefix()))
-			}
+			ops = append(ops, deleteOps(k, p, &n.keys)...)
 			continue
 		}
 		lease := clientv3.LeaseID(n.stat.EphemeralOwner)
@@ -594,6 +587,28 @@ func (m *multiState) writes() []clientv3.Op {
 				ops = append(ops, clientv3.OpDelete(k.reapIndex(p)))
 			}
 		}
+	}
+	return ops
+}
+
+// deleteOps are the ops that delete the keys of the node at p, as read (keys): the guards pin
+// them, so only the keys read are deleted, each by its own key (etcd finds a key faster than it
+// scans a prefix; a delete of a key that is not there costs a lookup all the same). The reap
+// index key exists for a container or TTL node only; the meta keys other than the ACL key (a
+// node that has had children, or an offsets key) are deleted by their prefix.
+func deleteOps(k keySchema, p string, keys *nodeKeys) []clientv3.Op {
+	var ops []clientv3.Op
+	if keys.exists() {
+		ops = append(ops, clientv3.OpDelete(k.data(p)))
+		if znode.IsReaped(keys.meta.Mode) {
+			ops = append(ops, clientv3.OpDelete(k.reapIndex(p)))
+		}
+	}
+	switch {
+	case keys.more != nil:
+		ops = append(ops, clientv3.OpDelete(k.metaPrefix(p), clientv3.WithPrefix()))
+	case keys.acl.mod != 0:
+		ops = append(ops, clientv3.OpDelete(k.acl(p)))
 	}
 	return ops
 }

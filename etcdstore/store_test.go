@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -725,5 +726,53 @@ func TestEtcdPersistentWatchArmedNow(t *testing.T) {
 	}
 	if got := sink.Take(); !slices.Equal(got, want) {
 		t.Errorf("events %v, want %v (no NodeCreated from before the watches were set)", got, want)
+	}
+}
+
+// TestEtcdDeleteLeavesNoKeys deletes a node of every kind, and nodes that have had children and
+// sequential children, and finds none of their keys left in etcd: a delete names the keys it
+// read, so a key it does not name would stay behind for good.
+func TestEtcdDeleteLeavesNoKeys(t *testing.T) {
+	b, _, cli := newTestBackend(t)
+	s := openTestSession(t, b)
+	ctx := context.Background()
+	must := func(_ any, _ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Create(ctx, &encoding.CreateRequest{Path: "/plain", Data: []byte("x"), ACL: openACL}))
+	must(s.Create(ctx, &encoding.CreateRequest{Path: "/eph", ACL: openACL, Flags: encoding.ModeEphemeral}))
+	must(s.CreateContainer(ctx, &encoding.CreateRequest{Path: "/box", ACL: openACL, Flags: encoding.ModeContainer}))
+	must(s.CreateTTL(ctx, &encoding.CreateTTLRequest{Path: "/ttl", ACL: openACL, Flags: encoding.ModePersistentWithTTL, TTL: 60000}))
+	must(s.Create(ctx, &encoding.CreateRequest{Path: "/dir", ACL: openACL}))
+	must(s.Create(ctx, &encoding.CreateRequest{Path: "/seq", ACL: openACL}))
+	for _, parent := range []string{"/box", "/ttl", "/dir"} {
+		must(s.Create(ctx, &encoding.CreateRequest{Path: parent + "/child", ACL: openACL}))
+		if _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: parent + "/child", Version: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.Create(ctx, &encoding.CreateRequest{Path: "/seq/n-", ACL: openACL, Flags: encoding.ModePersistentSequential}))
+	if _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/seq/n-0000000000", Version: -1}); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/plain", "/eph", "/box", "/ttl", "/dir", "/seq"}
+	for _, p := range paths {
+		if _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: p, Version: -1}); err != nil {
+			t.Fatalf("delete %s: %v", p, err)
+		}
+	}
+	r, err := cli.Get(ctx, b.keys.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range r.Kvs {
+		for _, p := range paths {
+			if strings.Contains(string(kv.Key), p) {
+				t.Errorf("key %q of the deleted node %s is still in etcd", kv.Key, p)
+			}
+		}
 	}
 }
