@@ -234,7 +234,7 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 	m.providers = b.providers()
 	now := b.nowMs()
 	outcomes := make([]writeOutcome, len(batch))
-	var journal []journalChange
+	journal := make([]journalChange, 0, len(batch))
 	for i, w := range batch {
 		m.index, m.auth = uint16(i), w.s.auth
 		m.begin()

@@ -173,19 +173,22 @@ type multiState struct {
 	growth, puts int64
 	// index numbers the write being simulated in the commit's revision (zxid.go).
 	index uint16
-	// undo holds the nodes as they were before the write being simulated changed or looked
-	// at them (nil: not in nodes), and undoGrowth, undoPuts growth and puts; nil undo: the
-	// simulation cannot be rolled back (begin).
-	undo                 map[string]*mnode
+	// undo holds, by path, the index in saved of the node as it was before the write being
+	// simulated changed or looked at it (-1: not in nodes), and undoGrowth, undoPuts growth
+	// and puts; nil undo: the simulation cannot be rolled back (begin). saved is reused from
+	// write to write: a batch copies its nodes into one array rather than one object each.
+	undo                 map[string]int
+	saved                []mnode
 	undoGrowth, undoPuts int64
 }
 
 // begin starts the simulation of one write, which rollback can undo.
 func (m *multiState) begin() {
 	if m.undo == nil {
-		m.undo = map[string]*mnode{}
+		m.undo = map[string]int{}
 	}
 	clear(m.undo)
+	m.saved = m.saved[:0]
 	m.undoGrowth, m.undoPuts = m.growth, m.puts
 }
 
@@ -193,12 +196,12 @@ func (m *multiState) begin() {
 // been read stays, reset to absent and unread: the commit guards its absence, which the
 // write's failure may rest on.
 func (m *multiState) rollback() {
-	for p, before := range m.undo {
-		if before == nil {
+	for p, i := range m.undo {
+		if i < 0 {
 			*m.nodes[p] = mnode{path: p}
 			continue
 		}
-		*m.nodes[p] = *before
+		*m.nodes[p] = m.saved[i]
 	}
 	clear(m.undo)
 	m.growth, m.puts = m.undoGrowth, m.undoPuts
@@ -222,12 +225,11 @@ func (m *multiState) node(path string) *mnode {
 	n := m.nodes[path]
 	if m.undo != nil {
 		if _, saved := m.undo[path]; !saved {
-			var before *mnode
+			m.undo[path] = -1
 			if n != nil {
-				copied := *n
-				before = &copied
+				m.saved = append(m.saved, *n)
+				m.undo[path] = len(m.saved) - 1
 			}
-			m.undo[path] = before
 		}
 	}
 	if n == nil {
@@ -286,13 +288,14 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 	}
 	if b.treeReached(ctx, floor) {
 		var err error
+		read := make([]mnode, len(paths)) // one allocation for the nodes read
 		m.rev = b.tree.read(func(v replicaView) {
-			for _, p := range paths {
-				var n *mnode
+			for i, p := range paths {
+				n := &read[i]
 				if rn := v.r.t.nodes[p]; rn != nil {
-					n, err = mnodeOf(p, rn.keys, int64(rn.children.len()))
+					err = n.fromKeys(p, rn.keys, int64(rn.children.len()))
 				} else {
-					n = &mnode{path: p, read: true}
+					*n = mnode{path: p, read: true}
 				}
 				if err != nil {
 					return
@@ -314,27 +317,29 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 	var acls aclTable
 	for i, p := range paths {
 		keys := b.keys.nodeKeysOf(nodeKVs{path: p, data: firstKV(r, 3*i), meta: rangeKVs(r, 3*i+1)}, &acls)
-		if m.nodes[p], err = mnodeOf(p, keys, rangeCount(r, 3*i+2)); err != nil {
+		n := new(mnode)
+		if err := n.fromKeys(p, keys, rangeCount(r, 3*i+2)); err != nil {
 			return nil, err
 		}
+		m.nodes[p] = n
 	}
 	return m, nil
 }
 
-// mnodeOf is the overlay's node for the keys read of path.
-func mnodeOf(path string, keys nodeKeys, numChildren int64) (*mnode, error) {
-	n := &mnode{path: path, read: true, keys: keys}
+// fromKeys makes n the overlay's node for the keys read of path.
+func (n *mnode) fromKeys(path string, keys nodeKeys, numChildren int64) error {
+	*n = mnode{path: path, read: true, keys: keys}
 	if !keys.exists() {
-		return n, keys.decodeErr()
+		return keys.decodeErr()
 	}
 	nd, err := keys.node(path, numChildren)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	more := keys.moreOrZero()
 	n.exists, n.stat, n.data, n.meta = true, nd.Stat, nd.Data, nd.Meta
 	n.c = more.offs.Creates + more.creates.version
-	return n, nil
+	return nil
 }
 
 // Node implements znode.View over the overlay: the tree as read, with the ops simulated so far.
@@ -506,7 +511,8 @@ func (m *multiState) writes() []clientv3.Op {
 		}
 	}
 	slices.Sort(paths)
-	var ops []clientv3.Op
+	// Mostly one or two ops a node; three more for the commit's fence, journal and error keys.
+	ops := make([]clientv3.Op, 0, 2*len(paths)+3)
 	k := m.keys
 	for _, p := range paths {
 		n := m.nodes[p]

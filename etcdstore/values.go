@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
@@ -121,18 +122,22 @@ func encodeDataValue(data []byte, mtime int64, ix zxidIndexes) string {
 	if ix != (zxidIndexes{}) {
 		header = dataHeaderLenIndexes
 	}
-	b := make([]byte, header+len(data))
+	var h [dataHeaderLenIndexes]byte
 	if data == nil {
-		b[0] = dataFlagNull
+		h[0] = dataFlagNull
 	}
-	binary.BigEndian.PutUint64(b[1:9], uint64(mtime))
+	binary.BigEndian.PutUint64(h[1:9], uint64(mtime))
 	if ix != (zxidIndexes{}) {
-		b[0] |= dataFlagIndexes
-		binary.BigEndian.PutUint16(b[9:11], ix.czxid)
-		binary.BigEndian.PutUint16(b[11:13], ix.mzxid)
+		h[0] |= dataFlagIndexes
+		binary.BigEndian.PutUint16(h[9:11], ix.czxid)
+		binary.BigEndian.PutUint16(h[11:13], ix.mzxid)
 	}
-	copy(b[header:], data)
-	return string(b)
+	// A Builder hands out its bytes as the string: one allocation, no copy.
+	var b strings.Builder
+	b.Grow(header + len(data))
+	b.Write(h[:header])
+	b.Write(data)
+	return b.String()
 }
 
 // decodeDataValue returns the node's data (nil for null data, non-nil empty for empty data),
