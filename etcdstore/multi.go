@@ -31,8 +31,9 @@ import (
 //     again once the replica has reached the failed commit's revision, and retry.
 //
 // A multi is one zxid for all its ops. A sequential create's name depends on its parent's create
-// counter, so it is not known before the read: the node it names is assumed absent and that is
-// guarded like a read key (and read for real after a conflict).
+// counter, so it is not known before the read: the check reads it from the replica while that is
+// still at the revision of the read (multiState.lookup), and otherwise assumes it absent and
+// guards that like a read key (and reads it for real after a conflict).
 
 // pendingZxid stands for the zxid of the write numbered index in the commit's revision, in the
 // Stats of simulated nodes, until the revision is known (patchZxid).
@@ -163,6 +164,10 @@ type multiState struct {
 	keys  keySchema
 	rev   int64
 	nodes map[string]*mnode
+	// lookup reads a node the read set could not name (a sequential create's name) at rev, or
+	// returns nil: the overlay was read from etcd, or the replica has moved past rev. A node
+	// it cannot read is assumed absent, and the commit guards its absence.
+	lookup func(path string) *mnode
 	// auth is the identities of the connection running the multi, for the ACL checks;
 	// providers says which optional schemes ACLs may name (znode.FixupACL).
 	auth      *znode.Identities
@@ -233,7 +238,12 @@ func (m *multiState) node(path string) *mnode {
 		}
 	}
 	if n == nil {
-		n = &mnode{path: path}
+		if m.lookup != nil {
+			n = m.lookup(path)
+		}
+		if n == nil {
+			n = &mnode{path: path}
+		}
 		m.nodes[path] = n
 	}
 	return n
@@ -303,6 +313,7 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 				m.nodes[p] = n
 			}
 		})
+		m.lookup = func(p string) *mnode { return b.tree.nodeAt(p, m.rev) }
 		return m, err
 	}
 	ops := make([]clientv3.Op, 0, 3*len(paths))

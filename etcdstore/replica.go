@@ -439,6 +439,23 @@ func (r *replica) read(f func(v replicaView)) int64 {
 	return r.rev
 }
 
+// nodeAt is the overlay's node for path as the replica holds it, read if the replica is at
+// rev; nil if it is not, or if the node's keys do not decode (the overlay then assumes the node
+// absent and guards that, and the check after a conflict reads it for real).
+func (r *replica) nodeAt(path string, rev int64) *mnode {
+	var n *mnode
+	r.read(func(v replicaView) {
+		if v.r.rev != rev {
+			return
+		}
+		n = &mnode{path: path, read: true}
+		if rn := v.r.t.nodes[path]; rn != nil && n.fromKeys(path, rn.keys, int64(rn.children.len())) != nil {
+			n = nil
+		}
+	})
+	return n
+}
+
 // node derives the node at path (ok false when it does not exist; err when its keys do not
 // decode), and its children's names if childNames (a copy). The node's data and ACL list are
 // shared: apply replaces, never changes, them.

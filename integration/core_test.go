@@ -226,6 +226,20 @@ func TestCoreEphemeralAndSequential(t *testing.T) {
 			t.Fatalf("sequential with trailing slash = %q, %v", p, err)
 		}
 
+		// A sequential create whose name a plain create took first fails with NodeExists, and
+		// again on a retry: a failed create does not move the parent's counter.
+		if _, err := watcher.Create("/seqx", nil, 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := watcher.Create("/seqx/n-0000000001", nil, 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			if p, err := watcher.Create("/seqx/n-", nil, zk.FlagSequence, openACL); !errors.Is(err, zk.ErrNodeExists) {
+				t.Fatalf("sequential create onto a taken name = %q, %v; want ErrNodeExists", p, err)
+			}
+		}
+
 		owner.Close()
 		children, st := testenv.WaitChildren(t, watcher, "/locks", 2)
 		slices.Sort(children)
