@@ -302,12 +302,7 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 		m.rev = b.tree.read(func(v replicaView) {
 			for i, p := range paths {
 				n := &read[i]
-				if rn := v.r.t.nodes[p]; rn != nil {
-					err = n.fromKeys(p, rn.keys, int64(rn.children.len()))
-				} else {
-					*n = mnode{path: p, read: true}
-				}
-				if err != nil {
+				if err = v.overlayNode(n, p); err != nil {
 					return
 				}
 				m.nodes[p] = n
@@ -528,7 +523,7 @@ func (m *multiState) writes() []clientv3.Op {
 	for _, p := range paths {
 		n := m.nodes[p]
 		if !n.exists {
-			ops = append(ops, deleteOps(k, p, &n.keys)...)
+			ops = appendDeleteOps(ops, k, p, &n.keys)
 			continue
 		}
 		lease := clientv3.LeaseID(n.stat.EphemeralOwner)
@@ -608,13 +603,12 @@ func (m *multiState) writes() []clientv3.Op {
 	return ops
 }
 
-// deleteOps are the ops that delete the keys of the node at p, as read (keys): the guards pin
-// them, so only the keys read are deleted, each by its own key (etcd finds a key faster than it
-// scans a prefix; a delete of a key that is not there costs a lookup all the same). The reap
-// index key exists for a container or TTL node only; the meta keys other than the ACL key (a
-// node that has had children, or an offsets key) are deleted by their prefix.
-func deleteOps(k keySchema, p string, keys *nodeKeys) []clientv3.Op {
-	var ops []clientv3.Op
+// appendDeleteOps appends to ops the ops that delete the keys of the node at p, as read (keys):
+// the guards pin them, so only the keys read are deleted, each by its own key (etcd finds a key
+// faster than it scans a prefix; a delete of a key that is not there costs a lookup all the
+// same). The reap index key exists for a container or TTL node only; the meta keys other than
+// the ACL key (a node that has had children, or an offsets key) are deleted by their prefix.
+func appendDeleteOps(ops []clientv3.Op, k keySchema, p string, keys *nodeKeys) []clientv3.Op {
 	if keys.exists() {
 		ops = append(ops, clientv3.OpDelete(k.data(p)))
 		if znode.IsReaped(keys.meta.Mode) {

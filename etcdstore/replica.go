@@ -448,12 +448,21 @@ func (r *replica) nodeAt(path string, rev int64) *mnode {
 		if v.r.rev != rev {
 			return
 		}
-		n = &mnode{path: path, read: true}
-		if rn := v.r.t.nodes[path]; rn != nil && n.fromKeys(path, rn.keys, int64(rn.children.len())) != nil {
+		if n = new(mnode); v.overlayNode(n, path) != nil {
 			n = nil
 		}
 	})
 	return n
+}
+
+// overlayNode makes n the overlay's node for path as the view holds it: read, and absent if
+// the tree has no entry for it. err when the node's keys do not decode.
+func (v replicaView) overlayNode(n *mnode, path string) error {
+	if rn := v.r.t.nodes[path]; rn != nil {
+		return n.fromKeys(path, rn.keys, int64(rn.children.len()))
+	}
+	*n = mnode{path: path, read: true}
+	return nil
 }
 
 // node derives the node at path (ok false when it does not exist; err when its keys do not
