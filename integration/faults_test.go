@@ -31,6 +31,8 @@ var buildEtcdMember = goBinary("github.com/zetcd/zetcd/tools/bench/benchetcd", "
 type etcdMember struct {
 	name, clientURL string
 	cmd             *exec.Cmd
+	ready           <-chan error  // start's report: nil once serving, else why not
+	exited          chan struct{} // closed once cmd has exited
 }
 
 // signal sends sig to the member's process (SIGSTOP pauses it, SIGCONT resumes it).
@@ -42,13 +44,30 @@ func (m *etcdMember) signal(t *testing.T, sig syscall.Signal) {
 }
 
 // startEtcdCluster starts a new three-member etcd cluster on loopback and waits until every
-// member serves. The members are killed when the test ends.
+// member serves. The members are killed when the test ends. A cluster whose member found its
+// port taken (freePort's port is free only until another process binds it) is started again on
+// other ports, at most three times in all.
 func startEtcdCluster(t *testing.T) []*etcdMember {
 	t.Helper()
 	bin, err := buildEtcdMember()
 	if err != nil {
 		t.Fatal(err)
 	}
+	for attempt := 1; ; attempt++ {
+		members, err := tryEtcdCluster(t, bin)
+		if err == nil {
+			return members
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("etcd cluster, attempt %d: %v; starting it again on other ports", attempt, err)
+	}
+}
+
+// tryEtcdCluster starts three members on fresh ports and waits until each serves. On an error
+// it has killed the members it started.
+func tryEtcdCluster(t *testing.T, bin string) ([]*etcdMember, error) {
 	const n = 3
 	peers := make([]string, n)
 	var cluster []string
@@ -57,44 +76,74 @@ func startEtcdCluster(t *testing.T) []*etcdMember {
 		cluster = append(cluster, fmt.Sprintf("m%d=%s", i+1, peers[i]))
 	}
 	members := make([]*etcdMember, n)
-	ready := make(chan error, n)
 	for i := range members {
 		m := &etcdMember{name: fmt.Sprintf("m%d", i+1), clientURL: "http://" + freePort(t)}
-		m.cmd = exec.Command(bin, "--data-dir", t.TempDir(), "--listen", m.clientURL,
-			"--name", m.name, "--peer", peers[i], "--initial-cluster", strings.Join(cluster, ","))
-		out, err := m.cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.cmd.Process.Signal(syscall.SIGCONT); m.cmd.Process.Kill(); m.cmd.Wait() })
 		members[i] = m
-		go func() {
-			s := bufio.NewScanner(out)
-			for s.Scan() {
-				if strings.HasPrefix(s.Text(), "ready ") {
-					ready <- nil
-					for s.Scan() {
-					}
-					return
-				}
-			}
-			ready <- fmt.Errorf("etcd member %s exited before serving", m.name)
-		}()
+		m.start(t, bin, "--data-dir", t.TempDir(), "--listen", m.clientURL,
+			"--name", m.name, "--peer", peers[i], "--initial-cluster", strings.Join(cluster, ","))
 	}
-	for range members {
-		select {
-		case err := <-ready:
-			if err != nil {
-				t.Fatal(err)
+	for _, m := range members {
+		if err := m.waitServing(); err != nil {
+			for _, m := range members {
+				m.kill()
 			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("the etcd cluster did not serve within 60s")
+			return nil, err
 		}
 	}
-	return members
+	return members, nil
+}
+
+// start runs the member's process as bin args; it is killed when the test ends. waitServing
+// tells when it serves.
+func (m *etcdMember) start(t *testing.T, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder // read only after cmd.Wait, which waits for its copying
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready, exited := make(chan error, 1), make(chan struct{})
+	m.cmd, m.ready, m.exited = cmd, ready, exited
+	t.Cleanup(m.kill)
+	go func() {
+		defer close(exited)
+		s := bufio.NewScanner(out)
+		served := false
+		for s.Scan() {
+			if !served && strings.HasPrefix(s.Text(), "ready ") {
+				served = true
+				ready <- nil
+			}
+		}
+		err := cmd.Wait()
+		if !served {
+			ready <- fmt.Errorf("etcd member %s exited before serving (%v): %s", m.name, err, strings.TrimSpace(stderr.String()))
+		}
+	}()
+}
+
+// waitServing waits until the member's process, as last started, serves; an error says it
+// exited first (with what it printed on stderr) or did not serve within 60 s.
+func (m *etcdMember) waitServing() error {
+	select {
+	case err := <-m.ready:
+		return err
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("etcd member %s did not serve within 60s", m.name)
+	}
+}
+
+// kill kills the member's process, as last started, and waits for it to exit; it may be called
+// more than once.
+func (m *etcdMember) kill() {
+	m.cmd.Process.Signal(syscall.SIGCONT)
+	m.cmd.Process.Kill()
+	<-m.exited
 }
 
 // faultCluster is startEtcdCluster for a fault test, which -short skips.

@@ -1,15 +1,12 @@
 package integration
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -363,36 +360,9 @@ func linConnect(t *testing.T, w *linWorker) {
 // until it serves.
 func restartEtcdMember(t *testing.T, m *etcdMember) {
 	t.Helper()
-	cmd := exec.Command(m.cmd.Path, m.cmd.Args[1:]...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	m.cmd = cmd // startEtcdCluster's cleanup kills whichever process m.cmd is then
-	ready := make(chan bool, 1)
-	go func() {
-		s := bufio.NewScanner(out)
-		served := false
-		for s.Scan() {
-			if !served && strings.HasPrefix(s.Text(), "ready ") {
-				served = true
-				ready <- true
-			}
-		}
-		if !served {
-			ready <- false
-		}
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("etcd member %s exited during its restart", m.name)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("etcd member %s did not serve within 60s of its restart", m.name)
+	m.start(t, m.cmd.Path, m.cmd.Args[1:]...)
+	if err := m.waitServing(); err != nil {
+		t.Fatalf("restart: %v", err)
 	}
 }
 
@@ -462,7 +432,7 @@ func (f *linFaults) killLeader(down time.Duration) {
 	m := clusterLeader(f.t, f.members)
 	f.do(fmt.Sprintf("kill -9 etcd leader %s, restart it %v later", m.name, down), func() {
 		m.signal(f.t, syscall.SIGKILL)
-		m.cmd.Wait()
+		<-m.exited
 		time.Sleep(down)
 		restartEtcdMember(f.t, m)
 	})

@@ -3,10 +3,12 @@ package integration
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,8 +57,23 @@ func (p *zetcdProcess) logText() string {
 	return p.logs.String()
 }
 
+// freePort returns a loopback address whose port was free a moment ago, for a process the test
+// starts to listen on. The port is picked below the kernel's ephemeral range, where outgoing
+// connections take their source ports: a port from that range (what listening on port 0 gives)
+// can be taken by any connection, such as etcd members dialling each other, before the process
+// binds it. Without such a range to pick below, it falls back to port 0.
 func freePort(t testing.TB) string {
 	t.Helper()
+	if low := ephemeralLow(); low > 2048 {
+		base := max(1024, low-16384)
+		for range 100 {
+			addr := fmt.Sprintf("127.0.0.1:%d", base+rand.IntN(low-base))
+			if ln, err := net.Listen("tcp", addr); err == nil {
+				ln.Close()
+				return addr
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +81,16 @@ func freePort(t testing.TB) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or 0 when unknown.
+var ephemeralLow = sync.OnceValue(func() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	low, _ := strconv.Atoi(strings.Fields(string(b) + " 0")[0])
+	return low
+})
 
 // startProcess runs zetcd on addr with its embedded etcd in dataDir and waits until ruok works.
 func startProcess(t testing.TB, dataDir, addr string) *zetcdProcess {
