@@ -18,9 +18,16 @@ import (
 // session's floor (from etcd when it cannot); writes go through the committer (commit.go); a
 // write refused before any check (fail) puts the error key, so that it consumes a zxid.
 
-// zxid records that the session was answered from the state at revision rev (0: from no new
-// state) and returns the reply's zxid; replies never go back in zxid.
+// zxid records that the session was answered from the state at revision rev and returns the
+// reply's zxid; replies never go back in zxid. With rev 0 (a request refused without a
+// transaction of its own, or answered from no particular state) the zxid is the newest this
+// process has applied or answered (LastZxid): ZooKeeper puts its lastProcessedZxid in every
+// reply, so such a reply shows the other sessions' writes too, not only this session's.
 func (s *etcdSession) zxid(rev int64) encoding.Zxid {
+	if rev == 0 {
+		z := s.LastZxid()
+		return s.seen(revOf(z), z)
+	}
 	return s.seen(rev, s.b.tree.stateZxid(rev))
 }
 

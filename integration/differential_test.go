@@ -91,17 +91,26 @@ func coreScript() []step {
 	}
 }
 
-// runScript runs the steps on a fresh session and renders every reply as one comparable line:
-// error code, zxid, and the response with zxids ranked, times dropped, this session's id as
-// "self" and child lists sorted.
+// runScript runs the steps, each on the session sessionOf names (nil: all on one), and renders
+// every reply as one comparable line: session, error code, zxid, and the response with zxids
+// ranked, times dropped, sessions named by the order they opened in (s0 the first) and child
+// lists sorted. A session opens at its first step, and again at its first step after a
+// closeSession.
 //
 // Zxids are rendered by rank among the zxids the transcript holds: the first reply's is +1,
 // each greater one seen one more, smaller ones 0, -1, ... ZooKeeper numbers its writes one by
 // one; zetcd numbers them by etcd revision and index in the revision (zxid.go), with gaps where
 // a revision holds no ZooKeeper write (a zetcd process refreshing its process key). What a
 // client can rely on, and what must agree, is their order and which answers share one.
-func runScript(t *testing.T, addr string, steps []step) []string {
-	c := connectRaw(t, addr)
+func runScript(t *testing.T, addr string, steps []step, sessionOf []int) []string {
+	clients := map[int]*rawClient{}
+	names := map[encoding.SessionID]string{}
+	session := func(id encoding.SessionID) string {
+		if name, ok := names[id]; ok {
+			return name
+		}
+		return fmt.Sprint(id)
+	}
 	var out []string
 	var first encoding.Zxid
 	rel := func(z encoding.Zxid) string {
@@ -111,6 +120,19 @@ func runScript(t *testing.T, addr string, steps []step) []string {
 		return fmt.Sprintf("\x00%d\x00", int64(z))
 	}
 	for i, s := range steps {
+		k := 0
+		if sessionOf != nil {
+			k = sessionOf[i]
+		}
+		c := clients[k]
+		if c == nil {
+			c = connectRaw(t, addr)
+			clients[k] = c
+			names[c.Session.SessionID] = fmt.Sprintf("s%d", len(names))
+		}
+		if s.op == encoding.OpCloseSession {
+			delete(clients, k)
+		}
 		var resp encoding.Record
 		if s.resp != nil {
 			resp = s.resp()
@@ -125,9 +147,9 @@ func runScript(t *testing.T, addr string, steps []step) []string {
 		if i == 0 {
 			first = hdr.Zxid
 		}
-		line := fmt.Sprintf("%d %v %s -> %v zxid %s", i, s.op, describeReq(s.req), hdr.Err, rel(hdr.Zxid))
+		line := fmt.Sprintf("%d %s %v %s -> %v zxid %s", i, names[c.Session.SessionID], s.op, describeReq(s.req), hdr.Err, rel(hdr.Zxid))
 		if hdr.Err == 0 && resp != nil {
-			line += " " + describeResp(resp, rel, c.Session.SessionID)
+			line += " " + describeResp(resp, rel, session)
 		}
 		out = append(out, line)
 	}
@@ -180,11 +202,8 @@ func describeReq(r encoding.Record) string {
 	}
 }
 
-func describeStat(s encoding.Stat, rel func(encoding.Zxid) string, self encoding.SessionID) string {
-	owner := fmt.Sprint(s.EphemeralOwner)
-	if s.EphemeralOwner == self {
-		owner = "self"
-	}
+func describeStat(s encoding.Stat, rel func(encoding.Zxid) string, session func(encoding.SessionID) string) string {
+	owner := session(s.EphemeralOwner)
 	return fmt.Sprintf("{czxid %s mzxid %s pzxid %s version %d cversion %d aversion %d owner %s len %d children %d times %v}",
 		rel(s.Czxid), rel(s.Mzxid), rel(s.Pzxid), s.Version, s.Cversion, s.Aversion, owner, s.DataLength, s.NumChildren,
 		s.Ctime == s.Mtime)
@@ -197,7 +216,7 @@ func describeData(d []byte) string {
 	return fmt.Sprintf("%q", d)
 }
 
-func describeResp(r encoding.Record, rel func(encoding.Zxid) string, self encoding.SessionID) string {
+func describeResp(r encoding.Record, rel func(encoding.Zxid) string, session func(encoding.SessionID) string) string {
 	sorted := func(s []string) string {
 		s = slices.Clone(s)
 		slices.Sort(s)
@@ -207,21 +226,21 @@ func describeResp(r encoding.Record, rel func(encoding.Zxid) string, self encodi
 	case *encoding.CreateResponse:
 		return r.Path
 	case *encoding.Create2Response:
-		return r.Path + " " + describeStat(r.Stat, rel, self)
+		return r.Path + " " + describeStat(r.Stat, rel, session)
 	case *encoding.ExistsResponse:
-		return describeStat(r.Stat, rel, self)
+		return describeStat(r.Stat, rel, session)
 	case *encoding.GetDataResponse:
-		return describeData(r.Data) + " " + describeStat(r.Stat, rel, self)
+		return describeData(r.Data) + " " + describeStat(r.Stat, rel, session)
 	case *encoding.SetDataResponse:
-		return describeStat(r.Stat, rel, self)
+		return describeStat(r.Stat, rel, session)
 	case *encoding.GetACLResponse:
-		return fmt.Sprintf("%+v %s", r.ACL, describeStat(r.Stat, rel, self))
+		return fmt.Sprintf("%+v %s", r.ACL, describeStat(r.Stat, rel, session))
 	case *encoding.SetACLResponse:
-		return describeStat(r.Stat, rel, self)
+		return describeStat(r.Stat, rel, session)
 	case *encoding.GetChildrenResponse:
 		return "[" + sorted(r.Children) + "]"
 	case *encoding.GetChildren2Response:
-		return "[" + sorted(r.Children) + "] " + describeStat(r.Stat, rel, self)
+		return "[" + sorted(r.Children) + "] " + describeStat(r.Stat, rel, session)
 	case *encoding.SyncResponse:
 		return r.Path
 	case *encoding.MultiResponse:
@@ -229,7 +248,7 @@ func describeResp(r encoding.Record, rel func(encoding.Zxid) string, self encodi
 		for i, res := range r.Results {
 			results[i] = fmt.Sprintf("%v %v", res.Op, res.Err)
 			if res.Record != nil {
-				results[i] += " " + describeResp(res.Record, rel, self)
+				results[i] += " " + describeResp(res.Record, rel, session)
 			}
 		}
 		return "[" + strings.Join(results, "; ") + "]"
@@ -243,9 +262,15 @@ func describeResp(r encoding.Record, rel func(encoding.Zxid) string, self encodi
 // ZooKeeper's, step by step.
 func compareScript(t *testing.T, steps []step) {
 	t.Helper()
+	compareSessions(t, steps, nil)
+}
+
+// compareSessions is compareScript with each step on the session sessionOf names (runScript).
+func compareSessions(t *testing.T, steps []step, sessionOf []int) {
+	t.Helper()
 	results := map[string][]string{}
 	forEachServer(t, func(t *testing.T, addr string) {
-		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, steps)
+		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, steps, sessionOf)
 	})
 	z, zk := results["zetcd"], results["zookeeper"]
 	if z == nil || zk == nil {
@@ -335,4 +360,32 @@ func multiScript() []step {
 // answers, as TestDifferentialCore does.
 func TestDifferentialMulti(t *testing.T) {
 	compareScript(t, multiScript())
+}
+
+// TestDifferentialSessions runs a script of three sessions against zetcd and ZooKeeper and
+// requires the same answers: a reply to a request refused without a transaction of its own (a
+// multi whose create has no ACL list, an empty multiRead) carries the newest zxid, the other
+// sessions' writes included, as every ZooKeeper reply does; a closed session's ephemerals go,
+// and their parent's Stat shows it.
+func TestDifferentialSessions(t *testing.T) {
+	nullACL := encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: "/p/n"}}
+	multi := func(ops ...encoding.MultiOp) step {
+		return step{encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, newResp[encoding.MultiResponse]()}
+	}
+	children2 := step{encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: "/p"}, newResp[encoding.GetChildren2Response]()}
+	steps := []step{
+		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p", ACL: rawOpenACL}, newResp[encoding.CreateResponse]()},
+		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p/e", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, newResp[encoding.CreateResponse]()},
+		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p/s-", ACL: rawOpenACL, Flags: encoding.ModeEphemeralSequential}, newResp[encoding.CreateResponse]()},
+		multi(nullACL),
+		{encoding.OpMultiRead, &encoding.MultiRequest{}, newResp[encoding.MultiResponse]()},
+		children2,
+		{encoding.OpCloseSession, nil, nil},
+		children2,
+		multi(opCreate("/p/e", []byte("mine"), encoding.ModeEphemeral), opSetData("/p", []byte("x"), 0)),
+		{encoding.OpGetData, &encoding.GetDataRequest{Path: "/p/e"}, newResp[encoding.GetDataResponse]()},
+		multi(nullACL),
+		children2,
+	}
+	compareSessions(t, steps, []int{0, 1, 2, 0, 0, 1, 1, 0, 2, 0, 1, 2})
 }
