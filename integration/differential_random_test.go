@@ -1,0 +1,222 @@
+package integration
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// Random differential scripts: seeded sequences of requests from three sessions, one request at
+// a time, over a small tree, run against zetcd and ZooKeeper by compareSessions, which requires
+// the same answer to every request (error code, zxid order, data, children, Stat, which session
+// owns an ephemeral). The scripted tests pick the cases a
+// reader thinks of; these pick the interleavings nobody writes down: versions that are right or
+// off by one, nodes deleted and created again, ACLs that lock a subtree, multis that mix them,
+// sequential names that may or may not be taken yet, sessions that close with ephemerals
+// under nodes others change. A failure names its seed; run more seeds
+// with -random-scripts and longer ones with -random-steps.
+
+var (
+	randomScripts = flag.Int("random-scripts", 3, "TestDifferentialRandom runs the scripts of seeds 1 to this")
+	randomSteps   = flag.Int("random-steps", 200, "requests in each of TestDifferentialRandom's scripts")
+)
+
+// TestDifferentialRandom runs seeded random scripts (scriptGen) against zetcd and ZooKeeper and
+// requires the same answers, as TestDifferentialCore does.
+func TestDifferentialRandom(t *testing.T) {
+	for seed := uint64(1); seed <= uint64(*randomScripts); seed++ {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			steps, sessionOf := randomScript(seed, *randomSteps)
+			compareSessions(t, steps, sessionOf)
+		})
+	}
+}
+
+// randomSessions is how many sessions a random script's requests come from.
+const randomSessions = 3
+
+// randomScript returns the script of seed: a create of /r, then n random requests, and the
+// session of each (half of them the first session's). Now and then a session closes; its next
+// request opens a new one.
+func randomScript(seed uint64, n int) (steps []step, sessionOf []int) {
+	g := &scriptGen{rng: rand.New(rand.NewPCG(seed, 0x7a65746364))}
+	steps = []step{{encoding.OpCreate, &encoding.CreateRequest{Path: "/r", ACL: rawOpenACL}, newResp[encoding.CreateResponse]()}}
+	sessionOf = []int{0}
+	for range n {
+		k := 0
+		if g.oneIn(2) {
+			k = g.rng.IntN(randomSessions)
+		}
+		sessionOf = append(sessionOf, k)
+		if g.oneIn(40) {
+			steps = append(steps, step{encoding.OpCloseSession, nil, nil})
+			continue
+		}
+		steps = append(steps, g.step())
+	}
+	return steps, sessionOf
+}
+
+// scriptGen draws requests. The paths are few, so that requests meet: most name a node that
+// exists at that moment, or did, or whose parent does.
+type scriptGen struct {
+	rng *rand.Rand
+}
+
+var (
+	// randomPaths are the nodes requests name, sequential names included: whether such a
+	// name is taken depends on the parent's counter when the request runs.
+	randomPaths = []string{"/r", "/r/a", "/r/b", "/r/c", "/r/a/x", "/r/a/y", "/r/b/x", "/r/a/x/z",
+		"/r/s-0000000000", "/r/s-0000000001", "/r/s-0000000003", "/r/a/s-0000000000", "/r/a/s-0000000002"}
+	// sequentialParents are where sequential creates go.
+	sequentialParents = []string{"/r", "/r/a", "/r/b"}
+	// badPaths fail ZooKeeper's path validation.
+	badPaths = []string{"/r/a/", "/r//a", "r", "/r/./a"}
+
+	readOnlyACL = []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
+	noDeleteACL = []encoding.ACL{{Perms: encoding.PermAll &^ encoding.PermDelete, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
+)
+
+func (g *scriptGen) oneIn(n int) bool { return g.rng.IntN(n) == 0 }
+
+func (g *scriptGen) path() string {
+	switch {
+	case g.oneIn(40):
+		return badPaths[g.rng.IntN(len(badPaths))]
+	case g.oneIn(60):
+		return "/"
+	}
+	return randomPaths[g.rng.IntN(len(randomPaths))]
+}
+
+// version is a version to expect: any, or one of the first few a node has.
+func (g *scriptGen) version() int32 { return []int32{-1, -1, 0, 0, 1, 2}[g.rng.IntN(6)] }
+
+func (g *scriptGen) data() []byte {
+	switch g.rng.IntN(6) {
+	case 0:
+		return nil
+	case 1:
+		return []byte{}
+	}
+	return fmt.Appendf(nil, "v%d", g.rng.IntN(100))
+}
+
+func (g *scriptGen) acl() []encoding.ACL {
+	switch g.rng.IntN(30) {
+	case 0:
+		return readOnlyACL
+	case 1, 2:
+		return noDeleteACL
+	case 3:
+		return nil // InvalidACL
+	}
+	return rawOpenACL
+}
+
+// createMode is a plain create's mode; container and TTL nodes have requests of their own.
+func (g *scriptGen) createMode() encoding.CreateMode {
+	return []encoding.CreateMode{encoding.ModePersistent, encoding.ModePersistent, encoding.ModePersistent,
+		encoding.ModeEphemeral, encoding.ModePersistentSequential, encoding.ModeEphemeralSequential}[g.rng.IntN(6)]
+}
+
+// createPath is where a create of mode goes: a sequential create names a prefix under a parent.
+func (g *scriptGen) createPath(mode encoding.CreateMode) string {
+	if mode == encoding.ModePersistentSequential || mode == encoding.ModeEphemeralSequential ||
+		mode == encoding.ModePersistentSequentialWithTTL {
+		return sequentialParents[g.rng.IntN(len(sequentialParents))] + "/s-"
+	}
+	return g.path()
+}
+
+// create is a create of any kind, as an op of a multi or alone.
+func (g *scriptGen) create() encoding.MultiOp {
+	switch g.rng.IntN(10) {
+	case 0:
+		return encoding.MultiOp{Op: encoding.OpCreateContainer, Record: &encoding.CreateRequest{
+			Path: g.path(), Data: g.data(), ACL: rawOpenACL, Flags: encoding.ModeContainer}}
+	case 1:
+		mode := []encoding.CreateMode{encoding.ModePersistentWithTTL, encoding.ModePersistentSequentialWithTTL}[g.rng.IntN(2)]
+		ttl := int64(100000) // far longer than the script: no node expires while it runs
+		if g.oneIn(5) {
+			ttl = 0 // BadArguments
+		}
+		return encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{
+			Path: g.createPath(mode), Data: g.data(), ACL: rawOpenACL, Flags: mode, TTL: ttl}}
+	}
+	op := encoding.OpCreate
+	if g.oneIn(3) {
+		op = encoding.OpCreate2
+	}
+	mode := g.createMode()
+	return encoding.MultiOp{Op: op, Record: &encoding.CreateRequest{Path: g.createPath(mode), Data: g.data(), ACL: g.acl(), Flags: mode}}
+}
+
+// writeOp is an op of a write multi.
+func (g *scriptGen) writeOp() encoding.MultiOp {
+	switch g.rng.IntN(8) {
+	case 0, 1, 2:
+		return g.create()
+	case 3, 4:
+		return opDelete(g.path(), g.version())
+	case 5, 6:
+		return opSetData(g.path(), g.data(), g.version())
+	}
+	return opCheck(g.path(), g.version())
+}
+
+// readOp is an op of a multiRead.
+func (g *scriptGen) readOp() encoding.MultiOp {
+	if g.oneIn(2) {
+		return encoding.MultiOp{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: g.path()}}
+	}
+	return encoding.MultiOp{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: g.path()}}
+}
+
+// step draws one request, writes more often than reads: reads after writes show the state the
+// writes left, and every write's answer carries a Stat or a code of its own.
+func (g *scriptGen) step() step {
+	switch g.rng.IntN(20) {
+	case 0, 1, 2, 3, 4:
+		c := g.create()
+		if c.Op == encoding.OpCreate {
+			return step{c.Op, c.Record, newResp[encoding.CreateResponse]()}
+		}
+		return step{c.Op, c.Record, newResp[encoding.Create2Response]()}
+	case 5, 6:
+		return step{encoding.OpDelete, &encoding.DeleteRequest{Path: g.path(), Version: g.version()}, nil}
+	case 7, 8:
+		return step{encoding.OpSetData, &encoding.SetDataRequest{Path: g.path(), Data: g.data(), Version: g.version()}, newResp[encoding.SetDataResponse]()}
+	case 9, 10, 11:
+		ops := make([]encoding.MultiOp, g.rng.IntN(5))
+		for i := range ops {
+			ops[i] = g.writeOp()
+		}
+		if len(ops) > 0 && g.oneIn(10) {
+			ops[g.rng.IntN(len(ops))] = g.readOp() // a read in a write multi
+		}
+		return step{encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, newResp[encoding.MultiResponse]()}
+	case 12:
+		ops := make([]encoding.MultiOp, 1+g.rng.IntN(3))
+		for i := range ops {
+			ops[i] = g.readOp()
+		}
+		return step{encoding.OpMultiRead, &encoding.MultiRequest{Ops: ops}, newResp[encoding.MultiResponse]()}
+	case 13:
+		return step{encoding.OpSetACL, &encoding.SetACLRequest{Path: g.path(), ACL: g.acl(), Version: g.version()}, newResp[encoding.SetACLResponse]()}
+	case 14:
+		return step{encoding.OpGetACL, &encoding.GetACLRequest{Path: g.path()}, newResp[encoding.GetACLResponse]()}
+	case 15:
+		return step{encoding.OpExists, &encoding.ExistsRequest{Path: g.path()}, newResp[encoding.ExistsResponse]()}
+	case 16:
+		return step{encoding.OpGetData, &encoding.GetDataRequest{Path: g.path()}, newResp[encoding.GetDataResponse]()}
+	case 17:
+		return step{encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: g.path()}, newResp[encoding.GetChildren2Response]()}
+	case 18:
+		return step{encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: g.path()}, newResp[encoding.GetAllChildrenNumberResponse]()}
+	}
+	return step{encoding.OpSync, &encoding.SyncRequest{Path: g.path()}, newResp[encoding.SyncResponse]()}
+}
