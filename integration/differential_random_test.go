@@ -16,7 +16,8 @@ import (
 // reader thinks of; these pick the interleavings nobody writes down: versions that are right or
 // off by one, nodes deleted and created again, ACLs that lock a subtree, multis that mix them,
 // sequential names that may or may not be taken yet, sessions that close with ephemerals
-// under nodes others change. A failure names its seed; run more seeds
+// under nodes others change, sessions that authenticate (digest) and ACLs only some of them
+// pass. A failure names its seed; run more seeds
 // with -random-scripts and longer ones with -random-steps.
 
 var (
@@ -76,8 +77,15 @@ var (
 	// badPaths fail ZooKeeper's path validation.
 	badPaths = []string{"/r/a/", "/r//a", "r", "/r/./a"}
 
-	readOnlyACL = []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
-	noDeleteACL = []encoding.ACL{{Perms: encoding.PermAll &^ encoding.PermDelete, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
+	readOnlyACL = []encoding.ACL{worldACL(encoding.PermRead)}
+	noDeleteACL = []encoding.ACL{worldACL(encoding.PermAll &^ encoding.PermDelete)}
+	// aliceACL lets only a session that authenticated as alice in; authACL names whoever
+	// creates the node (InvalidACL for a session that has not authenticated).
+	aliceACL   = []encoding.ACL{digestACL(encoding.PermAll, "alice", "pw")}
+	authACL    = []encoding.ACL{aclOf(encoding.PermAll, "auth", "")}
+	readAllACL = []encoding.ACL{worldACL(encoding.PermRead), digestACL(encoding.PermAll, "alice", "pw")}
+	// users are who a session may authenticate as (digest, password "pw").
+	users = []string{"alice", "bob"}
 )
 
 func (g *scriptGen) oneIn(n int) bool { return g.rng.IntN(n) == 0 }
@@ -106,13 +114,19 @@ func (g *scriptGen) data() []byte {
 }
 
 func (g *scriptGen) acl() []encoding.ACL {
-	switch g.rng.IntN(30) {
+	switch g.rng.IntN(40) {
 	case 0:
 		return readOnlyACL
 	case 1, 2:
 		return noDeleteACL
 	case 3:
 		return nil // InvalidACL
+	case 4, 5:
+		return aliceACL
+	case 6, 7:
+		return authACL
+	case 8:
+		return readAllACL
 	}
 	return rawOpenACL
 }
@@ -179,7 +193,7 @@ func (g *scriptGen) readOp() encoding.MultiOp {
 // step draws one request, writes more often than reads: reads after writes show the state the
 // writes left, and every write's answer carries a Stat or a code of its own.
 func (g *scriptGen) step() step {
-	switch g.rng.IntN(20) {
+	switch g.rng.IntN(21) {
 	case 0, 1, 2, 3, 4:
 		c := g.create()
 		if c.Op == encoding.OpCreate {
@@ -217,6 +231,9 @@ func (g *scriptGen) step() step {
 		return step{encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: g.path()}, newResp[encoding.GetChildren2Response]()}
 	case 18:
 		return step{encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: g.path()}, newResp[encoding.GetAllChildrenNumberResponse]()}
+	case 19:
+		cred := users[g.rng.IntN(len(users))] + ":pw"
+		return step{encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte(cred)}, nil}
 	}
 	return step{encoding.OpSync, &encoding.SyncRequest{Path: g.path()}, newResp[encoding.SyncResponse]()}
 }
