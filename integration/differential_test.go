@@ -113,12 +113,6 @@ func runScript(t *testing.T, addr string, steps []step, sessionOf []int) []strin
 	}
 	var out []string
 	var first encoding.Zxid
-	rel := func(z encoding.Zxid) string {
-		if z == 0 {
-			return "0"
-		}
-		return fmt.Sprintf("\x00%d\x00", int64(z))
-	}
 	for i, s := range steps {
 		k := 0
 		if sessionOf != nil {
@@ -147,13 +141,26 @@ func runScript(t *testing.T, addr string, steps []step, sessionOf []int) []strin
 		if i == 0 {
 			first = hdr.Zxid
 		}
-		line := fmt.Sprintf("%d %s %v %s -> %v zxid %s", i, names[c.Session.SessionID], s.op, describeReq(s.req), hdr.Err, rel(hdr.Zxid))
-		if hdr.Err == 0 && resp != nil {
-			line += " " + describeResp(resp, rel, session)
-		}
-		out = append(out, line)
+		line := fmt.Sprintf("%d %s %v %s -> %v zxid %s", i, names[c.Session.SessionID], s.op, describeReq(s.req), hdr.Err, markZxid(hdr.Zxid))
+		out = append(out, line+describeReply(hdr, resp, session))
 	}
 	return rankZxids(out, first)
+}
+
+// markZxid marks z in a line for rankZxids to rank (0 stays 0).
+func markZxid(z encoding.Zxid) string {
+	if z == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("\x00%d\x00", int64(z))
+}
+
+// describeReply renders a successful reply's body (after a space), or nothing.
+func describeReply(hdr encoding.ReplyHeader, resp encoding.Record, session func(encoding.SessionID) string) string {
+	if hdr.Err != 0 || resp == nil {
+		return ""
+	}
+	return " " + describeResp(resp, markZxid, session)
 }
 
 // zxidMark is how runScript marks a zxid in a line until rankZxids ranks it.
