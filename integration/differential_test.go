@@ -103,6 +103,21 @@ func coreScript() []step {
 // a revision holds no ZooKeeper write (a zetcd process refreshing its process key). What a
 // client can rely on, and what must agree, is their order and which answers share one.
 func runScript(t *testing.T, addr string, steps []step, sessionOf []int) []string {
+	return scriptRun{addrs: []string{addr}, sessionOf: sessionOf}.run(t, steps)
+}
+
+// scriptRun is how runScript runs a script.
+type scriptRun struct {
+	addrs     []string // session k connects to addrs[k % len(addrs)]
+	sessionOf []int    // the session of each step (nil: all on one)
+	// syncFirst sends a sync before each step, on its session, and leaves the replies' zxids
+	// out of the lines (the Stats' stay): for sessions on several zetcd processes, where a
+	// session may read a replica behind another's write until it syncs (as on ZooKeeper's
+	// followers), and a reply's zxid may be that of a revision that holds no ZooKeeper write.
+	syncFirst bool
+}
+
+func (r scriptRun) run(t *testing.T, steps []step) []string {
 	clients := map[int]*rawClient{}
 	names := map[encoding.SessionID]string{}
 	session := func(id encoding.SessionID) string {
@@ -115,17 +130,22 @@ func runScript(t *testing.T, addr string, steps []step, sessionOf []int) []strin
 	var first encoding.Zxid
 	for i, s := range steps {
 		k := 0
-		if sessionOf != nil {
-			k = sessionOf[i]
+		if r.sessionOf != nil {
+			k = r.sessionOf[i]
 		}
 		c := clients[k]
 		if c == nil {
-			c = connectRaw(t, addr)
+			c = connectRaw(t, r.addrs[k%len(r.addrs)])
 			clients[k] = c
 			names[c.Session.SessionID] = fmt.Sprintf("s%d", len(names))
 		}
 		if s.op == encoding.OpCloseSession {
 			delete(clients, k)
+		}
+		if r.syncFirst {
+			if code := c.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{}); code != 0 {
+				t.Fatalf("step %d: sync: %v", i, code)
+			}
 		}
 		var resp encoding.Record
 		if s.resp != nil {
@@ -141,7 +161,10 @@ func runScript(t *testing.T, addr string, steps []step, sessionOf []int) []strin
 		if i == 0 {
 			first = hdr.Zxid
 		}
-		line := fmt.Sprintf("%d %s %v %s -> %v zxid %s", i, names[c.Session.SessionID], s.op, describeReq(s.req), hdr.Err, markZxid(hdr.Zxid))
+		line := fmt.Sprintf("%d %s %v %s -> %v", i, names[c.Session.SessionID], s.op, describeReq(s.req), hdr.Err)
+		if !r.syncFirst {
+			line += " zxid " + markZxid(hdr.Zxid)
+		}
 		out = append(out, line+describeReply(hdr, resp, session))
 	}
 	return rankZxids(out, first)
@@ -279,7 +302,13 @@ func compareSessions(t *testing.T, steps []step, sessionOf []int) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, steps, sessionOf)
 	})
-	z, zk := results["zetcd"], results["zookeeper"]
+	requireSameAnswers(t, results["zetcd"], results["zookeeper"])
+}
+
+// requireSameAnswers fails the test at every line of zetcd's transcript z that differs from
+// ZooKeeper's zk, and then logs ZooKeeper's.
+func requireSameAnswers(t *testing.T, z, zk []string) {
+	t.Helper()
 	if z == nil || zk == nil {
 		t.Skip("needs both zetcd and ZooKeeper")
 	}
