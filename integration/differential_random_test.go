@@ -230,9 +230,12 @@ func (g *scriptGen) readOp() encoding.MultiOp {
 }
 
 // step draws one request, writes more often than reads: reads after writes show the state the
-// writes left, and every write's answer carries a Stat or a code of its own.
+// writes left, and every write's answer carries a Stat or a code of its own. Some reads set
+// watches, and so do addWatch requests: their events are not compared (when one reaches another
+// session depends on timing), but a write of a watching session is answered only after its
+// events (Session.AwaitEvents), and the watches must not change any answer.
 func (g *scriptGen) step() step {
-	switch g.rng.IntN(21) {
+	switch g.rng.IntN(24) {
 	case 0, 1, 2, 3, 4:
 		c := g.create()
 		if c.Op == encoding.OpCreate {
@@ -263,16 +266,23 @@ func (g *scriptGen) step() step {
 	case 14:
 		return step{encoding.OpGetACL, &encoding.GetACLRequest{Path: g.path()}, newResp[encoding.GetACLResponse]()}
 	case 15:
-		return step{encoding.OpExists, &encoding.ExistsRequest{Path: g.path()}, newResp[encoding.ExistsResponse]()}
+		return step{encoding.OpExists, &encoding.ExistsRequest{Path: g.path(), Watch: g.oneIn(3)}, newResp[encoding.ExistsResponse]()}
 	case 16:
-		return step{encoding.OpGetData, &encoding.GetDataRequest{Path: g.path()}, newResp[encoding.GetDataResponse]()}
+		return step{encoding.OpGetData, &encoding.GetDataRequest{Path: g.path(), Watch: g.oneIn(3)}, newResp[encoding.GetDataResponse]()}
 	case 17:
-		return step{encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: g.path()}, newResp[encoding.GetChildren2Response]()}
+		return step{encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: g.path(), Watch: g.oneIn(3)}, newResp[encoding.GetChildren2Response]()}
 	case 18:
 		return step{encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: g.path()}, newResp[encoding.GetAllChildrenNumberResponse]()}
 	case 19:
 		cred := users[g.rng.IntN(len(users))] + ":pw"
 		return step{encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte(cred)}, nil}
+	case 20:
+		mode := []encoding.AddWatchMode{encoding.AddWatchPersistent, encoding.AddWatchPersistentRecursive}[g.rng.IntN(2)]
+		return step{encoding.OpAddWatch, &encoding.AddWatchRequest{Path: g.path(), Mode: mode}, newResp[encoding.ErrorResponse]()}
+	case 21:
+		return step{encoding.OpWhoAmI, nil, newResp[encoding.WhoAmIResponse]()}
+	case 22:
+		return step{encoding.OpGetEphemerals, &encoding.GetEphemeralsRequest{PrefixPath: g.under([]string{"/", "/r", "/r/a", "/r/s-"}[g.rng.IntN(4)])}, newResp[encoding.GetEphemeralsResponse]()}
 	}
 	return step{encoding.OpSync, &encoding.SyncRequest{Path: g.path()}, newResp[encoding.SyncResponse]()}
 }

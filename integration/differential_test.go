@@ -284,6 +284,8 @@ func describeResp(r encoding.Record, rel func(encoding.Zxid) string, session fun
 		return "[" + strings.Join(results, "; ") + "]"
 	case *encoding.GetAllChildrenNumberResponse:
 		return fmt.Sprint(r.TotalNumber)
+	case *encoding.GetEphemeralsResponse:
+		return "[" + sorted(r.Ephemerals) + "]"
 	}
 	return fmt.Sprintf("%+v", r)
 }
