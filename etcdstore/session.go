@@ -236,8 +236,20 @@ func (s *etcdSession) Detach() {
 	})
 }
 
+// Close ends the session at its client's request, as end does, but keeps the session's watcher
+// until the events of the close's deletions are handed over (to the connection, which queues
+// them before the reply): ZooKeeper fires the watches its closeSession triggers, the closing
+// session's own among them (a watch on one of its ephemerals), before it answers.
 func (s *etcdSession) Close(ctx context.Context) (encoding.Zxid, error) {
-	zxid, _, err := s.end(ctx)
+	s.ending.Store(true)
+	zxid, _, err := s.b.endSession(ctx, s.id, s.ownerRev)
+	if err == nil {
+		if werr := s.AwaitEvents(ctx, zxid); werr != nil {
+			s.b.log.Warn("closeSession answered without waiting for its watch events",
+				zap.Error(fmt.Errorf("session %s: await events <= %v: %w", s.id, zxid, werr)))
+		}
+	}
+	s.Detach()
 	return zxid, err
 }
 

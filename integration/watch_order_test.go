@@ -213,3 +213,28 @@ func (c *rawClient) waitEventFor(d time.Duration) bool {
 		}
 	}
 }
+
+// TestCloseSessionFiresOwnWatches: a session that watches its own ephemerals and closes gets
+// their NodeDeleted events, on the wire before the closeSession reply, as ZooKeeper sends them:
+// the close deletes them while the session's watches are still there.
+func TestCloseSessionFiresOwnWatches(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		c.mustCreate("/own", nil, 0)
+		c.mustCreate("/own/e", nil, encoding.ModeEphemeral)
+		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/own/e", Watch: true}, &encoding.ExistsResponse{}); code != 0 {
+			t.Fatalf("exists /own/e: %v", code)
+		}
+		if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/own", Watch: true}, &encoding.GetChildrenResponse{}); code != 0 {
+			t.Fatalf("getChildren /own: %v", code)
+		}
+		hdr, err := c.call(encoding.OpCloseSession, nil, nil)
+		if err != nil || hdr.Err != 0 {
+			t.Fatalf("closeSession: %v %v", hdr.Err, err)
+		}
+		got := fmt.Sprint(c.takeEvents())
+		if want := "[NodeDeleted /own/e NodeChildrenChanged /own]"; got != want {
+			t.Errorf("events before the closeSession reply: %s, want %s", got, want)
+		}
+	})
+}
