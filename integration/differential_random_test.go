@@ -35,7 +35,7 @@ func TestDifferentialRandom(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(*randomScripts); seed++ {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			steps, sessionOf := randomScript(seed, *randomSteps)
-			compareSessions(t, steps, sessionOf)
+			compareRuns(t, steps, scriptRun{sessionOf: sessionOf, events: true})
 		})
 	}
 }
@@ -334,7 +334,7 @@ func randomConcurrentScript(seed uint64, root string, n int) []step {
 }
 
 // runConcurrent creates /r, then runs each script on a session of its own, all at once, with
-// no pause between requests, and renders each session's replies (runScript) without the
+// no pause between requests, and renders each session's replies (scriptRun.run) without the
 // headers' zxids and the times.
 func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
 	setup := connectRaw(t, addr)

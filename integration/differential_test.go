@@ -91,22 +91,7 @@ func coreScript() []step {
 	}
 }
 
-// runScript runs the steps, each on the session sessionOf names (nil: all on one), and renders
-// every reply as one comparable line: session, error code, zxid, and the response with zxids
-// ranked, times dropped, sessions named by the order they opened in (s0 the first) and child
-// lists sorted. A session opens at its first step, and again at its first step after a
-// closeSession.
-//
-// Zxids are rendered by rank among the zxids the transcript holds: the first reply's is +1,
-// each greater one seen one more, smaller ones 0, -1, ... ZooKeeper numbers its writes one by
-// one; zetcd numbers them by etcd revision and index in the revision (zxid.go), with gaps where
-// a revision holds no ZooKeeper write (a zetcd process refreshing its process key). What a
-// client can rely on, and what must agree, is their order and which answers share one.
-func runScript(t *testing.T, addr string, steps []step, sessionOf []int) []string {
-	return scriptRun{addrs: []string{addr}, sessionOf: sessionOf}.run(t, steps)
-}
-
-// scriptRun is how runScript runs a script.
+// scriptRun is how a script runs (run).
 type scriptRun struct {
 	addrs     []string // session k connects to addrs[k % len(addrs)]
 	sessionOf []int    // the session of each step (nil: all on one)
@@ -115,8 +100,50 @@ type scriptRun struct {
 	// session may read a replica behind another's write until it syncs (as on ZooKeeper's
 	// followers), and a reply's zxid may be that of a revision that holds no ZooKeeper write.
 	syncFirst bool
+	// events adds, after the steps, one line per session with the watch events it received,
+	// in order. When an event caused by another session arrives, before or after which of
+	// this session's replies, is timing; their order, and that each comes before the reply
+	// to this session's next sync, is not: so each session syncs before it closes and at the
+	// end, and the events are compared as a sequence per session.
+	events bool
 }
 
+// syncSession sends a sync on c; it fails the test unless the answer is OK.
+func syncSession(t *testing.T, c *rawClient, what string) {
+	t.Helper()
+	if code := c.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{}); code != 0 {
+		t.Fatalf("%s: sync: %v", what, code)
+	}
+}
+
+// describeEvents renders a session's events for scriptRun.events. The events of one session's
+// close (closes: the zxids of closeSession replies) are sorted by path: ZooKeeper deletes a
+// session's ephemerals in the order of a hash set.
+func describeEvents(name string, events []rawEvent, closes map[encoding.Zxid]bool) string {
+	events = slices.Clone(events)
+	slices.SortStableFunc(events, func(a, b rawEvent) int {
+		if a.Zxid != b.Zxid || !closes[a.Zxid] {
+			return 0
+		}
+		return strings.Compare(a.Path, b.Path)
+	})
+	parts := make([]string, len(events))
+	for i, e := range events {
+		parts[i] = fmt.Sprintf("%v %v %s zxid %s", e.Type, e.State, e.Path, markZxid(e.Zxid))
+	}
+	return "events of " + name + ": [" + strings.Join(parts, "; ") + "]"
+}
+
+// run runs the steps, each on the session sessionOf names (nil: all on one), and renders every
+// reply as one comparable line: session, error code, zxid, and the response with zxids ranked,
+// times dropped, sessions named by the order they opened in (s0 the first) and child lists
+// sorted. A session opens at its first step, and again at its first step after a closeSession.
+//
+// Zxids are rendered by rank among the zxids the transcript holds: the first reply's is +1,
+// each greater one seen one more, smaller ones 0, -1, ... ZooKeeper numbers its writes one by
+// one; zetcd numbers them by etcd revision and index in the revision (zxid.go), with gaps where
+// a revision holds no ZooKeeper write (a zetcd process refreshing its process key). What a
+// client can rely on, and what must agree, is their order and which answers share one.
 func (r scriptRun) run(t *testing.T, steps []step) []string {
 	clients := map[int]*rawClient{}
 	names := map[encoding.SessionID]string{}
@@ -128,6 +155,8 @@ func (r scriptRun) run(t *testing.T, steps []step) []string {
 	}
 	var out []string
 	var first encoding.Zxid
+	events := map[encoding.SessionID][]rawEvent{} // of closed sessions, then of all
+	closes := map[encoding.Zxid]bool{}            // the zxids of closeSession replies
 	for i, s := range steps {
 		k := 0
 		if r.sessionOf != nil {
@@ -142,10 +171,8 @@ func (r scriptRun) run(t *testing.T, steps []step) []string {
 		if s.op == encoding.OpCloseSession {
 			delete(clients, k)
 		}
-		if r.syncFirst {
-			if code := c.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{}); code != 0 {
-				t.Fatalf("step %d: sync: %v", i, code)
-			}
+		if r.syncFirst || r.events && s.op == encoding.OpCloseSession {
+			syncSession(t, c, fmt.Sprintf("step %d", i))
 		}
 		var resp encoding.Record
 		if s.resp != nil {
@@ -166,6 +193,21 @@ func (r scriptRun) run(t *testing.T, steps []step) []string {
 			line += " zxid " + markZxid(hdr.Zxid)
 		}
 		out = append(out, line+describeReply(hdr, resp, session))
+		if r.events && s.op == encoding.OpCloseSession {
+			events[c.Session.SessionID] = c.takeEvents()
+			closes[hdr.Zxid] = true
+		}
+	}
+	if r.events {
+		for _, c := range clients {
+			syncSession(t, c, "at the end")
+			events[c.Session.SessionID] = c.takeEvents()
+		}
+		ids := slices.Collect(maps.Keys(names))
+		slices.SortFunc(ids, func(a, b encoding.SessionID) int { return strings.Compare(names[a], names[b]) })
+		for _, id := range ids {
+			out = append(out, describeEvents(names[id], events[id], closes))
+		}
 	}
 	return rankZxids(out, first)
 }
@@ -186,10 +228,10 @@ func describeReply(hdr encoding.ReplyHeader, resp encoding.Record, session func(
 	return " " + describeResp(resp, markZxid, session)
 }
 
-// zxidMark is how runScript marks a zxid in a line until rankZxids ranks it.
+// zxidMark is how scriptRun.run marks a zxid in a line until rankZxids ranks it.
 var zxidMark = regexp.MustCompile("\x00(-?[0-9]+)\x00")
 
-// rankZxids replaces the marked zxids of lines by their rank (runScript), first being +1.
+// rankZxids replaces the marked zxids of lines by their rank (scriptRun.run), first being +1.
 func rankZxids(lines []string, first encoding.Zxid) []string {
 	seen := map[int64]bool{int64(first): true}
 	for _, l := range lines {
@@ -297,12 +339,19 @@ func compareScript(t *testing.T, steps []step) {
 	compareSessions(t, steps, nil)
 }
 
-// compareSessions is compareScript with each step on the session sessionOf names (runScript).
+// compareSessions is compareScript with each step on the session sessionOf names (scriptRun.run).
 func compareSessions(t *testing.T, steps []step, sessionOf []int) {
+	t.Helper()
+	compareRuns(t, steps, scriptRun{sessionOf: sessionOf})
+}
+
+// compareRuns is compareScript with the script run as r says, on each server's address.
+func compareRuns(t *testing.T, steps []step, r scriptRun) {
 	t.Helper()
 	results := map[string][]string{}
 	forEachServer(t, func(t *testing.T, addr string) {
-		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = runScript(t, addr, steps, sessionOf)
+		r.addrs = []string{addr}
+		results[t.Name()[strings.LastIndexByte(t.Name(), '/')+1:]] = r.run(t, steps)
 	})
 	requireSameAnswers(t, results["zetcd"], results["zookeeper"])
 }
