@@ -43,9 +43,11 @@ func TestDifferentialRandom(t *testing.T) {
 // TestDifferentialRandomTwoZetcds runs TestDifferentialRandom's scripts with the sessions on two
 // zetcd processes over one etcd (the second session on one, the others on the other) against
 // one ZooKeeper, each request after a sync on its session, and requires the same answers (the
-// Stats' zxids ranked, the replies' left out: scriptRun.syncFirst). Each process checks writes
-// on its own replica; a write that the other process's changes got ahead of fails its guards
-// and is checked again, once the shared fence has failed with per-znode guards.
+// Stats' zxids ranked, the replies' left out: scriptRun.syncFirst) and the same watch events,
+// which reach a session from the other process's writes through its own process's feed. Each
+// process checks writes on its own replica; a write that the other process's changes got ahead
+// of fails its guards and is checked again, once the shared fence has failed with per-znode
+// guards.
 func TestDifferentialRandomTwoZetcds(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(*randomScripts); seed++ {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
@@ -54,10 +56,10 @@ func TestDifferentialRandomTwoZetcds(t *testing.T) {
 			t.Run("zetcd", func(t *testing.T) {
 				e := testenv.StartEtcd(t)
 				a, b := testenv.StartZetcdOn(t, e, testenv.Options{}), testenv.StartZetcdOn(t, e, testenv.Options{})
-				z = scriptRun{addrs: []string{a.Addr, b.Addr}, sessionOf: sessionOf, syncFirst: true}.run(t, steps)
+				z = scriptRun{addrs: []string{a.Addr, b.Addr}, sessionOf: sessionOf, syncFirst: true, events: true}.run(t, steps)
 			})
 			t.Run("zookeeper", func(t *testing.T) {
-				zk = scriptRun{addrs: []string{testenv.StartZooKeeper(t)}, sessionOf: sessionOf, syncFirst: true}.run(t, steps)
+				zk = scriptRun{addrs: []string{testenv.StartZooKeeper(t)}, sessionOf: sessionOf, syncFirst: true, events: true}.run(t, steps)
 			})
 			requireSameAnswers(t, z, zk)
 		})
