@@ -294,9 +294,11 @@ func (g *scriptGen) step() step {
 // equal ZooKeeper's. On zetcd the sessions' writes meet in the committer's batches (group
 // commit, etcdstore/commit.go): each write is checked on the batch's overlay after the writes
 // before it, and one that fails fails alone. As nothing is shared, whatever the interleaving
-// each session must get the answers it would get alone. The reply headers' zxids and the
-// times are left out (they depend on the interleaving); the Stats' zxids are ranked among the
-// session's own, which the session's writes made in its order.
+// each session must get the answers it would get alone, and the watch events (only its own
+// writes fire its watches) before the same replies as on ZooKeeper: an event comes before the
+// reply to the write that fired it. The reply headers' zxids and the times are left out (they
+// depend on the interleaving); the Stats' and events' zxids are ranked among the session's own,
+// which the session's writes made in its order.
 func TestDifferentialRandomConcurrent(t *testing.T) {
 	const sessions = 8
 	for seed := uint64(1); seed <= uint64(*randomScripts); seed++ {
@@ -373,7 +375,11 @@ func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
 					first = hdr.Zxid
 				}
 				line := fmt.Sprintf("%d %v %s -> %v", i, s.op, describeReq(s.req), hdr.Err)
-				out[k] = append(out[k], timesField.ReplaceAllString(line+describeReply(hdr, resp, self), ""))
+				line = timesField.ReplaceAllString(line+describeReply(hdr, resp, self), "")
+				if ev := c.takeEvents(); len(ev) > 0 {
+					line += " after " + describeEvents("self", ev, nil)
+				}
+				out[k] = append(out[k], line)
 			}
 			out[k] = rankZxids(out[k], first)
 		})
