@@ -14,15 +14,14 @@ import (
 )
 
 // Random differential scripts: seeded sequences of requests from three sessions, one request at
-// a time, over a small tree, run against zetcd and ZooKeeper by compareSessions, which requires
-// the same answer to every request (error code, zxid order, data, children, Stat, which session
-// owns an ephemeral). The scripted tests pick the cases a
-// reader thinks of; these pick the interleavings nobody writes down: versions that are right or
-// off by one, nodes deleted and created again, ACLs that lock a subtree, multis that mix them,
-// sequential names that may or may not be taken yet, sessions that close with ephemerals
-// under nodes others change, sessions that authenticate (digest) and ACLs only some of them
-// pass. A failure names its seed; run more seeds
-// with -random-scripts and longer ones with -random-steps.
+// a time, over a small tree, run against zetcd and ZooKeeper by compareRuns, which requires the
+// same answer to every request (error code, zxid order, data, children, Stat, which session owns
+// an ephemeral) and the same watch events. The scripted tests pick the cases a reader thinks of;
+// these pick the interleavings nobody writes down: versions that are right or off by one, nodes
+// deleted and created again, ACLs that lock a subtree, multis that mix them, sequential names
+// that may or may not be taken yet, sessions that close with ephemerals under nodes others
+// change, sessions that authenticate (digest) and ACLs only some of them pass. A failure names
+// its seed; run more seeds with -random-scripts and longer ones with -random-steps.
 
 var (
 	randomScripts = flag.Int("random-scripts", 3, "TestDifferentialRandom runs the scripts of seeds 1 to this")

@@ -336,16 +336,11 @@ func describeResp(r encoding.Record, rel func(encoding.Zxid) string, session fun
 // ZooKeeper's, step by step.
 func compareScript(t *testing.T, steps []step) {
 	t.Helper()
-	compareSessions(t, steps, nil)
+	compareRuns(t, steps, scriptRun{})
 }
 
-// compareSessions is compareScript with each step on the session sessionOf names (scriptRun.run).
-func compareSessions(t *testing.T, steps []step, sessionOf []int) {
-	t.Helper()
-	compareRuns(t, steps, scriptRun{sessionOf: sessionOf})
-}
-
-// compareRuns is compareScript with the script run as r says, on each server's address.
+// compareRuns is compareScript with the script run as r says (its sessions, syncs and events),
+// on each server's address.
 func compareRuns(t *testing.T, steps []step, r scriptRun) {
 	t.Helper()
 	results := map[string][]string{}
@@ -474,5 +469,5 @@ func TestDifferentialSessions(t *testing.T) {
 		multi(nullACL),
 		children2,
 	}
-	compareSessions(t, steps, []int{0, 1, 2, 0, 0, 1, 1, 0, 2, 0, 1, 2})
+	compareRuns(t, steps, scriptRun{sessionOf: []int{0, 1, 2, 0, 0, 1, 1, 0, 2, 0, 1, 2}})
 }
