@@ -18,12 +18,8 @@ import (
 // ACL enforcement on etcd without an extra round trip (DESIGN.md):
 //
 //   - Reads check the ACL of the node they read, from the replica (or from etcd, with the node).
-//   - Creates, deletes, setData and multis decide on the ACLs of the committer's overlay of the
-//     replica (commit.go, multi.go), whose guards pin every node read, ACL keys included.
-//   - setACL, read from etcd, decides ADMIN on the node's ACL and pins it with the compare
-//     ModRevision(ACL key) == that revision (aclGuard); a refusal is settled by one
-//     transaction: NoAuth if the ACL key is still at that revision (its node exists), NoNode if
-//     the node is gone, else decide again.
+//   - Creates, deletes, setData, setACL and multis decide on the ACLs of the committer's overlay
+//     of the replica (commit.go, multi.go), whose guards pin every node read, ACL keys included.
 //   - The watch feed needs a node's ACL at the revision of a change to decide whether its event
 //     may be delivered: the replica's, which has applied that revision, or for a node the
 //     revision deleted (or deleted and created again), its ACL from before, which the replica
@@ -35,96 +31,6 @@ const maxInternedACLs = 1 << 10
 
 // aclListOffset is where the ACL list starts in an ACL value (keys.go).
 const aclListOffset = 21
-
-// aclGuard is the ACL decision a write makes on (path's ACL as of rev), and what pins it.
-type aclGuard struct {
-	path    string
-	perm    encoding.Perm
-	rev     int64 // the ACL key's ModRevision the decision is made on; 0: the node is missing
-	allowed bool  // the permission is granted (or the node is missing: existence decides)
-	bypass  bool  // the connection is super: no decision, nothing to pin
-}
-
-// stale reports whether aclKV (the ACL key read in a failed transaction's Else branch; nil if
-// absent) differs from the one the decision was made on, and if so decides again on it.
-func (s *etcdSession) staleGuard(g *aclGuard, aclKV *mvccpb.KeyValue) (bool, error) {
-	if g.bypass || kvModRev(aclKV) == g.rev {
-		return false, nil
-	}
-	g.rev, g.allowed = 0, true
-	if aclKV != nil {
-		v, err := decodeACLValue(aclKV.Value)
-		if err != nil {
-			return true, fmt.Errorf("%s: %w", g.path, err)
-		}
-		g.rev, g.allowed = aclKV.ModRevision, s.auth.Allowed(v.ACL, g.perm)
-	}
-	return true, nil
-}
-
-// cmps pins the decision in a write's transaction.
-func (g aclGuard) cmps(k keySchema) []clientv3.Cmp {
-	if g.bypass {
-		return nil
-	}
-	return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(k.acl(g.path)), "=", g.rev)}
-}
-
-// putErrorIf returns an op that puts the error key if every compare of one of the alternatives
-// holds (a nil alternative always holds), as nested transactions.
-func (b *Store) putErrorIf(alts ...[]clientv3.Cmp) clientv3.Op {
-	put := clientv3.OpPut(b.keys.errorKey(), "")
-	var next []clientv3.Op
-	for i := len(alts) - 1; i >= 0; i-- {
-		if len(alts[i]) == 0 {
-			next = []clientv3.Op{put}
-			continue
-		}
-		next = []clientv3.Op{clientv3.OpTxn(alts[i], []clientv3.Op{put}, next)}
-	}
-	if len(next) == 0 {
-		return clientv3.OpTxn(nil, nil, nil)
-	}
-	return next[0]
-}
-
-// settle answers a write that is refused before its transaction, or checks the refusal of g:
-// in one transaction (retried only if the ACL changes meanwhile) it answers NoNode if the node
-// bearing g's ACL is missing, else NoAuth if g refuses, else code (PROTOCOL.md §3.2: NoNode,
-// then NoAuth, then the rest), each consuming a zxid. With code 0 and a permission that is
-// (or has become) granted it answers 0 and commits nothing: the caller goes on with the write.
-func (s *etcdSession) settle(ctx context.Context, g *aclGuard, code encoding.ErrCode) (encoding.ErrCode, encoding.Zxid, error) {
-	b := s.b
-	dataKey := b.keys.data(g.path)
-	for attempt := 0; attempt < maxConflictRetries; attempt++ {
-		if code == 0 && g.allowed {
-			return 0, 0, nil
-		}
-		cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(dataKey), ">", 0)}, g.cmps(b.keys)...)
-		r, err := b.kv.Txn(ctx).If(cmps...).
-			Then(clientv3.OpPut(b.keys.errorKey(), "")).
-			Else(
-				clientv3.OpGet(b.keys.acl(g.path)),
-				b.putErrorIf([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(dataKey), "=", 0)}),
-			).Commit()
-		if err != nil {
-			return 0, 0, err
-		}
-		z := s.writeZxid(r.Header.Revision, 0)
-		switch {
-		case r.Succeeded && !g.allowed:
-			return encoding.ErrNoAuth, z, nil
-		case r.Succeeded:
-			return code, z, nil
-		case firstKV(r, 0) == nil:
-			return encoding.ErrNoNode, z, nil
-		}
-		if _, err := s.staleGuard(g, firstKV(r, 0)); err != nil {
-			return 0, z, err
-		}
-	}
-	return 0, 0, fmt.Errorf("ACL of %q: too many conflicting changes", g.path)
-}
 
 // readAllowed checks READ (or another perm) on the ACL of the node a read returned.
 func (s *etcdSession) readAllowed(n node, perm encoding.Perm) bool {

@@ -126,7 +126,7 @@ func (c *committer) take() []*pendingWrite {
 	n, ops, bytes := 0, 0, 0
 	for n < len(c.queue) && n < maxBatchWrites {
 		wops, wbytes := batchCost(c.queue[n].ops)
-		if n > 0 && (ops+wops > c.b.maxBatchOps || bytes+wbytes > maxBatchBytes) {
+		if n > 0 && (ops+wops > c.b.maxBatchOps || bytes+wbytes > maxBatchBytes || setsACL(c.queue[0]) || setsACL(c.queue[n])) {
 			break
 		}
 		n, ops, bytes = n+1, ops+wops, bytes+wbytes
@@ -138,6 +138,11 @@ func (c *committer) take() []*pendingWrite {
 	c.queue = c.queue[:rest]
 	return batch
 }
+
+// setsACL reports whether w is a setACL, which is committed in a batch of its own: the watch
+// feed decides the delivery of a batch's events on the ACLs from before the batch
+// (Store.journalACLs), which a setACL in it would change. setACL is rare.
+func setsACL(w *pendingWrite) bool { return len(w.ops) == 1 && w.ops[0].op == encoding.OpSetACL }
 
 // maxBatchBytes bounds the data and paths of one batch below an external etcd's default
 // --max-request-bytes (1.5 MiB); a single write may exceed it.

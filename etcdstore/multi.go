@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -39,9 +38,10 @@ import (
 // Stats of simulated nodes, until the revision is known (patchZxid).
 func pendingZxid(index uint16) encoding.Zxid { return encoding.Zxid(-1 - int64(index)) }
 
-// mop is one op of a write multi as ZooKeeper 3.9 decodes it (see parseMulti).
+// mop is one op of a write multi as ZooKeeper 3.9 decodes it (see parseMulti), or a setACL,
+// which is never one of a multi's ops (the committer gives it a batch of its own).
 type mop struct {
-	op      encoding.Op // OpCreate, OpCreate2, OpCreateContainer, OpCreateTTL, OpDelete, OpSetData or OpCheck
+	op      encoding.Op // OpCreate, OpCreate2, OpCreateContainer, OpCreateTTL, OpDelete, OpSetData, OpCheck or OpSetACL
 	path    string
 	data    []byte
 	acl     []encoding.ACL
@@ -145,6 +145,7 @@ type mnode struct {
 	touched      bool // changed by an op (or a parent of a changed node)
 	created      bool // (re)created by this multi: czxid is the commit's revision
 	dataWrites   int  // setData ops since it was read or created
+	aclWrites    int  // setACL ops since it was read or created
 	childCreates int  // children created since it was read or created
 	childDeletes int  // children deleted since it was read or created
 	// The indexes (zxid.go) of the writes that last created the node, put its data (setData or
@@ -389,6 +390,17 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 			return encoding.MultiResult{}, code
 		}
 		return encoding.MultiResult{Op: encoding.OpCheck}, 0
+	case encoding.OpSetACL:
+		// o.acl is the request's list after znode.FixupACL; mzxid does not move.
+		if code := znode.CheckSetACL(m, o.path, o.version, m.auth); code != 0 {
+			return encoding.MultiResult{}, code
+		}
+		n := m.node(o.path)
+		n.touched = true
+		n.aclWrites++
+		n.meta.ACL = o.acl
+		n.stat.Aversion++
+		return encoding.MultiResult{Op: encoding.OpSetACL, Record: &encoding.SetACLResponse{Stat: n.statNow()}}, 0
 	}
 	return encoding.MultiResult{}, encoding.ErrBadArguments
 }
@@ -457,13 +469,6 @@ func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
 	parent.stat.NumChildren--
 	parent.stat.Pzxid = pendingZxid(m.index)
 	return encoding.MultiResult{Op: encoding.OpDelete}, 0
-}
-
-func kvModRev(kv *mvccpb.KeyValue) int64 {
-	if kv == nil {
-		return 0
-	}
-	return kv.ModRevision
 }
 
 // guards returns the compares that pin the state the simulation started from.
@@ -553,7 +558,7 @@ func (m *multiState) writes() []clientv3.Op {
 			dataVersion++
 		}
 		aclVersion := n.keys.acl.version
-		if n.created {
+		if n.created || n.aclWrites > 0 {
 			// An ephemeral's ACL key shares its lease (see create in create.go).
 			ops = append(ops, clientv3.OpPut(k.acl(p), encodeACLValue(n.meta), clientv3.WithLease(lease)))
 			aclVersion++
@@ -703,6 +708,8 @@ func committedMulti(results []encoding.MultiResult, rev int64) {
 		case *encoding.Create2Response:
 			patchZxid(&rec.Stat, rev)
 		case *encoding.SetDataResponse:
+			patchZxid(&rec.Stat, rev)
+		case *encoding.SetACLResponse:
 			patchZxid(&rec.Stat, rev)
 		}
 	}

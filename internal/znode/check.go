@@ -155,6 +155,22 @@ func CheckVersion(v View, path string, version int32, who *Identities) encoding.
 	return checkVersioned(v, path, version, who, encoding.PermRead)
 }
 
+// CheckSetACL runs the checks of a setACL on the tree in ZooKeeper's order, after the request's
+// own (a valid path, the ACL fixup: InvalidACL): the node exists, its ACL grants ADMIN, the
+// version matches its aversion (-1 matches any).
+func CheckSetACL(v View, path string, version int32, who *Identities) encoding.ErrCode {
+	n := v.Node(path)
+	switch {
+	case !n.Exists:
+		return encoding.ErrNoNode
+	case !who.Allowed(n.ACL, encoding.PermAdmin):
+		return encoding.ErrNoAuth
+	case version != -1 && version != n.Aversion:
+		return encoding.ErrBadVersion
+	}
+	return 0
+}
+
 func checkVersioned(v View, path string, version int32, who *Identities, perm encoding.Perm) encoding.ErrCode {
 	if !ValidatePath(path) {
 		return encoding.ErrBadArguments

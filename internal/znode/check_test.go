@@ -18,7 +18,7 @@ func tree() Nodes {
 	return Nodes{
 		"/":         {Exists: true, ACL: worldAll, NumChildren: 3},
 		"/open":     {Exists: true, ACL: worldAll, NumChildren: 1, Creates: 7},
-		"/open/x":   {Exists: true, ACL: worldAll, NumChildren: 1, Version: 3},
+		"/open/x":   {Exists: true, ACL: worldAll, NumChildren: 1, Version: 3, Aversion: 1},
 		"/open/x/y": {Exists: true, ACL: worldAll},
 		"/ro":       {Exists: true, ACL: worldRead, NumChildren: 1},
 		"/ro/child": {Exists: true, ACL: worldRead, Version: 2},
@@ -60,13 +60,14 @@ func TestCheckCreateOrder(t *testing.T) {
 	}
 }
 
-// TestCheckVersionedOrder walks the orders of delete, setData and a multi's check, each case
+// TestCheckVersionedOrder walks the orders of delete, setData, setACL and a multi's check, each case
 // failing one check that comes before others that would fail too.
 func TestCheckVersionedOrder(t *testing.T) {
 	who := &Identities{}
 	del := func(path string, version int32) encoding.ErrCode { return CheckDelete(tree(), path, version, who) }
 	set := func(path string, version int32) encoding.ErrCode { return CheckSetData(tree(), path, version, who) }
 	chk := func(path string, version int32) encoding.ErrCode { return CheckVersion(tree(), path, version, who) }
+	acl := func(path string, version int32) encoding.ErrCode { return CheckSetACL(tree(), path, version, who) }
 	for _, c := range []struct {
 		name    string
 		check   func(string, int32) encoding.ErrCode
@@ -94,6 +95,11 @@ func TestCheckVersionedOrder(t *testing.T) {
 		{"check: version matches", chk, "/ro/child", 2, 0},
 		{"check: BadVersion", chk, "/open/x", 2, encoding.ErrBadVersion},
 		{"check: any version", chk, "/open/x", -1, 0},
+		{"setACL: NoNode", acl, "/open/none", 7, encoding.ErrNoNode},
+		{"setACL: NoAuth (no ADMIN) beats BadVersion", acl, "/ro/child", 9, encoding.ErrNoAuth},
+		{"setACL: the data version is not the aversion", acl, "/open/x", 3, encoding.ErrBadVersion},
+		{"setACL: aversion matches", acl, "/open/x", 1, 0},
+		{"setACL: any version", acl, "/open/x", -1, 0},
 	} {
 		if got := c.check(c.path, c.version); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
