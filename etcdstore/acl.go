@@ -29,24 +29,36 @@ import (
 // maxInternedACLs bounds the ACL lists the replica shares (aclTable).
 const maxInternedACLs = 1 << 10
 
-// aclListOffset is where the ACL list starts in an ACL value (keys.go).
-const aclListOffset = 21
-
 // readAllowed checks READ (or another perm) on the ACL of the node a read returned.
 func (s *etcdSession) readAllowed(n node, perm encoding.Perm) bool {
 	return s.auth.Allowed(n.Meta.ACL, perm)
 }
 
-// aclKVAllows checks perm on a node's ACL key as a read returned it (nil: the node has none).
-func (s *etcdSession) aclKVAllows(path string, aclKV *mvccpb.KeyValue, perm encoding.Perm) (bool, error) {
-	if aclKV == nil {
-		return false, fmt.Errorf("%s: ACL key missing", path)
-	}
-	v, err := decodeACLValue(aclKV.Value)
+// aclKVAllows checks perm on the ACL of a node whose data key and ACL key (nil: absent) a read
+// returned (metaOfKVs).
+func (s *etcdSession) aclKVAllows(path string, data, acl *mvccpb.KeyValue, perm encoding.Perm) (bool, error) {
+	meta, err := metaOfKVs(path, data, acl)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
+		return false, err
 	}
-	return s.auth.Allowed(v.ACL, perm), nil
+	return s.auth.Allowed(meta.ACL, perm), nil
+}
+
+// metaOfKVs decodes the meta (ctime, mode, TTL, ACL) of the existing node at path from its data
+// key and its ACL key (nil if absent) as a read returned them.
+func metaOfKVs(path string, data, acl *mvccpb.KeyValue) (aclValue, error) {
+	var nk nodeKeys
+	if acl != nil {
+		nk.putMeta('a', acl, nil)
+	}
+	nk.putData(data, nil)
+	if err := nk.decodeErr(); err != nil {
+		return aclValue{}, fmt.Errorf("%s: %w", path, err)
+	}
+	if !nk.metaInData && nk.acl.mod == 0 {
+		return aclValue{}, fmt.Errorf("%s: ACL key missing", path)
+	}
+	return nk.meta, nil
 }
 
 // aclAtChange returns the ACL of path for the watch feed, at revision rev, or just before it if
@@ -59,7 +71,7 @@ func (b *Store) aclAtChange(src aclSource) ([]encoding.ACL, bool) {
 		if acl, replaced := src.replaced[path]; replaced {
 			return acl, acl != nil
 		}
-		// The revision left the ACL key alone: its ACL before is its ACL at rev.
+		// The revision left the node's data and ACL keys alone: its ACL before is its ACL at rev.
 	}
 	if acl, ok := b.tree.aclAt(path, rev); ok {
 		return acl, true
@@ -69,23 +81,26 @@ func (b *Store) aclAtChange(src aclSource) ([]encoding.ACL, bool) {
 	}
 	ctx, cancel := context.WithTimeout(b.bgCtx, 10*time.Second)
 	defer cancel()
-	r, err := b.kv.Get(ctx, b.keys.acl(path), clientv3.WithRev(rev))
+	r, err := b.kv.Txn(ctx).Then(
+		clientv3.OpGet(b.keys.data(path), clientv3.WithRev(rev)),
+		clientv3.OpGet(b.keys.acl(path), clientv3.WithRev(rev)),
+	).Commit()
 	if err != nil {
 		b.log.Warn("watch feed: cannot read the ACL that decides whether to deliver an event; not delivering it",
 			zap.String("path", path), zap.Int64("revision", rev), zap.Error(err))
 		return nil, false
 	}
-	if len(r.Kvs) == 0 {
-		b.log.Warn("watch feed: node without an ACL at its change; not delivering the event",
+	if firstKV(r, 0) == nil {
+		b.log.Warn("watch feed: node missing at its change; not delivering the event",
 			zap.String("path", path), zap.Int64("revision", rev))
 		return nil, false
 	}
-	v, err := decodeACLValue(r.Kvs[0].Value)
+	meta, err := metaOfKVs(path, firstKV(r, 0), firstKV(r, 1))
 	if err != nil {
-		b.log.Warn("watch feed: corrupt ACL; not delivering the event", zap.String("path", path), zap.Error(err))
+		b.log.Warn("watch feed: undecodable ACL; not delivering the event", zap.String("path", path), zap.Error(err))
 		return nil, false
 	}
-	return v.ACL, true
+	return meta.ACL, true
 }
 
 // The auth schemes a connection can authenticate with (auth packets, opcode 100).

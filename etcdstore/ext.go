@@ -110,7 +110,7 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 	for first := base + 1; ; first += descendantsBatch {
 		var ops []clientv3.Op
 		if rev == 0 {
-			ops = append(ops, clientv3.OpGet(b.keys.data(path), clientv3.WithKeysOnly()), clientv3.OpGet(b.keys.acl(path)))
+			ops = append(ops, clientv3.OpGet(b.keys.data(path)), clientv3.OpGet(b.keys.acl(path)))
 		}
 		for d := first; d < first+descendantsBatch; d++ {
 			prefix := b.keys.prefix + "n/" + strconv.Itoa(d) + under + "/"
@@ -126,7 +126,7 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 			if firstKV(r, 0) == nil {
 				return nil, s.zxid(rev), encoding.ErrNoNode
 			}
-			if ok, err := s.aclKVAllows(path, firstKV(r, 1), encoding.PermRead); err != nil || !ok {
+			if ok, err := s.aclKVAllows(path, firstKV(r, 0), firstKV(r, 1), encoding.PermRead); err != nil || !ok {
 				if err != nil {
 					return nil, s.zxid(rev), fmt.Errorf("session %s: getAllChildrenNumber %q: %w", s.id, path, err)
 				}

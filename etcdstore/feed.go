@@ -208,7 +208,7 @@ func (b *Store) readWatchedStatesEtcd(ctx context.Context, paths []string) (map[
 				continue
 			}
 			var nk nodeKeys
-			nk.putData(data)
+			nk.putData(data, &acls)
 			nk.putMetaKVs(b.keys, p, rangeKVs(r, 2*i+1), &acls)
 			if err := nk.decodeErr(); err != nil {
 				return nil, 0, fmt.Errorf("%s: %w", p, err)

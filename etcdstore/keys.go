@@ -6,14 +6,22 @@ package etcdstore
 // Keys, all under the configured prefix P (default "/zk/"); d is the depth of a path ("/" is 0,
 // "/a" is 1, "/a/b" is 2) in decimal:
 //
-//	P n/<d><path>          data key: one per znode. Value: dataValue. etcd's own metadata gives
+//	P n/<d><path>          data key: one per znode, and most znodes have no other key. Value:
+//	                       dataValue: mtime, the data, and the node's meta (ctime, create mode,
+//	                       TTL, and the ACL list it was created with). etcd's own metadata gives
 //	                       czxid and mzxid (CreateRevision and ModRevision, with the indexes of
 //	                       the writes in their revisions that the value holds, zxid.go),
 //	                       version (Version-1) and ephemeralOwner (Lease: an ephemeral node is
 //	                       attached to its session's lease). The children of /a/b are exactly the keys with prefix
 //	                       "P n/3/a/b/", so one range lists (or counts) them and nothing deeper.
-//	P m/<d><path>\x00a     ACL key: ctime, create mode, TTL and ACL list. Version-1 is aversion.
-//	                       Rewritten only by setACL, so mzxid does not move on setACL.
+//	P m/<d><path>\x00a     ACL key, absent until a setACL puts it: the node's meta with the ACL
+//	                       the setACL gave (aclValue), so that mzxid does not move on setACL.
+//	                       Its Version is aversion. A node created before the meta moved into
+//	                       the data key has an ACL key put with it and a data value without
+//	                       meta, and keeps that layout (setData keeps it): its aversion is
+//	                       Version-1 (nodeKeys.aclBase). An ACL key is deleted only with its
+//	                       data key; a node created again in the revision that deleted it puts
+//	                       the old one's ACL key again.
 //	P m/<d><path>\x00c     child-create key: rewritten on every child create, its value the
 //	                       index of that write in its revision (encodeIndexValue). Its Version is ZooKeeper's per-node create counter C, which
 //	                       names sequential children; ZooKeeper reports cversion = 2C - numChildren.

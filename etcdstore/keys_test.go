@@ -62,19 +62,48 @@ func TestKeysRoundTrip(t *testing.T) {
 
 // TestValuesRoundTrip: each value codec decodes what it encodes, and refuses a truncated value.
 func TestValuesRoundTrip(t *testing.T) {
+	acl := aclValue{Ctime: 42, Mode: encoding.ModePersistentWithTTL, TTL: 5000, ACL: []encoding.ACL{
+		{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}},
+		{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "digest", ID: "u:p"}},
+	}}
+	for _, v := range []aclValue{acl, {ACL: openACL}, {}} {
+		enc := encodeACLValue(v)
+		if got, err := decodeACLValue([]byte(enc), nil); err != nil || !reflect.DeepEqual(got, v) {
+			t.Errorf("ACL value: %+v, %v; want %+v", got, err, v)
+		}
+		if n := aclValueLen(v); n != len(enc) {
+			t.Errorf("aclValueLen(%+v) = %d, encoded %d bytes", v, n, len(enc))
+		}
+	}
+	if _, err := decodeACLValue([]byte(encodeACLValue(acl))[:20], nil); err == nil {
+		t.Error("a truncated ACL value decoded")
+	}
 	for _, data := range [][]byte{nil, {}, []byte("x"), bytes.Repeat([]byte{0, 1, 2}, 1000)} {
 		for _, ix := range []zxidIndexes{{}, {czxid: 3}, {mzxid: 65535}, {czxid: 1, mzxid: 2}} {
-			got, mtime, gotIx, err := decodeDataValue([]byte(encodeDataValue(data, 1234567, ix)))
-			if err != nil || !bytes.Equal(got, data) || (got == nil) != (data == nil) || mtime != 1234567 || gotIx != ix {
-				t.Errorf("data value of %d bytes, indexes %+v: %d bytes, mtime %d, indexes %+v, %v", len(data), ix, len(got), mtime, gotIx, err)
+			for _, meta := range []*aclValue{nil, &acl} {
+				got, mtime, gotIx, gotMeta, err := decodeDataValue([]byte(encodeDataValue(data, 1234567, ix, meta)))
+				if err != nil || !bytes.Equal(got, data) || (got == nil) != (data == nil) || mtime != 1234567 || gotIx != ix {
+					t.Errorf("data value of %d bytes, indexes %+v: %d bytes, mtime %d, indexes %+v, %v", len(data), ix, len(got), mtime, gotIx, err)
+				}
+				if meta == nil && gotMeta != nil {
+					t.Errorf("data value without meta: meta %q", gotMeta)
+				}
+				if meta != nil {
+					if v, err := decodeACLValue(gotMeta, nil); err != nil || !reflect.DeepEqual(v, *meta) {
+						t.Errorf("data value's meta: %+v, %v; want %+v", v, err, *meta)
+					}
+				}
 			}
 		}
 	}
-	if _, _, _, err := decodeDataValue([]byte{1}); err == nil {
+	if _, _, _, _, err := decodeDataValue([]byte{1}); err == nil {
 		t.Error("a truncated data value decoded")
 	}
-	if _, _, _, err := decodeDataValue([]byte(encodeDataValue(nil, 1, zxidIndexes{czxid: 1}))[:11]); err == nil {
+	if _, _, _, _, err := decodeDataValue([]byte(encodeDataValue(nil, 1, zxidIndexes{czxid: 1}, nil))[:11]); err == nil {
 		t.Error("a data value with truncated indexes decoded")
+	}
+	if _, _, _, _, err := decodeDataValue([]byte(encodeDataValue(nil, 1, zxidIndexes{}, &acl))[:20]); err == nil {
+		t.Error("a data value with truncated meta decoded")
 	}
 	for _, ix := range []uint16{0, 1, 65535} {
 		if got, err := decodeIndexValue([]byte(encodeIndexValue(ix))); err != nil || got != ix {
@@ -83,17 +112,6 @@ func TestValuesRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeIndexValue([]byte{1}); err == nil {
 		t.Error("a truncated index value decoded")
-	}
-
-	acl := aclValue{Ctime: 42, Mode: encoding.ModePersistentWithTTL, TTL: 5000, ACL: []encoding.ACL{
-		{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}},
-		{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "digest", ID: "u:p"}},
-	}}
-	if got, err := decodeACLValue([]byte(encodeACLValue(acl))); err != nil || !reflect.DeepEqual(got, acl) {
-		t.Errorf("ACL value: %+v, %v; want %+v", got, err, acl)
-	}
-	if _, err := decodeACLValue([]byte(encodeACLValue(acl))[:20]); err == nil {
-		t.Error("a truncated ACL value decoded")
 	}
 
 	sess := sessionValue{passwd: bytes.Repeat([]byte{7}, 16), timeoutMs: 6000, owner: 0xfeedface}

@@ -535,6 +535,14 @@ func (m *multiState) writes() []clientv3.Op {
 		recreated := n.created && n.keys.exists()
 		more := n.keys.moreOrZero()
 
+		// A node created before the meta moved into the data key keeps its ACL key, and its
+		// data key's value stays without meta: aversion counts from the ACL key's first put.
+		var meta *aclValue
+		aclBase := int64(1)
+		if n.created || n.keys.metaInData {
+			meta, aclBase = &n.meta, 0
+		}
+
 		// Data key: a created node gets its lease (or none, detaching a recreated node's old
 		// one); a setData keeps the lease read, named rather than kept with WithIgnoreLease,
 		// which makes etcd read the key twice more while it applies the transaction (a
@@ -551,15 +559,17 @@ func (m *multiState) writes() []clientv3.Op {
 			if n.created {
 				ix.czxid = n.createdIx
 			}
-			ops = append(ops, clientv3.OpPut(k.data(p), encodeDataValue(n.data, n.stat.Mtime, ix), opt))
+			ops = append(ops, clientv3.OpPut(k.data(p), encodeDataValue(n.data, n.stat.Mtime, ix, meta), opt))
 		}
 		dataVersion := n.keys.data.version
 		if putData {
 			dataVersion++
 		}
+		// The ACL key holds the ACL a setACL gave the node. A node created again over one
+		// that had an ACL key puts it too, rather than delete it: an ACL key is deleted only
+		// with its data key (nodeKeys.putData). An ephemeral's ACL key shares its lease.
 		aclVersion := n.keys.acl.version
-		if n.created || n.aclWrites > 0 {
-			// An ephemeral's ACL key shares its lease (see create in create.go).
+		if n.aclWrites > 0 || n.created && n.keys.acl.mod != 0 {
 			ops = append(ops, clientv3.OpPut(k.acl(p), encodeACLValue(n.meta), clientv3.WithLease(lease)))
 			aclVersion++
 		}
@@ -576,7 +586,7 @@ func (m *multiState) writes() []clientv3.Op {
 		}
 		want := offsetsValue{
 			Version:  dataVersion - 1 - int64(n.stat.Version),
-			Aversion: aclVersion - 1 + int64(aversionOffset(p)) - int64(n.stat.Aversion),
+			Aversion: aclVersion - aclBase + int64(aversionOffset(p)) - int64(n.stat.Aversion),
 			Creates:  n.c - createsVersion,
 		}
 		switch {

@@ -92,11 +92,7 @@ func (s *etcdSession) multiReadEtcd(ctx context.Context, req *encoding.MultiRequ
 			rd.n, rd.err = b.keys.decodeNode(nodeKVs{path: rd.path, data: data, meta: rangeKVs(r, 3*i+1), numChildren: rangeCount(r, 3*i+2)})
 			continue
 		}
-		if aclKV := firstKV(r, 3*i+2); aclKV != nil {
-			rd.n.Meta, rd.err = decodeACLValue(aclKV.Value)
-		} else {
-			rd.err = fmt.Errorf("zetcd: %s: ACL key missing", rd.path)
-		}
+		rd.n.Meta, rd.err = metaOfKVs(rd.path, data, firstKV(r, 3*i+2))
 		prefix := b.keys.childrenPrefix(rd.path)
 		for _, kv := range rangeKVs(r, 3*i+1) {
 			rd.children = append(rd.children, childName(kv.Key, prefix))

@@ -114,11 +114,11 @@ func rangeOpts(opts []clientv3.OpOption, fixed ...clientv3.OpOption) []clientv3.
 	return append(fixed, opts...)
 }
 
-// childListOps reads what getChildren needs: the data key's existence, the child keys and the
-// ACL key (no Stat). opts as nodeReadOps.
+// childListOps reads what getChildren needs: the data key (the node's existence and meta), the
+// child keys and the ACL key (no Stat). opts as nodeReadOps.
 func (b *Store) childListOps(path string, opts ...clientv3.OpOption) []clientv3.Op {
 	return []clientv3.Op{
-		clientv3.OpGet(b.keys.data(path), rangeOpts(opts, clientv3.WithKeysOnly())...),
+		clientv3.OpGet(b.keys.data(path), opts...),
 		clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithKeysOnly())...),
 		clientv3.OpGet(b.keys.acl(path), opts...),
 	}
@@ -375,7 +375,7 @@ func (s *etcdSession) getChildrenEtcd(ctx context.Context, path string, setWatch
 	for _, kv := range kvs {
 		children = append(children, childName(kv.Key, prefix))
 	}
-	allowed, err := s.aclKVAllows(path, firstKV(r, 2), encoding.PermRead)
+	allowed, err := s.aclKVAllows(path, firstKV(r, 0), firstKV(r, 2), encoding.PermRead)
 	if err != nil {
 		return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
 	}

@@ -237,8 +237,8 @@ func (b *Store) reapCandidates(ctx context.Context, paths []string) (int, error)
 		case n.Meta.Mode.IsTTL():
 			reap = st.NumChildren == 0 && n.Meta.TTL > 0 && now-st.Mtime > n.Meta.TTL
 		default:
-			// Recreated as another kind: the index key is stale.
-			_, err := b.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(b.keys.acl(p)), "=", n.aclRev)).
+			// Recreated as another kind: the index key is stale, unless the node changes again.
+			_, err := b.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(b.keys.data(p)), "=", data.ModRevision)).
 				Then(clientv3.OpDelete(b.keys.reapIndex(p))).Commit()
 			if err != nil {
 				return deleted, err

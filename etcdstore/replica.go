@@ -268,9 +268,9 @@ func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, p
 	}
 }
 
-// aclsBefore are the ACLs of the nodes whose ACL key a revision puts or deletes, as they were
-// before it (nil for a node that had none): what the watch feed needs of a node the revision
-// deletes, or deletes and creates again, once the replica has applied it.
+// aclsBefore are the ACLs of the nodes whose data or ACL key a revision puts or deletes, as they
+// were before it (nil for a node that did not exist): what the watch feed needs of a node the
+// revision deletes, or deletes and creates again, once the replica has applied it.
 type aclsBefore map[string][]encoding.ACL
 
 // apply applies the events of one revision (all of them, as etcd delivers them together), and
@@ -280,15 +280,17 @@ func (r *replica) apply(rev int64, evs []*clientv3.Event) aclsBefore {
 	defer r.mu.Unlock()
 	var before aclsBefore
 	for _, ev := range evs {
-		if path, ok := r.keys.pathOfACLKey(string(ev.Kv.Key)); ok {
-			if before == nil {
-				before = aclsBefore{}
-			}
-			if _, seen := before[path]; !seen {
-				before[path] = nil
-				if n := r.t.nodes[path]; n != nil && n.keys.acl.mod != 0 {
-					before[path] = n.keys.meta.ACL
-				}
+		path, ok := aclChanges(r.keys, ev)
+		if !ok {
+			continue
+		}
+		if before == nil {
+			before = aclsBefore{}
+		}
+		if _, seen := before[path]; !seen {
+			before[path] = nil
+			if n := r.t.nodes[path]; n != nil && (n.keys.exists() || n.keys.acl.mod != 0) {
+				before[path] = n.keys.meta.ACL
 			}
 		}
 	}
@@ -307,6 +309,23 @@ func (r *replica) apply(rev int64, evs []*clientv3.Event) aclsBefore {
 	}
 	r.setRev(max(r.rev, rev))
 	return before
+}
+
+// aclChanges reports whether the event may change the ACL of the node at path: a delete of its
+// data key, or a put or delete of its ACL key or offsets key (a node created again by the
+// revision that deleted it puts its offsets key, keys.go). A setData's put of the data key
+// leaves the ACL as it was.
+func aclChanges(k keySchema, ev *clientv3.Event) (path string, ok bool) {
+	key := string(ev.Kv.Key)
+	if ev.Type == mvccpb.DELETE {
+		if path, ok := k.pathOfDataKey(key); ok {
+			return path, true
+		}
+	}
+	if !strings.HasSuffix(key, "\x00a") && !strings.HasSuffix(key, "\x00o") {
+		return "", false
+	}
+	return k.pathOfMetaKey(key)
 }
 
 // advance records that etcd has no change under the prefix up to rev (a progress notification).
@@ -350,7 +369,7 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 			parent, name := splitPath(path)
 			t.entry(parent).children.add(name)
 		}
-		n.keys.putData(kv)
+		n.keys.putData(kv, &t.acls)
 		t.countIn(path, n)
 		return
 	}
@@ -482,13 +501,15 @@ func (v replicaView) node(path string, childNames bool) (n node, children []stri
 	return n, children, true, nil
 }
 
-// acl returns the node's ACL and its ACL key's ModRevision (0 when it has none).
+// acl returns the node's ACL and the revision since which it has been the node's: its ACL key's
+// last put, or the node's creation (0 when the node does not exist).
 func (v replicaView) acl(path string) ([]encoding.ACL, int64) {
 	rn := v.r.t.nodes[path]
-	if rn == nil {
+	if rn == nil || !rn.keys.exists() {
 		return nil, 0
 	}
-	return rn.keys.meta.ACL, rn.keys.acl.mod
+	czxid, _, _ := rn.keys.zxids()
+	return rn.keys.meta.ACL, max(rn.keys.acl.mod, revOf(czxid))
 }
 
 // descendants counts the nodes below path (not path itself), walking the children lists.
@@ -531,14 +552,14 @@ func (r *replica) node(path string, childNames bool) (n node, children []string,
 	return n, children, rev, ok, err
 }
 
-// aclAt returns the node's ACL at revision rev if the replica knows it: the node's ACL key was
-// last changed at or before rev (the replica has applied everything since, or it would not
-// hold that key), and rev is not past what the replica has applied.
+// aclAt returns the node's ACL at revision rev if the replica knows it: the node has had that
+// ACL since rev or before (the replica has applied everything since, or it would not hold the
+// node as it is), and rev is not past what the replica has applied.
 func (r *replica) aclAt(path string, rev int64) (acl []encoding.ACL, ok bool) {
 	r.read(func(v replicaView) {
-		var mod int64
-		acl, mod = v.acl(path)
-		ok = mod != 0 && mod <= rev && rev <= v.r.rev
+		var since int64
+		acl, since = v.acl(path)
+		ok = since != 0 && since <= rev && rev <= v.r.rev
 	})
 	return acl, ok
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
+	"unsafe"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
@@ -103,12 +103,17 @@ func decodeJournal(v []byte, rev int64) ([]watch.Change, error) {
 }
 
 // dataValue is the value of a data key: one flags byte (bit 0: data is null, as opposed to
-// empty; bit 1: indexes follow), the mtime in ms (big-endian int64), if bit 1 is set the
-// node's zxidIndexes (two big-endian uint16: czxid's, then mzxid's), then the data.
+// empty; bit 1: indexes follow; bit 2: the node's meta follows), the mtime in ms (big-endian
+// int64), if bit 1 is set the node's zxidIndexes (two big-endian uint16: czxid's, then
+// mzxid's), if bit 2 is set the length of the meta (big-endian uint32) and the meta as an ACL
+// key's value (aclValue: ctime, mode, TTL and the ACL list the node was created with), then the
+// data. Every node created since the meta moved into the data key has bit 2 set on every
+// version of its data key; a node created before keeps its ACL key, and bit 2 clear (keys.go).
 const (
 	dataHeaderLen        = 9
 	dataFlagNull         = 1
 	dataFlagIndexes      = 2
+	dataFlagMeta         = 4
 	dataIndexesLen       = 4
 	dataHeaderLenIndexes = dataHeaderLen + dataIndexesLen
 )
@@ -117,12 +122,14 @@ const (
 // that created the node, and of the one that last set its data, in their revisions.
 type zxidIndexes struct{ czxid, mzxid uint16 }
 
-func encodeDataValue(data []byte, mtime int64, ix zxidIndexes) string {
+// encodeDataValue encodes a data key's value; meta is nil for a node created before the meta
+// moved into the data key (it keeps its ACL key).
+func encodeDataValue(data []byte, mtime int64, ix zxidIndexes, meta *aclValue) string {
 	header := dataHeaderLen
 	if ix != (zxidIndexes{}) {
 		header = dataHeaderLenIndexes
 	}
-	var h [dataHeaderLenIndexes]byte
+	var h [dataHeaderLenIndexes + 4]byte
 	if data == nil {
 		h[0] = dataFlagNull
 	}
@@ -132,33 +139,51 @@ func encodeDataValue(data []byte, mtime int64, ix zxidIndexes) string {
 		binary.BigEndian.PutUint16(h[9:11], ix.czxid)
 		binary.BigEndian.PutUint16(h[11:13], ix.mzxid)
 	}
-	// A Builder hands out its bytes as the string: one allocation, no copy.
-	var b strings.Builder
-	b.Grow(header + len(data))
-	b.Write(h[:header])
-	b.Write(data)
-	return b.String()
+	var metaLen int
+	if meta != nil {
+		h[0] |= dataFlagMeta
+		metaLen = aclValueLen(*meta)
+		header += 4 // the meta's length, written once the meta is
+	}
+	// One allocation, handed out as the string without a copy (as strings.Builder does): b is
+	// never written after.
+	b := make([]byte, 0, header+metaLen+len(data))
+	b = append(b, h[:header]...)
+	if meta != nil {
+		b = appendACLValue(b, *meta)
+		binary.BigEndian.PutUint32(b[header-4:], uint32(len(b)-header))
+	}
+	b = append(b, data...)
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // decodeDataValue returns the node's data (nil for null data, non-nil empty for empty data),
-// mtime and zxid indexes. The returned slice aliases v.
-func decodeDataValue(v []byte) (data []byte, mtime int64, ix zxidIndexes, err error) {
+// mtime, zxid indexes and its meta as encoded (nil if the value holds none; decodeACLValue
+// decodes it). The returned slices alias v.
+func decodeDataValue(v []byte) (data []byte, mtime int64, ix zxidIndexes, meta []byte, err error) {
 	if len(v) < dataHeaderLen {
-		return nil, 0, ix, errors.New("zetcd: corrupt data value: too short")
+		return nil, 0, ix, nil, errors.New("zetcd: corrupt data value: too short")
 	}
 	mtime = int64(binary.BigEndian.Uint64(v[1:9]))
-	header := dataHeaderLen
+	rest := v[dataHeaderLen:]
 	if v[0]&dataFlagIndexes != 0 {
-		if len(v) < dataHeaderLenIndexes {
-			return nil, 0, ix, errors.New("zetcd: corrupt data value: short indexes")
+		if len(rest) < dataIndexesLen {
+			return nil, 0, ix, nil, errors.New("zetcd: corrupt data value: short indexes")
 		}
-		ix = zxidIndexes{czxid: binary.BigEndian.Uint16(v[9:11]), mzxid: binary.BigEndian.Uint16(v[11:13])}
-		header = dataHeaderLenIndexes
+		ix = zxidIndexes{czxid: binary.BigEndian.Uint16(rest[0:2]), mzxid: binary.BigEndian.Uint16(rest[2:4])}
+		rest = rest[dataIndexesLen:]
+	}
+	if v[0]&dataFlagMeta != 0 {
+		if len(rest) < 4 || uint64(len(rest)-4) < uint64(binary.BigEndian.Uint32(rest)) {
+			return nil, 0, ix, nil, errors.New("zetcd: corrupt data value: short meta")
+		}
+		n := 4 + int(binary.BigEndian.Uint32(rest))
+		meta, rest = rest[4:n:n], rest[n:]
 	}
 	if v[0]&dataFlagNull != 0 {
-		return nil, mtime, ix, nil
+		return nil, mtime, ix, meta, nil
 	}
-	return v[header:len(v):len(v)], mtime, ix, nil
+	return rest[:len(rest):len(rest)], mtime, ix, meta, nil
 }
 
 // The child-create and child-delete keys' value is the index of the write that last put them
@@ -190,29 +215,46 @@ type aclValue struct {
 	ACL   []encoding.ACL
 }
 
-func encodeACLValue(v aclValue) string {
-	b := make([]byte, 0, 32+16*len(v.ACL))
+func encodeACLValue(v aclValue) string { return string(appendACLValue(nil, v)) }
+
+// aclListOffset is where the ACL list starts in an ACL value.
+const aclListOffset = 21
+
+// aclValueLen is the length of v's encoding (appendACLValue).
+func aclValueLen(v aclValue) int {
+	n := aclListOffset + 12 // the record's empty path, the list's length, the record's version
+	for _, a := range v.ACL {
+		n += 4 + 4 + len(a.ID.Scheme) + 4 + len(a.ID.ID)
+	}
+	return n
+}
+
+func appendACLValue(b []byte, v aclValue) []byte {
 	b = append(b, 1)
 	b = binary.BigEndian.AppendUint64(b, uint64(v.Ctime))
 	b = binary.BigEndian.AppendUint32(b, uint32(v.Mode))
 	b = binary.BigEndian.AppendUint64(b, uint64(v.TTL))
-	b = encoding.AppendRecord(b, &encoding.SetACLRequest{ACL: v.ACL})
-	return string(b)
+	return encoding.AppendRecord(b, &encoding.SetACLRequest{ACL: v.ACL})
 }
 
-func decodeACLValue(b []byte) (aclValue, error) {
+// decodeACLValue decodes an ACL value, its list shared through acls (nil: not shared).
+func decodeACLValue(b []byte, acls *aclTable) (aclValue, error) {
 	var v aclValue
-	if len(b) < 21 || b[0] != 1 {
+	if len(b) < aclListOffset || b[0] != 1 {
 		return v, errors.New("zetcd: corrupt ACL value")
 	}
 	v.Ctime = int64(binary.BigEndian.Uint64(b[1:9]))
 	v.Mode = encoding.CreateMode(int32(binary.BigEndian.Uint32(b[9:13])))
 	v.TTL = int64(binary.BigEndian.Uint64(b[13:21]))
+	if shared, ok := acls.lookup(b[aclListOffset:]); ok {
+		v.ACL = shared
+		return v, nil
+	}
 	var rec encoding.SetACLRequest
-	if err := encoding.DecodeRecord(b[21:], &rec); err != nil {
+	if err := encoding.DecodeRecord(b[aclListOffset:], &rec); err != nil {
 		return v, fmt.Errorf("zetcd: corrupt ACL value: %w", err)
 	}
-	v.ACL = rec.ACL
+	v.ACL = acls.share(b[aclListOffset:], rec.ACL)
 	return v, nil
 }
 
@@ -270,7 +312,7 @@ type nodeKVs struct {
 // ZooKeeper's for one node (see the offsets key above). The zero value changes nothing.
 type offsetsValue struct {
 	Version  int64 // ZooKeeper version  = data Version - 1 - Version
-	Aversion int64 // ZooKeeper aversion = ACL Version - 1 - Aversion
+	Aversion int64 // ZooKeeper aversion = ACL Version - aclBase - Aversion
 	Creates  int64 // create counter C   = child-create Version + Creates
 	// Czxid replaces the czxid derived from the data key after a multi deleted the node and
 	// created it again (the data key survived the pair): negative means the offsets key's own
@@ -328,9 +370,14 @@ type nodeKeys struct {
 	lease int64   // the data key's lease: the ephemeral owner
 	mtime int64
 	ix    zxidIndexes // from the data key's value
-	value []byte      // the node's data (nil for null data)
-	acl   keyRevs     // the ACL key
-	meta  aclValue    // the ACL key's value
+	// metaInData: the data key's value holds the node's meta (dataValue); false for a node
+	// created before the meta moved into the data key, whose ACL key was put with it.
+	metaInData bool
+	value      []byte  // the node's data (nil for null data)
+	acl        keyRevs // the ACL key: absent unless a setACL put it, or metaInData is false
+	// meta is the node's ctime, mode, TTL and ACL: the ACL key's value if there is one, else
+	// the data key's.
+	meta aclValue
 	// more holds the keys a node usually lacks; nil when it has none. Replaced, never changed
 	// in place, when one of them changes.
 	more *moreKeys
@@ -367,12 +414,11 @@ func (n *nodeKeys) putMeta(name byte, kv *mvccpb.KeyValue, acls *aclTable) {
 	m := n.moreOrZero()
 	switch name {
 	case 'a':
-		v, err := decodeACLValue(kv.Value)
+		v, err := decodeACLValue(kv.Value, acls)
 		if err != nil {
 			m.err = err
 			break
 		}
-		v.ACL = acls.share(kv.Value[aclListOffset:], v.ACL)
 		n.acl, n.meta = revsOf(kv), v
 	case 'c', 'd':
 		ix, err := decodeIndexValue(kv.Value)
@@ -412,20 +458,38 @@ func (n *nodeKeys) deleteMeta(name byte) {
 	n.setMore(m)
 }
 
-// putData records the node's data key as put in kv.
-func (n *nodeKeys) putData(kv *mvccpb.KeyValue) {
-	data, mtime, ix, err := decodeDataValue(kv.Value)
+// putData records the node's data key as put in kv, sharing ACL lists through acls. The meta
+// in the value stands for the node's unless an ACL key does (putMeta, whichever comes first:
+// an ACL key is deleted only with its data key).
+func (n *nodeKeys) putData(kv *mvccpb.KeyValue, acls *aclTable) {
+	data, mtime, ix, meta, err := decodeDataValue(kv.Value)
+	if err == nil && meta != nil && n.acl.mod == 0 {
+		n.meta, err = decodeACLValue(meta, acls)
+	}
 	if err != nil {
 		m := n.moreOrZero()
 		m.err = err
 		n.setMore(m)
 	}
 	n.data, n.lease, n.mtime, n.ix, n.value = revsOf(kv), kv.Lease, mtime, ix, data
+	n.metaInData = meta != nil
 }
 
 // deleteData records the delete of the node's data key.
 func (n *nodeKeys) deleteData() {
-	n.data, n.lease, n.mtime, n.ix, n.value = keyRevs{}, 0, 0, zxidIndexes{}, nil
+	n.data, n.lease, n.mtime, n.ix, n.value, n.metaInData = keyRevs{}, 0, 0, zxidIndexes{}, nil, false
+	if n.acl.mod == 0 {
+		n.meta = aclValue{}
+	}
+}
+
+// aclBase is what the ACL key's etcd Version counts beyond setACLs: its put with the node,
+// for a node created before the meta moved into the data key.
+func (n *nodeKeys) aclBase() int64 {
+	if n.metaInData {
+		return 0
+	}
+	return 1
 }
 
 // exists reports whether the node's data key exists.
@@ -464,8 +528,21 @@ func (n *nodeKeys) zxids() (czxid, mzxid, pzxid encoding.Zxid) {
 // shared stay shared). Not safe for concurrent use.
 type aclTable struct{ m map[string][]encoding.ACL }
 
+// lookup returns the shared list whose encoding is raw, if there is one.
+func (t *aclTable) lookup(raw []byte) ([]encoding.ACL, bool) {
+	if t == nil {
+		return nil, false
+	}
+	shared, ok := t.m[string(raw)]
+	return shared, ok
+}
+
 // share returns the shared list whose encoding is raw, recording acl as that list if none is.
+// A nil table shares nothing.
 func (t *aclTable) share(raw []byte, acl []encoding.ACL) []encoding.ACL {
+	if t == nil {
+		return acl
+	}
 	if shared, ok := t.m[string(raw)]; ok {
 		return shared
 	}
@@ -481,8 +558,6 @@ type node struct {
 	Stat encoding.Stat
 	Data []byte // nil for null data
 	Meta aclValue
-	// aclRev is the ACL key's ModRevision, the guard for a read-modify-write of the ACL.
-	aclRev int64
 }
 
 // nodeKeysOf decodes the keys read from etcd for one node (n.data nil: it does not exist),
@@ -490,7 +565,7 @@ type node struct {
 func (k keySchema) nodeKeysOf(n nodeKVs, acls *aclTable) nodeKeys {
 	var nk nodeKeys
 	if n.data != nil {
-		nk.putData(n.data)
+		nk.putData(n.data, acls)
 	}
 	nk.putMetaKVs(k, n.path, n.meta, acls)
 	return nk
@@ -526,7 +601,7 @@ func (k keySchema) decodeNode(n nodeKVs) (node, error) {
 // node derives the znode's Stat (PROTOCOL.md §4.1), data and ACL from its keys:
 //
 //	czxid, mzxid, pzxid: nodeKeys.zxids                             version = data.Version-1
-//	ctime = ACL value                  mtime = data value            aversion = acl.Version-1
+//	ctime = meta                       mtime = data value            aversion = acl.Version-aclBase
 //	C = creates.Version (0 if absent)  cversion = 2C - numChildren   numChildren = counted
 //	ephemeralOwner = data.Lease (0 for persistent, container and TTL nodes)
 //
@@ -541,7 +616,7 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 		return node{}, fmt.Errorf("%s: %w", path, m.err)
 	case !n.exists():
 		return node{}, fmt.Errorf("zetcd: %s: data key missing", path)
-	case n.acl.mod == 0:
+	case !n.metaInData && n.acl.mod == 0:
 		return node{}, fmt.Errorf("zetcd: %s: ACL key missing", path)
 	}
 	czxid, mzxid, pzxid := n.zxids()
@@ -557,9 +632,8 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 	}
 	c := m.offs.Creates + m.creates.version
 	return node{
-		Data:   n.value,
-		Meta:   n.meta,
-		aclRev: n.acl.mod,
+		Data: n.value,
+		Meta: n.meta,
 		Stat: encoding.Stat{
 			Czxid:          zx(czxid),
 			Mzxid:          zx(mzxid),
@@ -567,7 +641,7 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 			Mtime:          n.mtime,
 			Version:        int32(n.data.version - 1 - m.offs.Version),
 			Cversion:       int32(2*c - numChildren),
-			Aversion:       int32(n.acl.version-1-m.offs.Aversion) + aversionOffset(path),
+			Aversion:       int32(n.acl.version-n.aclBase()-m.offs.Aversion) + aversionOffset(path),
 			EphemeralOwner: encoding.SessionID(n.lease),
 			DataLength:     int32(len(n.value)),
 			NumChildren:    int32(numChildren),

@@ -80,14 +80,18 @@ func TestLimitExternalEtcd(t *testing.T) {
 	z := testenv.StartZetcdOn(t, &testenv.Etcd{Etcd: e}, testenv.Options{Logger: zap.New(core)})
 	c := connectRawTimeout(t, z.Addr, 40000)
 
-	// A name ZooKeeper takes (its request under jute.maxbuffer, 1 MiB) that zetcd names in more
-	// etcd bytes than 1.5 MiB: the data key, the ACL key and the guard each hold it.
-	long := "/" + strings.Repeat("a", 900000)
+	// Names ZooKeeper takes (the request under jute.maxbuffer, 1 MiB) that zetcd writes in more
+	// etcd bytes than 1.5 MiB: each name in its node's data key and in the multi's journal.
+	longs := []encoding.MultiOp{
+		opCreate("/"+strings.Repeat("a", 450000), []byte("x"), 0),
+		opCreate("/"+strings.Repeat("b", 450000), []byte("x"), 0),
+	}
 	many := make([]encoding.MultiOp, 10000)
 	for i := range many {
 		many[i] = opCreate(fmt.Sprintf("/n%05d", i), []byte("x"), 0)
 	}
-	few := make([]encoding.MultiOp, 100)
+	// Over 128 etcd operations: a data key per create, and the parent's, fence and journal keys.
+	few := make([]encoding.MultiOp, 200)
 	for i := range few {
 		few[i] = opCreate(fmt.Sprintf("/f%03d", i), []byte("x"), 0)
 	}
@@ -95,14 +99,10 @@ func TestLimitExternalEtcd(t *testing.T) {
 		name string
 		call func() encoding.ErrCode
 	}{
-		{"create of a 900,000-character name", func() encoding.ErrCode {
-			return c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: long, ACL: rawOpenACL}, &encoding.CreateResponse{})
-		}},
-		{"the same again", func() encoding.ErrCode {
-			return c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: long, ACL: rawOpenACL}, &encoding.CreateResponse{})
-		}},
+		{"multi of two creates of 450,000-character names", func() encoding.ErrCode { hdr, _ := c.multi(longs...); return hdr.Err }},
+		{"the same again", func() encoding.ErrCode { hdr, _ := c.multi(longs...); return hdr.Err }},
 		{"multi of 10,000 creates", func() encoding.ErrCode { hdr, _ := c.multi(many...); return hdr.Err }},
-		{"multi of 100 creates", func() encoding.ErrCode { hdr, _ := c.multi(few...); return hdr.Err }},
+		{"multi of 200 creates", func() encoding.ErrCode { hdr, _ := c.multi(few...); return hdr.Err }},
 	} {
 		if code := tc.call(); code != encoding.ErrSystemError {
 			t.Errorf("%s: %v, want SystemError", tc.name, code)
@@ -115,7 +115,14 @@ func TestLimitExternalEtcd(t *testing.T) {
 			t.Fatalf("after the %s: getData %v %q", tc.name, code, data.Data)
 		}
 	}
-	// (A read naming the long path is over etcd's limit too: the root's children tell.)
+	// A single create of a 900,000-character name is one etcd key: served, as ZooKeeper serves it.
+	long := "/" + strings.Repeat("c", 900000)
+	if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: long, ACL: rawOpenACL}, &encoding.CreateResponse{}); code != 0 {
+		t.Errorf("create of a 900,000-character name: %v", code)
+	}
+	if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: long, Version: -1}, nil); code != 0 {
+		t.Errorf("delete of the 900,000-character name: %v", code)
+	}
 	var children encoding.GetChildrenResponse
 	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/"}, &children); code != 0 || len(children.Children) != 5 {
 		t.Errorf("the root's children: %v, %d of them, want zookeeper and the four after-*: a refused request left a node behind", code, len(children.Children))

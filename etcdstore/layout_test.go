@@ -1,0 +1,144 @@
+package etcdstore
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd"
+)
+
+// syncSession waits until the session's reads see every write committed so far (sync).
+func syncSession(t *testing.T, s zetcd.Session) {
+	t.Helper()
+	if _, _, err := s.Sync(context.Background(), &encoding.SyncRequest{Path: "/"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeKeysIn lists the etcd keys under the prefix that name path (its data key, meta keys and
+// reap index key).
+func nodeKeysIn(t *testing.T, b *Store, cli *clientv3.Client, path string) []string {
+	t.Helper()
+	r, err := cli.Get(context.Background(), b.keys.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range r.Kvs {
+		k := string(kv.Key)
+		if k == b.keys.data(path) || strings.HasPrefix(k, b.keys.metaPrefix(path)) || k == b.keys.reapIndex(path) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// TestEtcdCreateWritesOneKey: a created znode is one etcd key, its data key, which holds its
+// meta (ctime, mode, TTL, ACL); a setACL adds its ACL key, and aversion counts from there.
+func TestEtcdCreateWritesOneKey(t *testing.T) {
+	ctx := context.Background()
+	b, _, cli := newTestBackend(t)
+	s := openTestSession(t, b)
+	for i, flags := range []encoding.CreateMode{encoding.ModePersistent, encoding.ModeEphemeral} {
+		path := []string{"/persistent", "/ephemeral"}[i]
+		if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: path, Data: []byte("d"), ACL: openACL, Flags: flags}); err != nil {
+			t.Fatal(err)
+		}
+		if keys := nodeKeysIn(t, b, cli, path); !reflect.DeepEqual(keys, []string{b.keys.data(path)}) {
+			t.Errorf("%s: keys %q after its create, want its data key alone", path, keys)
+		}
+		readOnly := []encoding.ACL{{Perms: encoding.PermRead | encoding.PermAdmin, ID: openACL[0].ID}}
+		res, _, err := s.SetACL(ctx, &encoding.SetACLRequest{Path: path, ACL: readOnly, Version: 0})
+		if err != nil || res.Stat.Aversion != 1 {
+			t.Fatalf("%s: setACL: %+v, %v", path, res, err)
+		}
+		if keys := nodeKeysIn(t, b, cli, path); len(keys) != 2 {
+			t.Errorf("%s: keys %q after a setACL, want the data and ACL keys", path, keys)
+		}
+		acl, _, err := s.GetACL(ctx, &encoding.GetACLRequest{Path: path})
+		if err != nil || !reflect.DeepEqual(acl.ACL, readOnly) || acl.Stat.Aversion != 1 {
+			t.Errorf("%s: getACL after setACL: %+v, %v", path, acl, err)
+		}
+		if _, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: path, Version: 0}); err != encoding.ErrNoAuth {
+			t.Errorf("%s: setData refused by the new ACL: %v, want NoAuth", path, err)
+		}
+	}
+}
+
+// TestEtcdNodesOfTheOldLayout: a znode written before its meta moved into its data key (an ACL
+// key put with it, a data key without meta) reads, changes and goes as before, on this process
+// and on one that loads it at its start: aversion counts from the ACL key's first put, setData
+// keeps the layout, setACL moves aversion, and a multi that deletes and creates it again leaves
+// a node of the new layout.
+func TestEtcdNodesOfTheOldLayout(t *testing.T) {
+	ctx := context.Background()
+	b, _, cli := newTestBackend(t)
+	s := openTestSession(t, b)
+	for _, p := range []string{"/old", "/again"} {
+		_, err := cli.Txn(ctx).Then(
+			clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte("x"), 1234, zxidIndexes{}, nil)),
+			clientv3.OpPut(b.keys.acl(p), encodeACLValue(aclValue{Ctime: 1000, ACL: openACL})),
+			clientv3.OpPut(b.keys.childCreates("/"), ""),
+		).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	syncSession(t, s)
+	stat := func(sess zetcd.Session, p string) encoding.Stat {
+		t.Helper()
+		r, _, err := sess.Exists(ctx, &encoding.ExistsRequest{Path: p})
+		if err != nil {
+			t.Fatalf("exists %s: %v", p, err)
+		}
+		return r.Stat
+	}
+	if st := stat(s, "/old"); st.Version != 0 || st.Aversion != 0 || st.Ctime != 1000 || st.Mtime != 1234 || st.DataLength != 1 {
+		t.Errorf("/old as written: %+v", st)
+	}
+	if _, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/old", Data: []byte("yy"), Version: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := s.SetACL(ctx, &encoding.SetACLRequest{Path: "/old", ACL: openACL, Version: 0}); err != nil || r.Stat.Aversion != 1 || r.Stat.Version != 1 {
+		t.Fatalf("setACL of /old: %+v, %v", r, err)
+	}
+	dataKV, err := cli.Get(ctx, b.keys.data("/old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, meta, err := decodeDataValue(dataKV.Kvs[0].Value); err != nil || meta != nil {
+		t.Errorf("/old's data key after setData: meta %q, %v; want none (the layout kept)", meta, err)
+	}
+	_, _, err = s.Multi(ctx, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+		{Op: encoding.OpDelete, Record: &encoding.DeleteRequest{Path: "/again", Version: -1}},
+		{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: "/again", Data: []byte("z"), ACL: openACL}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := stat(s, "/again"); st.Version != 0 || st.Aversion != 0 || st.Czxid != st.Mzxid {
+		t.Errorf("/again created again over an old-layout node: %+v", st)
+	}
+	// A process that loads the tree at its start derives the same Stats.
+	ob, _, _ := newTestBackendOn(t, cli, Config{})
+	other := openTestSession(t, ob)
+	syncSession(t, other)
+	for _, p := range []string{"/old", "/again"} {
+		if got, want := stat(other, p), stat(s, p); got != want {
+			t.Errorf("%s: loaded %+v, applied %+v", p, got, want)
+		}
+	}
+	for _, p := range []string{"/old", "/again"} {
+		if _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: p, Version: -1}); err != nil {
+			t.Fatal(err)
+		}
+		if keys := nodeKeysIn(t, b, cli, p); len(keys) != 0 {
+			t.Errorf("%s: keys %q left after its delete", p, keys)
+		}
+	}
+}
