@@ -124,6 +124,11 @@ func (c *clientConn) readRequest() bool {
 	if c.canReadHere(r) {
 		more := c.execute(r)
 		c.flush()
+		if !more {
+			// A closing frame is queued, and a writer started before may be writing it:
+			// let it finish before the teardown, which cuts off writes in progress.
+			c.out.close(true)
+		}
 		return more
 	}
 	// The decoded request holds about what its frame did.
