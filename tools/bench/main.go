@@ -47,29 +47,31 @@ import (
 )
 
 type options struct {
-	bin       string
-	zkLib     string
-	out       string
-	png       string
-	data      string
-	python    string
-	duration  time.Duration
-	warmup    time.Duration
-	ops       []string
-	conns     []int
-	clients   int
-	valSize   int
-	keySize   int
-	keys      int
-	workDir   string
-	targetsOn []string
-	matrix    bool
-	memory    bool
-	mem       memOptions
-	workloads bool
-	work      workloadOptions
-	scale     bool
-	sc        scaleOptions
+	bin      string
+	zkLib    string
+	out      string
+	png      string
+	data     string
+	python   string
+	duration time.Duration
+	warmup   time.Duration
+	ops      []string
+	conns    []int
+	clients  int
+	valSize  int
+	keySize  int
+	keys     int
+	// zkboomProcs is zkboom's GOMAXPROCS; 0 leaves Go's default (every core).
+	zkboomProcs int
+	workDir     string
+	targetsOn   []string
+	matrix      bool
+	memory      bool
+	mem         memOptions
+	workloads   bool
+	work        workloadOptions
+	scale       bool
+	sc          scaleOptions
 }
 
 func main() {
@@ -91,6 +93,7 @@ func main() {
 	flag.IntVar(&o.valSize, "val-size", 128, "bytes of data per create/set")
 	flag.IntVar(&o.keySize, "key-size", 8, "bytes per node name")
 	flag.IntVar(&o.keys, "keys", 1000, "nodes that get and set pick from")
+	flag.IntVar(&o.zkboomProcs, "zkboom-procs", 0, "GOMAXPROCS of the load generator (0: Go's default, every core); the servers share the machine's cores with it")
 	flag.StringVar(&targets, "targets", "etcd,zetcd,zookeeper", "servers to measure")
 	flag.BoolVar(&o.matrix, "matrix", true, "run the zkboom matrix (false: keep its figures from --data)")
 	flag.BoolVar(&o.memory, "memory", true, "run the memory step (false: keep its figures from --data)")
@@ -232,6 +235,7 @@ func runBench(o *options) error {
 		"duration per run": o.duration.String(), "warm-up per server": o.warmup.String(),
 		"clients per connection": strconv.Itoa(o.clients), "value size": fmt.Sprintf("%d bytes", o.valSize),
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
+		zkboomProcsSetting: zkboomProcs(o),
 	}}
 	if !o.matrix || !o.memory || !o.workloads || !o.scale {
 		// Keep the figures of the part not run from the last report's data.
@@ -401,6 +405,9 @@ func zkboom(o *options, s *server, op string, conns int, d time.Duration, extra 
 	args = append(args, extra...)
 	args = append(args, op)
 	cmd := exec.Command(filepath.Join(o.bin, "zkboom"), args...)
+	if o.zkboomProcs > 0 {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(o.zkboomProcs))
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -412,6 +419,17 @@ func zkboom(o *options, s *server, op string, conns int, d time.Duration, extra 
 		return nil, fmt.Errorf("zkboom %s: %v in %q", strings.Join(args, " "), err, out)
 	}
 	return &r, nil
+}
+
+// zkboomProcsSetting names zkboom's processors among the run's settings.
+const zkboomProcsSetting = "zkboom processors (GOMAXPROCS)"
+
+// zkboomProcs is the processors zkboom may use, as the settings show it.
+func zkboomProcs(o *options) string {
+	if o.zkboomProcs > 0 {
+		return strconv.Itoa(o.zkboomProcs)
+	}
+	return "every core"
 }
 
 // freePort returns a TCP port that was free on 127.0.0.1 a moment ago.

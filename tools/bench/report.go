@@ -63,6 +63,9 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("  caches).\n")
 	w("- zkboom runs on the same cores as the server it measures: on a small machine the load generator takes a\n")
 	w("  real share of the CPU, and more so at 64 connections. The ratios compare servers under the same handicap.\n")
+	if procs := d.Settings[zkboomProcsSetting]; procs != "" && procs != "every core" {
+		w("  zkboom ran with `GOMAXPROCS=%s` (`--zkboom-procs`), leaving the rest of the cores to the server.\n", procs)
+	}
 
 	w("\n## Results\n\nThroughput in successful requests per second; p99 latency in milliseconds.\n\n")
 	w("| op | conns | etcd ops/s | zetcd ops/s | ZooKeeper ops/s | zetcd/etcd | zetcd/ZooKeeper | etcd p99 | zetcd p99 | ZooKeeper p99 |\n")
