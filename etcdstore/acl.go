@@ -71,13 +71,12 @@ func (b *Store) aclAtChange(src aclSource) ([]encoding.ACL, bool) {
 		if acl, replaced := src.replaced[path]; replaced {
 			return acl, acl != nil
 		}
-		// The revision left the node's data and ACL keys alone: its ACL before is its ACL at rev.
+		// Its ACL just before rev: the replica's if the node has had it since rev-1 or
+		// earlier. (A change of the ACL at rev is in replaced; this does not rest on it.)
+		rev--
 	}
 	if acl, ok := b.tree.aclAt(path, rev); ok {
 		return acl, true
-	}
-	if src.before {
-		rev--
 	}
 	ctx, cancel := context.WithTimeout(b.bgCtx, 10*time.Second)
 	defer cancel()

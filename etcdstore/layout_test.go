@@ -2,14 +2,19 @@ package etcdstore
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 	"github.com/zetcd/zetcd/zetcd"
+	"github.com/zetcd/zetcd/zetcd/zetcdtest"
 )
 
 // syncSession waits until the session's reads see every write committed so far (sync).
@@ -140,5 +145,53 @@ func TestEtcdNodesOfTheOldLayout(t *testing.T) {
 		if keys := nodeKeysIn(t, b, cli, p); len(keys) != 0 {
 			t.Errorf("%s: keys %q left after its delete", p, keys)
 		}
+	}
+}
+
+// TestEtcdFeedKnowsACLsOfDeletedNodes: the watch feed decides whether to deliver the events of
+// a deleted node, and of one a multi deletes and creates again, on the ACL the node had before
+// the revision, which the replica hands over as it applies the revision: no etcd read. The node
+// created again denies the watcher READ, which its NodeDeleted, decided on the ACL before,
+// must not depend on.
+func TestEtcdFeedKnowsACLsOfDeletedNodes(t *testing.T) {
+	ctx := context.Background()
+	b, kv, _ := newTestBackend(t)
+	writer := openTestSession(t, b)
+	sink := &zetcdtest.Events{}
+	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/gone", "/again"} {
+		if _, _, err := writer.Create(ctx, &encoding.CreateRequest{Path: p, ACL: openACL}); err != nil {
+			t.Fatal(err)
+		}
+		syncSession(t, watching)
+		if _, _, err := watching.Exists(ctx, &encoding.ExistsRequest{Path: p, Watch: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aliceOnly := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "digest", ID: znode.DigestID("alice", "pw")}}}
+	before := kv.n.Load()
+	zGone, err := writer.Delete(ctx, &encoding.DeleteRequest{Path: "/gone", Version: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, zAgain, err := writer.Multi(ctx, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+		{Op: encoding.OpDelete, Record: &encoding.DeleteRequest{Path: "/again", Version: -1}},
+		{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: "/again", ACL: aliceOnly}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watching.AwaitEvents(ctx, zAgain); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{fmt.Sprintf("NodeDeleted /gone @%d", zGone), fmt.Sprintf("NodeDeleted /again @%d", zAgain)}
+	if got := sink.Take(); !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if n := kv.n.Load() - before; n != 2 {
+		t.Errorf("%d etcd round trips for the two writes and their events, want 2 (the writes')", n)
 	}
 }
