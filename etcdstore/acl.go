@@ -55,10 +55,7 @@ func metaOfKVs(path string, data, acl *mvccpb.KeyValue) (aclValue, error) {
 	if err := nk.decodeErr(); err != nil {
 		return aclValue{}, fmt.Errorf("%s: %w", path, err)
 	}
-	if !nk.metaInData && nk.acl.mod == 0 {
-		return aclValue{}, fmt.Errorf("%s: ACL key missing", path)
-	}
-	return nk.meta, nil
+	return nk.meta, nk.metaMissing(path)
 }
 
 // aclAtChange returns the ACL of path for the watch feed, at revision rev, or just before it if

@@ -178,25 +178,19 @@ func (k keySchema) journal() string { return k.prefix + "j" }
 
 func (k keySchema) fence() string { return k.prefix + "f" }
 
-// pathOfACLKey inverts acl: it returns the znode path of an ACL key.
-func (k keySchema) pathOfACLKey(key string) (string, bool) {
-	if !strings.HasSuffix(key, "\x00a") {
-		return "", false
-	}
-	return k.pathOfMetaKey(key)
-}
-
-// pathOfMetaKey inverts metaPrefix: it returns the znode path of any of a node's meta keys.
-func (k keySchema) pathOfMetaKey(key string) (string, bool) {
+// pathOfMetaKey inverts the meta keys (acl, childCreates, childDeletes, offsets): it returns the
+// znode path of any of a node's meta keys, and the key's name, its last byte ('a', 'c', 'd' or
+// 'o').
+func (k keySchema) pathOfMetaKey(key string) (path string, name byte, ok bool) {
 	rest, ok := strings.CutPrefix(key, k.prefix+"m/")
 	if !ok {
-		return "", false
+		return "", 0, false
 	}
 	i, j := strings.IndexByte(rest, '/'), strings.LastIndexByte(rest, 0)
 	if i <= 0 || j < i {
-		return "", false
+		return "", 0, false
 	}
-	return rest[i:j], true
+	return rest[i:j], key[len(key)-1], true
 }
 
 // pathOfDataKey inverts data: it returns the znode path of a data key.

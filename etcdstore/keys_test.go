@@ -17,19 +17,13 @@ func TestKeysRoundTrip(t *testing.T) {
 		if got, ok := k.pathOfDataKey(k.data(path)); !ok || got != path {
 			t.Errorf("pathOfDataKey(data(%q)) = %q, %v", path, got, ok)
 		}
-		if got, ok := k.pathOfACLKey(k.acl(path)); !ok || got != path {
-			t.Errorf("pathOfACLKey(acl(%q)) = %q, %v", path, got, ok)
-		}
-		for _, key := range []string{k.acl(path), k.childCreates(path), k.childDeletes(path), k.offsets(path)} {
-			if got, ok := k.pathOfMetaKey(key); !ok || got != path {
-				t.Errorf("pathOfMetaKey(%q) = %q, %v", key, got, ok)
+		for name, key := range map[byte]string{'a': k.acl(path), 'c': k.childCreates(path), 'd': k.childDeletes(path), 'o': k.offsets(path)} {
+			if got, gotName, ok := k.pathOfMetaKey(key); !ok || got != path || gotName != name {
+				t.Errorf("pathOfMetaKey(%q) = %q, %q, %v; want %q, %q", key, got, gotName, ok, path, name)
 			}
 		}
-		if _, ok := k.pathOfMetaKey(k.data(path)); ok {
+		if _, _, ok := k.pathOfMetaKey(k.data(path)); ok {
 			t.Errorf("a data key parsed as a meta key: %q", k.data(path))
-		}
-		if _, ok := k.pathOfACLKey(k.childCreates(path)); ok {
-			t.Errorf("a child-create key parsed as an ACL key: %q", k.childCreates(path))
 		}
 		if got, ok := k.pathOfReapIndex(k.reapIndex(path)); path != "/" && (!ok || got != path) {
 			t.Errorf("pathOfReapIndex(reapIndex(%q)) = %q, %v", path, got, ok)

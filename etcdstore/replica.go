@@ -198,10 +198,8 @@ func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (
 		}
 		err := rangePages(ctx, kv, r.keys.childrenMetaPrefix(p), rev, r.pageSize, func(kv *mvccpb.KeyValue) {
 			t.put(r.keys, kv)
-			if key := string(kv.Key); key[len(key)-1] == 'c' {
-				if child, ok := r.keys.pathOfMetaKey(key); ok {
-					queue = append(queue, child)
-				}
+			if child, name, ok := r.keys.pathOfMetaKey(string(kv.Key)); ok && name == 'c' {
+				queue = append(queue, child)
 			}
 		})
 		if err != nil {
@@ -322,10 +320,8 @@ func aclChanges(k keySchema, ev *clientv3.Event) (path string, ok bool) {
 			return path, true
 		}
 	}
-	if !strings.HasSuffix(key, "\x00a") && !strings.HasSuffix(key, "\x00o") {
-		return "", false
-	}
-	return k.pathOfMetaKey(key)
+	path, name, ok := k.pathOfMetaKey(key)
+	return path, ok && (name == 'a' || name == 'o')
 }
 
 // advance records that etcd has no change under the prefix up to rev (a progress notification).
@@ -373,8 +369,8 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 		t.countIn(path, n)
 		return
 	}
-	if path, ok := keys.pathOfMetaKey(key); ok {
-		t.entry(path).keys.putMeta(key[len(key)-1], kv, &t.acls)
+	if path, name, ok := keys.pathOfMetaKey(key); ok {
+		t.entry(path).keys.putMeta(name, kv, &t.acls)
 	}
 }
 
@@ -401,9 +397,9 @@ func (t *tree) delete(keys keySchema, key string) {
 		}
 		return
 	}
-	if path, ok := keys.pathOfMetaKey(key); ok {
+	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		if n := t.nodes[path]; n != nil {
-			n.keys.deleteMeta(key[len(key)-1])
+			n.keys.deleteMeta(name)
 			t.forgetIfEmpty(path, n)
 		}
 	}

@@ -456,7 +456,7 @@ func (b *Store) fenceWatch(rev int64, evs []*clientv3.Event) {
 		key := string(ev.Kv.Key)
 		if _, ok := b.keys.pathOfDataKey(key); ok {
 			unfenced = key
-		} else if _, ok := b.keys.pathOfMetaKey(key); ok {
+		} else if _, _, ok := b.keys.pathOfMetaKey(key); ok {
 			unfenced = key
 		}
 	}

@@ -483,6 +483,14 @@ func (n *nodeKeys) deleteData() {
 	}
 }
 
+// metaMissing is the error of a node whose meta is in neither its data key nor an ACL key.
+func (n *nodeKeys) metaMissing(path string) error {
+	if n.metaInData || n.acl.mod != 0 {
+		return nil
+	}
+	return fmt.Errorf("zetcd: %s: ACL key missing", path)
+}
+
 // aclBase is what the ACL key's etcd Version counts beyond setACLs: its put with the node,
 // for a node created before the meta moved into the data key.
 func (n *nodeKeys) aclBase() int64 {
@@ -616,8 +624,9 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 		return node{}, fmt.Errorf("%s: %w", path, m.err)
 	case !n.exists():
 		return node{}, fmt.Errorf("zetcd: %s: data key missing", path)
-	case !n.metaInData && n.acl.mod == 0:
-		return node{}, fmt.Errorf("zetcd: %s: ACL key missing", path)
+	}
+	if err := n.metaMissing(path); err != nil {
+		return node{}, err
 	}
 	czxid, mzxid, pzxid := n.zxids()
 	zx := func(z encoding.Zxid) encoding.Zxid { return z }
