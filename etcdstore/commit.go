@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/zetcd"
 )
@@ -30,6 +28,8 @@ import (
 //     guards are two compares per znode read, or with fence guards (Config.FenceGuards) one
 //     compare on the fence key that every write to the tree puts (keys.go, multiState.guards);
 //     a batch that fails a fence is checked again with per-znode guards.
+//  4. The committed batch is applied to the replica, and its watches fired, by the committer
+//     itself (own.go), before the writes are answered; the next batch is checked on it at once.
 //
 // The committer never waits for more writes: a batch is whatever queued while the previous one
 // was committing, so one client alone pays nothing for it. A batch is bounded by etcd's limits
@@ -206,9 +206,9 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 		if err != nil {
 			return nil, err
 		}
-		outcomes, then := c.check(m, batch)
+		outcomes, writes := c.check(m, batch)
 		fence := attempt == 0 && b.fenceGuardsNow()
-		r, err := b.kv.Txn(ctx).If(m.guards(fence)...).Then(then...).Commit()
+		r, err := b.kv.Txn(ctx).If(m.guards(fence)...).Then(txnOps(writes)...).Commit()
 		if err != nil {
 			return nil, err
 		}
@@ -221,6 +221,7 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 			continue
 		}
 		c.lastRev = r.Header.Revision
+		b.applyOwn(r.Header.Revision, writes)
 		for i := range outcomes {
 			outcomes[i].rev = r.Header.Revision
 			if outcomes[i].failedAt < 0 {
@@ -234,7 +235,7 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 
 // check runs the batch's writes in order on the overlay m: each write's outcome (but its
 // revision), and what the commit writes.
-func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome, []clientv3.Op) {
+func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome, []txnWrite) {
 	b := c.b
 	m.providers = b.providers()
 	now := b.nowMs()
@@ -257,17 +258,17 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 	}
 	then := m.writes()
 	if len(then) > 0 {
-		then = append(then, b.fenceOp())
+		then = append(then, b.fenceWrite())
 	}
 	// One write of one op needs no journal: the feed fires its key events, at index 0.
 	if len(journal) > 0 && (len(batch) > 1 || len(batch[0].ops) > 1) {
-		then = append(then, clientv3.OpPut(b.keys.journal(), encodeJournal(journal)))
+		then = append(then, txnWrite{key: b.keys.journal(), value: encodeJournal(journal)})
 	}
 	if len(then) == 0 || len(batch) > 1 {
 		// The error key's value is the index of the batch's last write, which makes the zxid
 		// of the state at its revision (replica.stateZxid); a batch of failed writes (or
 		// checks) writes nothing else, and consumes its zxids all the same.
-		then = append(then, clientv3.OpPut(b.keys.errorKey(), encodeIndexValue(uint16(len(batch)-1))))
+		then = append(then, txnWrite{key: b.keys.errorKey(), value: encodeIndexValue(uint16(len(batch) - 1))})
 	}
 	return outcomes, then
 }

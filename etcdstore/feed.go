@@ -52,25 +52,20 @@ func (b *Store) runWatchFeed(rev int64) {
 				break
 			}
 			if resp.IsProgressNotify() {
+				b.applyMu.Lock()
 				b.tree.advance(resp.Header.Revision)
 				b.watches.Advance(b.tree.stateZxid(resp.Header.Revision))
+				b.applyMu.Unlock()
 				next = max(next, resp.Header.Revision+1)
 				continue
 			}
-			// etcd sends all events of one revision together: fire them revision by revision.
-			for evs := resp.Events; len(evs) > 0; {
-				r := evs[0].Kv.ModRevision
-				n := 1
-				for n < len(evs) && evs[n].Kv.ModRevision == r {
-					n++
+			if !b.applyEvents(resp.Events) {
+				if cur, err := b.resyncWatches(); err == nil {
+					next = cur + 1
 				}
-				b.fenceWatch(r, evs[:n])
-				before := b.tree.apply(r, evs[:n])
-				b.fireRevision(evs[:n], before)
-				b.watches.Advance(b.tree.stateZxid(r))
-				next = r + 1
-				evs = evs[n:]
+				break
 			}
+			next = max(next, resp.Events[len(resp.Events)-1].Kv.ModRevision+1)
 		}
 		cancel()
 		select {
@@ -78,6 +73,33 @@ func (b *Store) runWatchFeed(rev int64) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// applyEvents applies a watch response's events to the replica and fires their watches,
+// revision by revision (etcd sends all events of one revision together); a revision the
+// committer applied already is checked instead (own.go). It reports false if that check failed.
+func (b *Store) applyEvents(evs []*clientv3.Event) bool {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	for len(evs) > 0 {
+		r := evs[0].Kv.ModRevision
+		n := 1
+		for n < len(evs) && evs[n].Kv.ModRevision == r {
+			n++
+		}
+		b.fenceWatch(r, evs[:n])
+		if r <= b.tree.revision() {
+			if !b.checkOwn(r, evs[:n]) {
+				return false
+			}
+		} else {
+			before := b.tree.apply(r, evs[:n])
+			b.fireRevision(evs[:n], before)
+			b.watches.Advance(b.tree.stateZxid(r))
+		}
+		evs = evs[n:]
+	}
+	return true
 }
 
 // fireRevision fires the znode changes of one revision: the multi journal when the revision has
@@ -132,6 +154,8 @@ func (b *Store) changeOf(ev *clientv3.Event) (watch.Change, bool) {
 // resyncWatches recovers from lost history: every registered watch is checked against etcd's
 // current state as setWatches does (events carry zxid -1), then the feed resumes from there.
 func (b *Store) resyncWatches() (int64, error) {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
 	ctx, cancel := context.WithTimeout(b.bgCtx, 30*time.Second)
 	defer cancel()
 	cur, err := b.currentRevision(ctx)
@@ -143,9 +167,10 @@ func (b *Store) resyncWatches() (int64, error) {
 		b.log.Error("resync watches: reload the tree", zap.Error(err))
 		return 0, err
 	}
+	b.own.forget() // the feed resumes after cur
 	b.watches.ResetHistory(b.tree.stateZxid(cur))
 	regs := b.watches.Snapshot()
-	// The replica is at cur: the feed (this goroutine) has not moved it since the load.
+	// The replica is at cur: applyMu keeps the feed and the committer from moving it.
 	states, rev := b.tree.watchedStates(watchedPaths(regs))
 	if err := b.watches.Settle(regs, states, -1, b.tree.stateZxid(rev)); err != nil {
 		b.log.Error("resync watches: catch-up", zap.Error(err))

@@ -511,10 +511,10 @@ func (m *multiState) guards(fence bool) []clientv3.Cmp {
 	return cmps
 }
 
-// writes returns the etcd ops that turn the state read into the simulated final state. etcd
+// writes returns the etcd writes that turn the state read into the simulated final state. etcd
 // lets a Txn write a key once, so each key gets at most one op, and where that leaves etcd's
 // counters out of step with ZooKeeper's the offsets key records the difference (keys.go).
-func (m *multiState) writes() []clientv3.Op {
+func (m *multiState) writes() []txnWrite {
 	paths := make([]string, 0, len(m.nodes))
 	for p, n := range m.nodes {
 		if n.touched {
@@ -523,7 +523,7 @@ func (m *multiState) writes() []clientv3.Op {
 	}
 	slices.Sort(paths)
 	// Mostly one or two ops a node; three more for the commit's fence, journal and error keys.
-	ops := make([]clientv3.Op, 0, 2*len(paths)+3)
+	ops := make([]txnWrite, 0, 2*len(paths)+3)
 	k := m.keys
 	for _, p := range paths {
 		n := m.nodes[p]
@@ -531,7 +531,7 @@ func (m *multiState) writes() []clientv3.Op {
 			ops = appendDeleteOps(ops, k, p, &n.keys)
 			continue
 		}
-		lease := clientv3.LeaseID(n.stat.EphemeralOwner)
+		lease := int64(n.stat.EphemeralOwner)
 		recreated := n.created && n.keys.exists()
 		more := n.keys.moreOrZero()
 
@@ -551,15 +551,12 @@ func (m *multiState) writes() []clientv3.Op {
 		// revoked since the read fails the guard rather than the put.
 		putData := n.created || n.dataWrites > 0
 		if putData {
-			opt := clientv3.WithLease(clientv3.LeaseID(n.keys.lease))
-			if n.created {
-				opt = clientv3.WithLease(lease)
-			}
+			dataLease := n.keys.lease
 			ix := zxidIndexes{czxid: n.keys.ix.czxid, mzxid: n.dataIx}
 			if n.created {
-				ix.czxid = n.createdIx
+				dataLease, ix.czxid = lease, n.createdIx
 			}
-			ops = append(ops, clientv3.OpPut(k.data(p), encodeDataValue(n.data, n.stat.Mtime, ix, meta), opt))
+			ops = append(ops, txnWrite{key: k.data(p), value: encodeDataValue(n.data, n.stat.Mtime, ix, meta), lease: dataLease})
 		}
 		dataVersion := n.keys.data.version
 		if putData {
@@ -570,7 +567,7 @@ func (m *multiState) writes() []clientv3.Op {
 		// with its data key (nodeKeys.putData). An ephemeral's ACL key shares its lease.
 		aclVersion := n.keys.acl.version
 		if n.aclWrites > 0 || n.created && n.keys.acl.mod != 0 {
-			ops = append(ops, clientv3.OpPut(k.acl(p), encodeACLValue(n.meta), clientv3.WithLease(lease)))
+			ops = append(ops, txnWrite{key: k.acl(p), value: encodeACLValue(n.meta), lease: lease})
 			aclVersion++
 		}
 		// A recreated node's old child-create key is put too, so that its counter moves
@@ -578,11 +575,11 @@ func (m *multiState) writes() []clientv3.Op {
 		// createsIx is its creation's index unless a child was created since.
 		createsVersion := more.creates.version
 		if n.childCreates > 0 || n.created && more.creates.mod != 0 {
-			ops = append(ops, clientv3.OpPut(k.childCreates(p), encodeIndexValue(n.createsIx)))
+			ops = append(ops, txnWrite{key: k.childCreates(p), value: encodeIndexValue(n.createsIx)})
 			createsVersion++
 		}
 		if n.childDeletes > 0 {
-			ops = append(ops, clientv3.OpPut(k.childDeletes(p), encodeIndexValue(n.deletesIx)))
+			ops = append(ops, txnWrite{key: k.childDeletes(p), value: encodeIndexValue(n.deletesIx)})
 		}
 		want := offsetsValue{
 			Version:  dataVersion - 1 - int64(n.stat.Version),
@@ -602,16 +599,16 @@ func (m *multiState) writes() []clientv3.Op {
 		sameCounters := want.Version == more.offs.Version && want.Aversion == more.offs.Aversion && want.Creates == more.offs.Creates
 		if recreated || !sameCounters {
 			if want == (offsetsValue{}) {
-				ops = append(ops, clientv3.OpDelete(k.offsets(p)))
+				ops = append(ops, txnWrite{key: k.offsets(p), del: true})
 			} else {
-				ops = append(ops, clientv3.OpPut(k.offsets(p), encodeOffsetsValue(want), clientv3.WithLease(lease)))
+				ops = append(ops, txnWrite{key: k.offsets(p), value: encodeOffsetsValue(want), lease: lease})
 			}
 		}
 		if n.created {
 			if znode.IsReaped(n.meta.Mode) {
-				ops = append(ops, clientv3.OpPut(k.reapIndex(p), ""))
+				ops = append(ops, txnWrite{key: k.reapIndex(p)})
 			} else if recreated {
-				ops = append(ops, clientv3.OpDelete(k.reapIndex(p)))
+				ops = append(ops, txnWrite{key: k.reapIndex(p), del: true})
 			}
 		}
 	}
@@ -623,18 +620,18 @@ func (m *multiState) writes() []clientv3.Op {
 // faster than it scans a prefix; a delete of a key that is not there costs a lookup all the
 // same). The reap index key exists for a container or TTL node only; the meta keys other than
 // the ACL key (a node that has had children, or an offsets key) are deleted by their prefix.
-func appendDeleteOps(ops []clientv3.Op, k keySchema, p string, keys *nodeKeys) []clientv3.Op {
+func appendDeleteOps(ops []txnWrite, k keySchema, p string, keys *nodeKeys) []txnWrite {
 	if keys.exists() {
-		ops = append(ops, clientv3.OpDelete(k.data(p)))
+		ops = append(ops, txnWrite{key: k.data(p), del: true})
 		if znode.IsReaped(keys.meta.Mode) {
-			ops = append(ops, clientv3.OpDelete(k.reapIndex(p)))
+			ops = append(ops, txnWrite{key: k.reapIndex(p), del: true})
 		}
 	}
 	switch {
 	case keys.more != nil:
-		ops = append(ops, clientv3.OpDelete(k.metaPrefix(p), clientv3.WithPrefix()))
+		ops = append(ops, txnWrite{key: k.metaPrefix(p), del: true, prefix: true})
 	case keys.acl.mod != 0:
-		ops = append(ops, clientv3.OpDelete(k.acl(p)))
+		ops = append(ops, txnWrite{key: k.acl(p), del: true})
 	}
 	return ops
 }

@@ -25,7 +25,8 @@ import (
 // children's names, at one revision. It is loaded at the revision the watch feed starts after
 // (paginated: a large tree is never one huge response), then every revision the feed receives
 // is applied to it before the feed fires that revision's watches and advances its progress, so
-// the replica's revision is the feed's progress. Reads are answered from it (read.go) once it
+// the replica's revision is the feed's progress. The committer applies its own revisions ahead
+// of the feed when it can (own.go). Reads are answered from it (read.go) once it
 // has reached what the session must not go behind; a Stat is derived from the node's keys by
 // nodeKeys.node, as for keys read from etcd, so there is one derivation. Writes decide their
 // ACL checks on it (acl.go), multis and sequential names check their nodes on it (multi.go,
@@ -57,6 +58,8 @@ type replica struct {
 	// zxid is the zxid of the state at rev (stateZxid), stored whenever rev moves (setRev), so
 	// that a read's reply, almost always at rev, takes its zxid without the lock.
 	zxid atomic.Int64
+	// alterOwn, set by tests only, changes the events applyOwn makes, as a bug would.
+	alterOwn func([]*clientv3.Event) []*clientv3.Event
 }
 
 // setRev records that the replica is at revision rev; r.mu held.
@@ -276,6 +279,11 @@ type aclsBefore map[string][]encoding.ACL
 func (r *replica) apply(rev int64, evs []*clientv3.Event) aclsBefore {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.applyLocked(rev, evs)
+}
+
+// applyLocked is apply with r.mu held.
+func (r *replica) applyLocked(rev int64, evs []*clientv3.Event) aclsBefore {
 	var before aclsBefore
 	for _, ev := range evs {
 		path, ok := aclChanges(r.keys, ev)

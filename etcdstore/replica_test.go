@@ -142,9 +142,13 @@ func TestTreeReadsNeverGoBack(t *testing.T) {
 // from the replica as from etcd.
 func TestTreeMatchesEtcd(t *testing.T) {
 	ctx := context.Background()
-	b, _, _, _ := newGatedBackend(t)
+	b, _, gw, _ := newGatedBackend(t)
 	sessions := []zetcd.Session{openTestSession(t, b), openTestSession(t, b)}
 	rng := rand.New(rand.NewPCG(1, 2))
+	// etcd's watch is held back but for the sessions' end and start, so that the replica
+	// has every write's revision from the committer (own.go) and the feed checks them.
+	awaitTreeCurrent(t, b)
+	gw.pause()
 	paths := []string{"/a", "/a/b", "/a/c", "/d", "/d/e", "/a/b/f"}
 	modes := []encoding.CreateMode{encoding.ModePersistent, encoding.ModeEphemeral, encoding.ModePersistentSequential, encoding.ModeEphemeralSequential, encoding.ModeContainer}
 	for i := range 600 {
@@ -170,14 +174,23 @@ func TestTreeMatchesEtcd(t *testing.T) {
 		}
 		if i == 300 {
 			// One session ends: its ephemerals go in one transaction.
+			gw.resume()
 			if _, err := sessions[1].Close(ctx); err != nil {
 				t.Fatal(err)
 			}
 			sessions[1] = openTestSession(t, b)
+			awaitTreeCurrent(t, b)
+			gw.pause()
 		}
 	}
+	gw.resume()
 	awaitTreeCurrent(t, b)
 	checkTreeMatchesEtcd(t, b)
+	// The committer applied its own revisions (own.go), and etcd's events were the same.
+	if own := awaitOwnChecked(t, b); own.applied < 500 || own.checked != own.applied || own.differed != 0 {
+		t.Errorf("the committer applied %d revisions, the feed checked %d, %d differed; want 500 or more, all checked, none differing",
+			own.applied, own.checked, own.differed)
+	}
 }
 
 // awaitTreeCurrent waits for the replica to reach etcd's current revision.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,8 +115,13 @@ type Store struct {
 	watcher clientv3.Watcher
 	// watches holds every watch of this process, fed by one etcd watch (feed.go).
 	watches *watch.Registry
-	// tree is the replica of the tree that reads are served from, kept by the feed (replica.go).
+	// tree is the replica of the tree that reads are served from, kept by the feed (replica.go)
+	// and the committer (own.go).
 	tree *replica
+	// applyMu is held by whoever applies a revision to tree and fires its watches, the feed or
+	// the committer (own.go); it guards own.
+	applyMu sync.Mutex
+	own     ownRevisions
 	// treeWait bounds a read's wait for the replica (treeWaitLimit).
 	treeWait time.Duration
 	// local holds the Session objects this process serves (session.go).
@@ -416,8 +422,10 @@ func (b *Store) revokeQuietly(id clientv3.LeaseID) {
 
 // fenceOp is the put of the fence key (keys.go) that goes with every transaction that puts or
 // deletes data or meta keys.
-func (b *Store) fenceOp() clientv3.Op {
-	return clientv3.OpPut(b.keys.fence(), strconv.FormatUint(b.process.id, 16))
+func (b *Store) fenceOp() clientv3.Op { return b.fenceWrite().op() }
+
+func (b *Store) fenceWrite() txnWrite {
+	return txnWrite{key: b.keys.fence(), value: strconv.FormatUint(b.process.id, 16)}
 }
 
 // fenceHoldoff is how long the committer guards znode by znode after a batch failed its fence

@@ -1,0 +1,284 @@
+package etcdstore
+
+import (
+	"bytes"
+	"unsafe"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// The committer's own revisions. A batch the committer commits is applied to the replica, and
+// its watches fired, by the committer itself as soon as etcd answers the transaction, as a
+// ZooKeeper leader applies its own proposals, rather than after etcd's watch stream has carried
+// the revision back to the feed. The next batch is checked on it at once, and its watch events
+// and replies leave one hop sooner.
+//
+// The committer knows what its transaction wrote (txnWrite) and the replica knows the keys as
+// they were, so the events etcd reports for the revision follow (replica.ownEvents). That holds
+// only if the replica is at the revision just before: else a revision it has not applied (made
+// elsewhere, or a lease's expiry) comes first, and the feed applies both in order as before.
+// applyMu makes "apply a revision to the replica, fire its watches" one step, whoever takes it.
+//
+// The feed still receives every revision, and checks the events of those the committer applied
+// against etcd's (checkOwn): a difference is a bug, logged as an error, and the replica is
+// loaded again from etcd (as after lost history), so that it never stays wrong.
+
+// txnWrite is one write of a committer's transaction: a put of value (with lease, 0 for none),
+// or a delete of key, or of every key with the prefix key if prefix is set. The committer makes
+// its etcd ops of them and, once the transaction commits, the events of its revision.
+type txnWrite struct {
+	key, value  string
+	lease       int64
+	del, prefix bool
+}
+
+func (w txnWrite) op() clientv3.Op {
+	switch {
+	case w.del && w.prefix:
+		return clientv3.OpDelete(w.key, clientv3.WithPrefix())
+	case w.del:
+		return clientv3.OpDelete(w.key)
+	}
+	return clientv3.OpPut(w.key, w.value, clientv3.WithLease(clientv3.LeaseID(w.lease)))
+}
+
+func txnOps(writes []txnWrite) []clientv3.Op {
+	ops := make([]clientv3.Op, len(writes))
+	for i, w := range writes {
+		ops[i] = w.op()
+	}
+	return ops
+}
+
+// maxOwnKept and maxOwnBytes bound the revisions, and their keys and values, kept for the
+// feed's check: the committer no longer waits for the feed, which may fall behind (etcd's watch
+// stream slow); the revisions applied meanwhile go unchecked.
+const (
+	maxOwnKept  = 4096
+	maxOwnBytes = 16 << 20
+)
+
+// ownRevisions holds the events of the revisions the committer applied until the feed checks
+// them against etcd's, and counts them. Guarded by Store.applyMu.
+type ownRevisions struct {
+	events                     map[int64][]*clientv3.Event
+	bytes                      int // the keys and values in events
+	applied, checked, differed int64
+}
+
+// keep keeps the events of revision rev for the feed's check, if there is room.
+func (o *ownRevisions) keep(rev int64, evs []*clientv3.Event) {
+	n := eventBytes(evs)
+	if len(o.events) >= maxOwnKept || o.bytes+n > maxOwnBytes {
+		return
+	}
+	if o.events == nil {
+		o.events = map[int64][]*clientv3.Event{}
+	}
+	o.events[rev] = evs
+	o.bytes += n
+}
+
+// take removes the events kept for revision rev and returns them.
+func (o *ownRevisions) take(rev int64) ([]*clientv3.Event, bool) {
+	evs, ok := o.events[rev]
+	if ok {
+		delete(o.events, rev)
+		o.bytes -= eventBytes(evs)
+	}
+	return evs, ok
+}
+
+// forget drops every revision kept: the feed will not see them (it resumes after a reload).
+func (o *ownRevisions) forget() {
+	clear(o.events)
+	o.bytes = 0
+}
+
+func eventBytes(evs []*clientv3.Event) int {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.Kv.Key) + len(ev.Kv.Value)
+	}
+	return n
+}
+
+// applyOwn applies revision rev, which the committer's transaction of writes made, to the
+// replica and fires its watches, if the replica is at rev-1; else the feed will.
+func (b *Store) applyOwn(rev int64, writes []txnWrite) {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	evs, before, ok := b.tree.applyOwn(rev, writes)
+	if !ok {
+		return
+	}
+	b.fireRevision(evs, before)
+	b.watches.Advance(b.tree.stateZxid(rev))
+	b.own.keep(rev, evs)
+	b.own.applied++
+}
+
+// checkOwn compares etcd's events of revision rev with those the committer applied for it, if
+// it did; applyMu held. It reports false, having logged the difference, when they differ.
+func (b *Store) checkOwn(rev int64, evs []*clientv3.Event) bool {
+	mine, ok := b.own.take(rev)
+	if !ok {
+		return true
+	}
+	b.own.checked++
+	theirs := make([]*clientv3.Event, 0, len(evs))
+	for _, ev := range evs {
+		if b.keys.ownEventKey(string(ev.Kv.Key)) {
+			theirs = append(theirs, ev)
+		}
+	}
+	if i, same := sameEvents(mine, theirs); !same {
+		b.own.differed++
+		b.log.Error("replica: a revision this process applied differs from etcd's events; reloading the replica",
+			zap.Int64("revision", rev), zap.Int("event", i), zap.Int("applied", len(mine)), zap.Int("etcd", len(theirs)))
+		return false
+	}
+	return true
+}
+
+// sameEvents compares two revisions' events on the keys ownEvents makes events for; if they
+// differ, i is the first that does.
+func sameEvents(mine, theirs []*clientv3.Event) (i int, same bool) {
+	for i = 0; i < min(len(mine), len(theirs)); i++ {
+		a, b := mine[i], theirs[i]
+		if a.Type != b.Type || !bytes.Equal(a.Kv.Key, b.Kv.Key) || a.Kv.ModRevision != b.Kv.ModRevision {
+			return i, false
+		}
+		if a.Type == mvccpb.PUT && (!bytes.Equal(a.Kv.Value, b.Kv.Value) || a.Kv.Lease != b.Kv.Lease ||
+			a.Kv.Version != 0 && (a.Kv.Version != b.Kv.Version || a.Kv.CreateRevision != b.Kv.CreateRevision)) {
+			return i, false
+		}
+	}
+	return i, len(mine) == len(theirs)
+}
+
+// ownEventKey reports whether ownEvents makes the events of key: the keys the replica and the
+// feed read (data, meta, error and journal keys) and no other the committer writes (the fence
+// and reap index keys).
+func (k keySchema) ownEventKey(key string) bool {
+	if _, ok := k.pathOfDataKey(key); ok {
+		return true
+	}
+	if _, _, ok := k.pathOfMetaKey(key); ok {
+		return true
+	}
+	return key == k.errorKey() || key == k.journal()
+}
+
+// applyOwn applies revision rev, made of writes, if the replica is at rev-1: the events etcd
+// reports for it (ownEvents), and the ACLs it replaces (as apply).
+func (r *replica) applyOwn(rev int64, writes []txnWrite) ([]*clientv3.Event, aclsBefore, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rev != rev-1 {
+		return nil, nil, false
+	}
+	evs := r.ownEvents(rev, writes)
+	if r.alterOwn != nil {
+		evs = r.alterOwn(evs)
+	}
+	return evs, r.applyLocked(rev, evs), true
+}
+
+// ownEvents makes the events of revision rev, made of writes, on the keys ownEventKey names,
+// as etcd reports them: in the order of the writes, a prefix's keys in key order, a delete
+// of a key that does not exist none. The replica at rev-1 knows each key's creation revision
+// and version; r.mu held. The journal and error keys' are not known, nor needed (Version 0).
+func (r *replica) ownEvents(rev int64, writes []txnWrite) []*clientv3.Event {
+	evs := make([]*clientv3.Event, 0, len(writes))
+	k := r.keys
+	for _, w := range writes {
+		if w.del && w.prefix {
+			// The only prefix the committer deletes is a node's meta prefix: its meta keys.
+			path, _, _ := k.pathOfMetaKey(w.key + "a")
+			for _, name := range r.t.metaNames(path) {
+				evs = append(evs, deleteEvent(w.key+string(name), rev))
+			}
+			continue
+		}
+		if !k.ownEventKey(w.key) {
+			continue
+		}
+		prev, known := r.t.keyRevs(k, w.key)
+		if w.del {
+			if prev.mod != 0 {
+				evs = append(evs, deleteEvent(w.key, rev))
+			}
+			continue
+		}
+		kv := &mvccpb.KeyValue{Key: stringBytes(w.key), Value: stringBytes(w.value), ModRevision: rev, Lease: w.lease}
+		if known {
+			kv.CreateRevision, kv.Version = rev, 1
+			if prev.mod != 0 {
+				kv.CreateRevision, kv.Version = prev.create, prev.version+1
+			}
+		}
+		evs = append(evs, &clientv3.Event{Type: mvccpb.PUT, Kv: kv})
+	}
+	return evs
+}
+
+func deleteEvent(key string, rev int64) *clientv3.Event {
+	return &clientv3.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: stringBytes(key), ModRevision: rev}}
+}
+
+// stringBytes is s as bytes, without a copy: the replica and the feed only read an event's key
+// and value.
+func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// keyRevs returns the revisions of a data or meta key as the tree holds it (mod 0: absent), and
+// whether the key is one the tree holds.
+func (t *tree) keyRevs(k keySchema, key string) (keyRevs, bool) {
+	if path, ok := k.pathOfDataKey(key); ok {
+		if n := t.nodes[path]; n != nil {
+			return n.keys.data, true
+		}
+		return keyRevs{}, true
+	}
+	path, name, ok := k.pathOfMetaKey(key)
+	if !ok {
+		return keyRevs{}, false
+	}
+	n := t.nodes[path]
+	if n == nil {
+		return keyRevs{}, true
+	}
+	m := n.keys.moreOrZero()
+	switch name {
+	case 'a':
+		return n.keys.acl, true
+	case 'c':
+		return m.creates, true
+	case 'd':
+		return m.deletes, true
+	case 'o':
+		return m.offsets, true
+	}
+	return keyRevs{}, false
+}
+
+// metaNames lists the names of the meta keys the node at path has, in key order.
+func (t *tree) metaNames(path string) []byte {
+	n := t.nodes[path]
+	if n == nil {
+		return nil
+	}
+	var names []byte
+	m := n.keys.moreOrZero()
+	for _, k := range []struct {
+		name byte
+		revs keyRevs
+	}{{'a', n.keys.acl}, {'c', m.creates}, {'d', m.deletes}, {'o', m.offsets}} {
+		if k.revs.mod != 0 {
+			names = append(names, k.name)
+		}
+	}
+	return names
+}
