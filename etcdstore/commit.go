@@ -65,8 +65,9 @@ const (
 	batchTimeout = 30 * time.Second
 )
 
-// committer queues this process's writes and commits them in batches from one goroutine, which
-// runs only while writes are queued. mu protects queue and running.
+// committer queues this process's writes and commits them in batches, one batch at a time: the
+// first in the goroutine of the write that found none running (lead), the next ones in a
+// goroutine that runs only while writes are queued (run). mu protects queue and running.
 type committer struct {
 	b       *Store
 	mu      sync.Mutex
@@ -89,17 +90,34 @@ func (c *committer) submit(ctx context.Context, w *pendingWrite) writeOutcome {
 	w.done = done
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
-	if !c.running {
-		c.running = true
-		go c.run()
-	}
+	lead := !c.running
+	c.running = true
 	c.mu.Unlock()
+	if lead {
+		c.lead()
+	}
 	select {
 	case o := <-done:
 		return o
 	case <-ctx.Done():
 		s.outcome = nil // the outcome may still come: a next write waits on a channel of its own
 		return writeOutcome{err: ctx.Err()}
+	}
+}
+
+// lead commits the first batch in the queue, in the goroutine of the write that found no
+// batch running, which is in it: that write is answered with no switch to another goroutine
+// and back. The batches queued meanwhile go on in a goroutine of their own (run).
+func (c *committer) lead() {
+	if batch := c.take(); batch != nil {
+		c.commit(batch)
+	}
+	c.mu.Lock()
+	more := len(c.queue) > 0
+	c.running = more
+	c.mu.Unlock()
+	if more {
+		go c.run()
 	}
 }
 
