@@ -118,6 +118,7 @@ func (b *Store) applyOwn(rev int64, writes []txnWrite) {
 	b.watches.Advance(b.tree.stateZxid(rev))
 	b.own.keep(rev, evs)
 	b.own.applied++
+	b.metrics.ObserveOwnRevision(false)
 }
 
 // checkOwn compares etcd's events of revision rev with those the committer applied for it, if
@@ -136,6 +137,7 @@ func (b *Store) checkOwn(rev int64, evs []*clientv3.Event) bool {
 	}
 	if i, same := sameEvents(mine, theirs); !same {
 		b.own.differed++
+		b.metrics.ObserveOwnRevision(true)
 		b.log.Error("replica: a revision this process applied differs from etcd's events; reloading the replica",
 			zap.Int64("revision", rev), zap.Int("event", i), zap.Int("applied", len(mine)), zap.Int("etcd", len(theirs)))
 		return false

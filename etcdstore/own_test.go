@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -40,7 +41,12 @@ func awaitOwnChecked(t *testing.T, b *Store) ownRevisions {
 // events the same.
 func TestOwnRevisionsServeAtOnce(t *testing.T) {
 	ctx := context.Background()
-	b, kv, gw, _ := newGatedBackend(t)
+	reg := prometheus.NewRegistry()
+	metrics, err := zetcd.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, kv, gw, _ := newGatedBackendWith(t, Config{Metrics: metrics})
 	sink := &zetcdtest.Events{}
 	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
 	if err != nil {
@@ -77,6 +83,9 @@ func TestOwnRevisionsServeAtOnce(t *testing.T) {
 		t.Errorf("the committer applied %d revisions, the feed checked %d, %d differed; want 2 or more, all checked, none differing",
 			own.applied, own.checked, own.differed)
 	}
+	if got, diverged := series(t, reg, "zetcd_own_revisions_total"), series(t, reg, "zetcd_replica_divergences_total"); got != float64(own.applied) || diverged != 0 {
+		t.Errorf("zetcd_own_revisions_total %v, zetcd_replica_divergences_total %v; want %d and 0", got, diverged, own.applied)
+	}
 	checkTreeMatchesEtcd(t, b)
 }
 
@@ -85,7 +94,12 @@ func TestOwnRevisionsServeAtOnce(t *testing.T) {
 // and loads the replica again, which then holds the node.
 func TestOwnRevisionDifferingReloads(t *testing.T) {
 	ctx := context.Background()
-	b, _, gw, _ := newGatedBackend(t)
+	reg := prometheus.NewRegistry()
+	metrics, err := zetcd.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, gw, _ := newGatedBackendWith(t, Config{Metrics: metrics})
 	writer := openTestSession(t, b)
 	awaitTreeCurrent(t, b)
 
@@ -117,6 +131,9 @@ func TestOwnRevisionDifferingReloads(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("within 10s: %d differing revisions found, want 1, and /x not in the replica", differed)
 		}
+	}
+	if diverged := series(t, reg, "zetcd_replica_divergences_total"); diverged != 1 {
+		t.Errorf("zetcd_replica_divergences_total %v, want 1", diverged)
 	}
 	awaitTreeCurrent(t, b)
 	checkTreeMatchesEtcd(t, b)

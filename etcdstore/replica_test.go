@@ -52,11 +52,17 @@ func (g *gatedWatcher) resume() { g.open <- struct{}{} }
 // for the replica.
 func newGatedBackend(t *testing.T) (*Store, *countingKV, *gatedWatcher, *clientv3.Client) {
 	t.Helper()
+	return newGatedBackendWith(t, Config{})
+}
+
+// newGatedBackendWith is newGatedBackend with cfg's Metrics.
+func newGatedBackendWith(t *testing.T, cfg Config) (*Store, *countingKV, *gatedWatcher, *clientv3.Client) {
+	t.Helper()
 	cli := startEtcd(t)
 	gw := newGatedWatcher(cli.Watcher)
 	cli.Watcher = gw
 	kv := &countingKV{KV: cli.KV}
-	b, err := New(context.Background(), Config{Client: cli, KV: kv, Logger: zaptest.NewLogger(t), ReapInterval: -1, treeWait: 300 * time.Millisecond})
+	b, err := New(context.Background(), Config{Client: cli, KV: kv, Logger: zaptest.NewLogger(t), ReapInterval: -1, treeWait: 300 * time.Millisecond, Metrics: cfg.Metrics})
 	if err != nil {
 		t.Fatal(err)
 	}

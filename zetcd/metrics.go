@@ -31,6 +31,10 @@ import (
 //	write_batch_size               histogram writes (creates, deletes, setData, multis) committed
 //	                                         in one etcd transaction: _count batches, _sum writes
 //	batched_writes_total           counter   writes committed in a batch with other writes
+//	own_revisions_total            counter   revisions of this process's write batches that it
+//	                                         applied to its replica ahead of etcd's watch
+//	replica_divergences_total      counter   such revisions that etcd's watch then reported
+//	                                         otherwise (a bug: each reloads the replica)
 //	sessions                       gauge     sessions this process serves on a connection now
 //	connections                    gauge     open client connections (including 4lw ones)
 //	outstanding_requests           gauge     requests read and not yet answered
@@ -55,6 +59,8 @@ type Metrics struct {
 	sessions   prometheus.Gauge
 	batchSize  prometheus.Histogram
 	batched    prometheus.Counter
+	own        prometheus.Counter
+	diverged   prometheus.Counter
 }
 
 // NewMetrics creates the request, session and etcd metrics and registers them on reg.
@@ -91,8 +97,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "zetcd", Name: "batched_writes_total",
 			Help: "Writes committed in one etcd transaction with other writes.",
 		}),
+		own: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "zetcd", Name: "own_revisions_total",
+			Help: "Revisions of this process's write batches that it applied to its replica of the tree as etcd committed them, ahead of etcd's watch.",
+		}),
+		diverged: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "zetcd", Name: "replica_divergences_total",
+			Help: "Revisions this process applied to its replica ahead of etcd's watch whose events etcd's watch reported otherwise; each reloads the replica from etcd. Always 0 unless zetcd has a bug.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions, m.batchSize, m.batched} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions, m.batchSize, m.batched, m.own, m.diverged} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -110,6 +124,20 @@ func (m *Metrics) ObserveWriteBatch(n int) {
 	if n > 1 {
 		m.batched.Add(float64(n))
 	}
+}
+
+// ObserveOwnRevision records a revision of a write batch applied to the replica ahead of etcd's
+// watch; diverged, one whose events etcd's watch reported otherwise. A nil Metrics records
+// nothing.
+func (m *Metrics) ObserveOwnRevision(diverged bool) {
+	if m == nil {
+		return
+	}
+	if diverged {
+		m.diverged.Inc()
+		return
+	}
+	m.own.Inc()
 }
 
 // Registerer is the registerer the metrics were registered on; other components (the
