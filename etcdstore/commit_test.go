@@ -27,11 +27,7 @@ import (
 // replica and a fresh read of etcd agree on every Stat afterwards.
 func TestCommitBatchesKeepZxids(t *testing.T) {
 	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	metrics, err := zetcd.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	metrics, reg := newTestMetrics(t)
 	b, _, _ := newTestBackendOn(t, startEtcd(t), Config{Metrics: metrics})
 	setup := openTestSession(t, b)
 	for _, p := range []string{"/b", "/b/x"} {

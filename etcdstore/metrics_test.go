@@ -17,11 +17,7 @@ import (
 func TestMetricsDecorators(t *testing.T) {
 	cli := startEtcd(t)
 	counting := &countingKV{KV: cli.KV}
-	reg := prometheus.NewRegistry()
-	m, err := zetcd.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newTestMetrics(t)
 	ctx := context.Background()
 	// Outside the leader election, whose background round trips countingKV would also see.
 	b, err := New(ctx, Config{Client: cli, KV: WrapKV(counting, m), Logger: zaptest.NewLogger(t), ReapInterval: -1})
@@ -120,11 +116,7 @@ func TestMetricsDecorators(t *testing.T) {
 // and the tree counts of its backend, found beneath the decorator.
 func TestMetricsServerCollector(t *testing.T) {
 	cli := startEtcd(t)
-	reg := prometheus.NewRegistry()
-	m, err := zetcd.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, reg := newTestMetrics(t)
 	ctx := context.Background()
 	b, err := New(ctx, Config{Client: cli, KV: WrapKV(cli.KV, m)})
 	if err != nil {
@@ -178,6 +170,17 @@ func TestMetricsServerCollector(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
 		}
 	}
+}
+
+// newTestMetrics returns metrics registered on a registry of their own, and the registry.
+func newTestMetrics(t *testing.T) (*zetcd.Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := zetcd.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
 }
 
 // series returns the value of the counter or gauge name whose labels include the given

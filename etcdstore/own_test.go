@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -41,11 +40,7 @@ func awaitOwnChecked(t *testing.T, b *Store) ownRevisions {
 // events the same.
 func TestOwnRevisionsServeAtOnce(t *testing.T) {
 	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	metrics, err := zetcd.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	metrics, reg := newTestMetrics(t)
 	b, kv, gw, _ := newGatedBackendWith(t, Config{Metrics: metrics})
 	sink := &zetcdtest.Events{}
 	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
@@ -94,11 +89,7 @@ func TestOwnRevisionsServeAtOnce(t *testing.T) {
 // and loads the replica again, which then holds the node.
 func TestOwnRevisionDifferingReloads(t *testing.T) {
 	ctx := context.Background()
-	reg := prometheus.NewRegistry()
-	metrics, err := zetcd.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	metrics, reg := newTestMetrics(t)
 	b, _, gw, _ := newGatedBackendWith(t, Config{Metrics: metrics})
 	writer := openTestSession(t, b)
 	awaitTreeCurrent(t, b)
