@@ -106,9 +106,14 @@ func eventBytes(evs []*clientv3.Event) int {
 }
 
 // applyOwn applies revision rev, which the committer's transaction of writes made, to the
-// replica and fires its watches, if the replica is at rev-1; else the feed will.
+// replica and fires its watches, if the replica is at rev-1; else the feed will. It never waits
+// for the feed: while the feed holds applyMu (applying a revision, or reloading the replica,
+// which takes as long as reading the whole tree from etcd) it leaves rev to the feed too, and
+// the writes are answered at once all the same.
 func (b *Store) applyOwn(rev int64, writes []txnWrite) {
-	b.applyMu.Lock()
+	if !b.applyMu.TryLock() {
+		return
+	}
 	defer b.applyMu.Unlock()
 	evs, before, ok := b.tree.applyOwn(rev, writes)
 	if !ok {
