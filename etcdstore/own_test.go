@@ -129,3 +129,34 @@ func TestOwnRevisionDifferingReloads(t *testing.T) {
 	awaitTreeCurrent(t, b)
 	checkTreeMatchesEtcd(t, b)
 }
+
+// TestOwnRevisionLeftToABusyFeed: while the feed holds the apply lock (applying a revision, or
+// reloading the replica, which takes as long as reading the tree from etcd), a write is answered
+// without waiting for it, and the feed applies the write's revision.
+func TestOwnRevisionLeftToABusyFeed(t *testing.T) {
+	ctx := context.Background()
+	b, _, _, _ := newGatedBackend(t)
+	writer := openTestSession(t, b)
+	awaitTreeCurrent(t, b)
+
+	b.applyMu.Lock() // as the feed does
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/x", ACL: openACL})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		b.applyMu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		b.applyMu.Unlock()
+		t.Fatal("the create waited for the feed's apply lock")
+	}
+	awaitTreeCurrent(t, b)
+	if _, _, _, ok, err := b.tree.node("/x", false); !ok || err != nil {
+		t.Errorf("/x in the replica: %v, %v; want it there", ok, err)
+	}
+}
