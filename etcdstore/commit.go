@@ -274,19 +274,19 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 		outcomes[i] = writeOutcome{results: results, failedAt: -1, index: m.index}
 		journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth.Authenticated(), m.providers)...)
 	}
-	then := m.writes()
-	if len(then) > 0 {
-		then = append(then, b.fenceWrite())
+	writes := m.writes()
+	if len(writes) > 0 {
+		writes = append(writes, b.fenceWrite())
 	}
 	// One write of one op needs no journal: the feed fires its key events, at index 0.
 	if len(journal) > 0 && (len(batch) > 1 || len(batch[0].ops) > 1) {
-		then = append(then, txnWrite{key: b.keys.journal(), value: encodeJournal(journal)})
+		writes = append(writes, txnWrite{key: b.keys.journal(), value: encodeJournal(journal)})
 	}
-	if len(then) == 0 || len(batch) > 1 {
+	if len(writes) == 0 || len(batch) > 1 {
 		// The error key's value is the index of the batch's last write, which makes the zxid
 		// of the state at its revision (replica.stateZxid); a batch of failed writes (or
 		// checks) writes nothing else, and consumes its zxids all the same.
-		then = append(then, txnWrite{key: b.keys.errorKey(), value: encodeIndexValue(uint16(len(batch) - 1))})
+		writes = append(writes, txnWrite{key: b.keys.errorKey(), value: encodeIndexValue(uint16(len(batch) - 1))})
 	}
-	return outcomes, then
+	return outcomes, writes
 }

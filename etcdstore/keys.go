@@ -193,6 +193,18 @@ func (k keySchema) pathOfMetaKey(key string) (path string, name byte, ok bool) {
 	return rest[i:j], key[len(key)-1], true
 }
 
+// dataKeyName is what pathOfNodeKey names a data key.
+const dataKeyName = 'n'
+
+// pathOfNodeKey inverts data and the meta keys: the znode path of a data or meta key, and the
+// key's name (dataKeyName, or a meta key's as pathOfMetaKey).
+func (k keySchema) pathOfNodeKey(key string) (path string, name byte, ok bool) {
+	if path, ok := k.pathOfDataKey(key); ok {
+		return path, dataKeyName, true
+	}
+	return k.pathOfMetaKey(key)
+}
+
 // pathOfDataKey inverts data: it returns the znode path of a data key.
 func (k keySchema) pathOfDataKey(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, k.prefix+"n/")

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"bytes"
+	"strings"
 	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -170,13 +171,8 @@ func sameEvents(mine, theirs []*clientv3.Event) (i int, same bool) {
 // feed read (data, meta, error and journal keys) and no other the committer writes (the fence
 // and reap index keys).
 func (k keySchema) ownEventKey(key string) bool {
-	if _, ok := k.pathOfDataKey(key); ok {
-		return true
-	}
-	if _, _, ok := k.pathOfMetaKey(key); ok {
-		return true
-	}
-	return key == k.errorKey() || key == k.journal()
+	_, _, ok := k.pathOfNodeKey(key)
+	return ok || key == k.errorKey() || key == k.journal()
 }
 
 // applyOwn applies revision rev, made of writes, if the replica is at rev-1: the events etcd
@@ -210,10 +206,15 @@ func (r *replica) ownEvents(rev int64, writes []txnWrite) []*clientv3.Event {
 			}
 			continue
 		}
-		if !k.ownEventKey(w.key) {
-			continue
+		path, name, nodeKey := k.pathOfNodeKey(w.key)
+		if !nodeKey && w.key != k.errorKey() && w.key != k.journal() {
+			continue // as ownEventKey, with the key parsed once
 		}
-		prev, known := r.t.keyRevs(k, w.key)
+		var prev keyRevs
+		known := false
+		if nodeKey {
+			prev, known = r.t.keyRevs(path, name)
+		}
 		if w.del {
 			if prev.mod != 0 {
 				evs = append(evs, deleteEvent(w.key, rev))
@@ -240,35 +241,17 @@ func deleteEvent(key string, rev int64) *clientv3.Event {
 // and value.
 func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
-// keyRevs returns the revisions of a data or meta key as the tree holds it (mod 0: absent), and
-// whether the key is one the tree holds.
-func (t *tree) keyRevs(k keySchema, key string) (keyRevs, bool) {
-	if path, ok := k.pathOfDataKey(key); ok {
-		if n := t.nodes[path]; n != nil {
-			return n.keys.data, true
-		}
-		return keyRevs{}, true
-	}
-	path, name, ok := k.pathOfMetaKey(key)
-	if !ok {
-		return keyRevs{}, false
-	}
+// keyRevs returns the revisions of the node's key of that name ('n' for the data key) as the
+// tree holds it (mod 0: absent), and whether the tree keeps keys of that name.
+func (t *tree) keyRevs(path string, name byte) (keyRevs, bool) {
 	n := t.nodes[path]
 	if n == nil {
-		return keyRevs{}, true
+		return keyRevs{}, name == dataKeyName || strings.IndexByte(metaKeyNames, name) >= 0
 	}
-	m := n.keys.moreOrZero()
-	switch name {
-	case 'a':
-		return n.keys.acl, true
-	case 'c':
-		return m.creates, true
-	case 'd':
-		return m.deletes, true
-	case 'o':
-		return m.offsets, true
+	if name == dataKeyName {
+		return n.keys.data, true
 	}
-	return keyRevs{}, false
+	return n.keys.metaRevs(name)
 }
 
 // metaNames lists the names of the meta keys the node at path has, in key order.
@@ -278,13 +261,9 @@ func (t *tree) metaNames(path string) []byte {
 		return nil
 	}
 	var names []byte
-	m := n.keys.moreOrZero()
-	for _, k := range []struct {
-		name byte
-		revs keyRevs
-	}{{'a', n.keys.acl}, {'c', m.creates}, {'d', m.deletes}, {'o', m.offsets}} {
-		if k.revs.mod != 0 {
-			names = append(names, k.name)
+	for i := range len(metaKeyNames) {
+		if revs, _ := n.keys.metaRevs(metaKeyNames[i]); revs.mod != 0 {
+			names = append(names, metaKeyNames[i])
 		}
 	}
 	return names

@@ -442,6 +442,26 @@ func (n *nodeKeys) putMeta(name byte, kv *mvccpb.KeyValue, acls *aclTable) {
 	n.setMore(m)
 }
 
+// metaKeyNames are the names of a node's meta keys (keys.go), in key order.
+const metaKeyNames = "acdo"
+
+// metaRevs returns the revisions of the node's meta key of that name (mod 0: absent), and
+// whether name is one of metaKeyNames.
+func (n *nodeKeys) metaRevs(name byte) (keyRevs, bool) {
+	m := n.moreOrZero()
+	switch name {
+	case 'a':
+		return n.acl, true
+	case 'c':
+		return m.creates, true
+	case 'd':
+		return m.deletes, true
+	case 'o':
+		return m.offsets, true
+	}
+	return keyRevs{}, false
+}
+
 // deleteMeta records the delete of one of the node's meta keys.
 func (n *nodeKeys) deleteMeta(name byte) {
 	m := n.moreOrZero()
