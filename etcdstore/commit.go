@@ -226,7 +226,10 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 		}
 		outcomes, writes := c.check(m, batch)
 		fence := attempt == 0 && b.fenceGuardsNow()
-		r, err := b.kv.Txn(ctx).If(m.guards(fence)...).Then(txnOps(writes)...).Commit()
+		txn := b.kv.Txn(ctx).If(m.guards(fence)...).Then(txnOps(writes)...)
+		sent := time.Now()
+		r, err := txn.Commit()
+		b.metrics.ObserveBatchCommit(time.Since(sent))
 		if err != nil {
 			return nil, err
 		}

@@ -132,6 +132,11 @@ func TestCommitBatchesKeepZxids(t *testing.T) {
 	if writes != sessions*rounds+2 || batches >= writes {
 		t.Errorf("%v writes in %v batches, want %d writes in fewer batches", writes, batches, sessions*rounds+2)
 	}
+	// Every batch's transaction was timed (one more for each batch checked again after a
+	// conflict).
+	if txns, seconds := histogramOf(t, reg, "zetcd_write_batch_commit_seconds"); txns < batches || seconds <= 0 {
+		t.Errorf("zetcd_write_batch_commit_seconds: %v transactions taking %vs, want at least %v batches' and some time", txns, seconds, batches)
+	}
 
 	// Events come in zxid order; each change of /b/x's data fired one at its write's zxid.
 	slices.Sort(setDataZ)
@@ -179,17 +184,23 @@ func TestCommitBatchesKeepZxids(t *testing.T) {
 // batchCounts reads the batches and the writes they committed from zetcd_write_batch_size.
 func batchCounts(t *testing.T, reg *prometheus.Registry) (batches, writes float64) {
 	t.Helper()
+	return histogramOf(t, reg, "zetcd_write_batch_size")
+}
+
+// histogramOf reads the sample count and sum of the histogram named name.
+func histogramOf(t *testing.T, reg *prometheus.Registry, name string) (count, sum float64) {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() == "zetcd_write_batch_size" {
+		if f.GetName() == name {
 			h := f.GetMetric()[0].GetHistogram()
 			return float64(h.GetSampleCount()), h.GetSampleSum()
 		}
 	}
-	t.Fatal("no zetcd_write_batch_size metric")
+	t.Fatalf("no %s metric", name)
 	return 0, 0
 }
 

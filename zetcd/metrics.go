@@ -30,6 +30,7 @@ import (
 //	etcd_errors_total{op}          counter   etcd KV calls and Txns that failed, by ZooKeeper op
 //	write_batch_size               histogram writes (creates, deletes, setData, multis) committed
 //	                                         in one etcd transaction: _count batches, _sum writes
+//	write_batch_commit_seconds     histogram time etcd took to answer a batch's transaction
 //	batched_writes_total           counter   writes committed in a batch with other writes
 //	own_revisions_total            counter   revisions of this process's write batches that it
 //	                                         applied to its replica ahead of etcd's watch
@@ -58,6 +59,7 @@ type Metrics struct {
 	etcdErrors *prometheus.CounterVec
 	sessions   prometheus.Gauge
 	batchSize  prometheus.Histogram
+	commitTime prometheus.Histogram
 	batched    prometheus.Counter
 	own        prometheus.Counter
 	diverged   prometheus.Counter
@@ -93,6 +95,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Writes (creates, deletes, setData, multis) committed in one etcd transaction.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11), // 1 .. 1024
 		}),
+		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "zetcd", Name: "write_batch_commit_seconds",
+			Help:    "Time etcd took to answer a write batch's transaction, from sending it to the answer (a transaction whose guards failed included): the share of a write's latency that is etcd's raft, log sync and apply.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18), // 50µs .. 6.5s
+		}),
 		batched: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "zetcd", Name: "batched_writes_total",
 			Help: "Writes committed in one etcd transaction with other writes.",
@@ -106,7 +113,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Revisions this process applied to its replica ahead of etcd's watch whose events etcd's watch reported otherwise; each reloads the replica from etcd. Always 0 unless zetcd has a bug.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions, m.batchSize, m.batched, m.own, m.diverged} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions, m.batchSize, m.commitTime, m.batched, m.own, m.diverged} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -124,6 +131,15 @@ func (m *Metrics) ObserveWriteBatch(n int) {
 	if n > 1 {
 		m.batched.Add(float64(n))
 	}
+}
+
+// ObserveBatchCommit records the time etcd took to answer one write batch's transaction. A nil
+// Metrics records nothing.
+func (m *Metrics) ObserveBatchCommit(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.commitTime.Observe(d.Seconds())
 }
 
 // ObserveOwnRevision records a revision of a write batch applied to the replica ahead of etcd's
