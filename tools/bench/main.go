@@ -186,6 +186,21 @@ type result struct {
 	// WritesPerBatch is, for zetcd, the mean number of writes it committed per etcd
 	// transaction during the run (group commit), from its /metrics; 0 when it wrote nothing.
 	WritesPerBatch float64 `json:"writesPerBatch,omitempty"`
+	// EtcdCommitMs is, for zetcd, the mean time etcd took to answer a write batch's
+	// transaction during the run (zetcd_write_batch_commit_seconds); 0 when it wrote nothing.
+	EtcdCommitMs float64 `json:"etcdCommitMs,omitempty"`
+}
+
+// addMetrics adds what zetcd's metrics say of the run, from scrapes before and after it.
+func (r *result) addMetrics(before, after map[string]float64) {
+	r.EtcdRoundTripsPerRequest = roundTrips(before, after)
+	r.WritesPerBatch = writesPerBatch(before, after)
+	r.EtcdCommitMs = 1000 * histogramMean(before, after, "zetcd_write_batch_commit_seconds")
+}
+
+// metricsLine is addMetrics' figures for the progress log.
+func (r *result) metricsLine() string {
+	return fmt.Sprintf("  etcd calls/request %.2f  writes/batch %.1f  etcd commit %.3f ms", r.EtcdRoundTripsPerRequest, r.WritesPerBatch, r.EtcdCommitMs)
 }
 
 // memory is a server process's resident memory over its runs.
@@ -365,12 +380,12 @@ func measure(o *options, s *server) ([]result, error) {
 			if err != nil {
 				return nil, err
 			}
-			res := result{Target: s.name, Op: op, Conns: c, Report: *r, EtcdRoundTripsPerRequest: roundTrips(before, after),
-				WritesPerBatch: writesPerBatch(before, after)}
+			res := result{Target: s.name, Op: op, Conns: c, Report: *r}
+			res.addMetrics(before, after)
 			line := fmt.Sprintf("%-9s %-8s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
 				s.name, op, c, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
 			if s.metrics != "" {
-				line += fmt.Sprintf("  etcd calls/request %.2f  writes/batch %.1f", res.EtcdRoundTripsPerRequest, res.WritesPerBatch)
+				line += res.metricsLine()
 			}
 			log.Print(line)
 			results = append(results, res)
@@ -704,11 +719,16 @@ func roundTrips(before, after map[string]float64) float64 {
 // writesPerBatch is the mean size of zetcd's write batches (zetcd_write_batch_size) between two
 // scrapes of its metrics; 0 when it committed none.
 func writesPerBatch(before, after map[string]float64) float64 {
-	batches := after["zetcd_write_batch_size_count"] - before["zetcd_write_batch_size_count"]
-	if batches == 0 {
+	return histogramMean(before, after, "zetcd_write_batch_size")
+}
+
+// histogramMean is the mean of the samples a histogram took between two scrapes; 0 if none.
+func histogramMean(before, after map[string]float64, name string) float64 {
+	n := after[name+"_count"] - before[name+"_count"]
+	if n == 0 {
 		return 0
 	}
-	return (after["zetcd_write_batch_size_sum"] - before["zetcd_write_batch_size_sum"]) / batches
+	return (after[name+"_sum"] - before[name+"_sum"]) / n
 }
 
 // readMemory reads a process's peak and current resident set from /proc.

@@ -47,7 +47,7 @@ func TestMarkdown(t *testing.T) {
 	d.Workloads = &workloadRuns{Duration: "6s", WatchRate: 500, Results: []result{
 		{Target: "zetcd", Op: "seq-create-persistent", Conns: 64, Report: rep(1000, 50, 90), EtcdRoundTripsPerRequest: 1.25},
 		{Target: "zookeeper", Op: "seq-create-persistent", Conns: 64, Report: rep(9000, 5, 20)},
-		{Target: "zetcd", Op: "watch", Conns: 16, Report: rep(500, 1.2, 3.5)},
+		{Target: "zetcd", Op: "watch", Conns: 16, Report: rep(500, 1.2, 3.5), EtcdCommitMs: 0.9},
 		{Target: "zookeeper", Op: "watch", Conns: 16, Report: rep(500, 0.6, 3.5)},
 	}}
 	d.Scale = &scaleRuns{Znodes: 1000000, DataSize: 128, Batch: 250, Loaders: 8, Reps: 3, Heap: scaleHeap, Runs: []scaleRun{
@@ -67,6 +67,7 @@ func TestMarkdown(t *testing.T) {
 		"| EPHEMERAL_SEQUENTIAL | — | — | — |",
 		"## Watch event latency",
 		"zetcd/ZooKeeper: p50 **2.00**, p99 **1.00**.",
+		"zetcd's etcd transactions (one per setData here) took 0.90 ms on average",
 		"## A tree of 1,000,000 znodes",
 		"| load (znodes/s) | 10000 | 50000 | 0.20 |",
 		"| `mntr`, median of 3 (ms) | 200.00 | 20.00 | 10.00 |",

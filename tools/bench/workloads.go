@@ -104,12 +104,12 @@ func runWorkload(o *options, s *server, w workload) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &result{Target: s.name, Op: w.name, Conns: conns, Report: *r, EtcdRoundTripsPerRequest: roundTrips(before, after),
-		WritesPerBatch: writesPerBatch(before, after)}
+	res := &result{Target: s.name, Op: w.name, Conns: conns, Report: *r}
+	res.addMetrics(before, after)
 	line := fmt.Sprintf("workloads: %-9s %-21s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
 		s.name, w.name, conns, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
 	if s.metrics != "" {
-		line += fmt.Sprintf("  etcd calls/request %.2f  writes/batch %.1f", res.EtcdRoundTripsPerRequest, res.WritesPerBatch)
+		line += res.metricsLine()
 	}
 	log.Print(line)
 	return res, nil
