@@ -146,6 +146,21 @@ func (d *Decoder) String() string {
 	return string(d.take(n, "ustring"))
 }
 
+// knownString is String, returning the one of known it equals rather than a new string.
+func (d *Decoder) knownString(known []string) string {
+	n := d.length("ustring")
+	if n < 0 {
+		return ""
+	}
+	b := d.take(n, "ustring")
+	for _, k := range known {
+		if string(b) == k {
+			return k
+		}
+	}
+	return string(b)
+}
+
 // VectorLen reads a vector count and returns it, or -1 for a null vector or
 // after an error. minElemSize is the fewest bytes one element can occupy
 // (at least 1 is assumed); a count whose elements could not possibly fit in

@@ -62,9 +62,13 @@ func (i *ID) Encode(e *Encoder) {
 }
 
 func (i *ID) Decode(d *Decoder) {
-	i.Scheme = d.String()
-	i.ID = d.String()
+	i.Scheme = d.knownString(knownIDStrings)
+	i.ID = d.knownString(knownIDStrings)
 }
+
+// knownIDStrings are the schemes, and the one id, that nearly every ACL names: decoded to these
+// strings, not to a copy each (a create carries its ACL, mostly world:anyone).
+var knownIDStrings = []string{"world", "anyone", "digest", "ip", "auth", "x509", "sasl", "super"}
 
 // ACL grants Perms to ID.
 type ACL struct {

@@ -364,3 +364,22 @@ func TestDeleteContainerNullPath(t *testing.T) {
 		t.Fatalf("%v %q", err, r.Path)
 	}
 }
+
+// TestDecodeKnownIDStrings: an ACL id's common scheme and id strings decode to shared strings,
+// with no allocation (a create carries its ACL); any other decodes as it was sent.
+func TestDecodeKnownIDStrings(t *testing.T) {
+	for _, want := range []ID{{Scheme: "world", ID: "anyone"}, {Scheme: "digest", ID: "bob:hash"}, {Scheme: "worl", ID: "anyones"}} {
+		var got ID
+		if err := DecodeRecord(AppendRecord(nil, &want), &got); err != nil || got != want {
+			t.Errorf("decoded %+v, %v; want %+v", got, err, want)
+		}
+	}
+	if raceEnabled {
+		return // the race detector's instrumentation allocates
+	}
+	world := AppendRecord(nil, &ID{Scheme: "world", ID: "anyone"})
+	var id ID
+	if n := testing.AllocsPerRun(100, func() { id.Decode(NewDecoder(world)) }); n != 0 {
+		t.Errorf("decoding world:anyone: %v allocations, want 0", n)
+	}
+}

@@ -275,7 +275,7 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 			continue
 		}
 		outcomes[i] = writeOutcome{results: results, failedAt: -1, index: m.index}
-		journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth.Authenticated(), m.providers)...)
+		journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth, m.providers)...)
 	}
 	writes := m.writes()
 	if len(writes) > 0 {

@@ -723,9 +723,9 @@ func committedMulti(results []encoding.MultiResult, rev int64) {
 }
 
 // journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches,
-// with the ACL each create gave its node (znode.FixupACL again, with the same authenticated ids),
-// as the changes of the write numbered index in its revision.
-func journalOf(ops []mop, results []encoding.MultiResult, index uint16, authIDs []encoding.ID, p znode.Providers) []journalChange {
+// with the ACL each create gave its node (the ACL fixup again, with the same identities), as the
+// changes of the write numbered index in its revision.
+func journalOf(ops []mop, results []encoding.MultiResult, index uint16, auth *znode.Identities, p znode.Providers) []journalChange {
 	var out []journalChange
 	for i, o := range ops {
 		switch o.op {
@@ -737,7 +737,7 @@ func journalOf(ops []mop, results []encoding.MultiResult, index uint16, authIDs 
 			case *encoding.Create2Response:
 				path = r.Path
 			}
-			acl, _ := znode.FixupACL(o.acl, authIDs, p)
+			acl, _ := auth.FixupACL(o.acl, p)
 			out = append(out, journalChange{watch.Change{Kind: watch.Created, Path: path, CreatedACL: acl}, index})
 		case encoding.OpDelete:
 			out = append(out, journalChange{watch.Change{Kind: watch.Deleted, Path: o.path}, index})

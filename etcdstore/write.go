@@ -36,7 +36,7 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 	if !znode.ValidatePath(req.Path) {
 		return fail(encoding.ErrBadArguments)
 	}
-	acl, err := znode.FixupACL(req.ACL, s.auth.Authenticated(), s.b.providers())
+	acl, err := s.auth.FixupACL(req.ACL, s.b.providers())
 	if err != nil {
 		return fail(encoding.ErrInvalidACL)
 	}

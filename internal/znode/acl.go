@@ -640,35 +640,56 @@ func RemoteIP(a net.Addr) string {
 //     digest id stores that id twice; without one it is InvalidACL;
 //   - digest, ip (and x509 and sasl with their providers, p) ids must be valid for their
 //     scheme; any other scheme (super, ...) is InvalidACL.
+//
+// A list it does not change (no duplicate, no auth) is returned itself, not a copy.
 func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, p Providers) ([]encoding.ACL, error) {
-	uniq := make([]encoding.ACL, 0, len(acl))
-	for _, a := range acl {
-		if !slices.Contains(uniq, a) {
-			uniq = append(uniq, a)
+	unique, expands := 0, false
+	for i, a := range acl {
+		if slices.Contains(acl[:i], a) {
+			continue
 		}
-	}
-	if len(uniq) == 0 {
-		return nil, encoding.ErrInvalidACL
-	}
-	out := make([]encoding.ACL, 0, len(uniq))
-	for _, a := range uniq {
+		unique++
 		switch {
 		case a.ID.Scheme == SchemeWorld && a.ID.ID == "anyone":
-			out = append(out, a)
 		case a.ID.Scheme == SchemeAuth:
 			if len(authIDs) == 0 {
 				return nil, encoding.ErrInvalidACL
 			}
-			for _, id := range authIDs {
-				out = append(out, encoding.ACL{Perms: a.Perms, ID: id})
-			}
+			expands = true
 		case validACLID(a.ID.Scheme, a.ID.ID, p):
-			out = append(out, a)
 		default:
 			return nil, encoding.ErrInvalidACL
 		}
 	}
+	switch {
+	case unique == 0:
+		return nil, encoding.ErrInvalidACL
+	case unique == len(acl) && !expands:
+		return acl, nil
+	}
+	out := make([]encoding.ACL, 0, unique+len(authIDs))
+	for i, a := range acl {
+		switch {
+		case slices.Contains(acl[:i], a):
+		case a.ID.Scheme == SchemeAuth:
+			for _, id := range authIDs {
+				out = append(out, encoding.ACL{Perms: a.Perms, ID: id})
+			}
+		default:
+			out = append(out, a)
+		}
+	}
 	return out, nil
+}
+
+// FixupACL runs the package's FixupACL for a caller with these identities, which are listed
+// (Authenticated) only if acl names the auth scheme.
+func (a *Identities) FixupACL(acl []encoding.ACL, p Providers) ([]encoding.ACL, error) {
+	var authIDs []encoding.ID
+	if slices.ContainsFunc(acl, func(x encoding.ACL) bool { return x.ID.Scheme == SchemeAuth }) {
+		authIDs = a.Authenticated()
+	}
+	return FixupACL(acl, authIDs, p)
 }
 
 // validDigestID mirrors DigestAuthenticationProvider.isValid: Java's id.split(":") (which drops

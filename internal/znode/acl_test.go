@@ -180,10 +180,13 @@ func TestMaskACL(t *testing.T) {
 }
 
 // TestFixupACL: the cases ZooKeeper 3.9.6 answered (PROTOCOL.md §8 and acl.go).
+// aclEntry is one ACL entry.
+func aclEntry(perms encoding.Perm, scheme, id string) encoding.ACL {
+	return encoding.ACL{Perms: perms, ID: encoding.ID{Scheme: scheme, ID: id}}
+}
+
 func TestFixupACL(t *testing.T) {
-	acl := func(perms encoding.Perm, scheme, id string) encoding.ACL {
-		return encoding.ACL{Perms: perms, ID: encoding.ID{Scheme: scheme, ID: id}}
-	}
+	acl := aclEntry
 	world := acl(31, SchemeWorld, "anyone")
 	alice := digestID("alice:pw")
 	for _, c := range []struct {
@@ -240,6 +243,33 @@ func TestFixupACL(t *testing.T) {
 	got, err := FixupACL([]encoding.ACL{acl(31, SchemeAuth, "")}, []encoding.ID{bob}, Providers{SASL: true})
 	if err != nil || !slices.Equal(got, []encoding.ACL{{Perms: 31, ID: bob}}) {
 		t.Errorf("auth with a sasl id: %v %v", got, err)
+	}
+}
+
+// TestFixupACLKeepsAnUnchangedList: a list the fixup leaves as it is (no duplicate, no auth) comes
+// back itself, with no allocation: every create carries one, mostly world:anyone. A caller's
+// identities are listed only for the auth scheme.
+func TestFixupACLKeepsAnUnchangedList(t *testing.T) {
+	var ip, alice Identities
+	ip.Add(encoding.ID{Scheme: SchemeIP, ID: "127.0.0.1"})
+	alice.Add(encoding.ID{Scheme: SchemeIP, ID: "127.0.0.1"})
+	alice.Add(encoding.ID{Scheme: SchemeDigest, ID: "alice:hash"})
+	in := []encoding.ACL{aclEntry(31, SchemeWorld, "anyone"), aclEntry(1, SchemeIP, "10.0.0.1")}
+	got, err := ip.FixupACL(in, Providers{})
+	if err != nil || &got[0] != &in[0] || len(got) != len(in) {
+		t.Errorf("FixupACL(%v) = %v, %v; want the list itself", in, got, err)
+	}
+	world := in[:1]
+	if n := testing.AllocsPerRun(100, func() { _, _ = ip.FixupACL(world, Providers{}) }); n != 0 {
+		t.Errorf("FixupACL(%v): %v allocations, want 0", world, n)
+	}
+	auth := []encoding.ACL{aclEntry(31, SchemeAuth, ""), aclEntry(1, SchemeIP, "10.0.0.1"), aclEntry(1, SchemeIP, "10.0.0.1")}
+	want := []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: SchemeDigest, ID: "alice:hash"}}, aclEntry(1, SchemeIP, "10.0.0.1")}
+	if got, err := alice.FixupACL(auth, Providers{}); err != nil || !slices.Equal(got, want) || &got[0] == &auth[0] {
+		t.Errorf("FixupACL(%v) for alice = %v, %v; want a new list %v", auth, got, err, want)
+	}
+	if got, err := ip.FixupACL(auth, Providers{}); err != encoding.ErrInvalidACL {
+		t.Errorf("FixupACL(%v) with no authenticated identity = %v, %v; want InvalidACL", auth, got, err)
 	}
 }
 

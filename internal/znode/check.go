@@ -67,7 +67,7 @@ func CheckCreateRequest(c CreateOp, who *Identities, p Providers) (parent string
 	if !ok || strings.IndexByte(c.Path, 0) >= 0 {
 		return "", nil, encoding.ErrBadArguments
 	}
-	acl, err := FixupACL(c.ACL, who.Authenticated(), p)
+	acl, err := who.FixupACL(c.ACL, p)
 	if err != nil {
 		return "", nil, encoding.ErrInvalidACL
 	}
