@@ -70,6 +70,8 @@ type options struct {
 	mem         memOptions
 	workloads   bool
 	work        workloadOptions
+	equalLoad   bool
+	equal       equalOptions
 	scale       bool
 	sc          scaleOptions
 }
@@ -103,6 +105,9 @@ func main() {
 	flag.StringVar(&memWatches, "mem-watches", "100,10", "memory step: getData watches per session opened in the sessions step and in the scale step")
 	flag.StringVar(&o.mem.profiles, "mem-profiles", "", "memory step: a directory for zetcd's heap profile after each step")
 	flag.BoolVar(&o.workloads, "workloads", true, "run the workloads step: sequential creates in one parent, watch event latency (false: keep its figures from --data)")
+	flag.BoolVar(&o.equalLoad, "equal-load", true, "run the equal-load step: zetcd and ZooKeeper offered the same request rate (false: keep its figures from --data)")
+	flag.IntVar(&o.equal.conns, "equal-conns", 64, "equal-load step: connections of each run")
+	flag.Float64Var(&o.equal.share, "equal-share", 0.8, "equal-load step: the rate offered, as a share of the lower of zetcd's and ZooKeeper's matrix throughputs")
 	flag.IntVar(&o.work.seqConns, "seq-conns", 64, "workloads step: sessions creating sequential nodes in one parent (for --duration)")
 	flag.IntVar(&o.work.watchers, "watchers", 16, "workloads step: watching sessions")
 	flag.Float64Var(&o.work.watchRate, "watch-rate", 500, "workloads step: setData per second on the watched nodes")
@@ -219,6 +224,8 @@ type runData struct {
 	Memory   []memory          `json:"memory"`
 	// MemoryScaling is the memory step (memory.go).
 	MemoryScaling *memScaling `json:"memoryScaling,omitempty"`
+	// EqualLoad is the equal-load step (equal.go).
+	EqualLoad *equalLoadRuns `json:"equalLoad,omitempty"`
 	// Workloads is the workloads step (workloads.go).
 	Workloads *workloadRuns `json:"workloads,omitempty"`
 	// Scale is the scale step (scale.go).
@@ -238,7 +245,7 @@ type server struct {
 
 func runBench(o *options) error {
 	bins := []string{"zetcd"}
-	if o.matrix || o.workloads {
+	if o.matrix || o.workloads || o.equalLoad {
 		bins = append(bins, "zkboom", "benchetcd")
 	}
 	for _, b := range bins {
@@ -252,7 +259,7 @@ func runBench(o *options) error {
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
 		zkboomProcsSetting: zkboomProcs(o),
 	}}
-	if !o.matrix || !o.memory || !o.workloads || !o.scale {
+	if !o.matrix || !o.memory || !o.workloads || !o.scale || !o.equalLoad {
 		// Keep the figures of the part not run from the last report's data.
 		old := &runData{}
 		if raw, err := os.ReadFile(o.data); err == nil {
@@ -269,6 +276,9 @@ func runBench(o *options) error {
 		}
 		if !o.workloads {
 			data.Workloads = old.Workloads
+		}
+		if !o.equalLoad {
+			data.EqualLoad = old.EqualLoad
 		}
 		if !o.scale {
 			data.Scale = old.Scale
@@ -288,6 +298,7 @@ func runBench(o *options) error {
 		run func() error
 	}{
 		{o.matrix, func() error { return runMatrix(o, data) }},
+		{o.equalLoad, func() (err error) { data.EqualLoad, err = runEqualLoad(o, data.Results); return err }},
 		{o.workloads, func() (err error) { data.Workloads, err = runWorkloads(o); return err }},
 		{o.scale, func() (err error) { data.Scale, err = runScale(o); return err }},
 		{o.memory, func() (err error) { data.MemoryScaling, err = runMemory(o); return err }},

@@ -114,6 +114,9 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("\nzetcd's figure includes its embedded etcd; the bare etcd is that etcd alone, so the difference is roughly\n")
 	w("what zetcd itself holds (sessions, connections, watch fan-out, buffers). ZooKeeper's is a JVM with `-Xmx1g`.\n")
 
+	if d.EqualLoad != nil {
+		equalLoadMarkdown(&b, d.EqualLoad)
+	}
 	if d.Workloads != nil {
 		workloadsMarkdown(&b, o, d.Workloads)
 	}
@@ -217,7 +220,7 @@ func estimate(o *options) time.Duration {
 	if slices.Contains(o.ops, "delete") {
 		cells += len(o.conns) // creating the nodes to delete takes about as long as deleting them
 	}
-	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
+	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + equalLoadEstimate(o) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
 }
 
 // memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
@@ -373,6 +376,44 @@ func thousands(n int) string {
 
 // workloadsMarkdown renders the workloads step: sequential creates in one parent, then watch
 // event latency.
+// equalLoadMarkdown renders the equal-load step: per op, both servers' latencies at one offered
+// rate.
+func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	find := func(target, op string) *equalLoadResult {
+		for i := range er.Results {
+			if r := &er.Results[i]; r.Target == target && r.Op == op {
+				return r
+			}
+		}
+		return nil
+	}
+	w("\n## Latency at equal load\n\n")
+	w("Measured %s UTC (load average %s at the start), zetcd and ZooKeeper each started fresh and warmed up as in\n", er.Started.Format("2006-01-02 15:04"), er.LoadAvg)
+	w("the matrix. The matrix runs every server as fast as it answers, so a server that answers more requests also\n")
+	w("queues more and leaves the load generator, on the same cores, more to do: its latency is taken at a higher load.\n")
+	w("Here both are offered the same rate (`zkboom --conns %d --rate R`), %.0f%% of the lower of their matrix\n", er.Conns, 100*er.Share)
+	w("throughputs at %d connections, which both sustain. Milliseconds.\n\n", er.Conns)
+	w("| op | offered ops/s | zetcd ops/s | ZooKeeper ops/s | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd/ZooKeeper p99 |\n")
+	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range er.Results {
+		if r.Target != "zetcd" {
+			continue
+		}
+		k := find("zookeeper", r.Op)
+		if k == nil {
+			continue
+		}
+		z, zk := r.Report, k.Report
+		vs := "—"
+		if zk.LatencyMs.P99 > 0 {
+			vs = fmt.Sprintf("%.2f", z.LatencyMs.P99/zk.LatencyMs.P99)
+		}
+		w("| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", r.Op, r.Rate, z.OpsPerSec, zk.OpsPerSec,
+			z.LatencyMs.P50, zk.LatencyMs.P50, z.LatencyMs.P99, zk.LatencyMs.P99, vs)
+	}
+}
+
 func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	find := func(target, name string) *result {

@@ -44,6 +44,11 @@ func TestMarkdown(t *testing.T) {
 			}
 		}
 	}
+	d.EqualLoad = &equalLoadRuns{Conns: 64, Share: 0.8, Results: []equalLoadResult{
+		{result: result{Target: "zetcd", Op: "get", Conns: 64, Report: rep(800, 0.1, 1.5)}, Rate: 800},
+		{result: result{Target: "zookeeper", Op: "get", Conns: 64, Report: rep(800, 0.3, 3)}, Rate: 800},
+		{result: result{Target: "zetcd", Op: "set", Conns: 64, Report: rep(790, 0.5, 6)}, Rate: 800},
+	}}
 	d.Workloads = &workloadRuns{Duration: "6s", WatchRate: 500, Results: []result{
 		{Target: "zetcd", Op: "seq-create-persistent", Conns: 64, Report: rep(1000, 50, 90), EtcdRoundTripsPerRequest: 1.25},
 		{Target: "zookeeper", Op: "seq-create-persistent", Conns: 64, Report: rep(9000, 5, 20)},
@@ -65,6 +70,8 @@ func TestMarkdown(t *testing.T) {
 		"## Sequential creates in one parent",
 		"| PERSISTENT_SEQUENTIAL | 1000 | 9000 | 0.11 | 50.00 | 5.00 | 90.00 | 20.00 | 1.25 |",
 		"| EPHEMERAL_SEQUENTIAL | — | — | — |",
+		"## Latency at equal load",
+		"| get | 800 | 800 | 800 | 0.10 | 0.30 | 1.50 | 3.00 | 0.50 |",
 		"## Watch event latency",
 		"zetcd/ZooKeeper: p50 **2.00**, p99 **1.00**.",
 		"zetcd's etcd transactions (one per setData here) took 0.90 ms on average",
@@ -95,5 +102,23 @@ func TestLastError(t *testing.T) {
 	}
 	if got, want := lastError("starting\njava.lang.OutOfMemoryError: Java heap space\n"), "java.lang.OutOfMemoryError: Java heap space"; got != want {
 		t.Errorf("lastError(ZooKeeper's log) = %q, want %q", got, want)
+	}
+}
+
+// TestEqualRate: the equal-load step offers a share of the lower of zetcd's and ZooKeeper's
+// matrix throughputs at its connections, and nothing for an op the matrix lacks for either.
+func TestEqualRate(t *testing.T) {
+	matrix := []result{
+		{Target: "etcd", Op: "get", Conns: 64, Report: zkboomReport{OpsPerSec: 100}},
+		{Target: "zetcd", Op: "get", Conns: 64, Report: zkboomReport{OpsPerSec: 80000}},
+		{Target: "zookeeper", Op: "get", Conns: 64, Report: zkboomReport{OpsPerSec: 50000}},
+		{Target: "zookeeper", Op: "get", Conns: 16, Report: zkboomReport{OpsPerSec: 10}},
+		{Target: "zetcd", Op: "set", Conns: 64, Report: zkboomReport{OpsPerSec: 20000}},
+	}
+	if got := equalRate(matrix, "get", 64, 0.8); got != 40000 {
+		t.Errorf("get: %v, want 40000", got)
+	}
+	if got := equalRate(matrix, "set", 64, 0.8); got != 0 {
+		t.Errorf("set, which ZooKeeper did not run: %v, want 0", got)
 	}
 }

@@ -1,0 +1,134 @@
+package main
+
+// The equal-load step. The matrix runs each server closed-loop, as fast as it answers, so a
+// server that answers more requests a second also queues more of them, and leaves the load
+// generator, which shares its cores, more to do: its latency is not measured at the load the
+// other server's is. This step offers zetcd and ZooKeeper the same request rate (zkboom --rate)
+// at the same connections: for each op of the matrix but delete (whose nodes run out), a share
+// of the lower of the two servers' matrix throughputs at those connections, so that both keep
+// up, and their latencies compare like for like.
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// equalOptions configure the equal-load step.
+type equalOptions struct {
+	conns int     // connections of every run
+	share float64 // the rate offered, as a share of the lower matrix throughput
+}
+
+// equalLoadRuns is the equal-load step of zetcd and ZooKeeper.
+type equalLoadRuns struct {
+	Started time.Time         `json:"started"`
+	LoadAvg string            `json:"loadAverage"` // the machine's, at the start
+	Conns   int               `json:"conns"`
+	Share   float64           `json:"share"`
+	Results []equalLoadResult `json:"results"`
+}
+
+// equalLoadResult is one server's run of one op at the offered rate.
+type equalLoadResult struct {
+	result
+	Rate float64 `json:"rate"` // requests a second offered
+}
+
+// equalRate is the rate the step offers for op: share of the lower of zetcd's and ZooKeeper's
+// matrix throughputs at conns; 0 when the matrix lacks either.
+func equalRate(matrix []result, op string, conns int, share float64) float64 {
+	lowest := 0.0
+	for _, target := range []string{"zetcd", "zookeeper"} {
+		found := false
+		for _, r := range matrix {
+			if r.Target == target && r.Op == op && r.Conns == conns && r.Report.OpsPerSec > 0 {
+				found = true
+				if lowest == 0 || r.Report.OpsPerSec < lowest {
+					lowest = r.Report.OpsPerSec
+				}
+			}
+		}
+		if !found {
+			return 0
+		}
+	}
+	return float64(int(lowest * share))
+}
+
+// runEqualLoad runs the step against zetcd and ZooKeeper (of --targets), each started fresh on
+// a data directory of its own and warmed up as in the matrix.
+func runEqualLoad(shared *options, matrix []result) (*equalLoadRuns, error) {
+	o := *shared
+	o.workDir = filepath.Join(shared.workDir, "equal")
+	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		return nil, err
+	}
+	er := &equalLoadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Conns: o.equal.conns, Share: o.equal.share}
+	for _, name := range o.targetsOn {
+		s, ok, err := startZKServer(&o, name)
+		if !ok {
+			continue // bare etcd: the matrix has its closest requests
+		}
+		if err != nil {
+			return nil, err
+		}
+		log.Printf("equal load: %s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
+		runs, err := equalLoadOn(&o, s, matrix)
+		s.stop()
+		if err != nil {
+			return nil, fmt.Errorf("equal load: %s: %w\n%s", name, err, s.log.String())
+		}
+		er.Results = append(er.Results, runs...)
+	}
+	return er, nil
+}
+
+// equalLoadOn runs the step's ops against s, after the matrix's warm-up.
+func equalLoadOn(o *options, s *server, matrix []result) ([]equalLoadResult, error) {
+	if o.warmup > 0 {
+		if _, err := zkboom(o, s, "mixed", 16, o.warmup); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	var runs []equalLoadResult
+	for _, op := range o.ops {
+		rate := equalRate(matrix, op, o.equal.conns, o.equal.share)
+		if op == "delete" || rate == 0 {
+			continue
+		}
+		before, err := scrape(s.metrics)
+		if err != nil {
+			return nil, err
+		}
+		r, err := zkboom(o, s, op, o.equal.conns, o.duration, "--rate", strconv.FormatFloat(rate, 'f', 0, 64))
+		if err != nil {
+			return nil, err
+		}
+		after, err := scrape(s.metrics)
+		if err != nil {
+			return nil, err
+		}
+		res := equalLoadResult{result: result{Target: s.name, Op: op, Conns: o.equal.conns, Report: *r}, Rate: rate}
+		res.addMetrics(before, after)
+		log.Printf("equal load: %-9s %-8s %3d conns at %6.0f/s: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
+			s.name, op, res.Conns, rate, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
+		runs = append(runs, res)
+	}
+	return runs, nil
+}
+
+// equalLoadEstimate is how long the step takes, roughly: per server a start, the warm-up and
+// the runs.
+func equalLoadEstimate(o *options) time.Duration {
+	runs := 0
+	for _, op := range o.ops {
+		if op != "delete" {
+			runs++
+		}
+	}
+	return 2 * (time.Duration(runs)*(o.duration+1500*time.Millisecond) + o.warmup + 10*time.Second)
+}
