@@ -374,8 +374,6 @@ func thousands(n int) string {
 	return string(out)
 }
 
-// workloadsMarkdown renders the workloads step: sequential creates in one parent, then watch
-// event latency.
 // equalLoadMarkdown renders the equal-load step: per op, both servers' latencies at one offered
 // rate.
 func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
@@ -414,6 +412,8 @@ func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 	}
 }
 
+// workloadsMarkdown renders the workloads step: sequential creates in one parent, then watch
+// event latency.
 func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	find := func(target, name string) *result {
