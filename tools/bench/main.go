@@ -1,18 +1,19 @@
 // Command bench is the driver behind `make bench`: it starts a bare etcd, zetcd (the real
 // binary, on its embedded etcd) and a real Apache ZooKeeper on this machine, one at a time, runs
 // the same zkboom matrix against each (zkboom --etcd for etcd), then against zetcd and ZooKeeper
-// the workloads step (workloads.go: sequential creates in one parent, watch event latency), the
-// scale step (scale.go: four-letter words and a restart on a tree of a million znodes) and the
-// memory step (memory.go: RSS per znode, per session and per watch), and writes
-// docs/benchmarks.md, the raw figures as JSON, and a plot of throughput and p99 latency against
-// concurrency.
+// the equal-load step (equal.go: the same request rate offered to both), the workloads step
+// (workloads.go: sequential creates in one parent, watch event latency), the scale step
+// (scale.go: four-letter words and a restart on a tree of a million znodes) and the memory step
+// (memory.go: RSS per znode, per session and per watch), and writes docs/benchmarks.md, the raw
+// figures as JSON, and a plot of throughput and p99 latency against concurrency.
 //
 //	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
-//	go run ./tools/bench --bin bin --matrix=false --workloads=false --scale=false   # the memory step alone (make bench-memory)
-//	go run ./tools/bench --bin bin --matrix=false --memory=false                    # workloads and scale (make bench-scale)
+//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --workloads=false --scale=false   # the memory step alone (make bench-memory)
+//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --memory=false                    # workloads and scale (make bench-scale)
 //
-// Each step can be left out (--matrix, --workloads, --scale, --memory =false): a run keeps the
-// figures of the steps it leaves out from the existing JSON and rewrites the report with all.
+// Each step can be left out (--matrix, --equal-load, --workloads, --scale, --memory =false): a run
+// keeps the figures of the steps it leaves out from the existing JSON and rewrites the report with
+// all. The equal-load step takes its rates from the matrix's figures, kept or new.
 //
 // --bin must hold zetcd, zkboom and benchetcd (`make build` and `go build ./tools/bench/benchetcd`).
 // The plot is drawn by tools/bench/plot.py with matplotlib (--python); without it the report is
