@@ -25,17 +25,12 @@ type equalOptions struct {
 
 // equalLoadRuns is the equal-load step of zetcd and ZooKeeper.
 type equalLoadRuns struct {
-	Started time.Time         `json:"started"`
-	LoadAvg string            `json:"loadAverage"` // the machine's, at the start
-	Conns   int               `json:"conns"`
-	Share   float64           `json:"share"`
-	Results []equalLoadResult `json:"results"`
-}
-
-// equalLoadResult is one server's run of one op at the offered rate.
-type equalLoadResult struct {
-	result
-	Rate float64 `json:"rate"` // requests a second offered
+	Started time.Time          `json:"started"`
+	LoadAvg string             `json:"loadAverage"` // the machine's, at the start
+	Conns   int                `json:"conns"`
+	Share   float64            `json:"share"`
+	Rates   map[string]float64 `json:"rates"` // requests a second offered, by op
+	Results []result           `json:"results"`
 }
 
 // equalRate is the rate the step offers for op: share of the lower of zetcd's and ZooKeeper's
@@ -43,17 +38,12 @@ type equalLoadResult struct {
 func equalRate(matrix []result, op string, conns int, share float64) float64 {
 	lowest := 0.0
 	for _, target := range []string{"zetcd", "zookeeper"} {
-		found := false
-		for _, r := range matrix {
-			if r.Target == target && r.Op == op && r.Conns == conns && r.Report.OpsPerSec > 0 {
-				found = true
-				if lowest == 0 || r.Report.OpsPerSec < lowest {
-					lowest = r.Report.OpsPerSec
-				}
-			}
-		}
-		if !found {
+		r := findResult(matrix, target, op, conns)
+		if r == nil || r.Report.OpsPerSec == 0 {
 			return 0
+		}
+		if lowest == 0 || r.Report.OpsPerSec < lowest {
+			lowest = r.Report.OpsPerSec
 		}
 	}
 	return float64(int(lowest * share))
@@ -67,7 +57,13 @@ func runEqualLoad(shared *options, matrix []result) (*equalLoadRuns, error) {
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
 		return nil, err
 	}
-	er := &equalLoadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Conns: o.equal.conns, Share: o.equal.share}
+	er := &equalLoadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Conns: o.equal.conns, Share: o.equal.share,
+		Rates: map[string]float64{}}
+	for _, op := range o.ops {
+		if rate := equalRate(matrix, op, o.equal.conns, o.equal.share); op != "delete" && rate > 0 {
+			er.Rates[op] = rate
+		}
+	}
 	for _, name := range o.targetsOn {
 		s, ok, err := startZKServer(&o, name)
 		if !ok {
@@ -77,7 +73,7 @@ func runEqualLoad(shared *options, matrix []result) (*equalLoadRuns, error) {
 			return nil, err
 		}
 		log.Printf("equal load: %s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
-		runs, err := equalLoadOn(&o, s, matrix)
+		runs, err := equalLoadOn(&o, s, er.Rates)
 		s.stop()
 		if err != nil {
 			return nil, fmt.Errorf("equal load: %s: %w\n%s", name, err, s.log.String())
@@ -87,36 +83,23 @@ func runEqualLoad(shared *options, matrix []result) (*equalLoadRuns, error) {
 	return er, nil
 }
 
-// equalLoadOn runs the step's ops against s, after the matrix's warm-up.
-func equalLoadOn(o *options, s *server, matrix []result) ([]equalLoadResult, error) {
-	if o.warmup > 0 {
-		if _, err := zkboom(o, s, "mixed", 16, o.warmup); err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
-		}
+// equalLoadOn runs the step's ops against s at their rates, after the matrix's warm-up.
+func equalLoadOn(o *options, s *server, rates map[string]float64) ([]result, error) {
+	if err := warmUp(o, s); err != nil {
+		return nil, err
 	}
-	var runs []equalLoadResult
+	var runs []result
 	for _, op := range o.ops {
-		rate := equalRate(matrix, op, o.equal.conns, o.equal.share)
-		if op == "delete" || rate == 0 {
+		rate, ok := rates[op]
+		if !ok {
 			continue
 		}
-		before, err := scrape(s.metrics)
+		res, err := measureRun(o, s, fmt.Sprintf("equal load at %.0f/s: ", rate), op, op, o.equal.conns, o.duration,
+			"--rate", strconv.FormatFloat(rate, 'f', 0, 64))
 		if err != nil {
 			return nil, err
 		}
-		r, err := zkboom(o, s, op, o.equal.conns, o.duration, "--rate", strconv.FormatFloat(rate, 'f', 0, 64))
-		if err != nil {
-			return nil, err
-		}
-		after, err := scrape(s.metrics)
-		if err != nil {
-			return nil, err
-		}
-		res := equalLoadResult{result: result{Target: s.name, Op: op, Conns: o.equal.conns, Report: *r}, Rate: rate}
-		res.addMetrics(before, after)
-		log.Printf("equal load: %-9s %-8s %3d conns at %6.0f/s: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
-			s.name, op, res.Conns, rate, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
-		runs = append(runs, res)
+		runs = append(runs, *res)
 	}
 	return runs, nil
 }

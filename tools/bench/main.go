@@ -367,43 +367,72 @@ func runMatrix(o *options, data *runData) error {
 
 // measure runs the warm-up and then the matrix against s.
 func measure(o *options, s *server) ([]result, error) {
-	if o.warmup > 0 {
-		if _, err := zkboom(o, s, "mixed", 16, o.warmup); err != nil {
-			return nil, fmt.Errorf("warm-up: %w", err)
-		}
+	if err := warmUp(o, s); err != nil {
+		return nil, err
 	}
 	var results []result
 	for _, op := range o.ops {
 		for _, c := range o.conns {
-			before, err := scrape(s.metrics)
-			if err != nil {
-				return nil, err
-			}
-			var r *zkboomReport
+			d, extra := o.duration, []string(nil)
 			if op == "delete" {
-				r, err = zkboom(o, s, op, c, 0, "--total", strconv.Itoa(deleteTotal(results, c, o.duration)))
-			} else {
-				r, err = zkboom(o, s, op, c, o.duration)
+				d, extra = 0, []string{"--total", strconv.Itoa(deleteTotal(results, c, o.duration))}
 			}
+			res, err := measureRun(o, s, "", op, op, c, d, extra...)
 			if err != nil {
 				return nil, err
 			}
-			after, err := scrape(s.metrics)
-			if err != nil {
-				return nil, err
-			}
-			res := result{Target: s.name, Op: op, Conns: c, Report: *r}
-			res.addMetrics(before, after)
-			line := fmt.Sprintf("%-9s %-8s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
-				s.name, op, c, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
-			if s.metrics != "" {
-				line += res.metricsLine()
-			}
-			log.Print(line)
-			results = append(results, res)
+			results = append(results, *res)
 		}
 	}
 	return results, nil
+}
+
+// warmUp gives s the matrix's unmeasured mixed load (the JVM's JIT, etcd's and zetcd's caches).
+func warmUp(o *options, s *server) error {
+	if o.warmup <= 0 {
+		return nil
+	}
+	if _, err := zkboom(o, s, "mixed", 16, o.warmup); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return nil
+}
+
+// measureRun runs zkboom's op against s at conns connections for d (extra: more zkboom flags),
+// with what zetcd's metrics say of the run, logs it after step, and returns it named name.
+func measureRun(o *options, s *server, step, name, op string, conns int, d time.Duration, extra ...string) (*result, error) {
+	before, err := scrape(s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	r, err := zkboom(o, s, op, conns, d, extra...)
+	if err != nil {
+		return nil, err
+	}
+	after, err := scrape(s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{Target: s.name, Op: name, Conns: conns, Report: *r}
+	res.addMetrics(before, after)
+	line := fmt.Sprintf("%s%-9s %-8s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
+		step, s.name, name, conns, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
+	if s.metrics != "" {
+		line += res.metricsLine()
+	}
+	log.Print(line)
+	return res, nil
+}
+
+// findResult returns the run of rs of target and op at conns (at any connections if conns is
+// 0), or nil.
+func findResult(rs []result, target, op string, conns int) *result {
+	for i := range rs {
+		if r := &rs[i]; r.Target == target && r.Op == op && (conns == 0 || r.Conns == conns) {
+			return r
+		}
+	}
+	return nil
 }
 
 // deleteTotal is how many nodes the delete run at conns connections deletes (zkboom delete

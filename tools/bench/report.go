@@ -20,11 +20,8 @@ func markdown(o *options, d *runData, plotted bool) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	find := func(target, op string, conns int) *zkboomReport {
-		for i := range d.Results {
-			r := &d.Results[i]
-			if r.Target == target && r.Op == op && r.Conns == conns {
-				return &r.Report
-			}
+		if r := findResult(d.Results, target, op, conns); r != nil {
+			return &r.Report
 		}
 		return nil
 	}
@@ -378,14 +375,6 @@ func thousands(n int) string {
 // rate.
 func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	find := func(target, op string) *equalLoadResult {
-		for i := range er.Results {
-			if r := &er.Results[i]; r.Target == target && r.Op == op {
-				return r
-			}
-		}
-		return nil
-	}
 	w("\n## Latency at equal load\n\n")
 	w("Measured %s UTC (load average %s at the start), zetcd and ZooKeeper each started fresh and warmed up as in\n", er.Started.Format("2006-01-02 15:04"), er.LoadAvg)
 	w("the matrix. The matrix runs every server as fast as it answers, so a server that answers more requests also\n")
@@ -398,7 +387,7 @@ func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 		if r.Target != "zetcd" {
 			continue
 		}
-		k := find("zookeeper", r.Op)
+		k := findResult(er.Results, "zookeeper", r.Op, 0)
 		if k == nil {
 			continue
 		}
@@ -407,7 +396,7 @@ func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 		if zk.LatencyMs.P99 > 0 {
 			vs = fmt.Sprintf("%.2f", z.LatencyMs.P99/zk.LatencyMs.P99)
 		}
-		w("| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", r.Op, r.Rate, z.OpsPerSec, zk.OpsPerSec,
+		w("| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", r.Op, er.Rates[r.Op], z.OpsPerSec, zk.OpsPerSec,
 			z.LatencyMs.P50, zk.LatencyMs.P50, z.LatencyMs.P99, zk.LatencyMs.P99, vs)
 	}
 }
@@ -416,14 +405,7 @@ func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 // event latency.
 func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	find := func(target, name string) *result {
-		for i := range wr.Results {
-			if r := &wr.Results[i]; r.Target == target && r.Op == name {
-				return r
-			}
-		}
-		return nil
-	}
+	find := func(target, name string) *result { return findResult(wr.Results, target, name, 0) }
 	report := func(r *result) *zkboomReport {
 		if r == nil {
 			return nil

@@ -44,10 +44,10 @@ func TestMarkdown(t *testing.T) {
 			}
 		}
 	}
-	d.EqualLoad = &equalLoadRuns{Conns: 64, Share: 0.8, Results: []equalLoadResult{
-		{result: result{Target: "zetcd", Op: "get", Conns: 64, Report: rep(800, 0.1, 1.5)}, Rate: 800},
-		{result: result{Target: "zookeeper", Op: "get", Conns: 64, Report: rep(800, 0.3, 3)}, Rate: 800},
-		{result: result{Target: "zetcd", Op: "set", Conns: 64, Report: rep(790, 0.5, 6)}, Rate: 800},
+	d.EqualLoad = &equalLoadRuns{Conns: 64, Share: 0.8, Rates: map[string]float64{"get": 800, "set": 800}, Results: []result{
+		{Target: "zetcd", Op: "get", Conns: 64, Report: rep(800, 0.1, 1.5)},
+		{Target: "zookeeper", Op: "get", Conns: 64, Report: rep(800, 0.3, 3)},
+		{Target: "zetcd", Op: "set", Conns: 64, Report: rep(790, 0.5, 6)},
 	}}
 	d.Workloads = &workloadRuns{Duration: "6s", WatchRate: 500, Results: []result{
 		{Target: "zetcd", Op: "seq-create-persistent", Conns: 64, Report: rep(1000, 50, 90), EtcdRoundTripsPerRequest: 1.25},

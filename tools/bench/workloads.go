@@ -91,28 +91,7 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 }
 
 func runWorkload(o *options, s *server, w workload) (*result, error) {
-	before, err := scrape(s.metrics)
-	if err != nil {
-		return nil, err
-	}
-	conns := w.conns
-	r, err := zkboom(o, s, w.op, conns, w.duration, w.extra...)
-	if err != nil {
-		return nil, err
-	}
-	after, err := scrape(s.metrics)
-	if err != nil {
-		return nil, err
-	}
-	res := &result{Target: s.name, Op: w.name, Conns: conns, Report: *r}
-	res.addMetrics(before, after)
-	line := fmt.Sprintf("workloads: %-9s %-21s %3d conns: %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  errors %d",
-		s.name, w.name, conns, r.OpsPerSec, r.LatencyMs.P50, r.LatencyMs.P99, r.Errors)
-	if s.metrics != "" {
-		line += res.metricsLine()
-	}
-	log.Print(line)
-	return res, nil
+	return measureRun(o, s, "workloads: ", w.name, w.op, w.conns, w.duration, w.extra...)
 }
 
 // workloadsEstimate is how long the workloads step takes, roughly: per server a start, the
