@@ -261,7 +261,12 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 	m.providers = b.providers()
 	now := b.nowMs()
 	outcomes := make([]writeOutcome, len(batch))
-	journal := make([]journalChange, 0, len(batch))
+	// One write of one op needs no journal: the feed fires its key events, at index 0.
+	journaled := len(batch) > 1 || len(batch[0].ops) > 1
+	var journal []journalChange
+	if journaled {
+		journal = make([]journalChange, 0, len(batch))
+	}
 	for i, w := range batch {
 		m.index, m.auth = uint16(i), w.s.auth
 		m.begin()
@@ -275,14 +280,15 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 			continue
 		}
 		outcomes[i] = writeOutcome{results: results, failedAt: -1, index: m.index}
-		journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth, m.providers)...)
+		if journaled {
+			journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth, m.providers)...)
+		}
 	}
 	writes := m.writes()
 	if len(writes) > 0 {
 		writes = append(writes, b.fenceWrite())
 	}
-	// One write of one op needs no journal: the feed fires its key events, at index 0.
-	if len(journal) > 0 && (len(batch) > 1 || len(batch[0].ops) > 1) {
+	if len(journal) > 0 {
 		writes = append(writes, txnWrite{key: b.keys.journal(), value: encodeJournal(journal)})
 	}
 	if len(writes) == 0 || len(batch) > 1 {

@@ -172,8 +172,12 @@ func sameEvents(mine, theirs []*clientv3.Event) (i int, same bool) {
 // and reap index keys).
 func (k keySchema) ownEventKey(key string) bool {
 	_, _, ok := k.pathOfNodeKey(key)
-	return ok || key == k.errorKey() || key == k.journal()
+	return ok || k.recordKey(key)
 }
+
+// recordKey reports whether key is one of the keys that record a revision's writes rather than
+// a znode's state: the error and journal keys.
+func (k keySchema) recordKey(key string) bool { return key == k.errorKey() || key == k.journal() }
 
 // applyOwn applies revision rev, made of writes, if the replica is at rev-1: the events etcd
 // reports for it (ownEvents), and the ACLs it replaces (as apply).
@@ -207,8 +211,8 @@ func (r *replica) ownEvents(rev int64, writes []txnWrite) []*clientv3.Event {
 			continue
 		}
 		path, name, nodeKey := k.pathOfNodeKey(w.key)
-		if !nodeKey && w.key != k.errorKey() && w.key != k.journal() {
-			continue // as ownEventKey, with the key parsed once
+		if !nodeKey && !k.recordKey(w.key) {
+			continue // not an ownEventKey (parsed once here)
 		}
 		var prev keyRevs
 		known := false
