@@ -25,6 +25,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/gomaxprocs"
 	"github.com/zetcd/zetcd/xchk"
 	"github.com/zetcd/zetcd/zetcd"
 )
@@ -56,6 +57,7 @@ type options struct {
 	quotaBytes        int64         // --quota-backend-bytes
 	dataLimitBytes    int64         // --data-limit-bytes
 	etcdMaxTxnOps     int           // --etcd-max-txn-ops
+	adaptProcs        bool          // --adapt-gomaxprocs
 	security          securityOptions
 	sasl              saslOptions
 }
@@ -83,6 +85,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Int64Var(&o.quotaBytes, "quota-backend-bytes", embedetcd.DefaultQuotaBytes, "the embedded etcd's space quota (etcd's --quota-backend-bytes), in bytes; with --endpoints, the external etcd's quota if it does not report its own (etcd before 3.6)")
 	fs.IntVar(&o.etcdMaxTxnOps, "etcd-max-txn-ops", 128, "with --endpoints, the external etcd's --max-txn-ops: zetcd commits many clients' writes in one etcd transaction and keeps it within this (the embedded etcd takes more)")
 	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "zetcd's data limit below etcd's quota, in bytes: writes that would grow etcd's database in use past it are refused with QuotaExceeded; 0: three quarters of etcd's quota; negative: no limit")
+	fs.BoolVar(&o.adaptProcs, "adapt-gomaxprocs", true, "run on one P (GOMAXPROCS=1) while zetcd uses under 0.3 cores of CPU, and on all cores from 0.6: at low load one P spares the wake-ups of idle threads (lower latency, less CPU); the GOMAXPROCS environment variable turns it off")
 	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
 	oracleAnswer := fs.String("oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
@@ -221,6 +224,11 @@ func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints 
 }
 
 func run(o options, log *zap.Logger) error {
+	if o.adaptProcs {
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go gomaxprocs.Run(ctx, gomaxprocs.Policy{}, log.Named("gomaxprocs"))
+	}
 	var endpoints []string
 	var etcdErr <-chan error
 	var embedded *embedetcd.Etcd

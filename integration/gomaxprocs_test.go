@@ -1,0 +1,80 @@
+package integration
+
+import (
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestProcessAdaptsGOMAXPROCS runs the zetcd binary and reads its GOMAXPROCS from /metrics: one
+// P while it idles; every core while clients keep it busy; one P again once they stop. With
+// --adapt-gomaxprocs=false it keeps every core.
+func TestProcessAdaptsGOMAXPROCS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the zetcd binary")
+	}
+	if n, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil && n > 0 {
+		t.Skip("GOMAXPROCS is set in the environment: zetcd keeps it")
+	}
+	procs := func(maddr string) int {
+		return int(scrape(t, "http://"+maddr+"/metrics")["go_sched_gomaxprocs_threads"])
+	}
+	waitProcs := func(maddr string, want int, what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got := procs(maddr)
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: GOMAXPROCS %d, want %d", what, got, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// The runtime's default, which a zetcd that does not adapt keeps.
+	off, moff := freePort(t), freePort(t)
+	startProcessArgs(t, off, "--data-dir", t.TempDir(), "--metrics-addr", moff, "--adapt-gomaxprocs=false")
+	all := procs(moff)
+	if all < 2 {
+		t.Skip("the runtime's default is one P")
+	}
+
+	addr, maddr := freePort(t), freePort(t)
+	startProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr)
+	waitProcs(maddr, 1, "idle")
+
+	// 32 sessions reading as fast as they can.
+	setup := connect(t, addr)
+	if _, err := setup.Create("/busy", []byte("v"), 0, openACL); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 32 {
+		c := connect(t, addr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				if _, _, err := c.Get("/busy"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	waitProcs(maddr, all, "32 sessions reading")
+	stop.Store(true)
+	wg.Wait()
+	waitProcs(maddr, 1, "idle again")
+
+	// The other process has idled all along, long past the adaptation's second.
+	if got := procs(moff); got != all {
+		t.Errorf("--adapt-gomaxprocs=false: GOMAXPROCS %d after idling, want %d", got, all)
+	}
+}
