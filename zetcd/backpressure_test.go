@@ -217,3 +217,34 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestEventsOfASlowReader fills a client's socket with watch events while it does not read,
+// staying below the connection's bound: the goroutine that fires them (here the test's, in
+// zetcd the committer or the watch feed) never waits for the client, and when the client
+// reads, every event arrives whole, in order.
+func TestEventsOfASlowReader(t *testing.T) {
+	ts, queued := startBoundedServer(t, 64<<20, 1<<30)
+	c := ts.connect(30000)
+	sess := ts.b.Session(c.sid)
+	const n = 16000 // 1 KiB each: more than the kernel's socket buffers hold
+	path := "/" + strings.Repeat("e", 1000)
+	fired := make(chan struct{})
+	go func() {
+		defer close(fired)
+		for i := range n {
+			sess.Emit(encoding.WatcherEvent{Type: encoding.EventNodeDataChanged, State: encoding.StateSyncConnected, Path: path}, encoding.Zxid(i+1))
+		}
+	}()
+	waitClosed(t, fired, 10*time.Second, "the events fired while the client does not read")
+	if queued() == 0 {
+		t.Fatal("nothing queued for a client that has not read: the sockets took 16 MB of events")
+	}
+	for i := range n {
+		var ev encoding.WatcherEvent
+		h := c.readReply(&ev)
+		if h.Xid != encoding.XidNotification || h.Zxid != encoding.Zxid(i+1) || ev.Path != path || ev.Type != encoding.EventNodeDataChanged {
+			t.Fatalf("frame %d: %+v %v %q, want the event of zxid %d", i, h, ev.Type, ev.Path[:min(len(ev.Path), 8)], i+1)
+		}
+	}
+	waitFor(t, func() bool { return queued() == 0 }, "queued bytes back to 0 once the client read everything")
+}
