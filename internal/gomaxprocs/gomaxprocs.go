@@ -12,14 +12,16 @@ import (
 
 // Policy says when to switch. Zero fields take the defaults named.
 type Policy struct {
-	// Interval is how often the process's CPU use is sampled (100ms).
+	// Interval is how often the process's CPU use is sampled (20ms): at one P, a load that
+	// needs more waits at most this long, which keeps it out of all but the far tail of a
+	// run's latencies.
 	Interval time.Duration
 	// UpCores: at one P, CPU use (in cores, over one Interval) at or above which the process
 	// goes back to the runtime's default (0.6). One P serves up to about one core, and waits
 	// grow fast as it fills: switch well before.
 	UpCores float64
 	// DownCores and DownAfter: at the default, CPU use below which, for DownAfter Intervals in
-	// a row, the process goes to one P (0.3 cores, 10). The band between DownCores and
+	// a row, the process goes to one P (0.3 cores, 50: a second). The band between DownCores and
 	// UpCores keeps a steady load on one side; the wait keeps a pause in a busy load from
 	// switching.
 	DownCores float64
@@ -28,7 +30,7 @@ type Policy struct {
 
 func (p Policy) withDefaults() Policy {
 	if p.Interval <= 0 {
-		p.Interval = 100 * time.Millisecond
+		p.Interval = 20 * time.Millisecond
 	}
 	if p.UpCores <= 0 {
 		p.UpCores = 0.6
@@ -37,7 +39,7 @@ func (p Policy) withDefaults() Policy {
 		p.DownCores = 0.3
 	}
 	if p.DownAfter <= 0 {
-		p.DownAfter = 10
+		p.DownAfter = 50
 	}
 	return p
 }
