@@ -102,8 +102,10 @@ func Run(ctx context.Context, p Policy, log *zap.Logger) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C:
+			// The time read with the CPU time: the tick may be late when the P is busy.
 			cpu, _ := processCPU()
+			now := time.Now()
 			cores := float64(cpu-last) / float64(now.Sub(lastAt))
 			last, lastAt = cpu, now
 			next := p.step(st, cores)
