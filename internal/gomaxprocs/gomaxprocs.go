@@ -20,10 +20,11 @@ type Policy struct {
 	// goes back to the runtime's default (0.6). One P serves up to about one core, and waits
 	// grow fast as it fills: switch well before.
 	UpCores float64
-	// DownCores and DownAfter: at the default, CPU use below which, for DownAfter Intervals in
-	// a row, the process goes to one P (0.3 cores, 50: a second). The band between DownCores and
-	// UpCores keeps a steady load on one side; the wait keeps a pause in a busy load from
-	// switching.
+	// DownCores and DownAfter: at the default, CPU use below which, on average over DownAfter
+	// Intervals (50: a second), the process goes to one P (0.3 cores). The band between
+	// DownCores and UpCores keeps a steady load on one side; the average keeps a pause in a
+	// busy load from switching, and a burst of a few Intervals in a light one (the collector,
+	// etcd's compaction) from keeping it on every core.
 	DownCores float64
 	DownAfter int
 }
@@ -44,11 +45,12 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// state is the controller's: whether it runs on one P, and how many samples in a row were
-// below DownCores at the default.
+// state is the controller's: whether it runs on one P; at the default, the samples taken in
+// the current period of DownAfter samples and their sum.
 type state struct {
 	one bool
-	low int
+	n   int
+	sum float64
 }
 
 // step takes one sample of cores (CPU used over the last Interval) and returns the next state.
@@ -59,13 +61,11 @@ func (p Policy) step(st state, cores float64) state {
 		}
 		return st
 	}
-	if cores >= p.DownCores {
-		return state{}
+	st.n, st.sum = st.n+1, st.sum+cores
+	if st.n < p.DownAfter {
+		return st
 	}
-	if st.low+1 >= p.DownAfter {
-		return state{one: true}
-	}
-	return state{low: st.low + 1}
+	return state{one: st.sum/float64(st.n) < p.DownCores}
 }
 
 // Adaptable reports whether Run would adapt anything in this process, and if not, why.

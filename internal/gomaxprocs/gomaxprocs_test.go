@@ -12,36 +12,30 @@ import (
 
 func TestPolicyStep(t *testing.T) {
 	p := Policy{UpCores: 0.6, DownCores: 0.3, DownAfter: 3}.withDefaults()
-	run := func(cores ...float64) []state {
-		var st state
-		var out []state
-		for _, c := range cores {
-			st = p.step(st, c)
-			out = append(out, st)
-		}
-		return out
-	}
 	cases := []struct {
 		name  string
 		cores []float64
-		want  []state
+		one   []bool // after each sample
 	}{
 		{"idle goes to one P after DownAfter samples", []float64{0.1, 0.1, 0.1, 0.1},
-			[]state{{low: 1}, {low: 2}, {one: true}, {one: true}}},
-		{"a busy sample restarts the count", []float64{0.1, 0.1, 0.3, 0.1, 0.1, 0.1},
-			[]state{{low: 1}, {low: 2}, {}, {low: 1}, {low: 2}, {one: true}}},
+			[]bool{false, false, true, true}},
+		{"the average of a period decides, not one sample", []float64{0.1, 0.1, 0.6, 0.1, 0.1, 0.1},
+			[]bool{false, false, true, true, true, true}},
+		{"a busy period keeps every core, the next idle one leaves", []float64{0.1, 0.1, 0.9, 0.1, 0.1, 0.1},
+			[]bool{false, false, false, false, false, true}},
 		{"one P holds inside the band", []float64{0, 0, 0, 0.59, 0.4, 0.3},
-			[]state{{low: 1}, {low: 2}, {one: true}, {one: true}, {one: true}, {one: true}}},
-		{"one P leaves at UpCores", []float64{0, 0, 0, 0.6, 0.1},
-			[]state{{low: 1}, {low: 2}, {one: true}, {}, {low: 1}}},
-		{"the default holds inside the band", []float64{0.3, 0.5, 0.59},
-			[]state{{}, {}, {}}},
+			[]bool{false, false, true, true, true, true}},
+		{"one P leaves at UpCores, and a new period starts", []float64{0, 0, 0, 0.6, 0.1, 0.1, 0.1},
+			[]bool{false, false, true, false, false, false, true}},
+		{"the default holds inside the band", []float64{0.3, 0.5, 0.59, 0.3, 0.3, 0.3},
+			[]bool{false, false, false, false, false, false}},
 	}
 	for _, c := range cases {
-		got := run(c.cores...)
-		for i := range c.want {
-			if got[i] != c.want[i] {
-				t.Errorf("%s: after sample %d (%v cores): state %+v, want %+v", c.name, i, c.cores[i], got[i], c.want[i])
+		var st state
+		for i, cores := range c.cores {
+			st = p.step(st, cores)
+			if st.one != c.one[i] {
+				t.Errorf("%s: after sample %d (%v cores): one P %v, want %v", c.name, i, cores, st.one, c.one[i])
 			}
 		}
 	}
