@@ -1,12 +1,12 @@
 package integration
 
 import (
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zetcd/zetcd/internal/gomaxprocs"
 )
 
 // TestProcessAdaptsGOMAXPROCS runs the zetcd binary and reads its GOMAXPROCS from /metrics: one
@@ -16,7 +16,7 @@ func TestProcessAdaptsGOMAXPROCS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the zetcd binary")
 	}
-	if n, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil && n > 0 {
+	if gomaxprocs.SetByEnvironment() {
 		t.Skip("GOMAXPROCS is set in the environment: zetcd keeps it")
 	}
 	procs := func(maddr string) int {

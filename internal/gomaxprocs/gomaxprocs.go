@@ -10,6 +10,12 @@ import (
 	"go.uber.org/zap"
 )
 
+// The thresholds of the default Policy, in cores of CPU.
+const (
+	DefaultUpCores   = 0.6
+	DefaultDownCores = 0.3
+)
+
 // Policy says when to switch. Zero fields take the defaults named.
 type Policy struct {
 	// Interval is how often the process's CPU use is sampled (20ms): at one P, a load that
@@ -34,10 +40,10 @@ func (p Policy) withDefaults() Policy {
 		p.Interval = 20 * time.Millisecond
 	}
 	if p.UpCores <= 0 {
-		p.UpCores = 0.6
+		p.UpCores = DefaultUpCores
 	}
 	if p.DownCores <= 0 {
-		p.DownCores = 0.3
+		p.DownCores = DefaultDownCores
 	}
 	if p.DownAfter <= 0 {
 		p.DownAfter = 50
@@ -70,8 +76,7 @@ func (p Policy) step(st state, cores float64) state {
 
 // Adaptable reports whether Run would adapt anything in this process, and if not, why.
 func Adaptable() (bool, string) {
-	if n, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err == nil && n > 0 {
-		// The runtime takes it, and ignores any other value.
+	if SetByEnvironment() {
 		return false, "GOMAXPROCS is set in the environment"
 	}
 	if runtime.GOMAXPROCS(0) <= 1 {
@@ -81,6 +86,13 @@ func Adaptable() (bool, string) {
 		return false, "the process's CPU time cannot be read on " + runtime.GOOS
 	}
 	return true, ""
+}
+
+// SetByEnvironment reports whether the GOMAXPROCS environment variable sets the number of Ps:
+// the runtime takes a positive number and ignores any other value.
+func SetByEnvironment() bool {
+	n, err := strconv.Atoi(os.Getenv("GOMAXPROCS"))
+	return err == nil && n > 0
 }
 
 // Run adapts GOMAXPROCS to the process's CPU use until ctx ends, and then leaves the runtime's

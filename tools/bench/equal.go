@@ -33,6 +33,10 @@ type equalLoadRuns struct {
 	Results []result           `json:"results"`
 }
 
+// equalLoadOp reports whether the step runs op: every op of the matrix but delete, whose nodes
+// run out.
+func equalLoadOp(op string) bool { return op != "delete" }
+
 // equalRate is the rate the step offers for op: share of the lower of zetcd's and ZooKeeper's
 // matrix throughputs at conns; 0 when the matrix lacks either.
 func equalRate(matrix []result, op string, conns int, share float64) float64 {
@@ -60,7 +64,7 @@ func runEqualLoad(shared *options, matrix []result) (*equalLoadRuns, error) {
 	er := &equalLoadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Conns: o.equal.conns, Share: o.equal.share,
 		Rates: map[string]float64{}}
 	for _, op := range o.ops {
-		if rate := equalRate(matrix, op, o.equal.conns, o.equal.share); op != "delete" && rate > 0 {
+		if rate := equalRate(matrix, op, o.equal.conns, o.equal.share); equalLoadOp(op) && rate > 0 {
 			er.Rates[op] = rate
 		}
 	}
@@ -109,7 +113,7 @@ func equalLoadOn(o *options, s *server, rates map[string]float64) ([]result, err
 func equalLoadEstimate(o *options) time.Duration {
 	runs := 0
 	for _, op := range o.ops {
-		if op != "delete" {
+		if equalLoadOp(op) {
 			runs++
 		}
 	}
