@@ -32,9 +32,10 @@ func TestCompactionPolicy(t *testing.T) {
 			t.Fatalf("t=%d: compacted to %d (%s) with little history", s, rev, why)
 		}
 	}
-	// 1000 revisions written: compact up to what the feed applied 5 s ago, not further.
+	// 1000 revisions written, the database in use half as large again: compact up to what the
+	// feed applied 5 s ago, not further.
 	for s := 10; s < 20; s++ {
-		rev, why := tick(s, int64(200*s), int64(200*s-50), 1*mib, false)
+		rev, why := tick(s, int64(200*s), int64(200*s-50), 1*mib+mib/2, false)
 		safe := int64(10 + s - 5) // what the feed had applied 5 s ago
 		if s-5 >= 10 {
 			safe = int64(200*(s-5) - 50)
@@ -178,5 +179,45 @@ func TestCompactionPolicyPressure(t *testing.T) {
 	}
 	if len(at) < 3 || len(at) > 5 {
 		t.Errorf("under pressure compacted at %v, want every 5 s from t=10", at)
+	}
+}
+
+// TestCompactionPolicyLargeTree: on a large database, MaxRevisions revisions alone do not
+// compact (etcd's compaction reads the whole database): history must also have grown by
+// MinHistoryShare of what was in use after the last compaction. On a small one the
+// revisions suffice.
+func TestCompactionPolicyLargeTree(t *testing.T) {
+	const mib = 1 << 20
+	p := Compaction{}.withDefaults(8<<30, 10*time.Minute) // MaxHistoryBytes 512 MiB: out of the way
+	if p.MinHistoryShare != 0.25 {
+		t.Fatalf("MinHistoryShare default %v", p.MinHistoryShare)
+	}
+	t0 := time.Unix(1000, 0)
+	// 500 revisions a second of 300 bytes each (150 KB/s), from in use inUseAfter.
+	run := func(inUseAfter int64, p Compaction) (at int, reason string) {
+		st := policyState{compactedAt: t0, inUseAfter: inUseAfter}
+		for s := 0; s < 1000; s++ {
+			rev := int64(500 * s)
+			o := observation{now: t0.Add(time.Duration(s) * time.Second), rev: rev, applied: rev, inUse: inUseAfter + 300*rev}
+			o.dbSize = o.inUse
+			if got, why := p.compaction(&st, o); got != 0 {
+				return s, why
+			}
+		}
+		return -1, ""
+	}
+	// Small: 10,000 revisions applied 5 s before, at t=25.
+	if at, why := run(mib, p); at != 25 || why != "revisions" {
+		t.Errorf("1 MiB in use: compacted at t=%d (%q), want t=25 for revisions", at, why)
+	}
+	// Large: history of 50 MiB (a quarter of 200 MiB) takes about 350 s to write.
+	at, why := run(200*mib, p)
+	if why != "revisions" || at < 345 || at > 360 {
+		t.Errorf("200 MiB in use: compacted at t=%d (%q), want about t=350 for revisions", at, why)
+	}
+	// A negative share: revisions alone, as on a small database.
+	p.MinHistoryShare = -1
+	if at, why := run(200*mib, p); at != 25 || why != "revisions" {
+		t.Errorf("share off, 200 MiB in use: compacted at t=%d (%q), want t=25", at, why)
 	}
 }
