@@ -50,10 +50,10 @@ bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then th
 	$(GO) run ./tools/bench --bin bin
 
 bench-memory: build zookeeper ## memory per znode, session and watch, zetcd vs ZooKeeper (~3 min): docs/benchmarks.md
-	$(GO) run ./tools/bench --bin bin --matrix=false --equal-load=false --workloads=false --scale=false
+	$(GO) run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --workloads=false --scale=false
 
 bench-scale: build zookeeper ## sequential creates in one parent, watch latency, 4lw and restart with 1M znodes, zetcd vs ZooKeeper (~6 min): docs/benchmarks.md
-	$(GO) run ./tools/bench --bin bin --matrix=false --equal-load=false --memory=false
+	$(GO) run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --memory=false
 
 fuzz: ## run each fuzz target in ./encoding and ./internal/sasl for FUZZTIME (default 30s)
 	for pkg in ./encoding ./internal/sasl; do \

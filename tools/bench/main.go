@@ -1,17 +1,18 @@
 // Command bench is the driver behind `make bench`: it starts a bare etcd, zetcd (the real
 // binary, on its embedded etcd) and a real Apache ZooKeeper on this machine, one at a time, runs
 // the same zkboom matrix against each (zkboom --etcd for etcd), then against zetcd and ZooKeeper
-// the equal-load step (equal.go: the same request rate offered to both), the workloads step
+// the equal-load step (equal.go: the same request rate offered to both), the own-core step
+// (owncore.go: the reads with the server on one core and zkboom on another), the workloads step
 // (workloads.go: sequential creates in one parent, watch event latency), the scale step
 // (scale.go: four-letter words and a restart on a tree of a million znodes) and the memory step
 // (memory.go: RSS per znode, per session and per watch), and writes docs/benchmarks.md, the raw
 // figures as JSON, and a plot of throughput and p99 latency against concurrency.
 //
 //	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
-//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --workloads=false --scale=false   # the memory step alone (make bench-memory)
-//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --memory=false                    # workloads and scale (make bench-scale)
+//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --workloads=false --scale=false   # the memory step alone (make bench-memory)
+//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --memory=false                    # workloads and scale (make bench-scale)
 //
-// Each step can be left out (--matrix, --equal-load, --workloads, --scale, --memory =false): a run
+// Each step can be left out (--matrix, --equal-load, --own-core, --workloads, --scale, --memory =false): a run
 // keeps the figures of the steps it leaves out from the existing JSON and rewrites the report with
 // all. The equal-load step takes its rates from the matrix's figures, kept or new.
 //
@@ -73,8 +74,14 @@ type options struct {
 	work        workloadOptions
 	equalLoad   bool
 	equal       equalOptions
+	ownCore     bool
+	own         ownCoreOptions
 	scale       bool
 	sc          scaleOptions
+
+	// serverCPUs and zkboomCPUs, when set, are taskset's lists of the cores the servers started
+	// and zkboom run on (the own-core step); empty: every core.
+	serverCPUs, zkboomCPUs string
 }
 
 func main() {
@@ -109,6 +116,10 @@ func main() {
 	flag.BoolVar(&o.equalLoad, "equal-load", true, "run the equal-load step: zetcd and ZooKeeper offered the same request rate (false: keep its figures from --data)")
 	flag.IntVar(&o.equal.conns, "equal-conns", 64, "equal-load step: connections of each run")
 	flag.Float64Var(&o.equal.share, "equal-share", 0.8, "equal-load step: the rate offered, as a share of the lower of zetcd's and ZooKeeper's matrix throughputs")
+	flag.BoolVar(&o.ownCore, "own-core", true, "run the own-core step: zetcd's and ZooKeeper's reads with the server on one core and zkboom on another (false: keep its figures from --data)")
+	flag.IntVar(&o.own.conns, "own-core-conns", 64, "own-core step: connections of each run")
+	flag.StringVar(&o.own.serverCPUs, "own-core-server-cpus", "0", "own-core step: the server's cores (taskset -c)")
+	flag.StringVar(&o.own.zkboomCPUs, "own-core-zkboom-cpus", "1", "own-core step: zkboom's cores (taskset -c)")
 	flag.IntVar(&o.work.seqConns, "seq-conns", 64, "workloads step: sessions creating sequential nodes in one parent (for --duration)")
 	flag.IntVar(&o.work.watchers, "watchers", 16, "workloads step: watching sessions")
 	flag.Float64Var(&o.work.watchRate, "watch-rate", 500, "workloads step: setData per second on the watched nodes")
@@ -227,6 +238,8 @@ type runData struct {
 	MemoryScaling *memScaling `json:"memoryScaling,omitempty"`
 	// EqualLoad is the equal-load step (equal.go).
 	EqualLoad *equalLoadRuns `json:"equalLoad,omitempty"`
+	// OwnCore is the own-core step (owncore.go).
+	OwnCore *ownCoreRuns `json:"ownCore,omitempty"`
 	// Workloads is the workloads step (workloads.go).
 	Workloads *workloadRuns `json:"workloads,omitempty"`
 	// Scale is the scale step (scale.go).
@@ -246,7 +259,7 @@ type server struct {
 
 func runBench(o *options) error {
 	bins := []string{"zetcd"}
-	if o.matrix || o.workloads || o.equalLoad {
+	if o.matrix || o.workloads || o.equalLoad || o.ownCore {
 		bins = append(bins, "zkboom", "benchetcd")
 	}
 	for _, b := range bins {
@@ -260,7 +273,7 @@ func runBench(o *options) error {
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
 		zkboomProcsSetting: zkboomProcs(o),
 	}}
-	if !o.matrix || !o.memory || !o.workloads || !o.scale || !o.equalLoad {
+	if !o.matrix || !o.memory || !o.workloads || !o.scale || !o.equalLoad || !o.ownCore {
 		// Keep the figures of the part not run from the last report's data.
 		old := &runData{}
 		if raw, err := os.ReadFile(o.data); err == nil {
@@ -281,6 +294,9 @@ func runBench(o *options) error {
 		if !o.equalLoad {
 			data.EqualLoad = old.EqualLoad
 		}
+		if !o.ownCore {
+			data.OwnCore = old.OwnCore
+		}
 		if !o.scale {
 			data.Scale = old.Scale
 		}
@@ -300,6 +316,7 @@ func runBench(o *options) error {
 	}{
 		{o.matrix, func() error { return runMatrix(o, data) }},
 		{o.equalLoad, func() (err error) { data.EqualLoad, err = runEqualLoad(o, data.Results); return err }},
+		{o.ownCore, func() (err error) { data.OwnCore, err = runOwnCore(o); return err }},
 		{o.workloads, func() (err error) { data.Workloads, err = runWorkloads(o); return err }},
 		{o.scale, func() (err error) { data.Scale, err = runScale(o); return err }},
 		{o.memory, func() (err error) { data.MemoryScaling, err = runMemory(o); return err }},
@@ -464,6 +481,7 @@ func zkboom(o *options, s *server, op string, conns int, d time.Duration, extra 
 	if o.zkboomProcs > 0 {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(o.zkboomProcs))
 	}
+	cmd = onCPUs(cmd, o.zkboomCPUs)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -599,7 +617,7 @@ func launchZetcd(o *options, extra ...string) (*server, error) {
 	addr, maddr := fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", mport)
 	args := append([]string{"--zkaddr", addr, "--data-dir", filepath.Join(o.workDir, "zetcd"),
 		"--metrics-addr", maddr, "--pprof", "--log-level", "warn"}, extra...)
-	s, err := start("zetcd", exec.Command(filepath.Join(o.bin, "zetcd"), args...))
+	s, err := start("zetcd", onCPUs(exec.Command(filepath.Join(o.bin, "zetcd"), args...), o.serverCPUs))
 	if err != nil {
 		return nil, err
 	}
@@ -670,7 +688,7 @@ func launchZooKeeper(o *options, heap string) (*server, error) {
 	classpath := filepath.Join(lib, "*") + ":" + filepath.Join(filepath.Dir(lib), "conf")
 	cmd := exec.Command(java, "-Xmx"+heap, "-cp", classpath, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
 	cmd.Dir = dir
-	s, err := start("zookeeper", cmd)
+	s, err := start("zookeeper", onCPUs(cmd, o.serverCPUs))
 	if err != nil {
 		return nil, err
 	}

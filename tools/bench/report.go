@@ -114,6 +114,9 @@ func markdown(o *options, d *runData, plotted bool) string {
 	if d.EqualLoad != nil {
 		equalLoadMarkdown(&b, d.EqualLoad)
 	}
+	if d.OwnCore != nil {
+		ownCoreMarkdown(&b, d.OwnCore)
+	}
 	if d.Workloads != nil {
 		workloadsMarkdown(&b, o, d.Workloads)
 	}
@@ -217,7 +220,7 @@ func estimate(o *options) time.Duration {
 	if slices.Contains(o.ops, "delete") {
 		cells += len(o.conns) // creating the nodes to delete takes about as long as deleting them
 	}
-	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + equalLoadEstimate(o) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
+	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + equalLoadEstimate(o) + ownCoreEstimate(o) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
 }
 
 // memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
@@ -398,6 +401,36 @@ func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 		}
 		w("| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", r.Op, er.Rates[r.Op], z.OpsPerSec, zk.OpsPerSec,
 			z.LatencyMs.P50, zk.LatencyMs.P50, z.LatencyMs.P99, zk.LatencyMs.P99, vs)
+	}
+}
+
+// ownCoreMarkdown renders the own-core step: per read op, both servers' throughput and latency
+// with zkboom on a core of its own.
+func ownCoreMarkdown(b *strings.Builder, oc *ownCoreRuns) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("\n## Reads with the load generator on a core of its own\n\n")
+	w("Measured %s UTC (load average %s at the start), zetcd and ZooKeeper each started fresh on CPUs %s\n", oc.Started.Format("2006-01-02 15:04"), oc.LoadAvg, oc.ServerCPUs)
+	w("(`taskset -c %s`) and warmed up as in the matrix, zkboom on CPUs %s: the matrix's reads at %d connections,\n", oc.ServerCPUs, oc.ZkboomCPUs, oc.Conns)
+	w("closed-loop, without the load generator's threads on the server's cores. In the matrix they share them, and a\n")
+	w("request's latency there includes its wait for a core the load generator holds. Milliseconds.\n\n")
+	w("| op | zetcd ops/s | ZooKeeper ops/s | zetcd/ZooKeeper | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd/ZooKeeper p99 |\n")
+	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range oc.Results {
+		if r.Target != "zetcd" {
+			continue
+		}
+		k := findResult(oc.Results, "zookeeper", r.Op, 0)
+		if k == nil {
+			continue
+		}
+		z, zk := r.Report, k.Report
+		var unused []float64 // the matrix's geometric mean is not this step's
+		p99Ratio := "—"
+		if zk.LatencyMs.P99 > 0 {
+			p99Ratio = fmt.Sprintf("%.2f", z.LatencyMs.P99/zk.LatencyMs.P99)
+		}
+		w("| %s | %.0f | %.0f | %s | %.2f | %.2f | %.2f | %.2f | %s |\n", r.Op, z.OpsPerSec, zk.OpsPerSec, ratio(&z, &zk, &unused),
+			z.LatencyMs.P50, zk.LatencyMs.P50, z.LatencyMs.P99, zk.LatencyMs.P99, p99Ratio)
 	}
 }
 
