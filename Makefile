@@ -40,7 +40,7 @@ zookeeper: ## fetch Apache ZooKeeper's jars from Maven Central into .cache/zooke
 kafka: ## fetch a Kafka 3.9 broker's jars from Maven Central into .cache/kafka, for the SASL broker test (needs mvn)
 	tools/kafka/fetch.sh
 
-bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then the same rate offered to zetcd and ZooKeeper, then bench-scale's and bench-memory's steps (~20 min): docs/benchmarks.md
+bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then the same rate offered to zetcd and ZooKeeper, their reads with the server on one core and zkboom on another, then bench-scale's and bench-memory's steps (~20 min): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd
 	@if [[ ! -x .cache/benchvenv/bin/python ]]; then \
 		echo "bench: matplotlib for the plot, into .cache/benchvenv"; \
