@@ -10,7 +10,6 @@ package main
 
 import (
 	"fmt"
-	"log"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -68,21 +67,10 @@ func runEqualLoad(shared *options, matrix []result) (*equalLoadRuns, error) {
 			er.Rates[op] = rate
 		}
 	}
-	for _, name := range o.targetsOn {
-		s, ok, err := startZKServer(&o, name)
-		if !ok {
-			continue // bare etcd: the matrix has its closest requests
-		}
-		if err != nil {
-			return nil, err
-		}
-		log.Printf("equal load: %s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
-		runs, err := equalLoadOn(&o, s, er.Rates)
-		s.stop()
-		if err != nil {
-			return nil, fmt.Errorf("equal load: %s: %w\n%s", name, err, s.log.String())
-		}
-		er.Results = append(er.Results, runs...)
+	var err error
+	er.Results, err = onEachZKServer(&o, "equal load", func(s *server) ([]result, error) { return equalLoadOn(&o, s, er.Rates) })
+	if err != nil {
+		return nil, err
 	}
 	return er, nil
 }
@@ -108,14 +96,17 @@ func equalLoadOn(o *options, s *server, rates map[string]float64) ([]result, err
 	return runs, nil
 }
 
-// equalLoadEstimate is how long the step takes, roughly: per server a start, the warm-up and
-// the runs.
-func equalLoadEstimate(o *options) time.Duration {
-	runs := 0
+// equalLoadEstimate is how long the step takes, roughly.
+func equalLoadEstimate(o *options) time.Duration { return opsStepEstimate(o, equalLoadOp) }
+
+// opsStepEstimate is how long a step that runs the ops of o.ops that runs reports against
+// zetcd and ZooKeeper takes, roughly: per server a start, the warm-up and the runs.
+func opsStepEstimate(o *options, runs func(op string) bool) time.Duration {
+	n := 0
 	for _, op := range o.ops {
-		if equalLoadOp(op) {
-			runs++
+		if runs(op) {
+			n++
 		}
 	}
-	return 2 * (time.Duration(runs)*(o.duration+1500*time.Millisecond) + o.warmup + 10*time.Second)
+	return 2 * (time.Duration(n)*(o.duration+1500*time.Millisecond) + o.warmup + 10*time.Second)
 }

@@ -650,6 +650,30 @@ func startZKServer(o *options, name string) (s *server, ok bool, err error) {
 	return s, true, err
 }
 
+// onEachZKServer starts each target of o.targetsOn that speaks the ZooKeeper protocol, fresh
+// and in turn (bare etcd is left out: the matrix has its closest requests), runs run against
+// it, stops it, and returns the runs of all. step names the step in logs and errors.
+func onEachZKServer(o *options, step string, run func(s *server) ([]result, error)) ([]result, error) {
+	var all []result
+	for _, name := range o.targetsOn {
+		s, ok, err := startZKServer(o, name)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		log.Printf("%s: %s started (pid %d, %s)", step, name, s.cmd.Process.Pid, s.endpoint)
+		runs, err := run(s)
+		s.stop()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w\n%s", step, name, err, s.log.String())
+		}
+		all = append(all, runs...)
+	}
+	return all, nil
+}
+
 func startZooKeeper(o *options) (*server, error) {
 	s, err := launchZooKeeper(o, "1g")
 	if err != nil {

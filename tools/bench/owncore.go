@@ -9,7 +9,6 @@ package main
 // (util-linux); without them it is left out, and says so.
 
 import (
-	"fmt"
 	"log"
 	"os"
 	"os/exec"
@@ -58,21 +57,11 @@ func runOwnCore(shared *options) (*ownCoreRuns, error) {
 	o.serverCPUs, o.zkboomCPUs = o.own.serverCPUs, o.own.zkboomCPUs
 	oc := &ownCoreRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Conns: o.own.conns,
 		ServerCPUs: o.serverCPUs, ZkboomCPUs: o.zkboomCPUs}
-	for _, name := range o.targetsOn {
-		s, ok, err := startZKServer(&o, name)
-		if !ok {
-			continue // bare etcd: the matrix has its closest requests
-		}
-		if err != nil {
-			return nil, err
-		}
-		log.Printf("own core: %s started on CPUs %s (pid %d, %s)", name, o.serverCPUs, s.cmd.Process.Pid, s.endpoint)
-		runs, err := ownCoreOn(&o, s)
-		s.stop()
-		if err != nil {
-			return nil, fmt.Errorf("own core: %s: %w\n%s", name, err, s.log.String())
-		}
-		oc.Results = append(oc.Results, runs...)
+	log.Printf("own core: servers on CPUs %s, zkboom on CPUs %s", o.serverCPUs, o.zkboomCPUs)
+	var err error
+	oc.Results, err = onEachZKServer(&o, "own core", func(s *server) ([]result, error) { return ownCoreOn(&o, s) })
+	if err != nil {
+		return nil, err
 	}
 	return oc, nil
 }
@@ -107,14 +96,5 @@ func onCPUs(cmd *exec.Cmd, cpus string) *exec.Cmd {
 	return pinned
 }
 
-// ownCoreEstimate is how long the step takes, roughly: per server a start, the warm-up and
-// the runs.
-func ownCoreEstimate(o *options) time.Duration {
-	runs := 0
-	for _, op := range o.ops {
-		if ownCoreOp(op) {
-			runs++
-		}
-	}
-	return 2 * (time.Duration(runs)*(o.duration+1500*time.Millisecond) + o.warmup + 10*time.Second)
-}
+// ownCoreEstimate is how long the step takes, roughly.
+func ownCoreEstimate(o *options) time.Duration { return opsStepEstimate(o, ownCoreOp) }

@@ -386,22 +386,38 @@ func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 	w("throughputs at %d connections, which both sustain. Milliseconds.\n\n", er.Conns)
 	w("| op | offered ops/s | zetcd ops/s | ZooKeeper ops/s | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd/ZooKeeper p99 |\n")
 	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range er.Results {
-		if r.Target != "zetcd" {
-			continue
-		}
-		k := findResult(er.Results, "zookeeper", r.Op, 0)
-		if k == nil {
-			continue
-		}
-		z, zk := r.Report, k.Report
-		vs := "—"
-		if zk.LatencyMs.P99 > 0 {
-			vs = fmt.Sprintf("%.2f", z.LatencyMs.P99/zk.LatencyMs.P99)
-		}
-		w("| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", r.Op, er.Rates[r.Op], z.OpsPerSec, zk.OpsPerSec,
-			z.LatencyMs.P50, zk.LatencyMs.P50, z.LatencyMs.P99, zk.LatencyMs.P99, vs)
+	for _, p := range pairedRuns(er.Results) {
+		z, zk := p.zetcd, p.zk
+		w("| %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %s |\n", p.op, er.Rates[p.op], z.OpsPerSec, zk.OpsPerSec,
+			z.LatencyMs.P50, zk.LatencyMs.P50, z.LatencyMs.P99, zk.LatencyMs.P99, p.p99Ratio())
 	}
+}
+
+// pairedRun is an op that zetcd and ZooKeeper both ran in a step, with their reports.
+type pairedRun struct {
+	op        string
+	zetcd, zk *zkboomReport
+}
+
+// pairedRuns returns the ops of rs that both zetcd and ZooKeeper ran, in zetcd's order.
+func pairedRuns(rs []result) []pairedRun {
+	var ps []pairedRun
+	for i := range rs {
+		if r := &rs[i]; r.Target == "zetcd" {
+			if k := findResult(rs, "zookeeper", r.Op, 0); k != nil {
+				ps = append(ps, pairedRun{op: r.Op, zetcd: &r.Report, zk: &k.Report})
+			}
+		}
+	}
+	return ps
+}
+
+// p99Ratio formats zetcd's p99 over ZooKeeper's.
+func (p pairedRun) p99Ratio() string {
+	if p.zk.LatencyMs.P99 == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", p.zetcd.LatencyMs.P99/p.zk.LatencyMs.P99)
 }
 
 // ownCoreMarkdown renders the own-core step: per read op, both servers' throughput and latency
@@ -415,22 +431,11 @@ func ownCoreMarkdown(b *strings.Builder, oc *ownCoreRuns) {
 	w("request's latency there includes its wait for a core the load generator holds. Milliseconds.\n\n")
 	w("| op | zetcd ops/s | ZooKeeper ops/s | zetcd/ZooKeeper | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd/ZooKeeper p99 |\n")
 	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range oc.Results {
-		if r.Target != "zetcd" {
-			continue
-		}
-		k := findResult(oc.Results, "zookeeper", r.Op, 0)
-		if k == nil {
-			continue
-		}
-		z, zk := r.Report, k.Report
+	for _, p := range pairedRuns(oc.Results) {
 		var unused []float64 // the matrix's geometric mean is not this step's
-		p99Ratio := "—"
-		if zk.LatencyMs.P99 > 0 {
-			p99Ratio = fmt.Sprintf("%.2f", z.LatencyMs.P99/zk.LatencyMs.P99)
-		}
-		w("| %s | %.0f | %.0f | %s | %.2f | %.2f | %.2f | %.2f | %s |\n", r.Op, z.OpsPerSec, zk.OpsPerSec, ratio(&z, &zk, &unused),
-			z.LatencyMs.P50, zk.LatencyMs.P50, z.LatencyMs.P99, zk.LatencyMs.P99, p99Ratio)
+		z, zk := p.zetcd, p.zk
+		w("| %s | %.0f | %.0f | %s | %.2f | %.2f | %.2f | %.2f | %s |\n", p.op, z.OpsPerSec, zk.OpsPerSec, ratio(z, zk, &unused),
+			z.LatencyMs.P50, zk.LatencyMs.P50, z.LatencyMs.P99, zk.LatencyMs.P99, p.p99Ratio())
 	}
 }
 

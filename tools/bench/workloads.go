@@ -15,8 +15,6 @@ package main
 // retry, and that shows as more than one round trip per create.
 
 import (
-	"fmt"
-	"log"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -66,26 +64,20 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 		return nil, err
 	}
 	wr := &workloadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Duration: o.duration.String(), WatchRate: o.work.watchRate}
-	for _, name := range o.targetsOn {
-		s, ok, err := startZKServer(&o, name)
-		if !ok {
-			continue // the matrix has etcd's closest requests
-		}
-		if err != nil {
-			return nil, err
-		}
-		log.Printf("workloads: %s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
+	var err error
+	wr.Results, err = onEachZKServer(&o, "workloads", func(s *server) ([]result, error) {
+		var runs []result
 		for _, w := range workloadList(&o) {
-			var res *result
-			if res, err = runWorkload(&o, s, w); err != nil {
-				break
+			res, err := runWorkload(&o, s, w)
+			if err != nil {
+				return nil, err
 			}
-			wr.Results = append(wr.Results, *res)
+			runs = append(runs, *res)
 		}
-		s.stop()
-		if err != nil {
-			return nil, fmt.Errorf("workloads: %s: %w\n%s", name, err, s.log.String())
-		}
+		return runs, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return wr, nil
 }
