@@ -24,8 +24,7 @@ type equalOptions struct {
 
 // equalLoadRuns is the equal-load step of zetcd and ZooKeeper.
 type equalLoadRuns struct {
-	Started time.Time          `json:"started"`
-	LoadAvg string             `json:"loadAverage"` // the machine's, at the start
+	stepStart
 	Conns   int                `json:"conns"`
 	Share   float64            `json:"share"`
 	Rates   map[string]float64 `json:"rates"` // requests a second offered, by op
@@ -60,7 +59,7 @@ func runEqualLoad(shared *options, matrix []result) (*equalLoadRuns, error) {
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
 		return nil, err
 	}
-	er := &equalLoadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Conns: o.equal.conns, Share: o.equal.share,
+	er := &equalLoadRuns{stepStart: newStepStart(), Conns: o.equal.conns, Share: o.equal.share,
 		Rates: map[string]float64{}}
 	for _, op := range o.ops {
 		if rate := equalRate(matrix, op, o.equal.conns, o.equal.share); equalLoadOp(op) && rate > 0 {
@@ -99,8 +98,8 @@ func equalLoadOn(o *options, s *server, rates map[string]float64) ([]result, err
 // equalLoadEstimate is how long the step takes, roughly.
 func equalLoadEstimate(o *options) time.Duration { return opsStepEstimate(o, equalLoadOp) }
 
-// opsStepEstimate is how long a step that runs the ops of o.ops that runs reports against
-// zetcd and ZooKeeper takes, roughly: per server a start, the warm-up and the runs.
+// opsStepEstimate is how long a step takes, roughly, that runs against zetcd and ZooKeeper each
+// op of o.ops for which runs reports true: per server a start, the warm-up and the runs.
 func opsStepEstimate(o *options, runs func(op string) bool) time.Duration {
 	n := 0
 	for _, op := range o.ops {

@@ -909,6 +909,21 @@ func keptSections(path string) string {
 	return ""
 }
 
+// stepStart is when a step began and the machine's load then; every step after the matrix
+// records it and its section of the report opens with it (measured).
+type stepStart struct {
+	Started time.Time `json:"started"`
+	LoadAvg string    `json:"loadAverage"` // the machine's, at the start
+}
+
+func newStepStart() stepStart { return stepStart{Started: time.Now().UTC(), LoadAvg: loadAverage()} }
+
+// measured opens a step's section: "Measured <time> (load average <l> at the start", for the
+// caller to go on inside the parenthesis or close it.
+func (s stepStart) measured() string {
+	return fmt.Sprintf("Measured %s (load average %s at the start", s.Started.Format("2006-01-02 15:04 MST"), orDash(s.LoadAvg))
+}
+
 // loadAverage is the machine's load average over 1, 5 and 15 minutes, from /proc/loadavg: the
 // machine may be shared, and the other load is part of what a run measured.
 func loadAverage() string {

@@ -26,12 +26,11 @@ type ownCoreOptions struct {
 
 // ownCoreRuns is the own-core step of zetcd and ZooKeeper.
 type ownCoreRuns struct {
-	Started    time.Time `json:"started"`
-	LoadAvg    string    `json:"loadAverage"` // the machine's, at the start
-	Conns      int       `json:"conns"`
-	ServerCPUs string    `json:"serverCpus"`
-	ZkboomCPUs string    `json:"zkboomCpus"`
-	Results    []result  `json:"results"`
+	stepStart
+	Conns      int      `json:"conns"`
+	ServerCPUs string   `json:"serverCpus"`
+	ZkboomCPUs string   `json:"zkboomCpus"`
+	Results    []result `json:"results"`
 }
 
 // ownCoreOp reports whether the step runs op: the reads, whose p99 the load generator decides.
@@ -55,7 +54,7 @@ func runOwnCore(shared *options) (*ownCoreRuns, error) {
 		return nil, err
 	}
 	o.serverCPUs, o.zkboomCPUs = o.own.serverCPUs, o.own.zkboomCPUs
-	oc := &ownCoreRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Conns: o.own.conns,
+	oc := &ownCoreRuns{stepStart: newStepStart(), Conns: o.own.conns,
 		ServerCPUs: o.serverCPUs, ZkboomCPUs: o.zkboomCPUs}
 	log.Printf("own core: servers on CPUs %s, zkboom on CPUs %s", o.serverCPUs, o.zkboomCPUs)
 	var err error

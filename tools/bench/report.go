@@ -379,7 +379,7 @@ func thousands(n int) string {
 func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("\n## Latency at equal load\n\n")
-	w("Measured %s UTC (load average %s at the start), zetcd and ZooKeeper each started fresh and warmed up as in\n", er.Started.Format("2006-01-02 15:04"), er.LoadAvg)
+	w("%s), zetcd and ZooKeeper each started fresh and warmed up as in\n", er.measured())
 	w("the matrix. The matrix runs every server as fast as it answers, so a server that answers more requests also\n")
 	w("queues more and leaves the load generator, on the same cores, more to do: its latency is taken at a higher load.\n")
 	w("Here both are offered the same rate (`zkboom --conns %d --rate R`), %.0f%% of the lower of their matrix\n", er.Conns, 100*er.Share)
@@ -425,7 +425,7 @@ func (p pairedRun) p99Ratio() string {
 func ownCoreMarkdown(b *strings.Builder, oc *ownCoreRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("\n## Reads with the load generator on a core of its own\n\n")
-	w("Measured %s UTC (load average %s at the start), zetcd and ZooKeeper each started fresh on CPUs %s\n", oc.Started.Format("2006-01-02 15:04"), oc.LoadAvg, oc.ServerCPUs)
+	w("%s), zetcd and ZooKeeper each started fresh on CPUs %s\n", oc.measured(), oc.ServerCPUs)
 	w("(`taskset -c %s`) and warmed up as in the matrix, zkboom on CPUs %s: the matrix's reads at %d connections,\n", oc.ServerCPUs, oc.ZkboomCPUs, oc.Conns)
 	w("closed-loop, without the load generator's threads on the server's cores. In the matrix they share them, and a\n")
 	w("request's latency there includes its wait for a core the load generator holds. Milliseconds.\n\n")
@@ -465,7 +465,7 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 	}
 
 	w("\n## Sequential creates in one parent\n\n")
-	w("Measured %s (load average %s at the start), zetcd and ZooKeeper each started\n", wr.Started.Format("2006-01-02 15:04 MST"), orDash(wr.LoadAvg))
+	w("%s), zetcd and ZooKeeper each started\n", wr.measured())
 	w("fresh (the workloads step; `make bench-scale` runs it alone).\n")
 	w("`zkboom --conns %d --duration %s --sequential [--ephemeral] create`: %d sessions, one request in flight on each,\n", conns, wr.Duration, conns)
 	w("all creating sequential nodes of %d bytes under one parent, as the clients of a lock (EPHEMERAL_SEQUENTIAL) or\n", o.valSize)
@@ -554,7 +554,7 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 		}
 	}
 	w("\n## A tree of %s znodes: four-letter words and restart\n\n", thousands(sr.Znodes))
-	w("Measured %s (load average %s at the start; the scale step, `make bench-scale` runs it\n", sr.Started.Format("2006-01-02 15:04 MST"), orDash(sr.LoadAvg))
+	w("%s; the scale step, `make bench-scale` runs it\n", sr.measured())
 	w("alone). zetcd (`--quota-backend-bytes %d GiB --4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each started\n", scaleQuota>>30, sr.Heap)
 	w("fresh and loaded with %s znodes of %d bytes,\n", thousands(sr.Znodes), sr.DataSize)
 	w("%d children per parent, by %d sessions at once, each sending multis of %d creates one at a time. Then\n", memFanout, sr.Loaders, sr.Batch)

@@ -81,8 +81,7 @@ type scaleRun struct {
 
 // scaleRuns is the scale step of both servers.
 type scaleRuns struct {
-	Started  time.Time  `json:"started"`
-	LoadAvg  string     `json:"loadAverage"` // the machine's, at the start
+	stepStart
 	Znodes   int        `json:"znodes"`
 	DataSize int        `json:"dataSize"`
 	Batch    int        `json:"batch"`
@@ -97,7 +96,7 @@ type scaleRuns struct {
 func runScale(shared *options) (*scaleRuns, error) {
 	o := *shared
 	sc := o.sc
-	sr := &scaleRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Znodes: sc.znodes, DataSize: sc.dataSize, Batch: sc.batch,
+	sr := &scaleRuns{stepStart: newStepStart(), Znodes: sc.znodes, DataSize: sc.dataSize, Batch: sc.batch,
 		Loaders: sc.loaders, Reps: sc.reps, Heap: scaleHeap}
 	for _, name := range o.targetsOn {
 		if name != "zetcd" && name != "zookeeper" {

@@ -31,11 +31,10 @@ type workloadOptions struct {
 
 // workloadRuns is the workloads step of every server: result.Op is the workload's name.
 type workloadRuns struct {
-	Started   time.Time `json:"started"`
-	LoadAvg   string    `json:"loadAverage"` // the machine's, at the start
-	Duration  string    `json:"duration"`    // of each sequential-create run
-	WatchRate float64   `json:"watchRate"`
-	Results   []result  `json:"results"`
+	stepStart
+	Duration  string   `json:"duration"` // of each sequential-create run
+	WatchRate float64  `json:"watchRate"`
+	Results   []result `json:"results"`
 }
 
 // workload is one zkboom run of the step.
@@ -63,7 +62,7 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
 		return nil, err
 	}
-	wr := &workloadRuns{Started: time.Now().UTC(), LoadAvg: loadAverage(), Duration: o.duration.String(), WatchRate: o.work.watchRate}
+	wr := &workloadRuns{stepStart: newStepStart(), Duration: o.duration.String(), WatchRate: o.work.watchRate}
 	var err error
 	wr.Results, err = onEachZKServer(&o, "workloads", func(s *server) ([]result, error) {
 		var runs []result
