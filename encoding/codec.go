@@ -14,7 +14,8 @@ var (
 	// ErrShortBuffer means the input ended before a field, or before the
 	// bytes a length or count promised.
 	ErrShortBuffer = errors.New("zk encoding: short buffer")
-	// ErrBadLength means a length or count was negative and not -1 (null).
+	// ErrBadLength means a string or buffer length was negative and not -1
+	// (null). (A negative vector count is an empty vector: VectorLen.)
 	ErrBadLength = errors.New("zk encoding: bad length")
 	// ErrBadMultiOp means a multi request or response contained an op type
 	// that may not appear there. A server answers MarshallingError.
@@ -34,6 +35,8 @@ type Decoder struct {
 	buf []byte
 	off int
 	err error
+	// null is set once a null ustring has been read (String).
+	null bool
 }
 
 // NewDecoder returns a Decoder reading b. The Decoder does not modify b, and
@@ -134,22 +137,25 @@ func (d *Decoder) Buffer() []byte {
 }
 
 // String reads a jute ustring. Null decodes as "", since no ZooKeeper record
-// gives a null string a meaning of its own. Invalid UTF-8 is kept as is.
+// gives a null string a meaning of its own. Invalid UTF-8 is replaced as
+// ZooKeeper's Java decoding replaces it (javaString).
 //
 // The name makes *Decoder a fmt.Stringer: formatting a Decoder with %v or
 // %s consumes input. Log d.Remaining() or d.Err() instead.
 func (d *Decoder) String() string {
 	n := d.length("ustring")
 	if n < 0 {
+		d.null = d.null || d.err == nil // -1 is null; an error is not
 		return ""
 	}
-	return string(d.take(n, "ustring"))
+	return javaString(d.take(n, "ustring"))
 }
 
 // knownString is String, returning the one of known it equals rather than a new string.
 func (d *Decoder) knownString(known []string) string {
 	n := d.length("ustring")
 	if n < 0 {
+		d.null = d.null || d.err == nil // -1 is null; an error is not
 		return ""
 	}
 	b := d.take(n, "ustring")
@@ -158,11 +164,12 @@ func (d *Decoder) knownString(known []string) string {
 			return k
 		}
 	}
-	return string(b)
+	return javaString(b)
 }
 
 // VectorLen reads a vector count and returns it, or -1 for a null vector or
-// after an error. minElemSize is the fewest bytes one element can occupy
+// after an error. Any other negative count is 0: ZooKeeper reads a vector's
+// elements while its count, counting down, is above zero. minElemSize is the fewest bytes one element can occupy
 // (at least 1 is assumed); a count whose elements could not possibly fit in
 // the remaining input is rejected before the caller allocates for it.
 func (d *Decoder) VectorLen(minElemSize int) int {
@@ -177,8 +184,7 @@ func (d *Decoder) VectorLen(minElemSize int) int {
 	case n == -1:
 		return -1
 	case n < 0:
-		d.err = fmt.Errorf("%w: vector count %d", ErrBadLength, n)
-		return -1
+		return 0
 	case int64(n)*int64(minElemSize) > int64(len(d.buf)-d.off):
 		d.err = fmt.Errorf("%w: vector of %d elements of at least %d bytes, %d bytes remain",
 			ErrShortBuffer, n, minElemSize, len(d.buf)-d.off)
@@ -297,4 +303,14 @@ func DecodeRecord(b []byte, r Record) error {
 	d := Decoder{buf: b}
 	r.Decode(&d)
 	return d.err
+}
+
+// DecodeRecordNulls is DecodeRecord that also reports whether r held a null
+// ustring (length -1), which String decodes as "". ZooKeeper's Java code gets
+// a null there, and what it answers then depends on where the null is, which
+// is the server's to decide (zetcd's parseRequestBody).
+func DecodeRecordNulls(b []byte, r Record) (nullString bool, err error) {
+	d := Decoder{buf: b}
+	r.Decode(&d)
+	return d.null && d.err == nil, d.err
 }
