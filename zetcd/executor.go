@@ -104,6 +104,7 @@ const (
 	requestCloseSession                     // closeSession: Session.Close, reply, close
 	requestUnimplemented                    // no dispatchTable row: Unimplemented, close
 	requestBadBody                          // body did not decode: MarshallingError
+	requestDrop                             // refused without an answer: close the connection
 	requestRefusedWrite                     // ZooKeeper refuses it as an error txn: MarshallingError at a zxid of its own
 	requestPing                             // a ping the reader did not answer itself (sasl.go): answer it in order
 )
@@ -113,7 +114,7 @@ type pendingRequest struct {
 	hdr      encoding.RequestHeader
 	kind     requestKind
 	body     encoding.Record // requestDispatch: the decoded body
-	err      error           // requestBadBody: the decode error
+	err      error           // requestBadBody, requestDrop: why
 	received time.Time       // when the frame was read, for latency
 	size     int64           // what it counts in the connection's queued bytes
 }
@@ -122,9 +123,9 @@ type pendingRequest struct {
 // does not serve are not decoded: they are answered with Unimplemented whatever they hold.
 //
 // ZooKeeper takes a zxid for a multi and for createSession before it decodes their bodies, so
-// a multi that does not decode, and createSession inside a session (whose body never does), are
-// refused as error transactions with a zxid of their own; any other body that does not decode
-// consumes none.
+// a multi that does not decode, and createSession inside a session with a body too short for a
+// timeout, are refused as error transactions with a zxid of their own; any other body that does
+// not decode consumes none.
 func parseRequestBody(r *pendingRequest, body []byte) {
 	op := r.hdr.Op
 	switch op {
@@ -133,6 +134,12 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 		return
 	case encoding.OpCreateSession:
 		r.kind, r.err = requestRefusedWrite, errors.New("createSession inside a session")
+		if len(body) >= 4 {
+			// A body that holds a timeout is a CreateSessionTxn to ZooKeeper: it answers with
+			// a ConnectResponse mid-session and renews the session for that timeout (0 ends
+			// it). zetcd closes the connection instead.
+			r.kind = requestDrop
+		}
 		return
 	case encoding.OpPing:
 		r.kind = requestPing
@@ -147,14 +154,51 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 		r.kind = requestUnimplemented
 		return
 	}
-	if err := encoding.DecodeRecord(body, rec); err != nil {
+	null, err := encoding.DecodeRecordNulls(body, rec)
+	switch {
+	case err != nil && op == encoding.OpMulti:
+		r.kind, r.err = requestRefusedWrite, err
+	case err != nil && (op == encoding.OpAuth || op == encoding.OpSasl || op == encoding.OpDeleteContainer):
+		// ZooKeeper reads auth and sasl bodies itself (processPacket), and one that does not
+		// decode drops the connection; it drops a client's deleteContainer whatever the body
+		// (etcdstore's DeleteContainer).
+		r.kind, r.err = requestDrop, err
+	case err != nil:
 		r.kind, r.err = requestBadBody, err
-		if op == encoding.OpMulti {
-			r.kind = requestRefusedWrite
-		}
-		return
+	case null:
+		r.kind, r.err, r.body = nullStringKind(op), errNullString, rec
+	default:
+		r.kind, r.body = requestDispatch, rec
 	}
-	r.kind, r.body = requestDispatch, rec
+}
+
+// errNullString is why a request holding a null string is refused.
+var errNullString = errors.New("a string of the request is null (length -1)")
+
+// nullStringKind is how a request that decoded with a null ustring (length -1, decoded as "")
+// is handled. ZooKeeper's Java code gets a null string there, and its answer is whatever the
+// code does with a null (ZooKeeper 3.9.6, every op probed):
+//   - sync echoes it, getEphemerals lists every ephemeral, the watch requests and reconfig
+//     answer as for an empty string: so does zetcd;
+//   - the reads and delete fail on it with MarshallingError: so does zetcd;
+//   - in creates, setData, setACL and multi the answer depends on the field (a null path of
+//     setData is BadArguments, of create MarshallingError; a null ACL scheme is InvalidACL, a
+//     null ACL id MarshallingError or InvalidACL by scheme): zetcd closes the connection, as it
+//     may for any bad input.
+//
+// sync's echo is the one answer that differs in bytes: zetcd echoes an empty string, ZooKeeper
+// a null one.
+func nullStringKind(op encoding.Op) requestKind {
+	switch op {
+	case encoding.OpSync, encoding.OpGetEphemerals, encoding.OpAddWatch, encoding.OpCheckWatches,
+		encoding.OpRemoveWatches, encoding.OpReconfig, encoding.OpAuth:
+		return requestDispatch
+	case encoding.OpExists, encoding.OpGetData, encoding.OpGetACL, encoding.OpGetChildren,
+		encoding.OpGetChildren2, encoding.OpGetAllChildrenNumber, encoding.OpMultiRead,
+		encoding.OpDelete, encoding.OpSetWatches, encoding.OpSetWatches2:
+		return requestBadBody
+	}
+	return requestDrop
 }
 
 // execQueue is the reader→executor queue: the executor runs only while requests are queued
@@ -236,15 +280,12 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 			zap.Stringer("op", op), zap.Stringer("xid", xid))
 		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrUnimplemented}, closeAfter: true})
 		return false
+	case requestDrop:
+		c.log.Warn("request refused; closing the connection", zap.Stringer("op", op),
+			zap.Error(fmt.Errorf("session %v: %v request: %w", c.id, op, r.err)))
+		c.queue(outFrame{noFrame: true, closeAfter: true})
+		return false
 	case requestBadBody:
-		if op == encoding.OpAuth || op == encoding.OpSasl {
-			// ZooKeeper reads these bodies itself (processPacket), and one that does not
-			// decode drops the connection.
-			c.log.Warn("undecodable auth or sasl request; closing the connection", zap.Stringer("op", op),
-				zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
-			c.queue(outFrame{noFrame: true, closeAfter: true})
-			return false
-		}
 		c.log.Warn("undecodable request; answering MarshallingError", zap.Stringer("op", op),
 			zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
 		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrMarshallingError}})

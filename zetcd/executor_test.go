@@ -206,3 +206,31 @@ func TestServerDispatchTable(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRequestBodyRefusals: bad bodies ZooKeeper does not answer with MarshallingError.
+// A null string (length -1) is whatever ZooKeeper's code makes of a null there: MarshallingError
+// in reads and delete, the empty string in sync, and a closed connection where ZooKeeper's answer
+// depends on the field; deleteContainer and a createSession holding a timeout close it too.
+func TestParseRequestBodyRefusals(t *testing.T) {
+	nullPath := []byte{0xff, 0xff, 0xff, 0xff}
+	for _, c := range []struct {
+		name string
+		op   encoding.Op
+		body []byte
+		want requestKind
+	}{
+		{"createSession, empty", encoding.OpCreateSession, nil, requestRefusedWrite},
+		{"createSession, a timeout", encoding.OpCreateSession, []byte{0, 0, 0x27, 0x10}, requestDrop},
+		{"deleteContainer, cut short", encoding.OpDeleteContainer, []byte{0, 0}, requestDrop},
+		{"exists, null path", encoding.OpExists, append(nullPath, 0), requestBadBody},
+		{"delete, null path", encoding.OpDelete, append(nullPath, 0, 0, 0, 0), requestBadBody},
+		{"create, null path", encoding.OpCreate, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), requestDrop},
+		{"sync, null path", encoding.OpSync, nullPath, requestDispatch},
+		{"exists, empty path", encoding.OpExists, []byte{0, 0, 0, 0, 0}, requestDispatch},
+	} {
+		r := &pendingRequest{hdr: encoding.RequestHeader{Op: c.op}}
+		if parseRequestBody(r, c.body); r.kind != c.want {
+			t.Errorf("%s: kind %d, want %d (err %v)", c.name, r.kind, c.want, r.err)
+		}
+	}
+}
