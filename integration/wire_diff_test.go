@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,13 +18,7 @@ import (
 // reply.
 func (c *rawClient) sendBody(op encoding.Op, body []byte) encoding.ReplyHeader {
 	c.t.Helper()
-	c.xid++
-	frame := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: op})
-	frame = append(frame, body...)
-	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-	if _, err := c.conn.Write(frame); err != nil {
-		c.t.Fatalf("write %v: %v", op, err)
-	}
+	c.sendBody0(op, body)
 	for {
 		hdr, _, err := c.readReply()
 		if err != nil {
@@ -226,4 +221,100 @@ func TestWireWrongPassword(t *testing.T) {
 		}
 		c.expectClosedWithin(0, 5*time.Second)
 	})
+}
+
+// TestWireMalformedStrings: what ZooKeeper's Java decoding makes of strings a client should not
+// send. Bytes that are not UTF-8 become U+FFFD as Java's new String(b, UTF_8) replaces them
+// (echoed by sync, kept in an ACL id); a null string (length -1) fails the reads and delete with
+// MarshallingError and is empty to sync and getEphemerals; a negative ACL count other than -1 is
+// an empty list (InvalidACL); a deleteContainer that does not decode closes the connection as one
+// that does. (Left out: a valid character outside the BMP, which ZooKeeper echoes in six bytes,
+// each UTF-16 half on its own, and zetcd in its four.)
+func TestWireMalformedStrings(t *testing.T) {
+	const fffd = "\xef\xbf\xbd"
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		for in, want := range map[string]string{
+			"/a\xffb":                   "/a" + fffd + "b",
+			"/\xe2\x82A":                "/" + fffd + "A",                      // cut short: one
+			"/\xed\xa0\xbd\xed\xb8\x80": "/" + fffd + fffd,                     // a Java client's U+1F600
+			"/\xc0\xaf":                 "/" + fffd + fffd,                     // overlong: one per byte
+			"/\xf0\x9f\x98":             "/" + fffd,                            // cut short at the end
+			"/\xf4\x90\x80\x80x":        "/" + fffd + fffd + fffd + fffd + "x", // past U+10FFFF
+		} {
+			if got := c.rawSyncEcho(in); got != want {
+				t.Errorf("sync %x echoed %x, want %x", in, got, want)
+			}
+		}
+		acl := []encoding.ACL{worldACL(encoding.PermAll), aclOf(encoding.PermAll, "digest", "u\xff:x")}
+		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/u", ACL: acl}, &encoding.CreateResponse{}); code != encoding.ErrOK {
+			t.Fatalf("create /u: %v", code)
+		}
+		c.send(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/u"})
+		if hdr, body := c.rawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "u"+fffd+":x") {
+			t.Errorf("getACL /u: %v %x, want the digest id u%s:x", hdr.Err, body, fffd)
+		}
+
+		null := []byte{0xff, 0xff, 0xff, 0xff}
+		for _, step := range []struct {
+			op   encoding.Op
+			body []byte
+			want encoding.ErrCode
+		}{
+			{encoding.OpExists, append(null, 0), encoding.ErrMarshallingError},
+			{encoding.OpGetData, append(null, 0), encoding.ErrMarshallingError},
+			{encoding.OpDelete, append(null, 0, 0, 0, 0), encoding.ErrMarshallingError},
+			{encoding.OpSync, null, encoding.ErrOK},
+			{encoding.OpGetEphemerals, null, encoding.ErrOK},
+			// setACL /u to an ACL list of count -2.
+			{encoding.OpSetACL, append(binary.BigEndian.AppendUint32(nil, 2), '/', 'u', 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xff), encoding.ErrInvalidACL},
+		} {
+			if hdr := c.sendBody(step.op, step.body); hdr.Err != step.want {
+				t.Errorf("%v %x: %v, want %v", step.op, step.body, hdr.Err, step.want)
+			}
+		}
+
+		d := connectRaw(t, addr)
+		d.sendBody0(encoding.OpDeleteContainer, []byte{0, 0})
+		d.expectClosed(0)
+	})
+}
+
+// rawSyncEcho sends a sync of path, its bytes as they are, and returns the reply's path as the
+// server wrote it.
+func (c *rawClient) rawSyncEcho(path string) string {
+	c.t.Helper()
+	c.send(encoding.OpSync, &encoding.SyncRequest{Path: path})
+	hdr, body := c.rawReply()
+	if hdr.Err != encoding.ErrOK || len(body) < 4 || int(binary.BigEndian.Uint32(body)) != len(body)-4 {
+		c.t.Fatalf("sync %x: %v %x", path, hdr.Err, body)
+	}
+	return string(body[4:])
+}
+
+// rawReply reads up to the reply to the last request sent and returns its header and body,
+// undecoded.
+func (c *rawClient) rawReply() (encoding.ReplyHeader, []byte) {
+	c.t.Helper()
+	for {
+		hdr, body, err := c.readReply()
+		if err != nil {
+			c.t.Fatalf("read reply: %v", err)
+		}
+		if hdr.Xid == c.xid {
+			return hdr, body
+		}
+	}
+}
+
+// sendBody0 sends a request whose body is the given bytes, as sendBody does, without reading.
+func (c *rawClient) sendBody0(op encoding.Op, body []byte) {
+	c.t.Helper()
+	c.xid++
+	frame := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: op})
+	frame = append(frame, body...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	if _, err := c.conn.Write(frame); err != nil {
+		c.t.Fatalf("write %v: %v", op, err)
+	}
 }
