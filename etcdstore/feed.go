@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // Watches on etcd: ONE etcd watch per process, on the whole prefix, feeds the in-memory
@@ -169,7 +171,8 @@ func (b *Store) resyncWatches() (int64, error) {
 	}
 	b.own.forget() // the feed resumes after cur
 	b.watches.ResetHistory(b.tree.stateZxid(cur))
-	regs := b.watches.Snapshot()
+	// A watch on "" never fires (arm): it has nothing to catch up with.
+	regs := slices.DeleteFunc(b.watches.Snapshot(), func(r watch.Registration) bool { return r.Path == "" })
 	// The replica is at cur: applyMu keeps the feed and the committer from moving it.
 	states, rev := b.tree.watchedStates(watchedPaths(regs))
 	if err := b.watches.Settle(regs, states, -1, b.tree.stateZxid(rev)); err != nil {
@@ -213,6 +216,7 @@ func (b *Store) readWatchedStatesEtcd(ctx context.Context, paths []string) (map[
 		batch := paths[start:min(start+catchUpBatch, len(paths))]
 		ops := make([]clientv3.Op, 0, 2*len(batch))
 		for _, p := range batch {
+			p = znode.NormalizeRead(p)
 			ops = append(ops,
 				// Values too: the data value holds the zxid indexes, the offsets key's value
 				// can correct czxid (nodeKeys.zxids).
@@ -234,7 +238,7 @@ func (b *Store) readWatchedStatesEtcd(ctx context.Context, paths []string) (map[
 			}
 			var nk nodeKeys
 			nk.putData(data, &acls)
-			nk.putMetaKVs(b.keys, p, rangeKVs(r, 2*i+1), &acls)
+			nk.putMetaKVs(b.keys, znode.NormalizeRead(p), rangeKVs(r, 2*i+1), &acls)
 			if err := nk.decodeErr(); err != nil {
 				return nil, 0, fmt.Errorf("%s: %w", p, err)
 			}

@@ -259,7 +259,7 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 			kind = watch.Exist
 		}
 		if err == nil || err == encoding.ErrNoNode {
-			if werr := s.arm(ctx, kind, znode.NormalizeRead(req.Path), z); werr != nil {
+			if werr := s.arm(ctx, kind, req.Path, z); werr != nil {
 				z, werr := s.etcdFailure("exists", req.Path, werr)
 				return nil, z, werr
 			}
@@ -280,7 +280,7 @@ func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest)
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
-		if err := s.arm(ctx, watch.Data, znode.NormalizeRead(req.Path), z); err != nil {
+		if err := s.arm(ctx, watch.Data, req.Path, z); err != nil {
 			return storeErr[encoding.GetDataResponse](s, "getData", req.Path, err)
 		}
 	}
@@ -312,7 +312,7 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 		return nil, z, encoding.ErrNoAuth
 	}
 	if req.Watch {
-		if err := s.arm(ctx, watch.Child, znode.NormalizeRead(req.Path), z); err != nil {
+		if err := s.arm(ctx, watch.Child, req.Path, z); err != nil {
 			return storeErr[encoding.GetChildren2Response](s, "getChildren2", req.Path, err)
 		}
 	}
@@ -326,7 +326,7 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
 	path := znode.NormalizeRead(req.Path)
 	if !s.treeAt(ctx) {
-		return s.getChildrenEtcd(ctx, path, req.Watch)
+		return s.getChildrenEtcd(ctx, req.Path, req.Watch)
 	}
 	n, children, rev, ok, err := s.b.tree.node(path, true)
 	z := s.zxid(rev)
@@ -336,11 +336,11 @@ func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildren
 		}
 		return nil, z, encoding.ErrNoNode
 	}
-	return s.childrenReply(ctx, path, s.readAllowed(n, encoding.PermRead), children, req.Watch, z)
+	return s.childrenReply(ctx, req.Path, s.readAllowed(n, encoding.PermRead), children, req.Watch, z)
 }
 
-// childrenReply answers getChildren with children, or NoAuth unless allowed (READ on the
-// node), setting the watch if asked.
+// childrenReply answers getChildren of path (the request's own) with children, or NoAuth
+// unless allowed (READ on the node), setting the watch if asked.
 func (s *etcdSession) childrenReply(ctx context.Context, path string, allowed bool, children []string, setWatch bool, z encoding.Zxid) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
 	if !allowed {
 		return nil, z, encoding.ErrNoAuth
@@ -356,9 +356,10 @@ func (s *etcdSession) childrenReply(ctx context.Context, path string, allowed bo
 	return &encoding.GetChildrenResponse{Children: children}, z, nil
 }
 
-// getChildrenEtcd is GetChildren from etcd: the data key's existence, the ACL key and the
-// child keys in one round trip.
-func (s *etcdSession) getChildrenEtcd(ctx context.Context, path string, setWatch bool) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
+// getChildrenEtcd is GetChildren of reqPath from etcd: the data key's existence, the ACL key
+// and the child keys in one round trip.
+func (s *etcdSession) getChildrenEtcd(ctx context.Context, reqPath string, setWatch bool) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
+	path := znode.NormalizeRead(reqPath)
 	prefix := s.b.keys.childrenPrefix(path)
 	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
 		return s.b.childListOps(path, opts...)
@@ -379,7 +380,7 @@ func (s *etcdSession) getChildrenEtcd(ctx context.Context, path string, setWatch
 	if err != nil {
 		return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
 	}
-	return s.childrenReply(ctx, path, allowed, children, setWatch, z)
+	return s.childrenReply(ctx, reqPath, allowed, children, setWatch, z)
 }
 
 // Sync makes sure the session's later reads see every write committed before it: one

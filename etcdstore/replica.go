@@ -574,7 +574,7 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 	states := make(map[string]watch.State, len(paths))
 	rev := r.read(func(v replicaView) {
 		for _, p := range paths {
-			rn := v.r.t.nodes[p]
+			rn := v.r.t.nodes[znode.NormalizeRead(p)]
 			if rn == nil || !rn.keys.exists() {
 				states[p] = watch.State{}
 				continue

@@ -9,16 +9,26 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
-	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // The watch requests of an etcdSession: a read's watch armed at the read's revision, the wait
 // for a reply's events (AwaitEvents), setWatches' catch-up, addWatch, checkWatches and
 // removeWatches. The registry itself is internal/watch; the feed that fires it is feed.go.
 
+// The watch requests, and the reads that set watches, keep a watch under the path the request
+// names, as ZooKeeper does, while the reads themselves map "" onto the root (znode.NormalizeRead):
+// a watch on "" is found by "" (checkWatches, removeWatches, wchp) and no change fires it, since
+// changes to the root fire "/"; setWatches' catch-up compares it with the root's state, and the
+// events it fires then name "".
+
 // arm registers a watch armed at zxid since (the revision of the read that set it); if the
-// feed's history no longer reaches back to since, it falls back to a catch-up read.
+// feed's history no longer reaches back to since, it falls back to a catch-up read. path is the
+// request's own; a watch on "" has no change to catch up with, so it is armed at the feed's
+// progress.
 func (s *etcdSession) arm(ctx context.Context, kind watch.Kind, path string, since encoding.Zxid) error {
+	if path == "" {
+		since, _ = s.b.watches.Progress()
+	}
 	if s.b.watches.Register(s.watcher, kind, path, since) {
 		return nil
 	}
@@ -86,7 +96,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	for _, l := range lists {
 		if l.kind.OneShot() {
 			for _, p := range l.paths {
-				regs = append(regs, watch.Registration{Watcher: s.watcher, Kind: l.kind, Path: znode.NormalizeRead(p), Since: rel})
+				regs = append(regs, watch.Registration{Watcher: s.watcher, Kind: l.kind, Path: p, Since: rel})
 			}
 		}
 	}
@@ -96,7 +106,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	for _, l := range lists {
 		if !l.kind.OneShot() {
 			for _, p := range l.paths {
-				s.b.watches.Register(s.watcher, l.kind, znode.NormalizeRead(p), s.b.tree.stateZxid(rev))
+				s.b.watches.Register(s.watcher, l.kind, p, s.b.tree.stateZxid(rev))
 			}
 		}
 	}
@@ -133,7 +143,7 @@ func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchReques
 	if err != nil {
 		return s.etcdFailure("addWatch", req.Path, err)
 	}
-	s.b.watches.Register(s.watcher, kind, znode.NormalizeRead(req.Path), s.b.tree.stateZxid(rev))
+	s.b.watches.Register(s.watcher, kind, req.Path, s.b.tree.stateZxid(rev))
 	return s.zxid(rev), nil
 }
 
@@ -161,7 +171,7 @@ func (s *etcdSession) checkOrRemove(path string, t encoding.WatcherType, dryRun 
 		// ZooKeeper's WatcherType.fromInt refuses it while decoding the request.
 		return s.zxid(0), encoding.ErrMarshallingError
 	}
-	if !s.b.watches.RemoveKinds(s.watcher, znode.NormalizeRead(path), kinds, dryRun) {
+	if !s.b.watches.RemoveKinds(s.watcher, path, kinds, dryRun) {
 		return s.zxid(0), encoding.ErrNoWatcher
 	}
 	return s.zxid(0), nil

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -317,4 +318,50 @@ func (c *rawClient) sendBody0(op encoding.Op, body []byte) {
 	if _, err := c.conn.Write(frame); err != nil {
 		c.t.Fatalf("write %v: %v", op, err)
 	}
+}
+
+// TestWireRootAliasWatches: "" is the root to a read, but a watch a request sets on "" stays
+// under "", as ZooKeeper keeps it: checkWatches finds it by "" and not by "/", no change to the
+// root fires it (those fire "/"), and setWatches compares it with the root's state, firing
+// events that name "".
+func TestWireRootAliasWatches(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		w := connectRaw(t, addr)
+		calls := []struct {
+			what string
+			op   encoding.Op
+			req  encoding.Record
+			want encoding.ErrCode
+		}{
+			{"exists '' with a watch", encoding.OpExists, &encoding.ExistsRequest{Path: "", Watch: true}, encoding.ErrOK},
+			{"getChildren '' with a watch", encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "", Watch: true}, encoding.ErrOK},
+			{"setData /", encoding.OpSetData, &encoding.SetDataRequest{Path: "/", Data: []byte("x"), Version: -1}, encoding.ErrOK},
+			{"create /k", encoding.OpCreate, &encoding.CreateRequest{Path: "/k", ACL: rawOpenACL}, encoding.ErrOK},
+			{"checkWatches ''", encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "", Type: encoding.WatcherAny}, encoding.ErrOK},
+			{"checkWatches /", encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/", Type: encoding.WatcherAny}, encoding.ErrNoWatcher},
+			{"addWatch '' recursive", encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "", Mode: encoding.AddWatchPersistentRecursive}, encoding.ErrOK},
+			{"create /k2", encoding.OpCreate, &encoding.CreateRequest{Path: "/k2", ACL: rawOpenACL}, encoding.ErrOK},
+			{"removeWatches '' data", encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "", Type: encoding.WatcherData}, encoding.ErrOK},
+		}
+		for _, c := range calls {
+			if code := w.mustCall(c.op, c.req, nil); code != c.want {
+				t.Errorf("%s: %v, want %v", c.what, code, c.want)
+			}
+		}
+		if ev := w.takeEvents(); len(ev) != 0 {
+			t.Errorf("watches on '' fired: %v", ev)
+		}
+
+		s := connectRaw(t, addr)
+		sw := &encoding.SetWatches{RelativeZxid: 1, DataWatches: []string{""}, ExistWatches: []string{}, ChildWatches: []string{""}}
+		if code := s.mustCall(encoding.OpSetWatches, sw, nil); code != encoding.ErrOK {
+			t.Fatalf("setWatches: %v", code)
+		}
+		if ev := fmt.Sprint(s.takeEvents()); ev != "[NodeDataChanged  NodeChildrenChanged ]" {
+			t.Errorf("setWatches on '' at zxid 1: events %s, want NodeDataChanged and NodeChildrenChanged of ''", ev)
+		}
+		if code := s.mustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "", Type: encoding.WatcherAny}, nil); code != encoding.ErrNoWatcher {
+			t.Errorf("checkWatches '' after the events: %v, want NoWatcher", code)
+		}
+	})
 }
