@@ -138,7 +138,7 @@ func (d *Decoder) Buffer() []byte {
 
 // String reads a jute ustring. Null decodes as "", since no ZooKeeper record
 // gives a null string a meaning of its own. Invalid UTF-8 is replaced as
-// ZooKeeper's Java decoding replaces it (javaString).
+// ZooKeeper's Java decoding replaces it (JavaString).
 //
 // The name makes *Decoder a fmt.Stringer: formatting a Decoder with %v or
 // %s consumes input. Log d.Remaining() or d.Err() instead.
@@ -148,7 +148,7 @@ func (d *Decoder) String() string {
 		d.null = d.null || d.err == nil // -1 is null; an error is not
 		return ""
 	}
-	return javaString(d.take(n, "ustring"))
+	return JavaString(d.take(n, "ustring"))
 }
 
 // knownString is String, returning the one of known it equals rather than a new string.
@@ -164,7 +164,7 @@ func (d *Decoder) knownString(known []string) string {
 			return k
 		}
 	}
-	return javaString(b)
+	return JavaString(b)
 }
 
 // VectorLen reads a vector count and returns it, or -1 for a null vector or
@@ -214,6 +214,9 @@ func (d *Decoder) Strings() []string {
 // The zero Encoder is ready to use and starts from an empty slice.
 type Encoder struct {
 	buf []byte
+	// javaStrings writes strings as ZooKeeper writes a Java string (JavaBytes); MarshalReply
+	// sets it for the replies that can hold characters outside the BMP.
+	javaStrings bool
 }
 
 // NewEncoder returns an Encoder that appends to b.
@@ -251,6 +254,9 @@ func (e *Encoder) Buffer(b []byte) {
 // String appends a jute ustring. "" is written as empty (length 0), never
 // null.
 func (e *Encoder) String(s string) {
+	if e.javaStrings {
+		s = JavaBytes(s)
+	}
 	e.Int32(int32(len(s)))
 	e.buf = append(e.buf, s...)
 }

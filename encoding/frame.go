@@ -116,12 +116,21 @@ func MarshalFrame(records ...Record) []byte {
 
 // MarshalReply is MarshalFrame(&hdr, body) for a reply (body nil: none), with the header taken
 // by value: passed as a Record, it would escape to the heap with whatever holds it.
+//
+// Its strings are ZooKeeper's bytes (JavaBytes) in the replies whose strings no rule keeps
+// inside the BMP: a sync's path, getACL's ACL and whoAmI's users (node paths cannot hold such a
+// character: the other replies need no look at their strings).
 func MarshalReply(hdr ReplyHeader, body Record) []byte {
 	sp := scratchPool.Get().(*[]byte)
 	e, start := startFrame((*sp)[:0])
 	hdr.Encode(e)
 	if body != nil {
+		switch body.(type) {
+		case *SyncResponse, *GetACLResponse, *WhoAmIResponse:
+			e.javaStrings = true
+		}
 		body.Encode(e)
+		e.javaStrings = false
 	}
 	return copyOut(sp, finishFrame(e, start))
 }

@@ -1,8 +1,11 @@
 package encoding
 
-import "unicode/utf8"
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
 
-// javaString returns b as ZooKeeper reads a jute ustring, re-encoded in UTF-8. ZooKeeper decodes
+// JavaString returns b as ZooKeeper reads a jute ustring, re-encoded in UTF-8. ZooKeeper decodes
 // it with Java's new String(b, UTF_8), which replaces each malformed sequence with U+FFFD, so
 // a path or ACL id that is not valid UTF-8 names what Java made of it: a sync echoes it, a
 // create under it finds it taken, and two different malformed names can be the same node.
@@ -11,7 +14,7 @@ import "unicode/utf8"
 // loop: a truncated sequence (E2 82, F0 9F 98) is one replacement, and so is a surrogate
 // encoded in three bytes (ED A0 80, as a Java client sends each half of a character outside
 // the BMP). Valid UTF-8, nearly every string, is returned as it is.
-func javaString(b []byte) string {
+func JavaString(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)
 	}
@@ -114,3 +117,38 @@ func javaDecode4(out, s []byte) ([]byte, int) {
 	}
 	return repl(3)
 }
+
+// JavaBytes returns s as ZooKeeper's jute writes a Java string (BinaryOutputArchive writes each
+// UTF-16 unit on its own): the same bytes, except that a character outside the BMP, four bytes
+// in UTF-8, takes six, each of its surrogates in three (CESU-8). s is valid UTF-8 (a decoded
+// string is: JavaString).
+func JavaBytes(s string) string {
+	i := 0
+	for i < len(s) && s[i] < 0xf0 {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	out := make([]byte, 0, len(s)+len(s)/2)
+	for _, r := range s {
+		if r < 0x10000 {
+			out = utf8.AppendRune(out, r)
+			continue
+		}
+		hi, lo := utf16.EncodeRune(r)
+		out = appendSurrogate(appendSurrogate(out, hi), lo)
+	}
+	return string(out)
+}
+
+// appendSurrogate appends the three-byte form of the UTF-16 surrogate r, which UTF-8 itself
+// does not allow (utf8.AppendRune would write U+FFFD).
+func appendSurrogate(out []byte, r rune) []byte {
+	return append(out, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
+}
+
+// JavaRoundTrip is what a client reads of s once ZooKeeper has written it: JavaBytes(s)
+// decoded as a ustring, where each surrogate of a character outside the BMP is one U+FFFD.
+// (xchk compares zetcd's strings with ZooKeeper's through it.)
+func JavaRoundTrip(s string) string { return JavaString([]byte(JavaBytes(s))) }

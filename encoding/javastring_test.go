@@ -31,8 +31,8 @@ func TestJavaString(t *testing.T) {
 	} {
 		in, _ := hex.DecodeString(c.in)
 		want, _ := hex.DecodeString(c.want)
-		if got := javaString(in); got != string(want) {
-			t.Errorf("javaString(%s) = %x, want %s", c.in, got, c.want)
+		if got := JavaString(in); got != string(want) {
+			t.Errorf("JavaString(%s) = %x, want %s", c.in, got, c.want)
 		}
 	}
 }
@@ -55,5 +55,32 @@ func TestDecoderStringJava(t *testing.T) {
 				t.Fatalf("%x decoded as %x", b, s)
 			}
 		}
+	}
+}
+
+// TestJavaBytes: what jute 3.9.6's BinaryOutputArchive.writeString writes (taken from it), and
+// what a reply of sync, getACL or whoAmI carries; other replies keep their strings as they are.
+func TestJavaBytes(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"2f61", "2f61"},
+		{"2ff09f9880", "2feda0bdedb880"},
+		{"78f090808079c3a9e282ac", "78eda080edb08079c3a9e282ac"},
+	} {
+		in, _ := hex.DecodeString(c.in)
+		if got := hex.EncodeToString([]byte(JavaBytes(string(in)))); got != c.want {
+			t.Errorf("JavaBytes(%s) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	if got := JavaRoundTrip("/\U0001F600"); got != "/\uFFFD\uFFFD" {
+		t.Errorf("JavaRoundTrip = %q, want two U+FFFD", got)
+	}
+	emoji := "/\U0001F600"
+	sync := MarshalReply(ReplyHeader{Xid: 1}, &SyncResponse{Path: emoji})
+	if want := "\x00\x00\x00\x07/\xed\xa0\xbd\xed\xb8\x80"; !bytes.HasSuffix(sync, []byte(want)) {
+		t.Errorf("sync reply %x, want it to end in %x", sync, want)
+	}
+	create := MarshalReply(ReplyHeader{Xid: 1}, &CreateResponse{Path: emoji})
+	if want := "\x00\x00\x00\x05" + emoji; !bytes.HasSuffix(create, []byte(want)) {
+		t.Errorf("create reply %x, want it to end in %x", create, want)
 	}
 }

@@ -102,7 +102,7 @@ func (b *Store) aclAtChange(src aclSource) ([]encoding.ACL, bool) {
 // The auth schemes a connection can authenticate with (auth packets, opcode 100).
 
 // Auth adds identities to the connection (PROTOCOL.md §8), as ZooKeeper 3.9 with its default
-// providers answers (checked against 3.9.6): "digest" always succeeds, whatever the bytes, and
+// providers answers (checked against 3.9.6): "digest" succeeds whatever the bytes (but null), and
 // adds digest:<user>:<hash> (and super first, for the configured super digest); "ip" succeeds
 // and adds the client's address again (a no-op); "x509" succeeds only on a connection with a
 // verified client certificate when x509 is enabled. Any other scheme is AuthFailed, and the
@@ -111,6 +111,10 @@ func (b *Store) aclAtChange(src aclSource) ([]encoding.ACL, bool) {
 func (s *etcdSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error) {
 	switch req.Scheme {
 	case znode.SchemeDigest:
+		if req.Auth == nil {
+			// A null buffer (length -1): ZooKeeper's digest provider fails on it.
+			return 0, encoding.ErrAuthFailed
+		}
 		for _, id := range znode.DigestIDs(req.Auth, s.b.superDigest) {
 			s.auth.Add(id)
 		}

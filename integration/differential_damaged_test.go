@@ -153,11 +153,10 @@ func requestPayload(op encoding.Op, req encoding.Record) []byte {
 }
 
 // damagedOps are the ops a damaged request's header may be given: every op a client may send
-// but closeSession and the setWatches, the server-side ones, and numbers that are no op. A
-// closeSession is left out because of the requests after it: ZooKeeper answers those it has
-// read before it closes the connection with SessionExpired, zetcd answers none. A setWatches
-// made of another request's bytes would name a relative zxid neither server handed out, which
-// each compares with zxids of its own numbering.
+// but closeSession and the setWatches, the server-side ones, and numbers that are no op.
+// ZooKeeper answers the requests right behind a closeSession with SessionExpired or not at all,
+// as its threads happen to run. A setWatches made of another request's bytes would name a
+// relative zxid neither server handed out, which each compares with zxids of its own numbering.
 var damagedOps = []encoding.Op{-10, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
 	15, 16, 17, 18, 19, 20, 21, 22, 23, 99, 100, 102, 103, 104, 106, 107, 108, 1000}
 

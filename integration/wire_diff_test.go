@@ -229,8 +229,9 @@ func TestWireWrongPassword(t *testing.T) {
 // (echoed by sync, kept in an ACL id); a null string (length -1) fails the reads and delete with
 // MarshallingError and is empty to sync and getEphemerals; a negative ACL count other than -1 is
 // an empty list (InvalidACL); a deleteContainer that does not decode closes the connection as one
-// that does. (Left out: a valid character outside the BMP, which ZooKeeper echoes in six bytes,
-// each UTF-16 half on its own, and zetcd in its four.)
+// that does. A valid character outside the BMP comes back as ZooKeeper writes it, in six bytes,
+// each of its UTF-16 halves on its own: from sync, getACL and whoAmI. Digest authentication
+// replaces malformed bytes the same way, and fails on a null buffer.
 func TestWireMalformedStrings(t *testing.T) {
 	const fffd = "\xef\xbf\xbd"
 	forEachServer(t, func(t *testing.T, addr string) {
@@ -240,6 +241,7 @@ func TestWireMalformedStrings(t *testing.T) {
 			"/\xe2\x82A":                "/" + fffd + "A",                      // cut short: one
 			"/\xed\xa0\xbd\xed\xb8\x80": "/" + fffd + fffd,                     // a Java client's U+1F600
 			"/\xc0\xaf":                 "/" + fffd + fffd,                     // overlong: one per byte
+			"/\xf0\x9f\x98\x80":         "/\xed\xa0\xbd\xed\xb8\x80",           // valid, outside the BMP: as Java writes it
 			"/\xf0\x9f\x98":             "/" + fffd,                            // cut short at the end
 			"/\xf4\x90\x80\x80x":        "/" + fffd + fffd + fffd + fffd + "x", // past U+10FFFF
 		} {
@@ -247,14 +249,36 @@ func TestWireMalformedStrings(t *testing.T) {
 				t.Errorf("sync %x echoed %x, want %x", in, got, want)
 			}
 		}
-		acl := []encoding.ACL{worldACL(encoding.PermAll), aclOf(encoding.PermAll, "digest", "u\xff:x")}
+		const emoji, emojiJava = "\U0001F600", "\xed\xa0\xbd\xed\xb8\x80"
+		acl := []encoding.ACL{worldACL(encoding.PermAll), aclOf(encoding.PermAll, "digest", "u\xff"+emoji+":x")}
 		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/u", ACL: acl}, &encoding.CreateResponse{}); code != encoding.ErrOK {
 			t.Fatalf("create /u: %v", code)
 		}
 		c.send(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/u"})
-		if hdr, body := c.rawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "u"+fffd+":x") {
-			t.Errorf("getACL /u: %v %x, want the digest id u%s:x", hdr.Err, body, fffd)
+		if hdr, body := c.rawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "u"+fffd+emojiJava+":x") {
+			t.Errorf("getACL /u: %v %x, want the digest id u%s%s:x", hdr.Err, body, fffd, emojiJava)
 		}
+		if code := c.mustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte(emoji + ":pw")}, nil); code != encoding.ErrOK {
+			t.Fatalf("auth as %s: %v", emoji, code)
+		}
+		c.send(encoding.OpWhoAmI, nil)
+		if hdr, body := c.rawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "\x00\x00\x00\x06"+emojiJava) {
+			t.Errorf("whoAmI: %v %x, want the user %x", hdr.Err, body, emojiJava)
+		}
+
+		a := connectRaw(t, addr)
+		if code := a.mustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("v\xe2\x82:pw")}, nil); code != encoding.ErrOK {
+			t.Fatalf("auth as v\\xe2\\x82: %v", code)
+		}
+		a.send(encoding.OpWhoAmI, nil)
+		if hdr, body := a.rawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "\x00\x00\x00\x04v"+fffd) {
+			t.Errorf("whoAmI: %v %x, want the user v%x", hdr.Err, body, fffd)
+		}
+		// A null auth buffer fails digest authentication, which closes the connection.
+		if hdr := a.sendBody(encoding.OpAuth, []byte("\x00\x00\x00\x00\x00\x00\x00\x06digest\xff\xff\xff\xff")); hdr.Err != encoding.ErrAuthFailed {
+			t.Errorf("auth with a null buffer: %v, want AuthFailed", hdr.Err)
+		}
+		a.expectClosed(0)
 
 		null := []byte{0xff, 0xff, 0xff, 0xff}
 		for _, step := range []struct {

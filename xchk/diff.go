@@ -61,6 +61,7 @@ var ignoredFields = map[string]bool{"Ctime": true, "Mtime": true}
 //   - []string (children, ephemerals) is compared as a set, null apart from empty;
 //   - other slices element by element, structs field by field, interfaces by dynamic type
 //     and then value;
+//   - strings as a client reads them (encoding.JavaRoundTrip);
 //   - Ctime and Mtime are skipped.
 type differ struct {
 	zxids  *zxidMap
@@ -139,6 +140,12 @@ func (d *differ) value(field string, z, k reflect.Value) {
 		}
 		for i := range z.Len() {
 			d.value(fmt.Sprintf("%s[%d]", field, i), z.Index(i), k.Index(i))
+		}
+	case reflect.String:
+		// ZooKeeper's string is what its client read; zetcd's is what zetcd will write, which
+		// a client reads as JavaRoundTrip (a character outside the BMP is two U+FFFD).
+		if encoding.JavaRoundTrip(z.String()) != k.String() {
+			d.add(field, describe(z), describe(k), "")
 		}
 	default:
 		if !z.Equal(k) {

@@ -142,7 +142,7 @@ func (a *Identities) IsSuper() bool {
 // never refuses: any bytes are "user:password" (no colon: the whole string is the user and
 // the password is empty of meaning; the digest covers the whole string).
 func DigestIDs(auth []byte, superDigest string) []encoding.ID {
-	d := generateDigest(javaString(auth))
+	d := generateDigest(encoding.JavaString(auth))
 	var out []encoding.ID
 	if superDigest != "" && d == superDigest {
 		out = append(out, encoding.ID{Scheme: SchemeSuper, ID: ""})
@@ -161,12 +161,6 @@ func generateDigest(userPassword string) string {
 // DigestID returns the id of the digest scheme for user and password, the value ACLs and
 // --super-digest name: user:BASE64(SHA1("user:password")).
 func DigestID(user, password string) string { return generateDigest(user + ":" + password) }
-
-// javaString turns bytes into a string as Java's new String(bytes, UTF-8) does for valid UTF-8;
-// each byte of an invalid sequence becomes U+FFFD.
-func javaString(b []byte) string {
-	return string([]rune(string(b)))
-}
 
 // UserOf is the "user" whoAmI reports for an identity (AuthenticationProvider.getUserName):
 // the text before the first colon for digest, the id itself for ip, x509 and sasl, "" for super.
