@@ -1,9 +1,13 @@
 package integration
 
 import (
+	"bufio"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -142,4 +146,45 @@ func TestLimitExternalEtcd(t *testing.T) {
 			t.Errorf("warned %d times: %q", n, fix)
 		}
 	}
+}
+
+// TestLimitMaxClientCnxns: with maxClientCnxns 2, a third connection from the same address is
+// closed as soon as it is accepted, unanswered, four-letter words included, and counted in mntr
+// (zk_connection_rejected); once the two close, connections are served again, and conf reports
+// the limit.
+func TestLimitMaxClientCnxns(t *testing.T) {
+	testenv.ForEachServerWith(t, testenv.ServerOptions{MaxClientCnxns: 2}, func(t *testing.T, addr string) {
+		a, b := connectRaw(t, addr), connectRaw(t, addr)
+		if nc, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil { // else refused already
+			third := &rawClient{t: t, conn: nc, r: bufio.NewReader(nc)}
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			if resp, err := third.handshake(encoding.ConnectRequest{TimeOut: 10000}); err == nil {
+				t.Errorf("third connection: %+v, want it closed", resp)
+			}
+			nc.Close()
+		}
+		if out, _ := fourLetter(addr, "ruok"); out != "" {
+			t.Errorf("ruok on a third connection: %q, want it closed unanswered", out)
+		}
+		a.close()
+		b.close()
+		var conf string
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(conf, "maxClientCnxns=") && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond) // until the server has seen the two close
+			conf, _ = fourLetter(addr, "conf")
+		}
+		if !strings.Contains(conf, "maxClientCnxns=2\n") {
+			t.Errorf("conf once the two closed: %q, want maxClientCnxns=2", conf)
+		}
+		mntr, _ := fourLetter(addr, "mntr")
+		var rejected int
+		for _, line := range strings.Split(mntr, "\n") {
+			if v, ok := strings.CutPrefix(line, "zk_connection_rejected\t"); ok {
+				rejected, _ = strconv.Atoi(v)
+			}
+		}
+		if rejected < 2 { // more when conf came before the server saw the two close
+			t.Errorf("mntr: zk_connection_rejected %d, want at least 2:\n%s", rejected, mntr)
+		}
+	})
 }

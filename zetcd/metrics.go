@@ -222,7 +222,7 @@ type serverCollector struct {
 
 	connections, outstanding, draining    *prometheus.Desc
 	queuedBytes, backpressured            *prometheus.Desc
-	bytesIn, bytesOut                     *prometheus.Desc
+	bytesIn, bytesOut, rejected           *prometheus.Desc
 	watches, znodes, globalSessions, zxid *prometheus.Desc
 }
 
@@ -240,6 +240,7 @@ func (m *Metrics) registerServer(s *Server) error {
 		backpressured:  d("backpressure_waits_total", "Times a connection stopped executing or reading requests until its client read (or the server's queued bytes went down)."),
 		bytesIn:        d("received_bytes_total", "Bytes of the frames read from clients."),
 		bytesOut:       d("sent_bytes_total", "Bytes of the frames written to clients."),
+		rejected:       d("connections_rejected_total", "Connections closed as soon as accepted: their client address held MaxClientCnxns already."),
 		watches:        d("watches", "Watches registered in this process, by kind.", "kind"),
 		znodes:         d("znodes", "znodes in the tree, counted as ZooKeeper counts them (root twice)."),
 		globalSessions: d("global_sessions", "Sessions in etcd, whichever zetcd serves them."),
@@ -249,7 +250,7 @@ func (m *Metrics) registerServer(s *Server) error {
 
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connections, c.outstanding, c.draining, c.queuedBytes, c.backpressured, c.bytesIn, c.bytesOut,
-		c.watches, c.znodes, c.globalSessions, c.zxid} {
+		c.rejected, c.watches, c.znodes, c.globalSessions, c.zxid} {
 		ch <- d
 	}
 }
@@ -267,6 +268,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.draining, prometheus.GaugeValue, draining)
 	ch <- prometheus.MustNewConstMetric(c.bytesIn, prometheus.CounterValue, float64(s.stats.bytesReceived.Load()))
 	ch <- prometheus.MustNewConstMetric(c.bytesOut, prometheus.CounterValue, float64(s.stats.bytesSent.Load()))
+	ch <- prometheus.MustNewConstMetric(c.rejected, prometheus.CounterValue, float64(s.stats.refusedConns.Load()))
 	if s.statsSrc == nil {
 		return
 	}

@@ -52,6 +52,10 @@ type Config struct {
 	MaxConnQueuedBytes int64
 	// MaxQueuedBytes bounds those bytes over all connections; default DefaultMaxQueuedBytes.
 	MaxQueuedBytes int64
+	// MaxClientCnxns bounds the connections one client IP address holds at once (ZooKeeper's
+	// maxClientCnxns, four-letter-word connections included): one more is closed as soon as it
+	// is accepted. 0, the default, is no limit (ZooKeeper's default is 60).
+	MaxClientCnxns int
 
 	// Auth turns on SASL and enforced authentication (sasl.go); zero: neither.
 	Auth AuthConfig
@@ -135,13 +139,14 @@ type Server struct {
 	statsSrc   StatsSource
 	fourLetter map[string]bool
 
-	// mu protects closed, draining, listeners and conns. connWG and serveWG are only Added
-	// under mu while !closed and !draining, so that Close and Shutdown can Wait on them.
+	// mu protects closed, draining, listeners, conns and connsByIP. connWG and serveWG are only
+	// Added under mu while !closed and !draining, so that Close and Shutdown can Wait on them.
 	mu        sync.Mutex
 	closed    bool
 	draining  bool // Shutdown has begun: no new connections, open ones drain (drain.go)
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
+	connsByIP map[string]int // open connections by client address, when MaxClientCnxns is set
 	connWG    sync.WaitGroup // one per connection, from startConn to endConn
 	serveWG   sync.WaitGroup // one per running Serve call
 	closeDone chan struct{}  // closed when the first Close has finished
@@ -160,6 +165,7 @@ func NewServer(b Backend, cfg Config) *Server {
 		cancel:    cancel,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*clientConn]struct{}),
+		connsByIP: make(map[string]int),
 		closeDone: make(chan struct{}),
 	}
 	s.stats.latMin.Store(math.MaxInt64)
@@ -222,6 +228,16 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
+// clientIP is the address of nc's client without its port (the whole remote address when it
+// has none, as on a unix socket).
+func clientIP(nc net.Conn) string {
+	addr := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}
+
 func isTemporaryAcceptError(err error) bool {
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
@@ -242,14 +258,27 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// startConn registers nc and starts the goroutine that owns it. After Close it just closes nc.
+// startConn registers nc and starts the goroutine that owns it. After Close, or past
+// MaxClientCnxns, it just closes nc.
 func (s *Server) startConn(nc net.Conn) {
 	c := newClientConn(s, nc)
+	ip := clientIP(nc)
 	s.mu.Lock()
 	if s.closed || s.draining {
 		s.mu.Unlock()
 		nc.Close()
 		return
+	}
+	if limit := s.cfg.MaxClientCnxns; limit > 0 {
+		if s.connsByIP[ip] >= limit {
+			s.mu.Unlock()
+			s.stats.refusedConns.Add(1)
+			s.log.Warn("too many connections from one address; closing the new one",
+				zap.String("remote", ip), zap.Int("maxClientCnxns", limit))
+			nc.Close()
+			return
+		}
+		s.connsByIP[ip]++
 	}
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
@@ -296,6 +325,12 @@ func (s *Server) endConn(c *clientConn, served bool) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
+		if s.cfg.MaxClientCnxns > 0 {
+			ip := clientIP(c.nc)
+			if s.connsByIP[ip]--; s.connsByIP[ip] <= 0 {
+				delete(s.connsByIP, ip)
+			}
+		}
 		s.mu.Unlock()
 	}()
 	defer c.closeSocket()
@@ -374,6 +409,7 @@ type serverStats struct {
 	respMin       atomic.Int64 // smallest reply frame; math.MaxInt64 until the first
 	respMax       atomic.Int64 // largest reply frame
 	authFailed    atomic.Int64 // replies with AuthFailed
+	refusedConns  atomic.Int64 // connections closed on accept past MaxClientCnxns
 	handshakes    atomic.Int64 // ConnectRequests read
 
 	latCount atomic.Int64 // requests executed

@@ -44,6 +44,7 @@ type options struct {
 	maxFrameBytes     int
 	maxConnQueued     int64 // --max-conn-queued-bytes
 	maxQueued         int64 // --max-queued-bytes
+	maxClientCnxns    int   // --max-client-cnxns
 	logLevel          string
 	logRequests       bool        // --log-requests: zetcd.WithLogging around the served backend
 	oracle            string      // --oracle: cross-check against this ZooKeeper
@@ -73,6 +74,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.minSessionTimeout, "min-session-timeout", 4*time.Second, "smallest session timeout granted to clients")
 	fs.DurationVar(&o.maxSessionTimeout, "max-session-timeout", 40*time.Second, "largest session timeout granted to clients")
 	fs.IntVar(&o.maxFrameBytes, "max-frame-bytes", encoding.DefaultMaxFrameBytes, "largest request frame accepted (ZooKeeper's jute.maxbuffer); larger closes the connection")
+	fs.IntVar(&o.maxClientCnxns, "max-client-cnxns", 0, "connections one client IP address may hold at once, four-letter-word ones included (ZooKeeper's maxClientCnxns, whose default is 60); past it a new connection is closed as soon as it is accepted; 0: no limit")
 	fs.Int64Var(&o.maxConnQueued, "max-conn-queued-bytes", zetcd.DefaultMaxConnQueuedBytes, "bytes one connection may hold for its client (requests read, replies and watch events not yet written); past it zetcd stops reading that connection until the client reads, and closes it if the client does not read within its session timeout")
 	fs.Int64Var(&o.maxQueued, "max-queued-bytes", zetcd.DefaultMaxQueuedBytes, "those bytes over all connections; past it only connections with nothing queued are served")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -146,6 +148,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.maxConnQueued <= 0 || o.maxQueued <= 0 {
 		return o, fmt.Errorf("--max-conn-queued-bytes and --max-queued-bytes must be positive")
+	}
+	if o.maxClientCnxns < 0 {
+		return o, fmt.Errorf("--max-client-cnxns must not be negative")
 	}
 	if !strings.HasSuffix(o.prefix, "/") {
 		return o, fmt.Errorf("--prefix %q must end with '/'", o.prefix)
@@ -331,6 +336,7 @@ func run(o options, log *zap.Logger) error {
 		MaxFrameBytes:      o.maxFrameBytes,
 		MaxConnQueuedBytes: o.maxConnQueued,
 		MaxQueuedBytes:     o.maxQueued,
+		MaxClientCnxns:     o.maxClientCnxns,
 		Logger:             log.Named("server"),
 		Version:            version,
 		FourLetterWords:    o.fourLetterWords,

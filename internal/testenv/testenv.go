@@ -158,6 +158,9 @@ type ServerOptions struct {
 	// EtcdConfig.SASL, ZooKeeper's JAAS Server section and SASLAuthenticationProvider. xchk
 	// cannot mirror a SASL exchange on its oracle and skips.
 	SASL *SASLOptions
+	// MaxClientCnxns is zetcd's Config.MaxClientCnxns and ZooKeeper's maxClientCnxns (0: no
+	// limit on either). xchk skips: its own connections to its oracle would count.
+	MaxClientCnxns int
 }
 
 // SASLOptions are the SASL settings of ServerOptions, with ZooKeeper's system properties.
@@ -190,6 +193,9 @@ func JAAS(users map[string]string) string {
 func (opts ServerOptions) zkOptions(t testing.TB) zkserver.Options {
 	var o zkserver.Options
 	o.SystemProps = map[string]string{}
+	if opts.MaxClientCnxns > 0 {
+		o.ConfigLines = append(o.ConfigLines, fmt.Sprintf("maxClientCnxns=%d", opts.MaxClientCnxns))
+	}
 	if opts.SuperDigest != "" {
 		o.SystemProps["zookeeper.DigestAuthenticationProvider.superDigest"] = opts.SuperDigest
 	}
@@ -227,8 +233,9 @@ func (opts ServerOptions) zkOptions(t testing.TB) zkserver.Options {
 // ZetcdOptions are the zetcd options for opts (StartZetcdOn).
 func (opts ServerOptions) ZetcdOptions() Options {
 	o := Options{SuperDigest: opts.SuperDigest}
+	cfg := Config
+	cfg.MaxClientCnxns = opts.MaxClientCnxns
 	if s := opts.SASL; s != nil {
-		cfg := Config
 		users := &sasl.Config{Users: s.Users, Principal: sasl.PrincipalMapping{RemoveHost: s.RemoveHost, RemoveRealm: s.RemoveRealm}}
 		cfg.Auth = zetcd.AuthConfig{
 			NewSASLServer:          func() zetcd.SASLServer { return users.NewDigestMD5() },
@@ -239,7 +246,10 @@ func (opts ServerOptions) ZetcdOptions() Options {
 		if s.Required {
 			cfg.Auth.EnforceSchemes = []string{"sasl"}
 		}
-		o.Config, o.SASL = &cfg, true
+		o.SASL = true
+	}
+	if opts.SASL != nil || opts.MaxClientCnxns > 0 {
+		o.Config = &cfg
 	}
 	return o
 }
@@ -272,6 +282,9 @@ func StartXchkWith(t testing.TB, opts ServerOptions) string {
 	t.Helper()
 	if opts.SASL != nil {
 		t.Skip("xchk cannot mirror a SASL exchange on its oracle (the nonces differ)")
+	}
+	if opts.MaxClientCnxns > 0 {
+		t.Skip("xchk's own connections to its oracle would count against maxClientCnxns")
 	}
 	oracle := zkserver.Start(t, opts.zkOptions(t))
 	reg := prometheus.NewRegistry()
