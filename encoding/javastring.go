@@ -6,9 +6,10 @@ import (
 )
 
 // JavaString returns b as ZooKeeper reads a jute ustring, re-encoded in UTF-8. ZooKeeper decodes
-// it with Java's new String(b, UTF_8), which replaces each malformed sequence with U+FFFD, so
-// a path or ACL id that is not valid UTF-8 names what Java made of it: a sync echoes it, a
-// create under it finds it taken, and two different malformed names can be the same node.
+// it with Java's new String(b, UTF_8), which replaces each malformed sequence with U+FFFD, so a
+// string that is not valid UTF-8 means what Java made of it: a sync echoes that, an ACL id or a
+// digest user keeps it, and two different malformed paths name the same watch. (No node has
+// such a name: U+FFFD fails path validation.)
 //
 // Which bytes one U+FFFD stands for follows Java (JDK 17's String decoder), not Go's range
 // loop: a truncated sequence (E2 82, F0 9F 98) is one replacement, and so is a surrogate
@@ -20,27 +21,20 @@ func JavaString(b []byte) string {
 	}
 	out := make([]byte, 0, len(b)+8)
 	for sp := 0; sp < len(b); {
-		b1 := b[sp]
-		switch {
+		var n int
+		switch b1 := b[sp]; {
 		case b1 < 0x80:
-			out = append(out, b1)
-			sp++
+			out, n = append(out, b1), 1
 		case b1 >= 0xc2 && b1 <= 0xdf:
-			var n int
 			out, n = javaDecode2(out, b[sp:])
-			sp += n
 		case b1 >= 0xe0 && b1 <= 0xef:
-			var n int
 			out, n = javaDecode3(out, b[sp:])
-			sp += n
 		case b1 >= 0xf0 && b1 <= 0xf7:
-			var n int
 			out, n = javaDecode4(out, b[sp:])
-			sp += n
 		default: // a continuation byte, C0, C1 or F8-FF on its own
-			out = utf8.AppendRune(out, utf8.RuneError)
-			sp++
+			out, n = utf8.AppendRune(out, utf8.RuneError), 1
 		}
+		sp += n
 	}
 	return string(out)
 }
