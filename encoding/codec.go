@@ -169,9 +169,10 @@ func (d *Decoder) knownString(known []string) string {
 
 // VectorLen reads a vector count and returns it, or -1 for a null vector or
 // after an error. Any other negative count is 0: ZooKeeper reads a vector's
-// elements while its count, counting down, is above zero. minElemSize is the fewest bytes one element can occupy
-// (at least 1 is assumed); a count whose elements could not possibly fit in
-// the remaining input is rejected before the caller allocates for it.
+// elements while its count, counting down, is above zero. minElemSize is the
+// fewest bytes one element can occupy (at least 1 is assumed); a count whose
+// elements could not possibly fit in the remaining input is rejected before
+// the caller allocates for it.
 func (d *Decoder) VectorLen(minElemSize int) int {
 	n := d.Int32()
 	if d.err != nil {

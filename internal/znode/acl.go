@@ -139,8 +139,9 @@ func (a *Identities) IsSuper() bool {
 
 // DigestIDs returns the identities a digest auth packet adds: digest:<user>:<base64 sha1> and,
 // first, super: when that digest is the configured superDigest. ZooKeeper's digest provider
-// never refuses: any bytes are "user:password" (no colon: the whole string is the user and
-// the password is empty of meaning; the digest covers the whole string).
+// refuses no bytes (only a null buffer, which the caller sees): any are "user:password", decoded
+// as Java decodes them (no colon: the whole string is the user and the password is empty of
+// meaning; the digest covers the whole string).
 func DigestIDs(auth []byte, superDigest string) []encoding.ID {
 	d := generateDigest(encoding.JavaString(auth))
 	var out []encoding.ID
