@@ -227,7 +227,7 @@ func TestWireWrongPassword(t *testing.T) {
 // TestWireMalformedStrings: what ZooKeeper's Java decoding makes of strings a client should not
 // send. Bytes that are not UTF-8 become U+FFFD as Java's new String(b, UTF_8) replaces them
 // (echoed by sync, kept in an ACL id); a null string (length -1) fails the reads and delete with
-// MarshallingError and is empty to sync and getEphemerals; a negative ACL count other than -1 is
+// MarshallingError and is empty to sync, getEphemerals and as setData's or setACL's path; a negative ACL count other than -1 is
 // an empty list (InvalidACL); a deleteContainer that does not decode closes the connection as one
 // that does. A valid character outside the BMP comes back as ZooKeeper writes it, in six bytes,
 // each of its UTF-16 halves on its own: from sync, getACL and whoAmI. Digest authentication
@@ -290,6 +290,8 @@ func TestWireMalformedStrings(t *testing.T) {
 			{encoding.OpGetData, append(null, 0), encoding.ErrMarshallingError},
 			{encoding.OpDelete, append(null, 0, 0, 0, 0), encoding.ErrMarshallingError},
 			{encoding.OpSync, null, encoding.ErrOK},
+			{encoding.OpSetData, append(null, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff), encoding.ErrBadArguments},
+			{encoding.OpSetACL, append(null, encoding.AppendRecord(nil, &encoding.SetACLRequest{ACL: rawOpenACL, Version: -1})[4:]...), encoding.ErrBadArguments},
 			{encoding.OpGetEphemerals, null, encoding.ErrOK},
 			// setACL /u to an ACL list of count -2.
 			{encoding.OpSetACL, append(binary.BigEndian.AppendUint32(nil, 2), '/', 'u', 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xff), encoding.ErrInvalidACL},

@@ -166,7 +166,7 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 	case err != nil:
 		r.kind, r.err = requestBadBody, err
 	case null:
-		r.kind, r.err, r.body = nullStringKind(op), errNullString, rec
+		r.kind, r.err, r.body = nullStringKind(op, rec), errNullString, rec
 	default:
 		r.kind, r.body = requestDispatch, rec
 	}
@@ -175,28 +175,32 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 // errNullString is why a request holding a null string is refused.
 var errNullString = errors.New("a string of the request is null (length -1)")
 
-// nullStringKind is how a request that decoded with a null ustring (length -1, decoded as "")
-// is handled. ZooKeeper's Java code gets a null string there, and its answer is whatever the
-// code does with a null (ZooKeeper 3.9.6, every op probed):
-//   - sync echoes it, getEphemerals lists every ephemeral, the watch requests and reconfig
-//     answer as for an empty string: so does zetcd;
+// nullStringKind is how a request rec of op that decoded with a null ustring (length -1, decoded
+// as "") is handled. ZooKeeper's Java code gets a null string there, and its answer is whatever
+// the code does with a null (ZooKeeper 3.9.6, every op probed):
+//   - sync echoes it, getEphemerals lists every ephemeral, the watch requests, reconfig and
+//     setData answer as for an empty string, and so does setACL when the null is its path (it
+//     is checked first: BadArguments): so does zetcd;
 //   - the reads and delete fail on it with MarshallingError: so does zetcd;
-//   - in creates, setData, setACL and multi the answer depends on the field (a null path of
-//     setData is BadArguments, of create MarshallingError; a null ACL scheme is InvalidACL, a
-//     null ACL id MarshallingError or InvalidACL by scheme): zetcd closes the connection, as it
-//     may for any bad input.
+//   - in creates, multi, and setACL's ACL the answer depends on the field (a null path of a
+//     create is MarshallingError; a null ACL scheme InvalidACL, a null ACL id MarshallingError or
+//     InvalidACL by scheme): zetcd closes the connection, as it may for any bad input.
 //
 // sync's echo is the one answer that differs in bytes: zetcd echoes an empty string, ZooKeeper
 // a null one.
-func nullStringKind(op encoding.Op) requestKind {
+func nullStringKind(op encoding.Op, rec encoding.Record) requestKind {
 	switch op {
 	case encoding.OpSync, encoding.OpGetEphemerals, encoding.OpAddWatch, encoding.OpCheckWatches,
-		encoding.OpRemoveWatches, encoding.OpReconfig, encoding.OpAuth:
+		encoding.OpRemoveWatches, encoding.OpReconfig, encoding.OpAuth, encoding.OpSetData:
 		return requestDispatch
 	case encoding.OpExists, encoding.OpGetData, encoding.OpGetACL, encoding.OpGetChildren,
 		encoding.OpGetChildren2, encoding.OpGetAllChildrenNumber, encoding.OpMultiRead,
 		encoding.OpDelete, encoding.OpSetWatches, encoding.OpSetWatches2:
 		return requestBadBody
+	case encoding.OpSetACL:
+		if rec.(*encoding.SetACLRequest).Path == "" { // null or empty: BadArguments first
+			return requestDispatch
+		}
 	}
 	return requestDrop
 }

@@ -226,6 +226,9 @@ func TestParseRequestBodyRefusals(t *testing.T) {
 		{"delete, null path", encoding.OpDelete, append(nullPath, 0, 0, 0, 0), requestBadBody},
 		{"create, null path", encoding.OpCreate, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), requestDrop},
 		{"sync, null path", encoding.OpSync, nullPath, requestDispatch},
+		{"setData, null path", encoding.OpSetData, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0), requestDispatch},
+		{"setACL, null path", encoding.OpSetACL, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0), requestDispatch},
+		{"setACL, null ACL id", encoding.OpSetACL, append([]byte{0, 0, 0, 2, '/', 'p', 0, 0, 0, 1, 0, 0, 0, 31, 0, 0, 0, 5, 'w', 'o', 'r', 'l', 'd'}, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0), requestDrop},
 		{"exists, empty path", encoding.OpExists, []byte{0, 0, 0, 0, 0}, requestDispatch},
 	} {
 		r := &pendingRequest{hdr: encoding.RequestHeader{Op: c.op}}
