@@ -57,7 +57,10 @@ type clientConn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
-	rd     frameReader // what the client sent and is unread; the reader only
+	// ip is the client's address without the port, counted in Server.connsByIP; set by
+	// startConn only when MaxClientCnxns is.
+	ip string
+	rd frameReader // what the client sent and is unread; the reader only
 
 	log connLog
 

@@ -262,7 +262,9 @@ func (s *Server) isClosed() bool {
 // MaxClientCnxns, it just closes nc.
 func (s *Server) startConn(nc net.Conn) {
 	c := newClientConn(s, nc)
-	ip := clientIP(nc)
+	if s.cfg.MaxClientCnxns > 0 {
+		c.ip = clientIP(nc)
+	}
 	s.mu.Lock()
 	if s.closed || s.draining {
 		s.mu.Unlock()
@@ -270,15 +272,15 @@ func (s *Server) startConn(nc net.Conn) {
 		return
 	}
 	if limit := s.cfg.MaxClientCnxns; limit > 0 {
-		if s.connsByIP[ip] >= limit {
+		if s.connsByIP[c.ip] >= limit {
 			s.mu.Unlock()
 			s.stats.refusedConns.Add(1)
 			s.log.Warn("too many connections from one address; closing the new one",
-				zap.String("remote", ip), zap.Int("maxClientCnxns", limit))
+				zap.String("remote", c.ip), zap.Int("maxClientCnxns", limit))
 			nc.Close()
 			return
 		}
-		s.connsByIP[ip]++
+		s.connsByIP[c.ip]++
 	}
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
@@ -326,9 +328,8 @@ func (s *Server) endConn(c *clientConn, served bool) {
 		s.mu.Lock()
 		delete(s.conns, c)
 		if s.cfg.MaxClientCnxns > 0 {
-			ip := clientIP(c.nc)
-			if s.connsByIP[ip]--; s.connsByIP[ip] <= 0 {
-				delete(s.connsByIP, ip)
+			if s.connsByIP[c.ip]--; s.connsByIP[c.ip] <= 0 {
+				delete(s.connsByIP, c.ip)
 			}
 		}
 		s.mu.Unlock()
