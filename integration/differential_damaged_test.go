@@ -152,14 +152,7 @@ func (g *scriptGen) rareStep() step {
 
 // requestPayload encodes a request frame's header (xid 0) and body, without the length prefix.
 func requestPayload(op encoding.Op, req encoding.Record) []byte {
-	hdr := encoding.RequestHeader{Op: op}
-	var frame []byte
-	if req == nil {
-		frame = encoding.AppendFrame(nil, &hdr)
-	} else {
-		frame = encoding.AppendFrame(nil, &hdr, req)
-	}
-	return frame[4:]
+	return appendRequest(nil, 0, op, req)[4:]
 }
 
 // damagedOps are the ops a damaged request's header may be given: every op a client may send

@@ -58,12 +58,7 @@ func pipelineBatches(g *scriptGen, steps []step) []int {
 // write, reads every frame up to the last reply of the batch, and renders each frame as a line.
 func runPipelined(t *testing.T, addr string, steps []step, batches []int) []string {
 	c := connectRaw(t, addr)
-	self := func(id encoding.SessionID) string {
-		if id == c.Session.SessionID {
-			return "self"
-		}
-		return fmt.Sprint(id)
-	}
+	self := selfNamer(c)
 	var out []string
 	var first encoding.Zxid
 	next := 0
@@ -73,12 +68,7 @@ func runPipelined(t *testing.T, addr string, steps []step, batches []int) []stri
 		for i := next; i < next+size; i++ {
 			c.xid++
 			xids[c.xid] = i
-			hdr := encoding.RequestHeader{Xid: c.xid, Op: steps[i].op}
-			if steps[i].req == nil {
-				frames = encoding.AppendFrame(frames, &hdr)
-			} else {
-				frames = encoding.AppendFrame(frames, &hdr, steps[i].req)
-			}
+			frames = appendRequest(frames, c.xid, steps[i].op, steps[i].req)
 		}
 		if _, err := c.conn.Write(frames); err != nil {
 			t.Fatalf("write batch at step %d: %v", next, err)
@@ -89,11 +79,11 @@ func runPipelined(t *testing.T, addr string, steps []step, batches []int) []stri
 				t.Fatalf("batch at step %d: read: %v", next, err)
 			}
 			if hdr.Xid == encoding.XidNotification {
-				var ev encoding.WatcherEvent
-				if err := encoding.DecodeRecord(body, &ev); err != nil {
-					t.Fatalf("decode notification: %v", err)
+				ev, err := decodeEvent(hdr, body)
+				if err != nil {
+					t.Fatal(err)
 				}
-				out = append(out, fmt.Sprintf("event %v %s zxid %s", ev.Type, ev.Path, markZxid(hdr.Zxid)))
+				out = append(out, fmt.Sprintf("event %v %s zxid %s", ev.Type, ev.Path, markZxid(ev.Zxid)))
 				continue
 			}
 			i, ok := xids[hdr.Xid]
@@ -111,8 +101,7 @@ func runPipelined(t *testing.T, addr string, steps []step, batches []int) []stri
 			if i == 0 {
 				first = hdr.Zxid
 			}
-			line := fmt.Sprintf("%d %v %s -> %v", i, s.op, describeReq(s.req), hdr.Err)
-			out = append(out, timesField.ReplaceAllString(line+describeReply(hdr, resp, self), ""))
+			out = append(out, replyLine(i, s, hdr, resp, self))
 			answered++
 		}
 		next += size

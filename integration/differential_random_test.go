@@ -352,12 +352,7 @@ func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
 	var wg sync.WaitGroup
 	for k, steps := range scripts {
 		c := clients[k]
-		self := func(id encoding.SessionID) string {
-			if id == c.Session.SessionID {
-				return "self"
-			}
-			return fmt.Sprint(id)
-		}
+		self := selfNamer(c)
 		wg.Go(func() {
 			var first encoding.Zxid
 			for i, s := range steps {
@@ -373,8 +368,7 @@ func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
 				if i == 0 {
 					first = hdr.Zxid
 				}
-				line := fmt.Sprintf("%d %v %s -> %v", i, s.op, describeReq(s.req), hdr.Err)
-				line = timesField.ReplaceAllString(line+describeReply(hdr, resp, self), "")
+				line := replyLine(i, s, hdr, resp, self)
 				if ev := c.takeEvents(); len(ev) > 0 {
 					line += " after " + describeEvents("self", ev, nil)
 				}
@@ -388,6 +382,23 @@ func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
 		t.FailNow()
 	}
 	return out
+}
+
+// selfNamer names c's own session "self" in the Stats a line renders, any other by number.
+func selfNamer(c *rawClient) func(encoding.SessionID) string {
+	return func(id encoding.SessionID) string {
+		if id == c.Session.SessionID {
+			return "self"
+		}
+		return fmt.Sprint(id)
+	}
+}
+
+// replyLine renders the reply to step i (s) as runConcurrent and runPipelined compare it: its
+// code and response, without the header's zxid and the times, which depend on the interleaving.
+func replyLine(i int, s step, hdr encoding.ReplyHeader, resp encoding.Record, self func(encoding.SessionID) string) string {
+	line := fmt.Sprintf("%d %v %s -> %v", i, s.op, describeReq(s.req), hdr.Err)
+	return timesField.ReplaceAllString(line+describeReply(hdr, resp, self), "")
 }
 
 // timesField is describeStat's "ctime == mtime" field, which depends on the interleaving.

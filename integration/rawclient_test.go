@@ -118,17 +118,29 @@ func (c *rawClient) send(op encoding.Op, req encoding.Record) encoding.Xid {
 // other than the test's).
 func (c *rawClient) trySend(op encoding.Op, req encoding.Record) (encoding.Xid, error) {
 	c.xid++
-	hdr := encoding.RequestHeader{Xid: c.xid, Op: op}
-	var frame []byte
-	if req == nil {
-		frame = encoding.AppendFrame(c.buf[:0], &hdr)
-	} else {
-		frame = encoding.AppendFrame(c.buf[:0], &hdr, req)
-	}
+	frame := appendRequest(c.buf[:0], c.xid, op, req)
 	if _, err := c.conn.Write(frame); err != nil {
 		return c.xid, fmt.Errorf("write %v: %w", op, err)
 	}
 	return c.xid, nil
+}
+
+// appendRequest appends the frame of request req (nil: none, a header alone) with xid and op.
+func appendRequest(b []byte, xid encoding.Xid, op encoding.Op, req encoding.Record) []byte {
+	hdr := encoding.RequestHeader{Xid: xid, Op: op}
+	if req == nil {
+		return encoding.AppendFrame(b, &hdr)
+	}
+	return encoding.AppendFrame(b, &hdr, req)
+}
+
+// decodeEvent decodes the body of a watch notification whose header is hdr.
+func decodeEvent(hdr encoding.ReplyHeader, body []byte) (rawEvent, error) {
+	var ev encoding.WatcherEvent
+	if err := encoding.DecodeRecord(body, &ev); err != nil {
+		return rawEvent{}, fmt.Errorf("decode notification: %w", err)
+	}
+	return rawEvent{ev, hdr.Zxid}, nil
 }
 
 // readReply reads the next frame and decodes its header; the body is returned undecoded.
@@ -159,11 +171,11 @@ func (c *rawClient) call(op encoding.Op, req, resp encoding.Record) (encoding.Re
 			return hdr, err
 		}
 		if hdr.Xid == encoding.XidNotification {
-			var ev encoding.WatcherEvent
-			if err := encoding.DecodeRecord(body, &ev); err != nil {
-				return hdr, fmt.Errorf("decode notification: %w", err)
+			ev, err := decodeEvent(hdr, body)
+			if err != nil {
+				return hdr, err
 			}
-			c.events = append(c.events, rawEvent{ev, hdr.Zxid})
+			c.events = append(c.events, ev)
 			continue
 		}
 		if hdr.Xid == encoding.XidPing {
