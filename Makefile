@@ -10,7 +10,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-all zookeeper kafka bench bench-memory bench-scale fuzz verify clean
+.PHONY: help build run test test-all zookeeper kafka curator bench bench-memory bench-scale fuzz verify clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -38,7 +38,10 @@ zookeeper: ## fetch Apache ZooKeeper's jars from Maven Central into .cache/zooke
 	tools/zookeeper/fetch.sh
 
 kafka: ## fetch a Kafka 3.9 broker's jars from Maven Central into .cache/kafka, for the SASL broker test (needs mvn)
-	tools/kafka/fetch.sh
+	tools/mavenjars.sh kafka 'kafka_2.13-*.jar'
+
+curator: ## fetch Apache Curator's recipes from Maven Central into .cache/curator, for the Curator tests (needs mvn)
+	tools/mavenjars.sh curator 'curator-recipes-*.jar'
 
 bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then the same rate offered to zetcd and ZooKeeper, their reads with the server on one core and zkboom on another, then bench-scale's and bench-memory's steps (~20 min): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd

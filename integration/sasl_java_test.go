@@ -18,9 +18,6 @@ import (
 // The ZooKeeper 3.9 Java client with a DIGEST-MD5 JAAS Client section, against zetcd and a
 // ZooKeeper configured alike: both must answer each step the same (testdata/SaslClient.java).
 
-// clientLogback keeps the Java client's log off stdout, which the test reads.
-const clientLogback = zkserver.LogbackXML
-
 // javaClient runs testdata/SaslClient.java. user "" runs it without SASL
 // (zookeeper.sasl.client=false); otherwise its JAAS Client section logs in as user.
 func javaClient(t *testing.T, addr, mode, path, user, password string) []string {
@@ -28,54 +25,22 @@ func javaClient(t *testing.T, addr, mode, path, user, password string) []string 
 	return outputLines(t, javaClientCmd(t, addr, mode, path, user, password), "java SaslClient "+mode)
 }
 
-// outputLines runs a client command (what names it in a failure) and returns the lines it
-// wrote to stdout; the test fails with its stdout and stderr if it fails.
-func outputLines(t *testing.T, cmd *exec.Cmd, what string) []string {
-	t.Helper()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", what, err, out, stderr.String())
-	}
-	return strings.Split(strings.TrimSpace(string(out)), "\n")
-}
-
 // javaClientCmd is the command javaClient runs.
 func javaClientCmd(t *testing.T, addr, mode, path, user, password string) *exec.Cmd {
 	t.Helper()
-	lib := zkserver.LibDir()
-	if jars, _ := filepath.Glob(filepath.Join(lib, "zookeeper-[0-9]*.jar")); len(jars) == 0 {
-		if zkserver.Required() {
-			t.Fatalf("no ZooKeeper jars in %q", lib)
-		}
-		t.Skipf("no ZooKeeper jars in %q", lib)
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Skipf("java: %v", err)
-	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "logback.xml"), []byte(clientLogback), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	src, err := filepath.Abs(filepath.Join("testdata", "SaslClient.java"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Dzookeeper.fips-mode=false"}
+	jvm := []string{"-Dzookeeper.fips-mode=false"}
 	if user == "" {
-		args = append(args, "-Dzookeeper.sasl.client=false")
+		jvm = append(jvm, "-Dzookeeper.sasl.client=false")
 	} else {
 		jaas := filepath.Join(dir, "client.jaas")
 		text := "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=\"" + user + "\"\n  password=\"" + password + "\";\n};\n"
 		if err := os.WriteFile(jaas, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "-Djava.security.auth.login.config="+jaas)
+		jvm = append(jvm, "-Djava.security.auth.login.config="+jaas)
 	}
-	args = append(args, "-cp", filepath.Join(lib, "*")+string(filepath.ListSeparator)+dir, src, addr, mode, path)
-	return exec.Command(java, args...)
+	return javaProgram(t, dir, "SaslClient.java", nil, jvm, addr, mode, path)
 }
 
 // TestSaslJavaClient: a broker-like owner creates a node with CREATOR_ALL_ACL + world READ

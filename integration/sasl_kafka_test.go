@@ -22,7 +22,7 @@ import (
 // authenticated as the broker's user can; both servers agree on every ACL and answer.
 
 // envKafkaLib names a directory of Kafka broker jars; default <module root>/.cache/kafka/lib
-// (tools/kafka/fetch.sh).
+// (`make kafka`).
 const envKafkaLib = "ZETCD_KAFKA_LIB"
 
 func kafkaLib(t *testing.T) string {
@@ -32,7 +32,7 @@ func kafkaLib(t *testing.T) string {
 		lib, _ = filepath.Abs(filepath.Join("..", ".cache", "kafka", "lib"))
 	}
 	if jars, _ := filepath.Glob(filepath.Join(lib, "kafka_2.13-*.jar")); len(jars) == 0 {
-		skipOrRequire(t, "no Kafka jars in %s (tools/kafka/fetch.sh, or %s)", lib, envKafkaLib)
+		skipOrRequire(t, "no Kafka jars in %s (make kafka, or %s)", lib, envKafkaLib)
 	}
 	return lib
 }
@@ -74,7 +74,7 @@ transaction.state.log.replication.factor=1
 		}
 		return p
 	}
-	write("logback.xml", clientLogback)
+	write("logback.xml", zkserver.LogbackXML)
 	cfg := write("server.properties", props)
 	jaas := write("kafka.jaas", "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=\"kafka\"\n  password=\"kafkasecret\";\n};\n")
 	cp := strings.Join([]string{filepath.Join(zkLib, "*"), filepath.Join(lib, "*"), dir}, string(filepath.ListSeparator))

@@ -21,20 +21,6 @@ import (
 // install kazoo pure-sasl).
 const envKazooPython = "ZETCD_KAZOO_PYTHON"
 
-// envRequireSASLClients, set non-empty (as CI does, after installing them), makes the tests
-// that need kazoo or a Kafka broker fail instead of skipping when they are missing.
-const envRequireSASLClients = "ZETCD_REQUIRE_SASL_CLIENTS"
-
-// skipOrRequire skips the test for a missing client, or fails it if envRequireSASLClients asks
-// for the clients.
-func skipOrRequire(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv(envRequireSASLClients) != "" {
-		t.Fatalf(format+" (required by "+envRequireSASLClients+")", args...)
-	}
-	t.Skipf(format, args...)
-}
-
 func kazooPython(t *testing.T) string {
 	t.Helper()
 	py := os.Getenv(envKazooPython)

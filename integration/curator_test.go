@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/zkserver"
+)
+
+// Apache Curator 5.7's recipes (testdata/CuratorRecipes.java, launched from source with Curator's
+// jars and ZooKeeper 3.9's client) against zetcd and against ZooKeeper: locks, leader latches,
+// queues, caches, persistent recursive watches, counters, barriers, semaphores and transactions,
+// each step's outcome as a user of the recipe relies on it, and the same lines from both servers.
+// Curator's caches re-arm a watch with every read, so a watch the Java client dropped (an event
+// sent before the reply that set it) stalls a step until it fails.
+
+// envCuratorLib names a directory of Curator's jars; default <module root>/.cache/curator/lib
+// (`make curator`).
+const envCuratorLib = "ZETCD_CURATOR_LIB"
+
+func curatorLib(t *testing.T) string {
+	t.Helper()
+	lib := os.Getenv(envCuratorLib)
+	if lib == "" {
+		lib, _ = filepath.Abs(filepath.Join("..", ".cache", "curator", "lib"))
+	}
+	if jars, _ := filepath.Glob(filepath.Join(lib, "curator-recipes-*.jar")); len(jars) == 0 {
+		skipOrRequire(t, "no Curator jars in %s (make curator, or %s)", lib, envCuratorLib)
+	}
+	return lib
+}
+
+// curatorWant is what CuratorRecipes.java prints in its "recipes" mode when every recipe works.
+var curatorWant = []string{
+	"mutex count=80 version=80 maxHolders=1 lockNodesLeft=0",
+	"leaderLatch led=[p0, p1, p2] mostAtOnce=1",
+	"queue taken=60 distinct=60 eachInOrder=true left=0",
+	"curatorCache NODE_CREATED /recipes/cache=root",
+	"curatorCache initialized",
+	"curatorCache NODE_CREATED /recipes/cache/a=1",
+	"curatorCache NODE_CHANGED /recipes/cache/a=2",
+	"curatorCache NODE_CREATED /recipes/cache/a/b=3",
+	"curatorCache NODE_DELETED /recipes/cache/a/b",
+	"curatorCache NODE_DELETED /recipes/cache/a",
+	"curatorCache size=1",
+	"persistentRecursiveWatch NodeCreated /recipes/pw/x",
+	"persistentRecursiveWatch NodeDataChanged /recipes/pw/x",
+	"persistentRecursiveWatch NodeCreated /recipes/pw/x/y",
+	"persistentRecursiveWatch NodeDeleted /recipes/pw/x/y",
+	"persistentRecursiveWatch NodeDeleted /recipes/pw/x",
+	"treeCacheEphemeral NODE_ADDED /recipes/members",
+	"treeCacheEphemeral INITIALIZED",
+	"treeCacheEphemeral NODE_ADDED /recipes/members/m1",
+	"treeCacheEphemeral NODE_REMOVED /recipes/members/m1",
+	"counters sharedCount=100 atomicLong=100",
+	"barrier passed=3 passedEarly=0 left=0",
+	"semaphore acquired=25 atMostTwo=true",
+	"transaction failing: BADVERSION a=false data=v0",
+	"transaction holding: CREATE:/recipes/txn/s-:/recipes/txn/s-0000000000:0 SET_DATA:/recipes/txn:null:0 CHECK:/recipes/txn:null:0",
+}
+
+// TestCuratorRecipes runs every recipe against zetcd, xchk and ZooKeeper, each started fresh.
+func TestCuratorRecipes(t *testing.T) {
+	lib := curatorLib(t)
+	got := map[string][]string{}
+	for _, srv := range []struct {
+		name  string
+		start func(testing.TB, testenv.ServerOptions) string
+	}{{"zetcd", testenv.StartZetcdWith}, {"xchk", testenv.StartXchkWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
+		t.Run(srv.name, func(t *testing.T) {
+			addr := srv.start(t, testenv.ServerOptions{})
+			cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, addr, "recipes")
+			lines := outputLines(t, cmd, "java CuratorRecipes")
+			if !slices.Equal(lines, curatorWant) {
+				t.Errorf("CuratorRecipes on %s:\n%s\nwant:\n%s", srv.name, strings.Join(lines, "\n"), strings.Join(curatorWant, "\n"))
+			}
+			got[srv.name] = lines
+		})
+	}
+	// Each already matches curatorWant; this names a difference between the servers directly.
+	if z, k := got["zetcd"], got["zookeeper"]; z != nil && k != nil && !slices.Equal(z, k) {
+		t.Errorf("zetcd and ZooKeeper differ:\nzetcd:\n%s\nZooKeeper:\n%s", strings.Join(z, "\n"), strings.Join(k, "\n"))
+	}
+}
+
+// TestCuratorSessionMoves: a Curator session holding a lock, a leader latch and a cache on one
+// zetcd loses that zetcd and resumes on another in front of the same etcd; the lock is still
+// its own (its ephemeral node kept), the latch leads again, and the cache sees the changes made
+// after the move.
+func TestCuratorSessionMoves(t *testing.T) {
+	lib := curatorLib(t)
+	cluster := startEtcd(t)
+	a := testenv.StartZetcdOn(t, cluster, testenv.Options{})
+	b := testenv.StartZetcdOn(t, cluster, testenv.Options{})
+	cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, a.Addr+","+b.Addr, "move")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	var session string
+	for sc.Scan() {
+		if s, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
+			session = s
+			break
+		}
+		lines = append(lines, sc.Text())
+	}
+	if session == "" {
+		t.Fatalf("java CuratorRecipes move: %q\nstderr:\n%s", lines, stderr.String())
+	}
+	stopped := stopServerOf(t, session, a, b)
+	t.Logf("session %s was on %s", session, stopped)
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("java CuratorRecipes move: %v: %q\nstderr:\n%s", err, lines, stderr.String())
+	}
+	want := []string{
+		"move NODE_CREATED /move/cache=0",
+		"move NODE_CHANGED /move/cache=1",
+		"move NODE_CREATED /move/cache/after=2",
+		"move sameSession=true states=[SUSPENDED, RECONNECTED] lockHeld=true lockNodes=1 leader=true",
+		"move lockNodesAfterRelease=0",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("java CuratorRecipes move:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// stopServerOf stops the zetcd whose connections include session (0x…, as cons shows it) and
+// returns its address; the test fails if none holds it.
+func stopServerOf(t *testing.T, session string, servers ...*testenv.Zetcd) string {
+	t.Helper()
+	for _, z := range servers {
+		cons, err := zkserver.FourLetterWord(z.Addr, "cons", 5*time.Second)
+		if err != nil {
+			t.Fatalf("cons on %s: %v", z.Addr, err)
+		}
+		if strings.Contains(cons, fmt.Sprintf("sid=%s,", session)) {
+			z.Stop()
+			return z.Addr
+		}
+	}
+	t.Fatalf("no zetcd holds session %s", session)
+	return ""
+}
