@@ -1,19 +1,14 @@
 package integration
 
 import (
-	"bytes"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/internal/zkserver"
 )
 
 // A Kafka 3.9 broker in ZooKeeper mode with zookeeper.set.acl=true and a DIGEST-MD5 JAAS
@@ -37,95 +32,17 @@ func kafkaLib(t *testing.T) string {
 	return lib
 }
 
-// startKafka starts a broker against addr as SASL user kafka and returns once it has
-// registered /brokers/ids/0 and, as the controller, created /controller, /controller_epoch and
-// /feature. The JVM is killed at cleanup.
+// startKafka starts a broker against addr as SASL user kafka, with zookeeper.set.acl, and
+// returns once it has registered /brokers/ids/0 and, as the controller, created /controller,
+// /controller_epoch and /feature.
 func startKafka(t *testing.T, lib, addr string) {
 	t.Helper()
-	zkLib := zkserver.LibDir()
-	if jars, _ := filepath.Glob(filepath.Join(zkLib, "zookeeper-[0-9]*.jar")); len(jars) == 0 {
-		t.Skipf("no ZooKeeper jars in %q", zkLib)
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Skipf("java: %v", err)
-	}
-	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	props := fmt.Sprintf(`broker.id=0
-listeners=PLAINTEXT://127.0.0.1:%d
-log.dirs=%s
-zookeeper.connect=%s
-zookeeper.set.acl=true
-zookeeper.session.timeout.ms=18000
-zookeeper.connection.timeout.ms=60000
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-`, port, filepath.Join(dir, "logs"), addr)
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	write("logback.xml", zkserver.LogbackXML)
-	cfg := write("server.properties", props)
-	jaas := write("kafka.jaas", "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=\"kafka\"\n  password=\"kafkasecret\";\n};\n")
-	cp := strings.Join([]string{filepath.Join(zkLib, "*"), filepath.Join(lib, "*"), dir}, string(filepath.ListSeparator))
-	cmd := exec.Command(java, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Djava.security.auth.login.config="+jaas, "-Dzookeeper.fips-mode=false",
-		"-cp", cp, "kafka.Kafka", cfg)
-	logPath := filepath.Join(dir, "kafka.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logFile.Close()
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-
-	c := connectRaw(t, addr)
-	deadline := time.Now().Add(120 * time.Second)
-	started := func() bool {
-		for _, p := range []string{"/brokers/ids/0", "/controller", "/controller_epoch", "/feature"} {
-			if !c.exists(p) {
-				return false
-			}
-		}
-		return true
-	}
-	for !started() {
-		select {
-		case <-exited:
-			out, _ := os.ReadFile(logPath)
-			t.Fatalf("the broker exited; its log:\n%s", tail(out, 60))
-		default:
-		}
-		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(logPath)
-			t.Fatalf("the broker did not register in time; its log:\n%s", tail(out, 60))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func tail(b []byte, n int) string {
-	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
+	b := launchKafka(t, lib, addr, kafkaOptions{
+		ID:    0,
+		Props: "zookeeper.set.acl=true\nzookeeper.session.timeout.ms=18000\n",
+		JAAS:  "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=\"kafka\"\n  password=\"kafkasecret\";\n};\n",
+	})
+	b.await(t, connectRaw(t, addr), "/brokers/ids/0", "/controller", "/controller_epoch", "/feature")
 }
 
 // kafkaPaths are znodes a broker creates at start.

@@ -1,0 +1,229 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/zkserver"
+)
+
+// Kafka 3.9 brokers in ZooKeeper mode as processes of their own (kafka.Kafka from the jars of
+// `make kafka`, with ZooKeeper 3.9's client).
+
+// kafkaOptions configure one broker.
+type kafkaOptions struct {
+	ID    int
+	Props string // server.properties lines beyond the id, listener, log directory and zookeeper.connect
+	JAAS  string // a JAAS file's text (its Client section logs the broker in); empty: none
+}
+
+// kafkaBroker is a running broker; its JVM is killed at cleanup.
+type kafkaBroker struct {
+	id     int
+	addr   string // its PLAINTEXT listener
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    string // its stdout and stderr
+}
+
+// launchKafka starts a broker against the ZooKeeper servers zkConnect and returns without waiting
+// for it (await).
+func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBroker {
+	t.Helper()
+	zkLib := zkserver.LibDir()
+	if jars, _ := filepath.Glob(filepath.Join(zkLib, "zookeeper-[0-9]*.jar")); len(jars) == 0 {
+		t.Skipf("no ZooKeeper jars in %q", zkLib)
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		t.Skipf("java: %v", err)
+	}
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("logback.xml", zkserver.LogbackXML)
+	cfg := write("server.properties", fmt.Sprintf("broker.id=%d\nlisteners=PLAINTEXT://%s\nlog.dirs=%s\nzookeeper.connect=%s\n%s",
+		o.ID, addr, filepath.Join(dir, "logs"), zkConnect, o.Props))
+	args := []string{"-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dzookeeper.fips-mode=false"}
+	if o.JAAS != "" {
+		args = append(args, "-Djava.security.auth.login.config="+write("kafka.jaas", o.JAAS))
+	}
+	cp := strings.Join([]string{filepath.Join(zkLib, "*"), filepath.Join(lib, "*"), dir}, string(filepath.ListSeparator))
+	cmd := exec.Command(java, append(args, "-cp", cp, "kafka.Kafka", cfg)...)
+	b := &kafkaBroker{id: o.ID, addr: addr, cmd: cmd, exited: make(chan struct{}), log: filepath.Join(dir, "kafka.log")}
+	logFile, err := os.Create(b.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(b.exited) }()
+	t.Cleanup(b.kill)
+	return b
+}
+
+// await waits until every path exists (c reads them), or fails the test with the broker's log
+// if it exits or two minutes pass.
+func (b *kafkaBroker) await(t *testing.T, c *rawClient, paths ...string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !allExist(c, paths) {
+		select {
+		case <-b.exited:
+			t.Fatalf("broker %d exited; its log:\n%s", b.id, b.tail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d: %v not all there in time; its log:\n%s", b.id, paths, b.tail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func allExist(c *rawClient, paths []string) bool {
+	for _, p := range paths {
+		if !c.exists(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// kill kills the broker's JVM (SIGKILL: no controlled shutdown, its session left to expire) and
+// waits for it to exit. Idempotent.
+func (b *kafkaBroker) kill() {
+	b.cmd.Process.Signal(syscall.SIGKILL)
+	<-b.exited
+}
+
+// tail is the end of the broker's log.
+func (b *kafkaBroker) tail() string {
+	out, _ := os.ReadFile(b.log)
+	lines := bytes.Split(bytes.TrimSpace(out), []byte("\n"))
+	if len(lines) > 60 {
+		lines = lines[len(lines)-60:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// kafkaController is the broker id /controller names.
+func kafkaController(t *testing.T, c *rawClient) int {
+	t.Helper()
+	_, data := c.stat("/controller")
+	var v struct {
+		BrokerID int `json:"brokerid"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("/controller holds %q: %v", data, err)
+	}
+	return v.BrokerID
+}
+
+// TestKafkaFailover: two Kafka brokers, each on a zetcd of its own in front of one etcd, hold a
+// topic replicated on both. A client produces 100 records with acks=all; the controller broker
+// is killed (SIGKILL, so its session ends only by expiring); the other broker takes over as
+// controller and as leader of every partition, through watches one zetcd fires on changes the
+// other made; the client produces 100 more and reads all 200 back.
+func TestKafkaFailover(t *testing.T) {
+	lib := kafkaLib(t)
+	cluster := startEtcd(t)
+	zetcds := []*testenv.Zetcd{testenv.StartZetcdOn(t, cluster, testenv.Options{}), testenv.StartZetcdOn(t, cluster, testenv.Options{})}
+	props := "zookeeper.session.timeout.ms=6000\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+	var brokers []*kafkaBroker
+	for i, z := range zetcds {
+		brokers = append(brokers, launchKafka(t, lib, z.Addr, kafkaOptions{ID: i, Props: props}))
+	}
+	c := connectRaw(t, zetcds[0].Addr)
+	for _, b := range brokers {
+		b.await(t, c, fmt.Sprintf("/brokers/ids/%d", b.id), "/controller")
+	}
+
+	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	for sc.Scan() && sc.Text() != "ready" {
+		lines = append(lines, sc.Text())
+	}
+	if sc.Err() != nil || len(lines) != 2 {
+		t.Fatalf("java KafkaFailover: %q\nstderr:\n%s", lines, stderr.String())
+	}
+
+	dead := kafkaController(t, c)
+	if dead != 0 && dead != 1 {
+		t.Fatalf("/controller names broker %d", dead)
+	}
+	survivor := 1 - dead
+	brokers[dead].kill()
+	t.Logf("killed broker %d, the controller", dead)
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("java KafkaFailover: %v: %q\nstderr:\n%s\nbroker %d's log:\n%s", err, lines, stderr.String(), survivor, brokers[survivor].tail())
+	}
+	want := []string{
+		"topic partitions=2 replicas=2",
+		"produced 100",
+		"produced 100",
+		"after the kill: leaders on one broker, isr sizes [1]",
+		"consumed 200 distinct 200",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("java KafkaFailover:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if got := kafkaController(t, c); got != survivor {
+		t.Errorf("/controller names broker %d, want the survivor %d", got, survivor)
+	}
+	var ids encoding.GetChildrenResponse
+	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/brokers/ids"}, &ids); code != 0 {
+		t.Fatalf("getChildren /brokers/ids: %v", code)
+	}
+	if want := []string{fmt.Sprint(survivor)}; !slices.Equal(ids.Children, want) {
+		t.Errorf("/brokers/ids = %v, want %v", ids.Children, want)
+	}
+}
