@@ -1,12 +1,16 @@
 package integration
 
 import (
+	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/zetcd/zetcd/internal/testenv"
 	"github.com/zetcd/zetcd/internal/zkserver"
 )
 
@@ -73,4 +77,93 @@ func javaProgram(t *testing.T, dir, src string, libs, jvm []string, args ...stri
 	all := append([]string{"-XX:TieredStopAtLevel=1", "-Xshare:auto"}, jvm...)
 	all = append(all, "-cp", strings.Join(cp, string(filepath.ListSeparator)), path)
 	return exec.Command(java, append(all, args...)...)
+}
+
+// jarDir is the directory of a client's jars: $env, or <module root>/.cache/<name>/lib, where
+// `make <name>` fetches them. The test skips (or fails, with envRequireClients) when no jar there
+// matches glob.
+func jarDir(t *testing.T, env, name, glob string) string {
+	t.Helper()
+	lib := os.Getenv(env)
+	if lib == "" {
+		lib, _ = filepath.Abs(filepath.Join("..", ".cache", name, "lib"))
+	}
+	if jars, _ := filepath.Glob(filepath.Join(lib, glob)); len(jars) == 0 {
+		skipOrRequire(t, "no %s in %s (make %s, or %s)", glob, lib, name, env)
+	}
+	return lib
+}
+
+// onEveryServer runs a client program against a fresh zetcd, xchk and ZooKeeper in turn
+// (client returns the lines it printed); each must print want, line for line.
+func onEveryServer(t *testing.T, what string, want []string, client func(t *testing.T, addr string) []string) {
+	for _, srv := range []struct {
+		name  string
+		start func(testing.TB, testenv.ServerOptions) string
+	}{{"zetcd", testenv.StartZetcdWith}, {"xchk", testenv.StartXchkWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
+		t.Run(srv.name, func(t *testing.T) {
+			if lines := client(t, srv.start(t, testenv.ServerOptions{})); !slices.Equal(lines, want) {
+				t.Errorf("%s on %s:\n%s\nwant:\n%s", what, srv.name, strings.Join(lines, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
+// pausedClient is a client program that stops at a line beginning with "ready" and waits for a
+// line on its stdin before it goes on: the test changes the servers meanwhile (stops one, kills
+// a broker).
+type pausedClient struct {
+	t      *testing.T
+	what   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *bufio.Scanner
+	stderr strings.Builder
+	lines  []string // what it printed so far
+}
+
+// startPaused starts cmd (what names it in failures) and returns once it has printed its ready
+// line, with that line; the test fails if it ends first. The program is killed at cleanup.
+func startPaused(t *testing.T, cmd *exec.Cmd, what string) (*pausedClient, string) {
+	t.Helper()
+	p := &pausedClient{t: t, what: what, cmd: cmd}
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = &p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p.out = bufio.NewScanner(stdout)
+	for p.out.Scan() {
+		p.lines = append(p.lines, p.out.Text())
+		if strings.HasPrefix(p.out.Text(), "ready") {
+			return p, p.out.Text()
+		}
+	}
+	cmd.Wait()
+	t.Fatalf("%s ended before it was ready: %q\nstderr:\n%s", what, p.lines, p.stderr.String())
+	return nil, ""
+}
+
+// resume lets the program go on, waits for it to end, and returns every line it printed, the
+// ready line included; the test fails if the program fails.
+func (p *pausedClient) resume() []string {
+	p.t.Helper()
+	if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+		p.t.Fatal(err)
+	}
+	for p.out.Scan() {
+		p.lines = append(p.lines, p.out.Text())
+	}
+	if err := p.cmd.Wait(); err != nil {
+		p.t.Fatalf("%s: %v: %q\nstderr:\n%s", p.what, err, p.lines, p.stderr.String())
+	}
+	return p.lines
 }

@@ -1,11 +1,7 @@
 package integration
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,9 +12,9 @@ import (
 )
 
 // Apache Curator 5.7's recipes (testdata/CuratorRecipes.java, launched from source with Curator's
-// jars and ZooKeeper 3.9's client) against zetcd and against ZooKeeper: locks, leader latches,
+// jars and ZooKeeper 3.9's client) against zetcd, xchk and ZooKeeper: locks, leader latches,
 // queues, caches, persistent recursive watches, counters, barriers, semaphores and transactions,
-// each step's outcome as a user of the recipe relies on it, and the same lines from both servers.
+// each step's outcome as a user of the recipe relies on it, the same lines from every server.
 // Curator's caches re-arm a watch with every read, so a watch the Java client dropped (an event
 // sent before the reply that set it) stalls a step until it fails.
 
@@ -27,15 +23,7 @@ import (
 const envCuratorLib = "ZETCD_CURATOR_LIB"
 
 func curatorLib(t *testing.T) string {
-	t.Helper()
-	lib := os.Getenv(envCuratorLib)
-	if lib == "" {
-		lib, _ = filepath.Abs(filepath.Join("..", ".cache", "curator", "lib"))
-	}
-	if jars, _ := filepath.Glob(filepath.Join(lib, "curator-recipes-*.jar")); len(jars) == 0 {
-		skipOrRequire(t, "no Curator jars in %s (make curator, or %s)", lib, envCuratorLib)
-	}
-	return lib
+	return jarDir(t, envCuratorLib, "curator", "curator-recipes-*.jar")
 }
 
 // curatorWant is what CuratorRecipes.java prints in its "recipes" mode when every recipe works.
@@ -70,25 +58,10 @@ var curatorWant = []string{
 // TestCuratorRecipes runs every recipe against zetcd, xchk and ZooKeeper, each started fresh.
 func TestCuratorRecipes(t *testing.T) {
 	lib := curatorLib(t)
-	got := map[string][]string{}
-	for _, srv := range []struct {
-		name  string
-		start func(testing.TB, testenv.ServerOptions) string
-	}{{"zetcd", testenv.StartZetcdWith}, {"xchk", testenv.StartXchkWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
-		t.Run(srv.name, func(t *testing.T) {
-			addr := srv.start(t, testenv.ServerOptions{})
-			cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, addr, "recipes")
-			lines := outputLines(t, cmd, "java CuratorRecipes")
-			if !slices.Equal(lines, curatorWant) {
-				t.Errorf("CuratorRecipes on %s:\n%s\nwant:\n%s", srv.name, strings.Join(lines, "\n"), strings.Join(curatorWant, "\n"))
-			}
-			got[srv.name] = lines
-		})
-	}
-	// Each already matches curatorWant; this names a difference between the servers directly.
-	if z, k := got["zetcd"], got["zookeeper"]; z != nil && k != nil && !slices.Equal(z, k) {
-		t.Errorf("zetcd and ZooKeeper differ:\nzetcd:\n%s\nZooKeeper:\n%s", strings.Join(z, "\n"), strings.Join(k, "\n"))
-	}
+	onEveryServer(t, "java CuratorRecipes", curatorWant, func(t *testing.T, addr string) []string {
+		cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, addr, "recipes")
+		return outputLines(t, cmd, "java CuratorRecipes")
+	})
 }
 
 // TestCuratorSessionMoves: a Curator session holding a lock, a leader latch and a cache on one
@@ -101,44 +74,10 @@ func TestCuratorSessionMoves(t *testing.T) {
 	a := testenv.StartZetcdOn(t, cluster, testenv.Options{})
 	b := testenv.StartZetcdOn(t, cluster, testenv.Options{})
 	cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, a.Addr+","+b.Addr, "move")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	var lines []string
-	var session string
-	for sc.Scan() {
-		if s, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-			session = s
-			break
-		}
-		lines = append(lines, sc.Text())
-	}
-	if session == "" {
-		t.Fatalf("java CuratorRecipes move: %q\nstderr:\n%s", lines, stderr.String())
-	}
-	stopped := stopServerOf(t, session, a, b)
-	t.Logf("session %s was on %s", session, stopped)
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("java CuratorRecipes move: %v: %q\nstderr:\n%s", err, lines, stderr.String())
-	}
+	client, ready := startPaused(t, cmd, "java CuratorRecipes move")
+	session := strings.TrimPrefix(ready, "ready ")
+	t.Logf("session %s was on %s", session, stopServerOf(t, session, a, b))
+	lines := slices.DeleteFunc(client.resume(), func(l string) bool { return l == ready })
 	want := []string{
 		"move NODE_CREATED /move/cache=0",
 		"move NODE_CHANGED /move/cache=1",

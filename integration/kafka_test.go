@@ -1,11 +1,9 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -167,28 +165,7 @@ func TestKafkaFailover(t *testing.T) {
 	}
 
 	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	var lines []string
-	for sc.Scan() && sc.Text() != "ready" {
-		lines = append(lines, sc.Text())
-	}
-	if sc.Err() != nil || len(lines) != 2 {
-		t.Fatalf("java KafkaFailover: %q\nstderr:\n%s", lines, stderr.String())
-	}
+	client, _ := startPaused(t, cmd, "java KafkaFailover")
 
 	dead := kafkaController(t, c)
 	if dead != 0 && dead != 1 {
@@ -197,18 +174,11 @@ func TestKafkaFailover(t *testing.T) {
 	survivor := 1 - dead
 	brokers[dead].kill()
 	t.Logf("killed broker %d, the controller", dead)
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("java KafkaFailover: %v: %q\nstderr:\n%s\nbroker %d's log:\n%s", err, lines, stderr.String(), survivor, brokers[survivor].tail())
-	}
+	lines := client.resume()
 	want := []string{
 		"topic partitions=2 replicas=2",
 		"produced 100",
+		"ready",
 		"produced 100",
 		"after the kill: leaders on one broker, isr sizes [1]",
 		"consumed 200 distinct 200",

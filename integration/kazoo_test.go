@@ -1,17 +1,11 @@
 package integration
 
-import (
-	"slices"
-	"strings"
-	"testing"
-
-	"github.com/zetcd/zetcd/internal/testenv"
-)
+import "testing"
 
 // kazoo's recipes (testdata/kazoo_recipes.py) against zetcd, xchk and ZooKeeper: locks, a
 // read-write lock, an election, a locking queue, a counter, a double barrier, a semaphore,
 // data, children and party watches, a tree cache and transactions, each step's outcome as a
-// user of the recipe relies on it, and the same lines from every server. kazoo is a client of
+// user of the recipe relies on it, the same lines from every server. kazoo is a client of
 // its own (Python, not the Java client's code), with its own ordering of replies and events.
 
 // kazooWant is what kazoo_recipes.py prints when every recipe works.
@@ -43,20 +37,7 @@ var kazooWant = []string{
 
 func TestKazooRecipes(t *testing.T) {
 	py := kazooPython(t)
-	got := map[string][]string{}
-	for _, srv := range []struct {
-		name  string
-		start func(testing.TB, testenv.ServerOptions) string
-	}{{"zetcd", testenv.StartZetcdWith}, {"xchk", testenv.StartXchkWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
-		t.Run(srv.name, func(t *testing.T) {
-			lines := kazooClient(t, py, "kazoo_recipes.py", srv.start(t, testenv.ServerOptions{}))
-			if !slices.Equal(lines, kazooWant) {
-				t.Errorf("kazoo_recipes.py on %s:\n%s\nwant:\n%s", srv.name, strings.Join(lines, "\n"), strings.Join(kazooWant, "\n"))
-			}
-			got[srv.name] = lines
-		})
-	}
-	if z, k := got["zetcd"], got["zookeeper"]; z != nil && k != nil && !slices.Equal(z, k) {
-		t.Errorf("zetcd and ZooKeeper differ:\nzetcd:\n%s\nZooKeeper:\n%s", strings.Join(z, "\n"), strings.Join(k, "\n"))
-	}
+	onEveryServer(t, "kazoo_recipes.py", kazooWant, func(t *testing.T, addr string) []string {
+		return kazooClient(t, py, "kazoo_recipes.py", addr)
+	})
 }

@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"bufio"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,47 +94,14 @@ func TestSaslJavaClientMoves(t *testing.T) {
 	opts := testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: saslUsers}}.ZetcdOptions()
 	a := testenv.StartZetcdOn(t, cluster, opts)
 	b := testenv.StartZetcdOn(t, cluster, opts)
-	cmd := javaClientCmd(t, a.Addr+","+b.Addr, "move", "/moved", "bob", "bobsecret")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if sc.Text() == "ready" {
-			break
-		}
-	}
-	if len(lines) == 0 || lines[len(lines)-1] != "ready" {
-		t.Fatalf("java SaslClient move: %q\nstderr:\n%s", lines, stderr.String())
-	}
+	client, _ := startPaused(t, javaClientCmd(t, a.Addr+","+b.Addr, "move", "/moved", "bob", "bobsecret"), "java SaslClient move")
 	// Stop whichever zetcd the client is connected to (the Java client picks at random).
 	if cons, err := zkserver.FourLetterWord(a.Addr, "cons", 5*time.Second); err == nil && strings.Contains(cons, "sid=") {
 		a.Stop()
 	} else {
 		b.Stop()
 	}
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		t.Fatal(err)
-	}
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("java SaslClient move: %v: %q\nstderr:\n%s", err, lines, stderr.String())
-	}
+	lines := client.resume()
 	want := []string{"states SyncConnected,SaslAuthenticated", "create /moved", "createEphemeral /moved/e", "ready",
 		"states Disconnected,SyncConnected,SaslAuthenticated", "sameSession true", "whoAmI sasl:bob ip:127.0.0.1", "setData 1", "ephemeral true"}
 	if !slices.Equal(lines, want) {

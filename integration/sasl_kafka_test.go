@@ -2,8 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,17 +18,7 @@ import (
 // (`make kafka`).
 const envKafkaLib = "ZETCD_KAFKA_LIB"
 
-func kafkaLib(t *testing.T) string {
-	t.Helper()
-	lib := os.Getenv(envKafkaLib)
-	if lib == "" {
-		lib, _ = filepath.Abs(filepath.Join("..", ".cache", "kafka", "lib"))
-	}
-	if jars, _ := filepath.Glob(filepath.Join(lib, "kafka_2.13-*.jar")); len(jars) == 0 {
-		skipOrRequire(t, "no Kafka jars in %s (make kafka, or %s)", lib, envKafkaLib)
-	}
-	return lib
-}
+func kafkaLib(t *testing.T) string { return jarDir(t, envKafkaLib, "kafka", "kafka_2.13-*.jar") }
 
 // startKafka starts a broker against addr as SASL user kafka, with zookeeper.set.acl, and
 // returns once it has registered /brokers/ids/0 and, as the controller, created /controller,
