@@ -109,9 +109,9 @@ func onEveryServer(t *testing.T, what string, want []string, client func(t *test
 	}
 }
 
-// pausedClient is a client program that stops at a line beginning with "ready" and waits for a
-// line on its stdin before it goes on: the test changes the servers meanwhile (stops one, kills
-// a broker).
+// pausedClient is a client program that stops at each line beginning with "ready" and waits
+// for a line on its stdin before it goes on: the test changes the servers meanwhile (stops one,
+// kills or restarts a broker).
 type pausedClient struct {
 	t      *testing.T
 	what   string
@@ -122,8 +122,8 @@ type pausedClient struct {
 	lines  []string // what it printed so far
 }
 
-// startPaused starts cmd (what names it in failures) and returns once it has printed its ready
-// line, with that line; the test fails if it ends first. The program is killed at cleanup.
+// startPaused starts cmd (what names it in failures) and returns once it has printed its first
+// ready line, with that line; the test fails if it ends first. The program is killed at cleanup.
 func startPaused(t *testing.T, cmd *exec.Cmd, what string) (*pausedClient, string) {
 	t.Helper()
 	p := &pausedClient{t: t, what: what, cmd: cmd}
@@ -141,24 +141,44 @@ func startPaused(t *testing.T, cmd *exec.Cmd, what string) (*pausedClient, strin
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	p.out = bufio.NewScanner(stdout)
+	return p, p.untilReady()
+}
+
+// untilReady reads the program's output up to its next ready line and returns that line; the
+// test fails if the program ends first.
+func (p *pausedClient) untilReady() string {
+	p.t.Helper()
 	for p.out.Scan() {
 		p.lines = append(p.lines, p.out.Text())
 		if strings.HasPrefix(p.out.Text(), "ready") {
-			return p, p.out.Text()
+			return p.out.Text()
 		}
 	}
-	cmd.Wait()
-	t.Fatalf("%s ended before it was ready: %q\nstderr:\n%s", what, p.lines, p.stderr.String())
-	return nil, ""
+	p.cmd.Wait()
+	p.t.Fatalf("%s ended before it was ready: %q\nstderr:\n%s", p.what, p.lines, p.stderr.String())
+	return ""
 }
 
-// resume lets the program go on, waits for it to end, and returns every line it printed, the
-// ready line included; the test fails if the program fails.
-func (p *pausedClient) resume() []string {
+// goOn lets the program go on.
+func (p *pausedClient) goOn() {
 	p.t.Helper()
 	if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
 		p.t.Fatal(err)
 	}
+}
+
+// proceed lets the program go on to its next ready line, and returns that line.
+func (p *pausedClient) proceed() string {
+	p.t.Helper()
+	p.goOn()
+	return p.untilReady()
+}
+
+// resume lets the program go on, waits for it to end, and returns every line it printed, the
+// ready lines included; the test fails if the program fails.
+func (p *pausedClient) resume() []string {
+	p.t.Helper()
+	p.goOn()
 	for p.out.Scan() {
 		p.lines = append(p.lines, p.out.Text())
 	}

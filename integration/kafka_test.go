@@ -27,12 +27,16 @@ type kafkaOptions struct {
 	ID    int
 	Props string // server.properties lines beyond the id, listener, log directory and zookeeper.connect
 	JAAS  string // a JAAS file's text (its Client section logs the broker in); empty: none
+	// Restart, if set, is a broker that has exited: the new one takes over its listener and
+	// directory (its logs, the partitions' data).
+	Restart *kafkaBroker
 }
 
 // kafkaBroker is a running broker; its JVM is killed at cleanup.
 type kafkaBroker struct {
 	id     int
 	addr   string // its PLAINTEXT listener
+	dir    string // its configuration, data and log
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    string // its stdout and stderr
@@ -50,13 +54,17 @@ func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBrok
 	if err != nil {
 		t.Skipf("java: %v", err)
 	}
-	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	dir, addr := t.TempDir(), ""
+	if o.Restart != nil {
+		dir, addr = o.Restart.dir, o.Restart.addr
+	} else {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = l.Addr().String()
+		l.Close()
 	}
-	addr := l.Addr().String()
-	l.Close()
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
@@ -73,8 +81,8 @@ func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBrok
 	}
 	cp := strings.Join([]string{filepath.Join(zkLib, "*"), filepath.Join(lib, "*"), dir}, string(filepath.ListSeparator))
 	cmd := exec.Command(java, append(args, "-cp", cp, "kafka.Kafka", cfg)...)
-	b := &kafkaBroker{id: o.ID, addr: addr, cmd: cmd, exited: make(chan struct{}), log: filepath.Join(dir, "kafka.log")}
-	logFile, err := os.Create(b.log)
+	b := &kafkaBroker{id: o.ID, addr: addr, dir: dir, cmd: cmd, exited: make(chan struct{}), log: filepath.Join(dir, "kafka.log")}
+	logFile, err := os.OpenFile(b.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +112,10 @@ func (b *kafkaBroker) await(t *testing.T, c *rawClient, paths ...string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+func anyExist(c *rawClient, paths []string) bool {
+	return slices.ContainsFunc(paths, c.exists)
 }
 
 func allExist(c *rawClient, paths []string) bool {
@@ -149,7 +161,9 @@ func kafkaController(t *testing.T, c *rawClient) int {
 // topic replicated on both. A client produces 100 records with acks=all; the controller broker
 // is killed (SIGKILL, so its session ends only by expiring); the other broker takes over as
 // controller and as leader of every partition, through watches one zetcd fires on changes the
-// other made; the client produces 100 more and reads all 200 back.
+// other made; the client produces 100 more and reads all 200 back. The killed broker restarts
+// on its data and rejoins every partition's ISR; a topic config change and the topic's deletion
+// reach the brokers through the znodes Kafka writes for them.
 func TestKafkaFailover(t *testing.T) {
 	lib := kafkaLib(t)
 	cluster := startEtcd(t)
@@ -174,6 +188,15 @@ func TestKafkaFailover(t *testing.T) {
 	survivor := 1 - dead
 	brokers[dead].kill()
 	t.Logf("killed broker %d, the controller", dead)
+	client.proceed()
+	if got := kafkaController(t, c); got != survivor {
+		t.Errorf("/controller names broker %d, want the survivor %d", got, survivor)
+	}
+	brokerIDs(t, c, survivor)
+
+	// The broker comes back on its own data, on the zetcd it had.
+	brokers[dead] = launchKafka(t, lib, zetcds[dead].Addr, kafkaOptions{ID: dead, Props: props, Restart: brokers[dead]})
+	brokers[dead].await(t, c, fmt.Sprintf("/brokers/ids/%d", dead))
 	lines := client.resume()
 	want := []string{
 		"topic partitions=2 replicas=2",
@@ -182,18 +205,37 @@ func TestKafkaFailover(t *testing.T) {
 		"produced 100",
 		"after the kill: leaders on one broker, isr sizes [1]",
 		"consumed 200 distinct 200",
+		"ready",
+		"after the restart: isr sizes [2]",
+		"config retention.ms=12345",
+		"deleted true",
 	}
 	if !slices.Equal(lines, want) {
 		t.Errorf("java KafkaFailover:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
-	if got := kafkaController(t, c); got != survivor {
-		t.Errorf("/controller names broker %d, want the survivor %d", got, survivor)
+	brokerIDs(t, c, 0, 1)
+	// The brokers stop listing a topic before the controller has deleted its znodes.
+	deleted := []string{"/brokers/topics/zetcd-failover", "/config/topics/zetcd-failover", "/admin/delete_topics/zetcd-failover"}
+	for deadline := time.Now().Add(time.Minute); anyExist(c, deleted); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted topic's znodes are still there a minute later: %v", deleted)
+		}
 	}
-	var ids encoding.GetChildrenResponse
-	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/brokers/ids"}, &ids); code != 0 {
+}
+
+// brokerIDs checks that /brokers/ids lists exactly the brokers ids.
+func brokerIDs(t *testing.T, c *rawClient, ids ...int) {
+	t.Helper()
+	var resp encoding.GetChildrenResponse
+	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/brokers/ids"}, &resp); code != 0 {
 		t.Fatalf("getChildren /brokers/ids: %v", code)
 	}
-	if want := []string{fmt.Sprint(survivor)}; !slices.Equal(ids.Children, want) {
-		t.Errorf("/brokers/ids = %v, want %v", ids.Children, want)
+	var want []string
+	for _, id := range ids {
+		want = append(want, fmt.Sprint(id))
+	}
+	slices.Sort(resp.Children)
+	if !slices.Equal(resp.Children, want) {
+		t.Errorf("/brokers/ids = %v, want %v", resp.Children, want)
 	}
 }

@@ -2,8 +2,11 @@
 // (args: bootstrap servers), for integration/kafka_test.go. It creates a topic replicated on both
 // brokers, produces 100 records with acks=all, prints "ready" and waits for a line on stdin (the
 // test kills a broker meanwhile), produces 100 more, and reads every partition back from the
-// beginning. Each line it prints states an outcome that does not depend on timing; a step that
-// does not finish in time prints a FAIL line and the program exits 1.
+// beginning. It prints "ready" again and waits (the test restarts the broker), sees the broker
+// back in every partition's ISR, changes a topic config, and deletes the topic: the controller
+// and the brokers learn of each through ZooKeeper (sequential change notifications, watches).
+// Each line it prints states an outcome that does not depend on timing; a step that does not
+// finish in time prints a FAIL line and the program exits 1.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.time.Duration;
@@ -17,6 +20,9 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -26,6 +32,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -49,6 +56,13 @@ public class KafkaFailover {
             Set<Integer> isr = awaitLeaders(admin, 1);
             System.out.println("after the kill: leaders on one broker, isr sizes " + isr);
             System.out.println("consumed " + consume(bootstrap, 200));
+            System.out.println("ready");
+            System.out.flush();
+            new BufferedReader(new InputStreamReader(System.in)).readLine();
+            System.out.println("after the restart: isr sizes " + awaitLeaders(admin, 2));
+            System.out.println("config " + alterConfig(admin));
+            admin.deleteTopics(List.of(TOPIC)).all().get(WAIT_MS, TimeUnit.MILLISECONDS);
+            System.out.println("deleted " + awaitDeleted(admin));
         } catch (Throwable e) {
             System.out.println("FAIL " + e);
             e.printStackTrace();
@@ -81,6 +95,37 @@ public class KafkaFailover {
             }
             Thread.sleep(200);
         }
+    }
+
+    // alterConfig sets the topic's retention.ms and waits until the brokers report it.
+    static String alterConfig(Admin admin) throws Exception {
+        ConfigResource topic = new ConfigResource(ConfigResource.Type.TOPIC, TOPIC);
+        AlterConfigOp op = new AlterConfigOp(new ConfigEntry("retention.ms", "12345"), AlterConfigOp.OpType.SET);
+        admin.incrementalAlterConfigs(Map.of(topic, List.of(op))).all().get(WAIT_MS, TimeUnit.MILLISECONDS);
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        while (true) {
+            Config c = admin.describeConfigs(List.of(topic)).all().get().get(topic);
+            String v = c.get("retention.ms").value();
+            if (v.equals("12345")) {
+                return "retention.ms=" + v;
+            }
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("retention.ms is " + v);
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    // awaitDeleted waits until the topic is no longer listed.
+    static boolean awaitDeleted(Admin admin) throws Exception {
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        while (admin.listTopics().names().get().contains(TOPIC)) {
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("the topic is still listed");
+            }
+            Thread.sleep(200);
+        }
+        return true;
     }
 
     static KafkaProducer<String, String> producer(String bootstrap) {
