@@ -157,6 +157,26 @@ func kafkaController(t *testing.T, c *rawClient) int {
 	return v.BrokerID
 }
 
+// kafkaPairProps configure the brokers of startKafkaPair: sessions of 6 s, so that a killed
+// broker's ends soon; internal topics on one replica.
+const kafkaPairProps = "zookeeper.session.timeout.ms=6000\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
+
+// startKafkaPair starts brokers 0 and 1, on the ZooKeeper servers zk0 and zk1, and waits until
+// both are registered and one is the controller.
+func startKafkaPair(t *testing.T, lib, zk0, zk1 string) []*kafkaBroker {
+	t.Helper()
+	brokers := []*kafkaBroker{
+		launchKafka(t, lib, zk0, kafkaOptions{ID: 0, Props: kafkaPairProps}),
+		launchKafka(t, lib, zk1, kafkaOptions{ID: 1, Props: kafkaPairProps}),
+	}
+	c := connectRaw(t, zk0)
+	defer c.close()
+	for _, b := range brokers {
+		b.await(t, c, fmt.Sprintf("/brokers/ids/%d", b.id), "/controller")
+	}
+	return brokers
+}
+
 // TestKafkaFailover: two Kafka brokers, each on a zetcd of its own in front of one etcd, hold a
 // topic replicated on both. A client produces 100 records with acks=all; the controller broker
 // is killed (SIGKILL, so its session ends only by expiring); the other broker takes over as
@@ -168,17 +188,10 @@ func TestKafkaFailover(t *testing.T) {
 	lib := kafkaLib(t)
 	cluster := startEtcd(t)
 	zetcds := []*testenv.Zetcd{testenv.StartZetcdOn(t, cluster, testenv.Options{}), testenv.StartZetcdOn(t, cluster, testenv.Options{})}
-	props := "zookeeper.session.timeout.ms=6000\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
-	var brokers []*kafkaBroker
-	for i, z := range zetcds {
-		brokers = append(brokers, launchKafka(t, lib, z.Addr, kafkaOptions{ID: i, Props: props}))
-	}
+	brokers := startKafkaPair(t, lib, zetcds[0].Addr, zetcds[1].Addr)
 	c := connectRaw(t, zetcds[0].Addr)
-	for _, b := range brokers {
-		b.await(t, c, fmt.Sprintf("/brokers/ids/%d", b.id), "/controller")
-	}
 
-	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr)
+	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr, "failover")
 	client, _ := startPaused(t, cmd, "java KafkaFailover")
 
 	dead := kafkaController(t, c)
@@ -195,7 +208,7 @@ func TestKafkaFailover(t *testing.T) {
 	brokerIDs(t, c, survivor)
 
 	// The broker comes back on its own data, on the zetcd it had.
-	brokers[dead] = launchKafka(t, lib, zetcds[dead].Addr, kafkaOptions{ID: dead, Props: props, Restart: brokers[dead]})
+	brokers[dead] = launchKafka(t, lib, zetcds[dead].Addr, kafkaOptions{ID: dead, Props: kafkaPairProps, Restart: brokers[dead]})
 	brokers[dead].await(t, c, fmt.Sprintf("/brokers/ids/%d", dead))
 	lines := client.resume()
 	want := []string{
@@ -238,4 +251,55 @@ func brokerIDs(t *testing.T, c *rawClient, ids ...int) {
 	if !slices.Equal(resp.Children, want) {
 		t.Errorf("/brokers/ids = %v, want %v", resp.Children, want)
 	}
+}
+
+// TestFaultKafkaEtcdLeaderPaused: two Kafka brokers, on zetcd processes of their own in front of
+// a three-member etcd cluster, hold a topic replicated on both; the etcd leader is paused (SIGSTOP)
+// for 4 s, less than the brokers' session timeout, while a client produces. No broker loses its
+// session (each broker's registration keeps its owner), the controller stays (same broker, same
+// epoch), and every record produced before and after is read back.
+func TestFaultKafkaEtcdLeaderPaused(t *testing.T) {
+	lib := kafkaLib(t)
+	ms := faultCluster(t)
+	a, b := zetcdOn(t, ms), zetcdOn(t, ms)
+	brokers := startKafkaPair(t, lib, a.Addr, b.Addr)
+	c := connectRaw(t, a.Addr)
+	before := kafkaSessions(t, c)
+	t.Logf("before the pause: %s", before)
+
+	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr, "pause")
+	client, _ := startPaused(t, cmd, "java KafkaFailover")
+	leader := clusterLeader(t, ms)
+	leader.signal(t, syscall.SIGSTOP)
+	time.Sleep(4 * time.Second)
+	leader.signal(t, syscall.SIGCONT)
+	lines := client.resume()
+	want := []string{
+		"topic partitions=2 replicas=2",
+		"produced 100",
+		"ready",
+		"produced 100",
+		"after the pause: isr sizes [2]",
+		"consumed 200 distinct 200",
+	}
+	if !slices.Equal(lines, want) {
+		t.Errorf("java KafkaFailover:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if after := kafkaSessions(t, c); after != before {
+		t.Errorf("after the pause: %s\nbefore: %s", after, before)
+	}
+}
+
+// kafkaSessions says which sessions own the brokers' registrations and the controller's znode,
+// which broker the controller is, and the controller epoch: it changes if a broker's session
+// ends.
+func kafkaSessions(t *testing.T, c *rawClient) string {
+	t.Helper()
+	var owners []string
+	for _, p := range []string{"/brokers/ids/0", "/brokers/ids/1", "/controller"} {
+		st, _ := c.stat(p)
+		owners = append(owners, fmt.Sprintf("%s owned by %v", p, st.EphemeralOwner))
+	}
+	_, epoch := c.stat("/controller_epoch")
+	return fmt.Sprintf("%s; controller %d, epoch %s", strings.Join(owners, ", "), kafkaController(t, c), epoch)
 }

@@ -1,5 +1,5 @@
 // A Kafka client against a two-broker cluster whose brokers keep their metadata in ZooKeeper
-// (args: bootstrap servers), for integration/kafka_test.go. It creates a topic replicated on both
+// (args: bootstrap servers, mode), for integration/kafka_test.go. In mode "failover" it creates a topic replicated on both
 // brokers, produces 100 records with acks=all, prints "ready" and waits for a line on stdin (the
 // test kills a broker meanwhile), produces 100 more, and reads every partition back from the
 // beginning. It prints "ready" again and waits (the test restarts the broker), sees the broker
@@ -7,6 +7,9 @@
 // and the brokers learn of each through ZooKeeper (sequential change notifications, watches).
 // Each line it prints states an outcome that does not depend on timing; a step that does not
 // finish in time prints a FAIL line and the program exits 1.
+//
+// In mode "pause" it produces 100 records, prints "ready" and waits (the test pauses the etcd
+// leader meanwhile), produces 100 more with both brokers in every ISR, and reads all 200 back.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.time.Duration;
@@ -42,6 +45,7 @@ public class KafkaFailover {
 
     public static void main(String[] args) {
         String bootstrap = args[0];
+        boolean pause = args[1].equals("pause");
         try (Admin admin = Admin.create(Map.of("bootstrap.servers", bootstrap))) {
             admin.createTopics(List.of(new NewTopic(TOPIC, 2, (short) 2))).all().get(WAIT_MS, TimeUnit.MILLISECONDS);
             awaitLeaders(admin, 2);
@@ -52,6 +56,11 @@ public class KafkaFailover {
                 System.out.flush();
                 new BufferedReader(new InputStreamReader(System.in)).readLine();
                 System.out.println("produced " + produce(p, 100, 200));
+            }
+            if (pause) {
+                System.out.println("after the pause: isr sizes " + awaitLeaders(admin, 2));
+                System.out.println("consumed " + consume(bootstrap, 200));
+                System.exit(0);
             }
             Set<Integer> isr = awaitLeaders(admin, 1);
             System.out.println("after the kill: leaders on one broker, isr sizes " + isr);
