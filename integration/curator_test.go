@@ -65,18 +65,35 @@ func TestCuratorRecipes(t *testing.T) {
 }
 
 // TestCuratorSessionMoves: a Curator session holding a lock, a leader latch and a cache on one
-// zetcd loses that zetcd and resumes on another in front of the same etcd; the lock is still
-// its own (its ephemeral node kept), the latch leads again, and the cache sees the changes made
-// after the move.
+// zetcd loses that zetcd (stopped: its connections closed) and resumes on another in front of the
+// same etcd; the lock is still its own (its ephemeral node kept), the latch leads again, and the
+// cache sees the changes made after the move.
 func TestCuratorSessionMoves(t *testing.T) {
 	lib := curatorLib(t)
 	cluster := startEtcd(t)
-	a := testenv.StartZetcdOn(t, cluster, testenv.Options{})
-	b := testenv.StartZetcdOn(t, cluster, testenv.Options{})
-	cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, a.Addr+","+b.Addr, "move")
+	zs := []*testenv.Zetcd{testenv.StartZetcdOn(t, cluster, testenv.Options{}), testenv.StartZetcdOn(t, cluster, testenv.Options{})}
+	curatorMove(t, lib, []string{zs[0].Addr, zs[1].Addr}, func(i int) { zs[i].Stop() })
+}
+
+// TestFaultCuratorZetcdKilled is TestCuratorSessionMoves with zetcd processes in front of a
+// three-member etcd cluster, and the one the session is on killed (SIGKILL).
+func TestFaultCuratorZetcdKilled(t *testing.T) {
+	lib := curatorLib(t)
+	ms := faultCluster(t)
+	ps := []*zetcdProcess{zetcdOn(t, ms), zetcdOn(t, ms)}
+	curatorMove(t, lib, []string{ps[0].Addr, ps[1].Addr}, func(i int) { ps[i].kill() })
+}
+
+// curatorMove runs CuratorRecipes.java's "move" mode on the zetcds at addrs; lose(i) takes away
+// the i-th, the one the session is on, while the program waits.
+func curatorMove(t *testing.T, lib string, addrs []string, lose func(i int)) {
+	t.Helper()
+	cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, strings.Join(addrs, ","), "move")
 	client, ready := startPaused(t, cmd, "java CuratorRecipes move")
 	session := strings.TrimPrefix(ready, "ready ")
-	t.Logf("session %s was on %s", session, stopServerOf(t, session, a, b))
+	i := serverOf(t, session, addrs)
+	t.Logf("session %s was on %s", session, addrs[i])
+	lose(i)
 	lines := slices.DeleteFunc(client.resume(), func(l string) bool { return l == ready })
 	want := []string{
 		"move NODE_CREATED /move/cache=0",
@@ -90,20 +107,19 @@ func TestCuratorSessionMoves(t *testing.T) {
 	}
 }
 
-// stopServerOf stops the zetcd whose connections include session (0x…, as cons shows it) and
-// returns its address; the test fails if none holds it.
-func stopServerOf(t *testing.T, session string, servers ...*testenv.Zetcd) string {
+// serverOf returns the index of the zetcd among addrs whose connections include session (0x…,
+// as cons shows it); the test fails if none holds it.
+func serverOf(t *testing.T, session string, addrs []string) int {
 	t.Helper()
-	for _, z := range servers {
-		cons, err := zkserver.FourLetterWord(z.Addr, "cons", 5*time.Second)
+	for i, addr := range addrs {
+		cons, err := zkserver.FourLetterWord(addr, "cons", 5*time.Second)
 		if err != nil {
-			t.Fatalf("cons on %s: %v", z.Addr, err)
+			t.Fatalf("cons on %s: %v", addr, err)
 		}
 		if strings.Contains(cons, fmt.Sprintf("sid=%s,", session)) {
-			z.Stop()
-			return z.Addr
+			return i
 		}
 	}
 	t.Fatalf("no zetcd holds session %s", session)
-	return ""
+	return -1
 }
