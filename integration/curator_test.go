@@ -67,7 +67,8 @@ func TestCuratorRecipes(t *testing.T) {
 // TestCuratorSessionMoves: a Curator session holding a lock, a leader latch and a cache on one
 // zetcd loses that zetcd (stopped: its connections closed) and resumes on another in front of the
 // same etcd; the lock is still its own (its ephemeral node kept), the latch leads again, and the
-// cache sees the changes made after the move.
+// cache (a persistent recursive watch) and a one-time exists watch, both set again by the client
+// where it resumes, see the changes made after the move.
 func TestCuratorSessionMoves(t *testing.T) {
 	lib := curatorLib(t)
 	cluster := startEtcd(t)
@@ -99,6 +100,7 @@ func curatorMove(t *testing.T, lib string, addrs []string, lose func(i int)) {
 		"move NODE_CREATED /move/cache=0",
 		"move NODE_CHANGED /move/cache=1",
 		"move NODE_CREATED /move/cache/after=2",
+		"move NodeCreated /move/w",
 		"move sameSession=true states=[SUSPENDED, RECONNECTED] lockHeld=true lockNodes=1 leader=true",
 		"move lockNodesAfterRelease=0",
 	}

@@ -101,6 +101,14 @@ public class CuratorRecipes {
                 + (after != null ? after.getPath() + "=" + string(after.getData()) : before.getPath())));
         cache.start();
         print("move", events, 1);
+        // A one-time exists watch on a node not there yet: the client sets it again on the
+        // server it resumes on (setWatches), as CuratorCache's persistent recursive watch.
+        BlockingQueue<String> watched = new LinkedBlockingQueue<>();
+        c.checkExists().usingWatcher((Watcher) e -> {
+            if (e.getType() != Watcher.Event.EventType.None) { // not the connection's states
+                watched.add(e.getType() + " " + e.getPath());
+            }
+        }).forPath("/move/w");
         System.out.println("ready 0x" + Long.toHexString(session));
         System.out.flush();
         new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
@@ -108,6 +116,8 @@ public class CuratorRecipes {
         writer.setData().forPath("/move/cache", bytes("1"));
         writer.create().forPath("/move/cache/after", bytes("2"));
         print("move", events, 2);
+        writer.create().forPath("/move/w");
+        print("move", watched, 1);
         if (!latch.await(WAIT_SECONDS, TimeUnit.SECONDS)) {
             throw new IllegalStateException("leadership not regained");
         }
