@@ -44,9 +44,10 @@ func outputLines(t *testing.T, cmd *exec.Cmd, what string) []string {
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
-// javaProgram is the command that runs the Java source file testdata/src (launched from source)
-// with ZooKeeper 3.9's jars (its client, slf4j and logback) and the jars of libs on the class
-// path; jvm are the JVM's options, args the program's. dir, a directory of the test's, is on the
+// javaProgram is the command that runs the Java source file testdata/src (launched from source),
+// or, when src does not end in .java, the main class src, with ZooKeeper 3.9's jars (its client,
+// slf4j and logback) and the jars of libs on the class path; jvm are the JVM's options, args the
+// program's. dir, a directory of the test's, is on the
 // class path too, with a logback.xml that keeps the client's log off stdout, which the tests
 // read. The test skips (or fails, if ZooKeeper is required) without the jars or java.
 func javaProgram(t *testing.T, dir, src string, libs, jvm []string, args ...string) *exec.Cmd {
@@ -65,9 +66,11 @@ func javaProgram(t *testing.T, dir, src string, libs, jvm []string, args ...stri
 	if err := os.WriteFile(filepath.Join(dir, "logback.xml"), []byte(zkserver.LogbackXML), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	path, err := filepath.Abs(filepath.Join("testdata", src))
-	if err != nil {
-		t.Fatal(err)
+	main := src
+	if strings.HasSuffix(src, ".java") {
+		if main, err = filepath.Abs(filepath.Join("testdata", src)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cp := []string{filepath.Join(lib, "*")}
 	for _, l := range libs {
@@ -75,7 +78,7 @@ func javaProgram(t *testing.T, dir, src string, libs, jvm []string, args ...stri
 	}
 	cp = append(cp, dir)
 	all := append([]string{"-XX:TieredStopAtLevel=1", "-Xshare:auto"}, jvm...)
-	all = append(all, "-cp", strings.Join(cp, string(filepath.ListSeparator)), path)
+	all = append(all, "-cp", strings.Join(cp, string(filepath.ListSeparator)), main)
 	return exec.Command(java, append(all, args...)...)
 }
 

@@ -1,0 +1,101 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// ZooKeeper's own command line client (zkCli.sh's org.apache.zookeeper.ZooKeeperMain, 3.9) runs
+// testdata/zkcli.txt, read from stdin, on zetcd, xchk and ZooKeeper: what an operator types and
+// reads (creates of every mode, ls -R, get, set, ACLs with digest auth, whoami,
+// getAllChildrenNumber, getEphemerals, sync, delete and deleteall) must come out the same, but
+// for the zxids and times a Stat prints.
+
+// zkcliWant is what zkcli.txt prints, stdout and then stderr, zxids and times replaced by "-".
+var zkcliWant = []string{
+	"Welcome to ZooKeeper!",
+	"JLine support is disabled",
+	"",
+	"WATCHER::",
+	"",
+	"WatchedEvent state:SyncConnected type:None path:null zxid: -1",
+	"[a, cont, e, s-0000000002]",
+	"/cli",
+	"/cli/a",
+	"/cli/cont",
+	"/cli/e",
+	"/cli/s-0000000002",
+	"[]",
+	"cZxid = -",
+	"ctime = -",
+	"mZxid = -",
+	"mtime = -",
+	"pZxid = -",
+	"cversion = 0",
+	"dataVersion = 0",
+	"aclVersion = 0",
+	"ephemeralOwner = 0x0",
+	"dataLength = 1",
+	"numChildren = 0",
+	"hello",
+	"world",
+	"'world,'anyone",
+	": cdrwa",
+	"'digest,'user:smGaoVKd/cQkjm7b88GyorAUz20=",
+	": cdrwa",
+	"Auth scheme: User",
+	"ip: 127.0.0.1",
+	"digest: user",
+	"5",
+	"[/cli/e]",
+	"Sync is OK",
+	"[zookeeper]",
+	"",
+	"WATCHER::",
+	"",
+	"WatchedEvent state:Closed type:None path:null zxid: -1",
+	"--- stderr",
+	"Created /cli",
+	"Created /cli/a",
+	"Created /cli/e",
+	"Created /cli/s-0000000002",
+	"Created /cli/cont",
+	"Created /cli/secret",
+	"Node not empty: /cli",
+}
+
+// statVarying matches the Stat lines whose values differ between servers and runs.
+var statVarying = regexp.MustCompile(`^(cZxid|mZxid|pZxid|ctime|mtime) = .*$`)
+
+func TestZkCli(t *testing.T) {
+	script, err := os.Open(filepath.Join("testdata", "zkcli.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer script.Close()
+	onEveryServer(t, "zkCli zkcli.txt", zkcliWant, func(t *testing.T, addr string) []string {
+		if _, err := script.Seek(0, 0); err != nil {
+			t.Fatal(err)
+		}
+		cmd := javaProgram(t, t.TempDir(), "org.apache.zookeeper.ZooKeeperMain", nil,
+			[]string{"-Dzookeeper.sasl.client=false"}, "-server", addr)
+		cmd.Stdin = script
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("zkCli: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			if strings.HasPrefix(l, "Connecting to ") {
+				continue
+			}
+			lines = append(lines, statVarying.ReplaceAllString(l, "$1 = -"))
+		}
+		lines = append(lines, "--- stderr")
+		return append(lines, strings.Split(strings.TrimSpace(stderr.String()), "\n")...)
+	})
+}
