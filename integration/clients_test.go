@@ -105,10 +105,17 @@ func onEveryServer(t *testing.T, what string, want []string, client func(t *test
 		start func(testing.TB, testenv.ServerOptions) string
 	}{{"zetcd", testenv.StartZetcdWith}, {"xchk", testenv.StartXchkWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
 		t.Run(srv.name, func(t *testing.T) {
-			if lines := client(t, srv.start(t, testenv.ServerOptions{})); !slices.Equal(lines, want) {
-				t.Errorf("%s on %s:\n%s\nwant:\n%s", what, srv.name, strings.Join(lines, "\n"), strings.Join(want, "\n"))
-			}
+			wantLines(t, what+" on "+srv.name, client(t, srv.start(t, testenv.ServerOptions{})), want)
 		})
+	}
+}
+
+// wantLines fails the test, showing both, if a client program (what) printed lines other than
+// want.
+func wantLines(t *testing.T, what string, lines, want []string) {
+	t.Helper()
+	if !slices.Equal(lines, want) {
+		t.Errorf("%s:\n%s\nwant:\n%s", what, strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -104,9 +104,7 @@ func curatorMove(t *testing.T, lib string, addrs []string, lose func(i int)) {
 		"move sameSession=true states=[SUSPENDED, RECONNECTED] lockHeld=true lockNodes=1 leader=true",
 		"move lockNodesAfterRelease=0",
 	}
-	if !slices.Equal(lines, want) {
-		t.Errorf("java CuratorRecipes move:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
+	wantLines(t, "java CuratorRecipes move", lines, want)
 }
 
 // serverOf returns the index of the zetcd among addrs whose connections include session (0x…,

@@ -223,9 +223,7 @@ func TestKafkaFailover(t *testing.T) {
 		"config retention.ms=12345",
 		"deleted true",
 	}
-	if !slices.Equal(lines, want) {
-		t.Errorf("java KafkaFailover:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
+	wantLines(t, "java KafkaFailover", lines, want)
 	brokerIDs(t, c, 0, 1)
 	// The brokers stop listing a topic before the controller has deleted its znodes.
 	deleted := []string{"/brokers/topics/zetcd-failover", "/config/topics/zetcd-failover", "/admin/delete_topics/zetcd-failover"}
@@ -282,9 +280,7 @@ func TestFaultKafkaEtcdLeaderPaused(t *testing.T) {
 		"after the pause: isr sizes [2]",
 		"consumed 200 distinct 200",
 	}
-	if !slices.Equal(lines, want) {
-		t.Errorf("java KafkaFailover:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
+	wantLines(t, "java KafkaFailover", lines, want)
 	if after := kafkaSessions(t, c); after != before {
 		t.Errorf("after the pause: %s\nbefore: %s", after, before)
 	}
