@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -8,53 +9,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zetcd/zetcd/internal/zkserver"
 )
 
 // TestTLSJavaClient: ZooKeeper's command line client (ZooKeeperMain 3.9) with the Java client's
 // Netty transport over TLS, as Kafka and other Java users configure it (zookeeper.client.secure,
 // PEM key and trust stores, hostname verification), with a client certificate, against zetcd's
-// TLS port: the handshake completes, the session holds the certificate's x509 identity beside
-// its ip one (whoami, in ZooKeeper's order), and an `auth` ACL names it.
+// TLS port and against ZooKeeper's (secureClientPort, X509AuthenticationProvider): the handshake
+// completes, the session holds the certificate's x509 identity beside its ip one (whoami), and an
+// `auth` ACL names it, alike on both.
 func TestTLSJavaClient(t *testing.T) {
 	pki := newTestPKI(t)
-	srvCert, srvKey, _ := pki.issue(t, "zetcd-server", pkix.Name{CommonName: "zetcd"})
-	_, _, pair := pki.issue(t, "java-client", pkix.Name{CommonName: "java", Organization: []string{"zetcd-test"}})
-	// The Java client reads a PEM key store of a PKCS#8 key and the certificate.
-	key, err := x509.MarshalPKCS8PrivateKey(pair.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyStore := filepath.Join(t.TempDir(), "java-client.pem")
-	text := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})
-	text = append(text, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pair.Certificate[0]})...)
-	if err := os.WriteFile(keyStore, text, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	secure := freePort(t)
-	startProcessArgs(t, freePort(t), "--endpoints", startEtcd(t).Etcd.Endpoint,
-		"--tls-zkaddr", secure, "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-ca", pki.CAFile, "--log-level", "error")
-
-	cmd := javaProgram(t, t.TempDir(), "org.apache.zookeeper.ZooKeeperMain", nil, []string{
-		"-Dzookeeper.sasl.client=false",
-		"-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
-		"-Dzookeeper.client.secure=true",
-		"-Dzookeeper.ssl.keyStore.location=" + keyStore, "-Dzookeeper.ssl.keyStore.type=PEM",
-		"-Dzookeeper.ssl.trustStore.location=" + pki.CAFile, "-Dzookeeper.ssl.trustStore.type=PEM",
-		"-Dzookeeper.ssl.hostnameVerification=true",
-	}, "-server", secure)
-	cmd.Stdin = strings.NewReader("create /tls v\nget /tls\nwhoami\ncreate /tls/own x auth::cdrwa\ngetAcl /tls/own\nquit\n")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("zkCli over TLS: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(stdout.String()+stderr.String()), "\n") {
-		if !strings.HasPrefix(l, "Connecting to ") {
-			lines = append(lines, l)
-		}
-	}
-	wantLines(t, "zkCli over TLS", lines, []string{
+	srvCert, srvKey, srvPair := pki.issue(t, "server", pkix.Name{CommonName: "server"})
+	_, _, clientPair := pki.issue(t, "java-client", pkix.Name{CommonName: "java", Organization: []string{"zetcd-test"}})
+	clientStore := javaKeyStore(t, clientPair)
+	want := []string{
 		"Welcome to ZooKeeper!",
 		"JLine support is disabled",
 		"",
@@ -73,5 +43,66 @@ func TestTLSJavaClient(t *testing.T) {
 		"WatchedEvent state:Closed type:None path:null zxid: -1",
 		"Created /tls",
 		"Created /tls/own",
+	}
+	t.Run("zetcd", func(t *testing.T) {
+		secure := freePort(t)
+		startProcessArgs(t, freePort(t), "--endpoints", startEtcd(t).Etcd.Endpoint,
+			"--tls-zkaddr", secure, "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-ca", pki.CAFile, "--log-level", "error")
+		wantLines(t, "zkCli over TLS on zetcd", zkCliOverTLS(t, secure, clientStore, pki.CAFile), want)
 	})
+	t.Run("zookeeper", func(t *testing.T) {
+		secure := freePort(t)
+		zkserver.Start(t, zkserver.Options{ConfigLines: []string{
+			"secureClientPort=" + secure[strings.LastIndex(secure, ":")+1:],
+			"secureClientPortAddress=127.0.0.1",
+			"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+			"authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+			"ssl.keyStore.location=" + javaKeyStore(t, srvPair), "ssl.keyStore.type=PEM",
+			"ssl.trustStore.location=" + pki.CAFile, "ssl.trustStore.type=PEM",
+		}})
+		wantLines(t, "zkCli over TLS on ZooKeeper", zkCliOverTLS(t, secure, clientStore, pki.CAFile), want)
+	})
+}
+
+// javaKeyStore writes pair as the PEM key store Java reads: a PKCS#8 key, then the certificate.
+func javaKeyStore(t *testing.T, pair tls.Certificate) string {
+	t.Helper()
+	key, err := x509.MarshalPKCS8PrivateKey(pair.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "keystore.pem")
+	text := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key})
+	text = append(text, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: pair.Certificate[0]})...)
+	if err := os.WriteFile(path, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// zkCliOverTLS runs a short zkCli script through addr's TLS port with the client certificate of
+// keyStore, and returns its stdout and then its stderr, the "Connecting to" line left out.
+func zkCliOverTLS(t *testing.T, addr, keyStore, caFile string) []string {
+	t.Helper()
+	cmd := javaProgram(t, t.TempDir(), "org.apache.zookeeper.ZooKeeperMain", nil, []string{
+		"-Dzookeeper.sasl.client=false",
+		"-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
+		"-Dzookeeper.client.secure=true",
+		"-Dzookeeper.ssl.keyStore.location=" + keyStore, "-Dzookeeper.ssl.keyStore.type=PEM",
+		"-Dzookeeper.ssl.trustStore.location=" + caFile, "-Dzookeeper.ssl.trustStore.type=PEM",
+		"-Dzookeeper.ssl.hostnameVerification=true",
+	}, "-server", addr)
+	cmd.Stdin = strings.NewReader("create /tls v\nget /tls\nwhoami\ncreate /tls/own x auth::cdrwa\ngetAcl /tls/own\nquit\n")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("zkCli over TLS: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()+stderr.String()), "\n") {
+		if !strings.HasPrefix(l, "Connecting to ") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }
