@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,34 @@ func TestFaultCuratorZetcdKilled(t *testing.T) {
 	ms := faultCluster(t)
 	ps := []*zetcdProcess{zetcdOn(t, ms), zetcdOn(t, ms)}
 	curatorMove(t, lib, []string{ps[0].Addr, ps[1].Addr}, func(i int) { ps[i].kill() })
+}
+
+// TestFaultCuratorMutexZetcdKilled: four Curator sessions, spread over two zetcd processes in
+// front of a three-member etcd, take turns on an InterProcessMutex; one zetcd is killed (SIGKILL)
+// while they do. Its sessions resume on the other, none is lost, and no two sessions ever hold
+// the mutex at once.
+func TestFaultCuratorMutexZetcdKilled(t *testing.T) {
+	lib := curatorLib(t)
+	ms := faultCluster(t)
+	ps := []*zetcdProcess{zetcdOn(t, ms), zetcdOn(t, ms)}
+	addrs := []string{ps[0].Addr, ps[1].Addr}
+	cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, strings.Join(addrs, ","), "contend")
+	client, ready := startPaused(t, cmd, "java CuratorRecipes contend")
+	ps[serverOf(t, strings.TrimPrefix(ready, "ready "), addrs)].kill()
+	var resumedAt string
+	lines := slices.DeleteFunc(client.resume(), func(l string) bool {
+		if s, ok := strings.CutPrefix(l, "resumed at turn "); ok {
+			resumedAt = s
+			return true
+		}
+		return l == ready
+	})
+	wantLines(t, "java CuratorRecipes contend", lines, []string{"contend turns>=600 true maxHolders=1 sessionsKept=true lockNodesLeft=0"})
+	// The sessions were still taking turns when the zetcd was killed.
+	if n, err := strconv.Atoi(resumedAt); err != nil || n >= 600 {
+		t.Errorf("the program went on at turn %q: the kill did not fall inside the contention", resumedAt)
+	}
+	t.Logf("the zetcd was killed before turn %s of 600", resumedAt)
 }
 
 // curatorMove runs CuratorRecipes.java's "move" mode on the zetcds at addrs; lose(i) takes away

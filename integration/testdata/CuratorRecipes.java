@@ -6,6 +6,9 @@
 // Modes: "recipes" runs every recipe against one server; "move" holds a lock, a leader latch and
 // a cache on one session, prints "ready" and the session's id, waits for a line on stdin (the test stops the server
 // the session is on meanwhile) and checks that all three carry on where the session resumed.
+// "contend" has four sessions take turns on an InterProcessMutex, prints "ready" and the first
+// session's id once 30 turns are done, and goes on to 600 turns while the test kills a server; it
+// says how many turns were done when it was told to go on (after the kill).
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -55,6 +58,8 @@ public class CuratorRecipes {
         try {
             if (args[1].equals("move")) {
                 move();
+            } else if (args[1].equals("contend")) {
+                contend();
             } else {
                 mutex();
                 leaderLatch();
@@ -126,6 +131,67 @@ public class CuratorRecipes {
                 + " lockNodes=" + writer.getChildren().forPath("/move/lock").size() + " leader=" + latch.hasLeadership());
         m.release();
         System.out.println("move lockNodesAfterRelease=" + writer.getChildren().forPath("/move/lock").size());
+    }
+
+    // contend: see the top of the file. No two sessions may hold the mutex at once, before, during
+    // or after the kill, and every session must survive it.
+    static final int CONTEND_TURNS = 600;
+
+    static void contend() throws Exception {
+        List<CuratorFramework> cs = clients(4);
+        List<Long> sessions = new ArrayList<>();
+        for (CuratorFramework c : cs) {
+            sessions.add(c.getZookeeperClient().getZooKeeper().getSessionId());
+        }
+        AtomicInteger holders = new AtomicInteger(), maxHolders = new AtomicInteger(), turns = new AtomicInteger();
+        java.util.concurrent.CountDownLatch some = new java.util.concurrent.CountDownLatch(30);
+        List<Callable<Integer>> tasks = new ArrayList<>();
+        for (CuratorFramework c : cs) {
+            tasks.add(() -> {
+                InterProcessMutex m = new InterProcessMutex(c, "/contend/lock");
+                while (turns.get() < CONTEND_TURNS) {
+                    if (!m.acquire(WAIT_SECONDS, TimeUnit.SECONDS)) {
+                        throw new IllegalStateException("mutex not acquired");
+                    }
+                    try {
+                        maxHolders.accumulateAndGet(holders.incrementAndGet(), Math::max);
+                        // Hold it across a round trip, so that a kill finds it held.
+                        c.checkExists().forPath("/contend");
+                        turns.incrementAndGet();
+                        some.countDown();
+                        holders.decrementAndGet();
+                    } finally {
+                        m.release();
+                    }
+                }
+                return 0;
+            });
+        }
+        ExecutorService pool = Executors.newFixedThreadPool(tasks.size());
+        try {
+            List<Future<Integer>> fs = new ArrayList<>();
+            for (Callable<Integer> t : tasks) {
+                fs.add(pool.submit(t));
+            }
+            if (!some.await(WAIT_SECONDS, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("contend: 30 turns not done");
+            }
+            System.out.println("ready 0x" + Long.toHexString(sessions.get(0)));
+            System.out.flush();
+            new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine();
+            System.out.println("resumed at turn " + turns.get());
+            for (Future<Integer> f : fs) {
+                f.get(2 * WAIT_SECONDS, TimeUnit.SECONDS);
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        boolean kept = true;
+        for (int i = 0; i < cs.size(); i++) {
+            kept &= cs.get(i).getZookeeperClient().getZooKeeper().getSessionId() == sessions.get(i);
+        }
+        System.out.println("contend turns>=" + CONTEND_TURNS + " " + (turns.get() >= CONTEND_TURNS) + " maxHolders=" + maxHolders.get()
+                + " sessionsKept=" + kept + " lockNodesLeft=" + cs.get(0).getChildren().forPath("/contend/lock").size());
     }
 
     // client opens a session of its own and waits for it.
