@@ -157,6 +157,10 @@ func kafkaController(t *testing.T, c *rawClient) int {
 	return v.BrokerID
 }
 
+// kafkaProducedAround is what KafkaFailover.java prints first in either mode: the topic, and the
+// records produced before and after its pause.
+var kafkaProducedAround = []string{"topic partitions=2 replicas=2", "produced 100", "ready", "produced 100"}
+
 // kafkaPairProps configure the brokers of startKafkaPair: sessions of 6 s, so that a killed
 // broker's ends soon; internal topics on one replica.
 const kafkaPairProps = "zookeeper.session.timeout.ms=6000\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
@@ -211,18 +215,14 @@ func TestKafkaFailover(t *testing.T) {
 	brokers[dead] = launchKafka(t, lib, zetcds[dead].Addr, kafkaOptions{ID: dead, Props: kafkaPairProps, Restart: brokers[dead]})
 	brokers[dead].await(t, c, fmt.Sprintf("/brokers/ids/%d", dead))
 	lines := client.resume()
-	want := []string{
-		"topic partitions=2 replicas=2",
-		"produced 100",
-		"ready",
-		"produced 100",
+	want := slices.Concat(kafkaProducedAround, []string{
 		"after the kill: leaders on one broker, isr sizes [1]",
 		"consumed 200 distinct 200",
 		"ready",
 		"after the restart: isr sizes [2]",
 		"config retention.ms=12345",
 		"deleted true",
-	}
+	})
 	wantLines(t, "java KafkaFailover", lines, want)
 	brokerIDs(t, c, 0, 1)
 	// The brokers stop listing a topic before the controller has deleted its znodes.
@@ -272,14 +272,10 @@ func TestFaultKafkaEtcdLeaderPaused(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	leader.signal(t, syscall.SIGCONT)
 	lines := client.resume()
-	want := []string{
-		"topic partitions=2 replicas=2",
-		"produced 100",
-		"ready",
-		"produced 100",
+	want := slices.Concat(kafkaProducedAround, []string{
 		"after the pause: isr sizes [2]",
 		"consumed 200 distinct 200",
-	}
+	})
 	wantLines(t, "java KafkaFailover", lines, want)
 	if after := kafkaSessions(t, c); after != before {
 		t.Errorf("after the pause: %s\nbefore: %s", after, before)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,14 +15,27 @@ import (
 // getAllChildrenNumber, getEphemerals, sync, delete and deleteall) must come out the same, but
 // for the zxids and times a Stat prints.
 
+// zkCliOpened and zkCliClosed are what zkCli prints on stdout when its session opens and when it
+// quits.
+var (
+	zkCliOpened = []string{
+		"Welcome to ZooKeeper!",
+		"JLine support is disabled",
+		"",
+		"WATCHER::",
+		"",
+		"WatchedEvent state:SyncConnected type:None path:null zxid: -1",
+	}
+	zkCliClosed = []string{
+		"",
+		"WATCHER::",
+		"",
+		"WatchedEvent state:Closed type:None path:null zxid: -1",
+	}
+)
+
 // zkcliWant is what zkcli.txt prints, stdout and then stderr, zxids and times replaced by "-".
-var zkcliWant = []string{
-	"Welcome to ZooKeeper!",
-	"JLine support is disabled",
-	"",
-	"WATCHER::",
-	"",
-	"WatchedEvent state:SyncConnected type:None path:null zxid: -1",
+var zkcliWant = slices.Concat(zkCliOpened, []string{
 	"[a, cont, e, s-0000000002]",
 	"/cli",
 	"/cli/a",
@@ -53,10 +67,7 @@ var zkcliWant = []string{
 	"[/cli/e]",
 	"Sync is OK",
 	"[zookeeper]",
-	"",
-	"WATCHER::",
-	"",
-	"WatchedEvent state:Closed type:None path:null zxid: -1",
+}, zkCliClosed, []string{
 	"--- stderr",
 	"Created /cli",
 	"Created /cli/a",
@@ -65,7 +76,7 @@ var zkcliWant = []string{
 	"Created /cli/cont",
 	"Created /cli/secret",
 	"Node not empty: /cli",
-}
+})
 
 // statVarying matches the Stat lines whose values differ between servers and runs.
 var statVarying = regexp.MustCompile(`^(cZxid|mZxid|pZxid|ctime|mtime) = .*$`)
