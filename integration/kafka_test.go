@@ -165,16 +165,14 @@ var kafkaProducedAround = []string{"topic partitions=2 replicas=2", "produced 10
 // broker's ends soon; internal topics on one replica.
 const kafkaPairProps = "zookeeper.session.timeout.ms=6000\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
 
-// startKafkaPair starts brokers 0 and 1, on the ZooKeeper servers zk0 and zk1, and waits until
-// both are registered and one is the controller.
-func startKafkaPair(t *testing.T, lib, zk0, zk1 string) []*kafkaBroker {
+// startKafkaPair starts brokers 0 and 1, with zookeeper.connect zk0 and zk1, and waits until
+// both are registered and one is the controller (c reads the znodes).
+func startKafkaPair(t *testing.T, lib string, c *rawClient, zk0, zk1 string) []*kafkaBroker {
 	t.Helper()
 	brokers := []*kafkaBroker{
 		launchKafka(t, lib, zk0, kafkaOptions{ID: 0, Props: kafkaPairProps}),
 		launchKafka(t, lib, zk1, kafkaOptions{ID: 1, Props: kafkaPairProps}),
 	}
-	c := connectRaw(t, zk0)
-	defer c.close()
 	for _, b := range brokers {
 		b.await(t, c, fmt.Sprintf("/brokers/ids/%d", b.id), "/controller")
 	}
@@ -192,8 +190,8 @@ func TestKafkaFailover(t *testing.T) {
 	lib := kafkaLib(t)
 	cluster := startEtcd(t)
 	zetcds := []*testenv.Zetcd{testenv.StartZetcdOn(t, cluster, testenv.Options{}), testenv.StartZetcdOn(t, cluster, testenv.Options{})}
-	brokers := startKafkaPair(t, lib, zetcds[0].Addr, zetcds[1].Addr)
 	c := connectRaw(t, zetcds[0].Addr)
+	brokers := startKafkaPair(t, lib, c, zetcds[0].Addr, zetcds[1].Addr)
 
 	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr, "failover")
 	client, _ := startPaused(t, cmd, "java KafkaFailover")
@@ -257,28 +255,53 @@ func brokerIDs(t *testing.T, c *rawClient, ids ...int) {
 // session (each broker's registration keeps its owner), the controller stays (same broker, same
 // epoch), and every record produced before and after is read back.
 func TestFaultKafkaEtcdLeaderPaused(t *testing.T) {
-	lib := kafkaLib(t)
 	ms := faultCluster(t)
 	a, b := zetcdOn(t, ms), zetcdOn(t, ms)
-	brokers := startKafkaPair(t, lib, a.Addr, b.Addr)
-	c := connectRaw(t, a.Addr)
-	before := kafkaSessions(t, c)
-	t.Logf("before the pause: %s", before)
+	kafkaSurvives(t, connectRaw(t, a.Addr), a.Addr, b.Addr, func() {
+		leader := clusterLeader(t, ms)
+		leader.signal(t, syscall.SIGSTOP)
+		time.Sleep(4 * time.Second)
+		leader.signal(t, syscall.SIGCONT)
+	})
+}
 
+// TestFaultKafkaZetcdKilled: the same brokers, each given two zetcd processes in its
+// zookeeper.connect, as a deployment that scales zetcd out configures them; the zetcd the
+// controller's session is on is killed (SIGKILL) while a client produces. The brokers' sessions
+// on it resume on the other: none is lost, the controller stays, every record is read back. A
+// third zetcd observes.
+func TestFaultKafkaZetcdKilled(t *testing.T) {
+	ms := faultCluster(t)
+	zs := []*zetcdProcess{zetcdOn(t, ms), zetcdOn(t, ms)}
+	addrs := []string{zs[0].Addr, zs[1].Addr}
+	c := connectRaw(t, zetcdOn(t, ms).Addr)
+	both := strings.Join(addrs, ",")
+	kafkaSurvives(t, c, both, both, func() {
+		st, _ := c.stat("/controller")
+		i := serverOf(t, st.EphemeralOwner.String(), addrs)
+		t.Logf("killing %s, which holds the controller's session %v", addrs[i], st.EphemeralOwner)
+		zs[i].kill()
+	})
+}
+
+// kafkaSurvives starts two brokers (zookeeper.connect zk0 and zk1), has KafkaFailover.java produce
+// around fault in its "pause" mode, and checks that the brokers kept their sessions and the
+// controller (c reads the znodes; it must not be on a server the fault takes away).
+func kafkaSurvives(t *testing.T, c *rawClient, zk0, zk1 string, fault func()) {
+	t.Helper()
+	lib := kafkaLib(t)
+	brokers := startKafkaPair(t, lib, c, zk0, zk1)
+	before := kafkaSessions(t, c)
+	t.Logf("before the fault: %s", before)
 	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr, "pause")
 	client, _ := startPaused(t, cmd, "java KafkaFailover")
-	leader := clusterLeader(t, ms)
-	leader.signal(t, syscall.SIGSTOP)
-	time.Sleep(4 * time.Second)
-	leader.signal(t, syscall.SIGCONT)
-	lines := client.resume()
-	want := slices.Concat(kafkaProducedAround, []string{
+	fault()
+	wantLines(t, "java KafkaFailover", client.resume(), slices.Concat(kafkaProducedAround, []string{
 		"after the pause: isr sizes [2]",
 		"consumed 200 distinct 200",
-	})
-	wantLines(t, "java KafkaFailover", lines, want)
+	}))
 	if after := kafkaSessions(t, c); after != before {
-		t.Errorf("after the pause: %s\nbefore: %s", after, before)
+		t.Errorf("after the fault: %s\nbefore: %s", after, before)
 	}
 }
 
