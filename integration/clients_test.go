@@ -2,13 +2,16 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zetcd/zetcd/internal/testenv"
 	"github.com/zetcd/zetcd/internal/zkserver"
@@ -47,9 +50,8 @@ func outputLines(t *testing.T, cmd *exec.Cmd, what string) []string {
 // javaProgram is the command that runs the Java source file testdata/src (launched from source),
 // or, when src does not end in .java, the main class src, with ZooKeeper 3.9's jars (its client,
 // slf4j and logback) and the jars of libs on the class path; jvm are the JVM's options, args the
-// program's. dir, a directory of the test's, is on the
-// class path too, with a logback.xml that keeps the client's log off stdout, which the tests
-// read. The test skips (or fails, if ZooKeeper is required) without the jars or java.
+// program's. dir, a directory of the test's, is on the class path too, with a logback.xml that
+// keeps the client's log off stdout, which the tests read. The test skips (or fails, if ZooKeeper is required) without the jars or java.
 func javaProgram(t *testing.T, dir, src string, libs, jvm []string, args ...string) *exec.Cmd {
 	t.Helper()
 	lib := zkserver.LibDir()
@@ -97,17 +99,13 @@ func jarDir(t *testing.T, env, name, glob string) string {
 	return lib
 }
 
-// onEveryServer runs a client program against a fresh zetcd, xchk and ZooKeeper in turn
-// (client returns the lines it printed); each must print want, line for line.
+// onEveryServer runs a client program against each of a fresh zetcd, ZooKeeper and xchk
+// (testenv.ForEachServer; client returns the lines it printed); each must print want, line for
+// line.
 func onEveryServer(t *testing.T, what string, want []string, client func(t *testing.T, addr string) []string) {
-	for _, srv := range []struct {
-		name  string
-		start func(testing.TB, testenv.ServerOptions) string
-	}{{"zetcd", testenv.StartZetcdWith}, {"xchk", testenv.StartXchkWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
-		t.Run(srv.name, func(t *testing.T) {
-			wantLines(t, what+" on "+srv.name, client(t, srv.start(t, testenv.ServerOptions{})), want)
-		})
-	}
+	testenv.ForEachServer(t, func(t *testing.T, addr string) {
+		wantLines(t, what+" on "+t.Name(), client(t, addr), want)
+	})
 }
 
 // wantLines fails the test, showing both, if a client program (what) printed lines other than
@@ -196,4 +194,26 @@ func (p *pausedClient) resume() []string {
 		p.t.Fatalf("%s: %v: %q\nstderr:\n%s", p.what, err, p.lines, p.stderr.String())
 	}
 	return p.lines
+}
+
+// serverOf returns the index of the zetcd among addrs whose connections include session (0x and
+// hexadecimal digits, leading zeros or not); the test fails if none holds it.
+func serverOf(t *testing.T, session string, addrs []string) int {
+	t.Helper()
+	id, err := strconv.ParseUint(strings.TrimPrefix(session, "0x"), 16, 64)
+	if err != nil {
+		t.Fatalf("session id %q: %v", session, err)
+	}
+	sid := fmt.Sprintf("sid=%#x,", id) // as cons writes it
+	for i, addr := range addrs {
+		cons, err := zkserver.FourLetterWord(addr, "cons", 5*time.Second)
+		if err != nil {
+			t.Fatalf("cons on %s: %v", addr, err)
+		}
+		if strings.Contains(cons, sid) {
+			return i
+		}
+	}
+	t.Fatalf("no zetcd holds session %s", session)
+	return -1
 }

@@ -1,15 +1,12 @@
 package integration
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/internal/zkserver"
 )
 
 // Apache Curator 5.7's recipes (testdata/CuratorRecipes.java, launched from source with Curator's
@@ -134,26 +131,4 @@ func curatorMove(t *testing.T, lib string, addrs []string, lose func(i int)) {
 		"move lockNodesAfterRelease=0",
 	}
 	wantLines(t, "java CuratorRecipes move", lines, want)
-}
-
-// serverOf returns the index of the zetcd among addrs whose connections include session (0x and
-// hexadecimal digits, leading zeros or not); the test fails if none holds it.
-func serverOf(t *testing.T, session string, addrs []string) int {
-	t.Helper()
-	id, err := strconv.ParseUint(strings.TrimPrefix(session, "0x"), 16, 64)
-	if err != nil {
-		t.Fatalf("session id %q: %v", session, err)
-	}
-	sid := fmt.Sprintf("sid=%#x,", id) // as cons writes it
-	for i, addr := range addrs {
-		cons, err := zkserver.FourLetterWord(addr, "cons", 5*time.Second)
-		if err != nil {
-			t.Fatalf("cons on %s: %v", addr, err)
-		}
-		if strings.Contains(cons, sid) {
-			return i
-		}
-	}
-	t.Fatalf("no zetcd holds session %s", session)
-	return -1
 }

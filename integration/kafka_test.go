@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/internal/zkserver"
 )
 
 // Kafka 3.9 brokers in ZooKeeper mode as processes of their own (kafka.Kafka from the jars of
@@ -46,24 +44,11 @@ type kafkaBroker struct {
 // for it (await).
 func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBroker {
 	t.Helper()
-	zkLib := zkserver.LibDir()
-	if jars, _ := filepath.Glob(filepath.Join(zkLib, "zookeeper-[0-9]*.jar")); len(jars) == 0 {
-		t.Skipf("no ZooKeeper jars in %q", zkLib)
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Skipf("java: %v", err)
-	}
 	dir, addr := t.TempDir(), ""
 	if o.Restart != nil {
 		dir, addr = o.Restart.dir, o.Restart.addr
 	} else {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr = l.Addr().String()
-		l.Close()
+		addr = freePort(t)
 	}
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
@@ -72,15 +57,13 @@ func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBrok
 		}
 		return p
 	}
-	write("logback.xml", zkserver.LogbackXML)
 	cfg := write("server.properties", fmt.Sprintf("broker.id=%d\nlisteners=PLAINTEXT://%s\nlog.dirs=%s\nzookeeper.connect=%s\n%s",
 		o.ID, addr, filepath.Join(dir, "logs"), zkConnect, o.Props))
-	args := []string{"-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dzookeeper.fips-mode=false"}
+	jvm := []string{"-Xmx512m", "-XX:+UseSerialGC", "-Dzookeeper.fips-mode=false"}
 	if o.JAAS != "" {
-		args = append(args, "-Djava.security.auth.login.config="+write("kafka.jaas", o.JAAS))
+		jvm = append(jvm, "-Djava.security.auth.login.config="+write("kafka.jaas", o.JAAS))
 	}
-	cp := strings.Join([]string{filepath.Join(zkLib, "*"), filepath.Join(lib, "*"), dir}, string(filepath.ListSeparator))
-	cmd := exec.Command(java, append(args, "-cp", cp, "kafka.Kafka", cfg)...)
+	cmd := javaProgram(t, dir, "kafka.Kafka", []string{lib}, jvm, cfg)
 	b := &kafkaBroker{id: o.ID, addr: addr, dir: dir, cmd: cmd, exited: make(chan struct{}), log: filepath.Join(dir, "kafka.log")}
 	logFile, err := os.OpenFile(b.log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {

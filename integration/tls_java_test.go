@@ -33,6 +33,7 @@ func TestTLSJavaClient(t *testing.T) {
 		"'x509,'CN=java%2CO=zetcd-test", // the client prints an Id as jute's CSV, commas escaped
 		": cdrwa",
 	}, zkCliClosed, []string{
+		"--- stderr",
 		"Created /tls",
 		"Created /tls/own",
 	})
@@ -73,28 +74,14 @@ func javaKeyStore(t *testing.T, pair tls.Certificate) string {
 }
 
 // zkCliOverTLS runs a short zkCli script through addr's TLS port with the client certificate of
-// keyStore, and returns its stdout and then its stderr, the "Connecting to" line left out.
+// keyStore (runZkCli).
 func zkCliOverTLS(t *testing.T, addr, keyStore, caFile string) []string {
 	t.Helper()
-	cmd := javaProgram(t, t.TempDir(), "org.apache.zookeeper.ZooKeeperMain", nil, []string{
-		"-Dzookeeper.sasl.client=false",
+	return runZkCli(t, addr, "create /tls v\nget /tls\nwhoami\ncreate /tls/own x auth::cdrwa\ngetAcl /tls/own\nquit\n", []string{
 		"-Dzookeeper.clientCnxnSocket=org.apache.zookeeper.ClientCnxnSocketNetty",
 		"-Dzookeeper.client.secure=true",
 		"-Dzookeeper.ssl.keyStore.location=" + keyStore, "-Dzookeeper.ssl.keyStore.type=PEM",
 		"-Dzookeeper.ssl.trustStore.location=" + caFile, "-Dzookeeper.ssl.trustStore.type=PEM",
 		"-Dzookeeper.ssl.hostnameVerification=true",
-	}, "-server", addr)
-	cmd.Stdin = strings.NewReader("create /tls v\nget /tls\nwhoami\ncreate /tls/own x auth::cdrwa\ngetAcl /tls/own\nquit\n")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("zkCli over TLS: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimSpace(stdout.String()+stderr.String()), "\n") {
-		if !strings.HasPrefix(l, "Connecting to ") {
-			lines = append(lines, l)
-		}
-	}
-	return lines
+	})
 }

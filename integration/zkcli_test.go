@@ -82,31 +82,34 @@ var zkcliWant = slices.Concat(zkCliOpened, []string{
 var statVarying = regexp.MustCompile(`^(cZxid|mZxid|pZxid|ctime|mtime) = .*$`)
 
 func TestZkCli(t *testing.T) {
-	script, err := os.Open(filepath.Join("testdata", "zkcli.txt"))
+	script, err := os.ReadFile(filepath.Join("testdata", "zkcli.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer script.Close()
 	onEveryServer(t, "zkCli zkcli.txt", zkcliWant, func(t *testing.T, addr string) []string {
-		if _, err := script.Seek(0, 0); err != nil {
-			t.Fatal(err)
-		}
-		cmd := javaProgram(t, t.TempDir(), "org.apache.zookeeper.ZooKeeperMain", nil,
-			[]string{"-Dzookeeper.sasl.client=false"}, "-server", addr)
-		cmd.Stdin = script
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("zkCli: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-		}
-		var lines []string
-		for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-			if strings.HasPrefix(l, "Connecting to ") {
-				continue
-			}
+		return runZkCli(t, addr, string(script), nil)
+	})
+}
+
+// runZkCli runs zkCli (ZooKeeperMain) on addr with the JVM options jvm, feeding it script, and
+// returns what it printed: stdout, then "--- stderr" and stderr; the "Connecting to" line left
+// out, the Stat lines that differ between servers and runs with their values replaced by "-".
+func runZkCli(t *testing.T, addr, script string, jvm []string) []string {
+	t.Helper()
+	cmd := javaProgram(t, t.TempDir(), "org.apache.zookeeper.ZooKeeperMain", nil,
+		append([]string{"-Dzookeeper.sasl.client=false"}, jvm...), "-server", addr)
+	cmd.Stdin = strings.NewReader(script)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("zkCli: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		if !strings.HasPrefix(l, "Connecting to ") {
 			lines = append(lines, statVarying.ReplaceAllString(l, "$1 = -"))
 		}
-		lines = append(lines, "--- stderr")
-		return append(lines, strings.Split(strings.TrimSpace(stderr.String()), "\n")...)
-	})
+	}
+	lines = append(lines, "--- stderr")
+	return append(lines, strings.Split(strings.TrimSpace(stderr.String()), "\n")...)
 }
