@@ -34,16 +34,6 @@ func (s *etcdSession) readAllowed(n node, perm encoding.Perm) bool {
 	return s.auth.Allowed(n.Meta.ACL, perm)
 }
 
-// aclKVAllows checks perm on the ACL of a node whose data key and ACL key (nil: absent) a read
-// returned (metaOfKVs).
-func (s *etcdSession) aclKVAllows(path string, data, acl *mvccpb.KeyValue, perm encoding.Perm) (bool, error) {
-	meta, err := metaOfKVs(path, data, acl)
-	if err != nil {
-		return false, err
-	}
-	return s.auth.Allowed(meta.ACL, perm), nil
-}
-
 // metaOfKVs decodes the meta (ctime, mode, TTL, ACL) of the existing node at path from its data
 // key and its ACL key (nil if absent) as a read returned them.
 func metaOfKVs(path string, data, acl *mvccpb.KeyValue) (aclValue, error) {

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/znode"
@@ -55,27 +52,15 @@ func (s *etcdSession) DeleteContainer(ctx context.Context, req *encoding.DeleteC
 	return s.zxid(0), errClientDeleteContainer
 }
 
-// GetEphemerals (103) lists the session's ephemeral nodes: from the replica, or the data keys
-// attached to its lease (one etcd round trip) when the replica cannot serve. Like ZooKeeper, a
+// GetEphemerals (103) lists the session's ephemeral nodes, from the replica. Like ZooKeeper, a
 // prefix that is blank or "/" (after trimming) selects all of them, any other prefix is matched
 // as a string, not as a path ("/a" matches "/ab").
 func (s *etcdSession) GetEphemerals(ctx context.Context, req *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
-	var all []string
-	var rev int64
-	if s.treeAt(ctx) {
-		rev = s.b.tree.read(func(v replicaView) { all = v.ephemerals(int64(s.id)) })
-	} else {
-		ttl, err := s.b.lease.TimeToLive(ctx, clientv3.LeaseID(s.id), clientv3.WithAttachedKeys())
-		if err != nil {
-			return storeErr[encoding.GetEphemeralsResponse](s, "getEphemerals", req.PrefixPath, err)
-		}
-		for _, k := range ttl.Keys {
-			if p, ok := s.b.keys.pathOfDataKey(string(k)); ok {
-				all = append(all, p)
-			}
-		}
-		rev = ttl.Revision
+	if err := s.awaitTree(ctx, "getEphemerals", req.PrefixPath); err != nil {
+		return nil, 0, err
 	}
+	var all []string
+	rev := s.b.tree.read(func(v replicaView) { all = v.ephemerals(int64(s.id)) })
 	trimmed := strings.TrimFunc(req.PrefixPath, func(r rune) bool { return r <= ' ' })
 	everything := trimmed == "" || trimmed == "/"
 	paths := []string{}
@@ -88,75 +73,15 @@ func (s *etcdSession) GetEphemerals(ctx context.Context, req *encoding.GetEpheme
 	return &encoding.GetEphemeralsResponse{Ephemerals: paths}, s.zxid(rev), nil
 }
 
-// descendantsBatch is how many depths one getAllChildrenNumber Txn counts.
-const descendantsBatch = 16
-
-// GetAllChildrenNumber (104) counts every descendant of a node: one count range per depth below
-// it (the depth-prefixed keys make each an exact range), descendantsBatch depths per Txn, all at
-// the revision of the first, until a depth is empty. Like ZooKeeper, "/" counts every node but
-// the root (3 on a fresh server) and "" counts one more (ZooKeeper's root alias).
+// GetAllChildrenNumber (104) counts every descendant of a node, from the replica: the node's
+// READ check, then its descendants counted along the children lists, at one revision. Like
+// ZooKeeper, "/" counts every node but the root (3 on a fresh server) and "" counts one more
+// (ZooKeeper's root alias).
 func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
 	path := znode.NormalizeRead(req.Path)
-	if s.treeAt(ctx) {
-		return s.allChildrenFromTree(path, req.Path == "")
+	if err := s.awaitTree(ctx, "getAllChildrenNumber", path); err != nil {
+		return nil, 0, err
 	}
-	b := s.b
-	base := depth(path)
-	under := path
-	if path == "/" {
-		under = ""
-	}
-	var total, rev int64
-	for first := base + 1; ; first += descendantsBatch {
-		var ops []clientv3.Op
-		if rev == 0 {
-			ops = append(ops, clientv3.OpGet(b.keys.data(path)), clientv3.OpGet(b.keys.acl(path)))
-		}
-		for d := first; d < first+descendantsBatch; d++ {
-			prefix := b.keys.prefix + "n/" + strconv.Itoa(d) + under + "/"
-			ops = append(ops, clientv3.OpGet(prefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(rev)))
-		}
-		r, err := b.kv.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return storeErr[encoding.GetAllChildrenNumberResponse](s, "getAllChildrenNumber", path, err)
-		}
-		i := 0
-		if rev == 0 {
-			rev = r.Header.Revision
-			if firstKV(r, 0) == nil {
-				return nil, s.zxid(rev), encoding.ErrNoNode
-			}
-			if ok, err := s.aclKVAllows(path, firstKV(r, 0), firstKV(r, 1), encoding.PermRead); err != nil || !ok {
-				if err != nil {
-					return nil, s.zxid(rev), fmt.Errorf("session %s: getAllChildrenNumber %q: %w", s.id, path, err)
-				}
-				return nil, s.zxid(rev), encoding.ErrNoAuth
-			}
-			i = 2
-		}
-		empty := false
-		for ; i < len(r.Responses); i++ {
-			n := rangeCount(r, i)
-			total += n
-			if n == 0 {
-				empty = true
-				break
-			}
-		}
-		if empty {
-			break
-		}
-	}
-	if req.Path == "" {
-		total++
-	}
-	return &encoding.GetAllChildrenNumberResponse{TotalNumber: int32(total)}, s.zxid(rev), nil
-}
-
-// allChildrenFromTree is GetAllChildrenNumber from the replica: the node's READ check, then its
-// descendants counted along the children lists, at one revision. rootAlias is the "" request,
-// which counts one more.
-func (s *etcdSession) allChildrenFromTree(path string, rootAlias bool) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
 	var (
 		n     node
 		ok    bool
@@ -178,7 +103,7 @@ func (s *etcdSession) allChildrenFromTree(path string, rootAlias bool) (*encodin
 	if !s.readAllowed(n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
 	}
-	if rootAlias {
+	if req.Path == "" {
 		total++
 	}
 	return &encoding.GetAllChildrenNumberResponse{TotalNumber: int32(total)}, z, nil

@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
-	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // Watches on etcd: ONE etcd watch per process, on the whole prefix, feeds the in-memory
@@ -24,10 +22,6 @@ import (
 // progressRequestDelay is how long AwaitEvents waits for the feed before asking etcd for a
 // progress notification.
 const progressRequestDelay = 5 * time.Millisecond
-
-// catchUpBatch is how many paths one catch-up read Txn covers (two range ops each; etcd's
-// default limit is 128 ops per Txn).
-const catchUpBatch = 50
 
 // runWatchFeed owns the etcd watch. It restarts the watch after errors, resuming after the last
 // revision it fired; if etcd compacted that history away, it resynchronises every registered
@@ -194,63 +188,6 @@ func (b *Store) currentRevision(ctx context.Context) (int64, error) {
 	return r.Header.Revision, nil
 }
 
-// readWatchedStates reads the state of paths, and the revision it read them at: from the
-// replica once it has reached floor and everything this process answered, else from etcd.
-func (b *Store) readWatchedStates(ctx context.Context, paths []string, floor int64) (map[string]watch.State, int64, error) {
-	if b.treeReached(ctx, floor) {
-		states, rev := b.tree.watchedStates(paths)
-		return states, rev, nil
-	}
-	return b.readWatchedStatesEtcd(ctx, paths)
-}
-
-// readWatchedStatesEtcd reads the state of paths from etcd in batches; it returns the states
-// and the revision of the first batch (every batch is at or after it).
-func (b *Store) readWatchedStatesEtcd(ctx context.Context, paths []string) (map[string]watch.State, int64, error) {
-	out := make(map[string]watch.State, len(paths))
-	var (
-		rev  int64
-		acls aclTable
-	)
-	for start := 0; start < len(paths); start += catchUpBatch {
-		batch := paths[start:min(start+catchUpBatch, len(paths))]
-		ops := make([]clientv3.Op, 0, 2*len(batch))
-		for _, p := range batch {
-			p = znode.NormalizeRead(p)
-			ops = append(ops,
-				// Values too: the data value holds the zxid indexes, the offsets key's value
-				// can correct czxid (nodeKeys.zxids).
-				clientv3.OpGet(b.keys.data(p)),
-				clientv3.OpGet(b.keys.metaPrefix(p), clientv3.WithPrefix()))
-		}
-		r, err := b.kv.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return nil, 0, err
-		}
-		if rev == 0 {
-			rev = r.Header.Revision
-		}
-		for i, p := range batch {
-			data := firstKV(r, 2*i)
-			if data == nil {
-				out[p] = watch.State{}
-				continue
-			}
-			var nk nodeKeys
-			nk.putData(data, &acls)
-			nk.putMetaKVs(b.keys, znode.NormalizeRead(p), rangeKVs(r, 2*i+1), &acls)
-			if err := nk.decodeErr(); err != nil {
-				return nil, 0, fmt.Errorf("%s: %w", p, err)
-			}
-			czxid, mzxid, pzxid := nk.zxids()
-			st := watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid}
-			st.ACL = nk.meta.ACL
-			out[p] = st
-		}
-	}
-	return out, rev, nil
-}
-
 // catchUp checks registrations against the tree's state, as of floor at least: each either
 // fires now (event zxid eventZxid; -1 for setWatches) or is (re-)armed at the revision read,
 // with history replay from there.
@@ -258,10 +195,10 @@ func (b *Store) catchUp(ctx context.Context, regs []watch.Registration, eventZxi
 	if len(regs) == 0 {
 		return nil
 	}
-	states, rev, err := b.readWatchedStates(ctx, watchedPaths(regs), floor)
-	if err != nil {
+	if err := b.awaitFloor(ctx, floor); err != nil {
 		return err
 	}
+	states, rev := b.tree.watchedStates(watchedPaths(regs))
 	return b.watches.Settle(regs, states, eventZxid, b.tree.stateZxid(rev))
 }
 

@@ -110,11 +110,6 @@ func (k keySchema) childrenMetaPrefix(path string) string {
 	return k.prefix + "m/" + strconv.Itoa(depth(path)+1) + path + "/"
 }
 
-// childName extracts a child's name from its data key, given childrenPrefix of the parent.
-func childName(key []byte, childrenPrefix string) string {
-	return string(key[len(childrenPrefix):])
-}
-
 // metaPrefix is the common prefix of a node's ACL, child-create and child-delete keys.
 func (k keySchema) metaPrefix(path string) string {
 	return k.prefix + "m/" + strconv.Itoa(depth(path)) + path + "\x00"

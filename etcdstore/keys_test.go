@@ -39,9 +39,6 @@ func TestKeysRoundTrip(t *testing.T) {
 	if c := k.childrenPrefix("/a"); !bytes.HasPrefix([]byte(k.data("/a/b")), []byte(c)) || bytes.HasPrefix([]byte(k.data("/a/b/c")), []byte(c)) {
 		t.Errorf("childrenPrefix(/a) = %q", c)
 	}
-	if got := childName([]byte(k.data("/a/b")), k.childrenPrefix("/a")); got != "b" {
-		t.Errorf("childName = %q", got)
-	}
 	for _, id := range []encoding.SessionID{1, 0x7fffffffffffffff, 0x1234abcd} {
 		if got, ok := k.sessionOfKey(k.session(id)); !ok || got != id {
 			t.Errorf("sessionOfKey(session(%x)) = %x, %v", id, got, ok)

@@ -166,8 +166,8 @@ type multiState struct {
 	rev   int64
 	nodes map[string]*mnode
 	// lookup reads a node the read set could not name (a sequential create's name) at rev, or
-	// returns nil: the overlay was read from etcd, or the replica has moved past rev. A node
-	// it cannot read is assumed absent, and the commit guards its absence.
+	// returns nil: the replica has moved past rev. A node it cannot read is assumed absent,
+	// and the commit guards its absence.
 	lookup func(path string) *mnode
 	// auth is the identities of the connection running the multi, for the ACL checks;
 	// providers says which optional schemes ACLs may name (znode.FixupACL).
@@ -290,47 +290,29 @@ func addReadSet(set map[string]bool, ops []mop) {
 	}
 }
 
-// readMultiState builds the overlay of paths at one revision: from the replica once it has
-// reached floor and everything this process answered, else from etcd in one Txn.
+// readMultiState builds the overlay of paths at one revision, from the replica once it has
+// reached floor and everything this process answered (awaitFloor).
 func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64) (*multiState, error) {
 	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4), room: b.space.room()}
 	if len(paths) == 0 {
 		return m, nil
 	}
-	if b.treeReached(ctx, floor) {
-		var err error
-		read := make([]mnode, len(paths)) // one allocation for the nodes read
-		m.rev = b.tree.read(func(v replicaView) {
-			for i, p := range paths {
-				n := &read[i]
-				if err = v.overlayNode(n, p); err != nil {
-					return
-				}
-				m.nodes[p] = n
-			}
-		})
-		m.lookup = func(p string) *mnode { return b.tree.nodeAt(p, m.rev) }
-		return m, err
-	}
-	ops := make([]clientv3.Op, 0, 3*len(paths))
-	for _, p := range paths {
-		ops = append(ops, b.nodeReadOps(p, false)...)
-	}
-	r, err := b.kv.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
+	if err := b.awaitFloor(ctx, floor); err != nil {
 		return nil, err
 	}
-	m.rev = r.Header.Revision
-	var acls aclTable
-	for i, p := range paths {
-		keys := b.keys.nodeKeysOf(nodeKVs{path: p, data: firstKV(r, 3*i), meta: rangeKVs(r, 3*i+1)}, &acls)
-		n := new(mnode)
-		if err := n.fromKeys(p, keys, rangeCount(r, 3*i+2)); err != nil {
-			return nil, err
+	var err error
+	read := make([]mnode, len(paths)) // one allocation for the nodes read
+	m.rev = b.tree.read(func(v replicaView) {
+		for i, p := range paths {
+			n := &read[i]
+			if err = v.overlayNode(n, p); err != nil {
+				return
+			}
+			m.nodes[p] = n
 		}
-		m.nodes[p] = n
-	}
-	return m, nil
+	})
+	m.lookup = func(p string) *mnode { return b.tree.nodeAt(p, m.rev) }
+	return m, err
 }
 
 // fromKeys makes n the overlay's node for the keys read of path.

@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // MultiRead runs getData and getChildren ops (22) independently at one state: each op that fails
 // answers its code in place and the others still answer (PROTOCOL.md §3.4). Any other op is
-// MarshallingError, which in ZooKeeper consumes no zxid for multiRead. It reads the replica (one
-// read lock, so one revision), or etcd in one Txn when the replica cannot serve (treeAt).
+// MarshallingError, which in ZooKeeper consumes no zxid for multiRead. It reads the replica
+// (one read lock, so one revision) once it has reached the session's floor (awaitTree).
 func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
 	for _, o := range req.Ops {
 		switch o.Record.(type) {
@@ -25,8 +23,8 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 	if len(req.Ops) == 0 {
 		return &encoding.MultiResponse{}, s.zxid(0), nil
 	}
-	if !s.treeAt(ctx) {
-		return s.multiReadEtcd(ctx, req)
+	if err := s.awaitTree(ctx, "multiRead", ""); err != nil {
+		return nil, 0, err
 	}
 	read := make([]readNodeResult, len(req.Ops))
 	rev := s.b.tree.read(func(v replicaView) {
@@ -40,9 +38,8 @@ func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest)
 	return s.multiReadAnswers(req, read, s.zxid(rev))
 }
 
-// readNodeResult is what a multiRead op read of its node: whether it exists, the node (for a
-// getChildren read from etcd, only its ACL: n.Meta.ACL) and, for getChildren, its children's
-// names; err if its keys do not decode.
+// readNodeResult is what a multiRead op read of its node: whether it exists, the node and, for
+// getChildren, its children's names; err if its keys do not decode.
 type readNodeResult struct {
 	path     string
 	exists   bool
@@ -60,45 +57,6 @@ func multiReadPath(o encoding.MultiOp) (string, bool) {
 		return znode.NormalizeRead(r.Path), true
 	}
 	return "", false
-}
-
-// multiReadEtcd reads every op's node in one Txn.
-func (s *etcdSession) multiReadEtcd(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
-	b := s.b
-	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
-		var ops []clientv3.Op
-		for _, o := range req.Ops {
-			if p, children := multiReadPath(o); children {
-				ops = append(ops, b.childListOps(p, opts...)...)
-			} else {
-				ops = append(ops, b.nodeReadOps(p, false, opts...)...)
-			}
-		}
-		return ops
-	})
-	if err != nil {
-		return storeErr[encoding.MultiResponse](s, "multiRead", "", err)
-	}
-	read := make([]readNodeResult, len(req.Ops))
-	for i, o := range req.Ops {
-		rd := &read[i]
-		var children bool
-		rd.path, children = multiReadPath(o)
-		data := firstKV(r, 3*i)
-		if rd.exists = data != nil; !rd.exists {
-			continue
-		}
-		if !children {
-			rd.n, rd.err = b.keys.decodeNode(nodeKVs{path: rd.path, data: data, meta: rangeKVs(r, 3*i+1), numChildren: rangeCount(r, 3*i+2)})
-			continue
-		}
-		rd.n.Meta, rd.err = metaOfKVs(rd.path, data, firstKV(r, 3*i+2))
-		prefix := b.keys.childrenPrefix(rd.path)
-		for _, kv := range rangeKVs(r, 3*i+1) {
-			rd.children = append(rd.children, childName(kv.Key, prefix))
-		}
-	}
-	return s.multiReadAnswers(req, read, s.zxid(r.Header.Revision))
 }
 
 // multiReadAnswers answers each op of a multiRead from what it read.

@@ -12,11 +12,13 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // The Handler of an etcdSession: reads are answered from the replica once it has reached the
-// session's floor (from etcd when it cannot); writes go through the committer (commit.go); a
-// write refused before any check (fail) puts the error key, so that it consumes a zxid.
+// session's floor (ErrNotServing when it cannot, see awaitTree); writes go through the committer
+// (commit.go); a write refused before any check (fail) puts the error key, so that it consumes a
+// zxid.
 
 // zxid records that the session was answered from the state at revision rev and returns the
 // reply's zxid; replies never go back in zxid. With rev 0 (a request refused without a
@@ -86,90 +88,12 @@ func firstKV(r *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
 	return nil
 }
 
-func rangeCount(r *clientv3.TxnResponse, i int) int64 {
-	return r.Responses[i].GetResponseRange().Count
-}
-
-// nodeReadOps reads a node: data key, meta keys, and the count (or names) of its children.
-// opts are added to every range (a serializable read, see read).
-func (b *Store) nodeReadOps(path string, childNames bool, opts ...clientv3.OpOption) []clientv3.Op {
-	children := clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithCountOnly())...)
-	if childNames {
-		children = clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithKeysOnly())...)
-	}
-	return []clientv3.Op{
-		clientv3.OpGet(b.keys.data(path), opts...),
-		clientv3.OpGet(b.keys.metaPrefix(path), rangeOpts(opts, clientv3.WithPrefix())...),
-		children,
-	}
-}
-
-// treeWaitLimit bounds how long a read waits for the replica to reach the session's floor
-// before it asks etcd instead.
-const treeWaitLimit = 2 * time.Second
-
-// rangeOpts is fixed followed by opts, in a slice of its own: opts may be shared by several
-// ranges, and appending to it could write into another range's options.
-func rangeOpts(opts []clientv3.OpOption, fixed ...clientv3.OpOption) []clientv3.OpOption {
-	return append(fixed, opts...)
-}
-
-// childListOps reads what getChildren needs: the data key (the node's existence and meta), the
-// child keys and the ACL key (no Stat). opts as nodeReadOps.
-func (b *Store) childListOps(path string, opts ...clientv3.OpOption) []clientv3.Op {
-	return []clientv3.Op{
-		clientv3.OpGet(b.keys.data(path), opts...),
-		clientv3.OpGet(b.keys.childrenPrefix(path), rangeOpts(opts, clientv3.WithPrefix(), clientv3.WithKeysOnly())...),
-		clientv3.OpGet(b.keys.acl(path), opts...),
-	}
-}
-
-// read runs a session's read-only transaction, its ranges built by ops with the options given.
-// It is served first serializably: by the etcd member this zetcd's client talks to, from its
-// own applied state and without a round of consensus, as a ZooKeeper follower serves reads from
-// its own copy. That answer stands only if it is no older than what the session must not go
-// behind: the newest revision it has been answered with (its own writes, a sync), and the
-// watch feed's progress (no read may precede an event already delivered). Otherwise — a member
-// that lags, or has no leader (WithRequireLeader: a partitioned member refuses instead of
-// serving old data for ever), or any error — the read runs again, linearizably.
-func (s *etcdSession) read(ctx context.Context, ops func(opts ...clientv3.OpOption) []clientv3.Op) (*clientv3.TxnResponse, error) {
-	progress, _ := s.b.watches.Progress()
-	floor := max(s.lastRev, revOf(progress))
-	r, err := s.b.kv.Txn(clientv3.WithRequireLeader(ctx)).Then(ops(clientv3.WithSerializable())...).Commit()
-	if err == nil && r.Header.Revision >= floor {
-		return r, nil
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	return s.b.kv.Txn(ctx).Then(ops()...).Commit()
-}
-
-// nodeFromOps decodes the results of nodeReadOps starting at response i; ok is false when the
-// node does not exist.
-func (b *Store) nodeFromOps(path string, r *clientv3.TxnResponse, i int, childNames bool) (n node, children []string, ok bool, err error) {
-	data := firstKV(r, i)
-	if data == nil {
-		return node{}, nil, false, nil
-	}
-	kvs := nodeKVs{path: path, data: data, meta: rangeKVs(r, i+1), numChildren: rangeCount(r, i+2)}
-	if childNames {
-		prefix := b.keys.childrenPrefix(path)
-		for _, kv := range rangeKVs(r, i+2) {
-			children = append(children, childName(kv.Key, prefix))
-		}
-		kvs.numChildren = int64(len(children))
-	}
-	n, err = b.keys.decodeNode(kvs)
-	return n, children, err == nil, err
-}
-
 // readNode reads one node from the replica, once it has reached the session's floor (see
-// treeAt); from etcd if it cannot.
+// awaitTree).
 func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames bool) (node, []string, encoding.Zxid, error) {
 	path = znode.NormalizeRead(path)
-	if !s.treeAt(ctx) {
-		return s.readNodeEtcd(ctx, op, path, childNames)
+	if err := s.awaitTree(ctx, op, path); err != nil {
+		return node{}, nil, 0, err
 	}
 	n, children, rev, ok, err := s.b.tree.node(path, childNames)
 	z := s.zxid(rev)
@@ -182,20 +106,29 @@ func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames 
 	return n, children, z, nil
 }
 
-// treeAt waits until the replica has reached what a read must not go behind: the newest
+// treeWaitLimit bounds how long a request waits for the replica to reach what it must see.
+// Past it, etcd is out of reach or the feed is stalled, and the request is not served.
+const treeWaitLimit = 2 * time.Second
+
+// awaitTree waits until the replica has reached what a read must not go behind: the newest
 // revision any session of this process has been answered with, so at least the session's own
 // writes, its syncs and the zxid it resumed with (the watch events already delivered are the
 // feed's progress, which the replica always reaches first). That is a ZooKeeper server's
 // guarantee: a write acknowledged by a server is seen by every later read on that server (a
 // follower applies a write before it acknowledges it); across zetcd processes, as across
-// ZooKeeper servers, sync is the way. It reports false if that takes longer than treeWait (etcd
-// unreachable, the feed restarting): the read then goes to etcd, which answers it or fails it
-// as any etcd request.
-func (s *etcdSession) treeAt(ctx context.Context) bool {
-	return s.b.treeReached(ctx, s.lastRev)
+// ZooKeeper servers, sync is the way. If the replica does not get there within treeWait (etcd
+// unreachable, the feed stalled or reloading), the request fails with ErrNotServing: the
+// connection is closed and the client resumes its session, here or on another zetcd, as a
+// ZooKeeper follower that has lost its leader closes its clients' connections. op and path
+// name the request in the error.
+func (s *etcdSession) awaitTree(ctx context.Context, op, path string) error {
+	if err := s.b.awaitFloor(ctx, s.lastRev); err != nil {
+		return fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
+	}
+	return nil
 }
 
-// ReadyToRead reports whether the replica has reached what treeAt waits for: a read is then
+// ReadyToRead reports whether the replica has reached what awaitTree waits for: a read is then
 // answered from it at once.
 func (s *etcdSession) ReadyToRead() bool {
 	return s.b.tree.revision() >= s.b.readFloor(s.lastRev)
@@ -205,42 +138,29 @@ func (s *etcdSession) ReadyToRead() bool {
 // that, and every revision this process has answered.
 func (b *Store) readFloor(floor int64) int64 { return max(floor, b.newestAnswerRev()) }
 
-// treeReached waits up to treeWait for the replica to reach floor and every revision this
-// process has answered; it reports whether it has.
-func (b *Store) treeReached(ctx context.Context, floor int64) bool {
-	return b.treeReaches(ctx, b.readFloor(floor))
+// awaitFloor waits up to treeWait for the replica to reach floor and every revision this
+// process has answered. It fails with ErrNotServing if the replica does not, or with ctx's
+// error.
+func (b *Store) awaitFloor(ctx context.Context, floor int64) error {
+	return b.awaitTreeRevision(ctx, b.readFloor(floor))
 }
 
-// treeReaches waits up to treeWait for the replica to reach floor; it reports whether it has.
-func (b *Store) treeReaches(ctx context.Context, floor int64) bool {
-	if b.tree.revision() >= floor {
-		return true
+// awaitTreeRevision waits up to treeWait for the replica to reach rev; see awaitFloor.
+func (b *Store) awaitTreeRevision(ctx context.Context, rev int64) error {
+	if b.tree.revision() >= rev {
+		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, b.treeWait)
+	wctx, cancel := context.WithTimeout(ctx, b.treeWait)
 	defer cancel()
-	return b.awaitRevision(ctx, floor) == nil
-}
-
-// readNodeEtcd reads one node from etcd in one round trip: the current state, for a write's
-// read-modify-write.
-func (s *etcdSession) readNodeEtcd(ctx context.Context, op, path string, childNames bool) (node, []string, encoding.Zxid, error) {
-	path = znode.NormalizeRead(path)
-	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
-		return s.b.nodeReadOps(path, childNames, opts...)
-	})
-	if err != nil {
-		z, err := s.etcdFailure(op, path, err)
-		return node{}, nil, z, err
+	err := b.awaitRevision(wctx, rev)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
-	z := s.zxid(r.Header.Revision)
-	n, children, ok, err := s.b.nodeFromOps(path, r, 0, childNames)
-	if err != nil {
-		return node{}, nil, z, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
-	}
-	if !ok {
-		return node{}, nil, z, encoding.ErrNoNode
-	}
-	return n, children, z, nil
+	return fmt.Errorf("the replica is at revision %d and has not reached %d within %v (%v): %w",
+		b.tree.revision(), rev, b.treeWait, err, zetcd.ErrNotServing)
 }
 
 func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (*encoding.ExistsResponse, encoding.Zxid, error) {
@@ -325,8 +245,8 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 // GetChildren needs no Stat: from the replica, it checks the ACL key and lists the children.
 func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
 	path := znode.NormalizeRead(req.Path)
-	if !s.treeAt(ctx) {
-		return s.getChildrenEtcd(ctx, req.Path, req.Watch)
+	if err := s.awaitTree(ctx, "getChildren", path); err != nil {
+		return nil, 0, err
 	}
 	n, children, rev, ok, err := s.b.tree.node(path, true)
 	z := s.zxid(rev)
@@ -356,40 +276,17 @@ func (s *etcdSession) childrenReply(ctx context.Context, path string, allowed bo
 	return &encoding.GetChildrenResponse{Children: children}, z, nil
 }
 
-// getChildrenEtcd is GetChildren of reqPath from etcd: the data key's existence, the ACL key
-// and the child keys in one round trip.
-func (s *etcdSession) getChildrenEtcd(ctx context.Context, reqPath string, setWatch bool) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
-	path := znode.NormalizeRead(reqPath)
-	prefix := s.b.keys.childrenPrefix(path)
-	r, err := s.read(ctx, func(opts ...clientv3.OpOption) []clientv3.Op {
-		return s.b.childListOps(path, opts...)
-	})
-	if err != nil {
-		return storeErr[encoding.GetChildrenResponse](s, "getChildren", path, err)
-	}
-	z := s.zxid(r.Header.Revision)
-	if firstKV(r, 0) == nil {
-		return nil, z, encoding.ErrNoNode
-	}
-	kvs := rangeKVs(r, 1)
-	children := make([]string, 0, len(kvs))
-	for _, kv := range kvs {
-		children = append(children, childName(kv.Key, prefix))
-	}
-	allowed, err := s.aclKVAllows(path, firstKV(r, 0), firstKV(r, 2), encoding.PermRead)
-	if err != nil {
-		return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
-	}
-	return s.childrenReply(ctx, reqPath, allowed, children, setWatch, z)
-}
-
-// Sync makes sure the session's later reads see every write committed before it: one
-// linearizable read of the error key raises the session's floor (see read) to etcd's current
-// revision, so no later read is served from a member that has not applied that far.
+// Sync makes sure the session's later reads see every write committed before it, as
+// ZooKeeper's sync brings the follower up to the leader: it learns etcd's current revision
+// (one linearizable round trip), waits for the replica to reach it, and raises the session's
+// floor to it.
 func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error) {
 	rev, err := s.b.currentRevision(ctx)
 	if err != nil {
 		return storeErr[encoding.SyncResponse](s, "sync", req.Path, err)
+	}
+	if err := s.b.awaitTreeRevision(ctx, rev); err != nil {
+		return nil, 0, fmt.Errorf("session %s: sync %q: %w", s.id, req.Path, err)
 	}
 	return &encoding.SyncResponse{Path: req.Path}, s.zxid(rev), nil
 }

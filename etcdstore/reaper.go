@@ -19,9 +19,9 @@ import (
 // a child), and a TTL node with no children whose mtime is older than its TTL. Exactly one zetcd
 // process per etcd cluster and prefix reaps: the one elected through client/v3/concurrency under
 // the prefix. Every interval it lists the reap index keys (one per container and TTL node,
-// keys.go), reads the candidates in batches, and deletes each one that qualifies with a guarded
-// Txn (still no children, data key unchanged since read), so a concurrent create of a child or
-// setData wins. Each deletion is one revision, like the deleteContainer txn ZooKeeper's leader
+// keys.go), reads the candidates from the replica, and deletes each one that qualifies with a
+// guarded Txn (still no children, data key unchanged since read), so a concurrent create of a
+// child or setData wins. Each deletion is one revision, like the deleteContainer txn ZooKeeper's leader
 // logs. The elected process also ends orphaned sessions (orphans.go).
 
 const (
@@ -31,7 +31,7 @@ const (
 	// dead leader keeps the role from the others. As short as a process key's, so that a new
 	// leader adopts the dead leader's orphaned sessions before etcd expires them.
 	reaperSessionTTL = processTTL
-	// reapBatch is how many candidates one read Txn covers (three ranges each).
+	// reapBatch is how many index keys one range lists.
 	reapBatch = 40
 	// maxReapsPerPass is ZooKeeper's znode.container.maxPerMinute, per pass.
 	maxReapsPerPass = 10000
@@ -200,21 +200,33 @@ func (b *Store) reapOnce(ctx context.Context) (int, error) {
 	return deleted, nil
 }
 
-// reapCandidates reads candidates in one Txn and deletes those that qualify.
+// reapCandidate is a candidate as the replica holds it: its node, and its data key's
+// ModRevision, which guards its deletion.
+type reapCandidate struct {
+	n       node
+	dataRev int64
+	exists  bool
+	err     error // the node's keys do not decode
+}
+
+// reapCandidates reads candidates from the replica and deletes those that qualify. The replica
+// may be behind etcd: every deletion is guarded by what was read, so a stale read leaves a node
+// for a later pass and never deletes one that changed.
 func (b *Store) reapCandidates(ctx context.Context, paths []string) (int, error) {
-	ops := make([]clientv3.Op, 0, 3*len(paths))
-	for _, p := range paths {
-		ops = append(ops, b.nodeReadOps(p, false)...)
-	}
-	r, err := b.kv.Txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return 0, err
-	}
+	cands := make([]reapCandidate, len(paths))
+	b.tree.read(func(v replicaView) {
+		for i, p := range paths {
+			c := &cands[i]
+			if c.n, _, c.exists, c.err = v.node(p, false); c.exists {
+				c.dataRev = v.r.t.nodes[p].keys.data.mod
+			}
+		}
+	})
 	now := b.nowMs()
 	deleted := 0
 	for i, p := range paths {
-		data := firstKV(r, 3*i)
-		if data == nil {
+		c := cands[i]
+		if !c.exists {
 			// The node is gone and its index key was left behind: drop it.
 			_, err := b.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(b.keys.data(p)), "=", 0)).
 				Then(clientv3.OpDelete(b.keys.reapIndex(p))).Commit()
@@ -223,12 +235,11 @@ func (b *Store) reapCandidates(ctx context.Context, paths []string) (int, error)
 			}
 			continue
 		}
-		n, _, _, err := b.nodeFromOps(p, r, 3*i, false)
-		if err != nil {
-			b.log.Warn("reaper: undecodable node", zap.String("path", p), zap.Error(err))
+		if c.err != nil {
+			b.log.Warn("reaper: undecodable node", zap.String("path", p), zap.Error(c.err))
 			continue
 		}
-		st := n.Stat
+		n, st := c.n, c.n.Stat
 		var reap bool
 		switch {
 		case n.Meta.Mode.IsContainer():
@@ -238,7 +249,7 @@ func (b *Store) reapCandidates(ctx context.Context, paths []string) (int, error)
 			reap = st.NumChildren == 0 && n.Meta.TTL > 0 && now-st.Mtime > n.Meta.TTL
 		default:
 			// Recreated as another kind: the index key is stale, unless the node changes again.
-			_, err := b.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(b.keys.data(p)), "=", data.ModRevision)).
+			_, err := b.kv.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(b.keys.data(p)), "=", c.dataRev)).
 				Then(clientv3.OpDelete(b.keys.reapIndex(p))).Commit()
 			if err != nil {
 				return deleted, err
@@ -248,7 +259,7 @@ func (b *Store) reapCandidates(ctx context.Context, paths []string) (int, error)
 		if !reap {
 			continue
 		}
-		ok, err := b.reapNode(ctx, p, data.ModRevision)
+		ok, err := b.reapNode(ctx, p, c.dataRev)
 		if err != nil {
 			return deleted, err
 		}

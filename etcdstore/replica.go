@@ -26,11 +26,12 @@ import (
 // (paginated: a large tree is never one huge response), then every revision the feed receives
 // is applied to it before the feed fires that revision's watches and advances its progress, so
 // the replica's revision is the feed's progress. The committer applies its own revisions ahead
-// of the feed when it can (own.go). Reads are answered from it (read.go) once it
-// has reached what the session must not go behind; a Stat is derived from the node's keys by
-// nodeKeys.node, as for keys read from etcd, so there is one derivation. Writes decide their
-// ACL checks on it (acl.go), multis and sequential names check their nodes on it (multi.go,
-// create.go), and the four-letter words read its counters.
+// of the feed when it can (own.go). It is the only copy of the tree zetcd reads: reads are
+// answered from it (read.go) once it has reached what the session must not go behind, and not
+// served while it cannot get there (ErrNotServing); a Stat is derived from the node's keys by
+// nodeKeys.node alone. Writes are checked on it (multi.go, commit.go), setWatches catches up
+// on it (feed.go), the reaper picks its candidates on it (reaper.go), and the four-letter
+// words read its counters.
 //
 // Lost history (a compacted watch) reloads the whole replica at etcd's current revision.
 

@@ -2,7 +2,7 @@ package etcdstore
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/zetcd/zetcd/internal/watch"
@@ -13,24 +13,21 @@ import (
 
 var _ zetcd.StatsSource = (*Store)(nil)
 
-// errStatsBehind is what the stats answer while the replica cannot reach what this process has
-// acknowledged (etcd unreachable, the feed restarting): the four-letter words then answer as a
-// server that is not serving.
-var errStatsBehind = errors.New("zetcd: stats: the replica of the tree is behind etcd")
-
 // Stats counts the znodes and the sessions (of every zetcd process), from the replica once it
-// has every write this process acknowledged.
+// has every write this process acknowledged. While it cannot get there (etcd unreachable, the
+// feed restarting) it fails with ErrNotServing, and the four-letter words answer as a server
+// that is not serving.
 func (b *Store) Stats(ctx context.Context) (zetcd.BackendStats, error) {
-	if !b.treeReached(ctx, 0) {
-		return zetcd.BackendStats{}, errStatsBehind
+	if err := b.awaitFloor(ctx, 0); err != nil {
+		return zetcd.BackendStats{}, fmt.Errorf("stats: %w", err)
 	}
 	return b.tree.backendStats(), nil
 }
 
 // TreeStats is Stats with the data size and every session's ephemeral nodes.
 func (b *Store) TreeStats(ctx context.Context) (zetcd.TreeStats, error) {
-	if !b.treeReached(ctx, 0) {
-		return zetcd.TreeStats{}, errStatsBehind
+	if err := b.awaitFloor(ctx, 0); err != nil {
+		return zetcd.TreeStats{}, fmt.Errorf("tree stats: %w", err)
 	}
 	ts := b.tree.stats()
 	// Paths within a session read better sorted.

@@ -452,11 +452,11 @@ func TestEtcdSessionLifecycle(t *testing.T) {
 }
 
 // newHeldFeedBackend starts an etcd and a backend on it whose watch feed is held back: the test
-// starts it with go b.runWatchFeed(start).
+// starts it with go b.runWatchFeed(start). Until then, requests that need the replica to reach
+// their session fail at once (ErrNotServing).
 func newHeldFeedBackend(t *testing.T) (b *Store, cli *clientv3.Client, start int64) {
 	t.Helper()
 	cli = startEtcd(t)
-	// Reads ask etcd soon: the replica stays at its load until the test starts the feed.
 	b, err := New(context.Background(), Config{Client: cli, Logger: zaptest.NewLogger(t), manualWatchFeed: true, treeWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -466,20 +466,25 @@ func newHeldFeedBackend(t *testing.T) (b *Store, cli *clientv3.Client, start int
 	return b, cli, revOf(progress)
 }
 
-// TestEtcdWatchFeedCompaction: a watch feed that starts behind an etcd compaction resynchronises
-// every registered watch from etcd's state (the missed change fires with zxid -1) and then
-// carries on feeding live changes.
+// TestEtcdWatchFeedCompaction: a watch feed that falls behind an etcd compaction (its stream
+// broke while it was behind) resynchronises every registered watch from etcd's state (the
+// missed change fires with zxid -1), reloads the replica, and then carries on feeding live
+// changes. The writes go through another zetcd process, so that only the feed brings them.
 func TestEtcdWatchFeedCompaction(t *testing.T) {
 	ctx := context.Background()
-	b, cli, start := newHeldFeedBackend(t)
+	b, _, gw, cli := newGatedBackend(t)
+	wb, _, _ := newTestBackendOn(t, cli, Config{})
 
 	sink := &zetcdtest.Events{}
 	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := openTestSession(t, b)
+	writer := openTestSession(t, wb)
 	if _, _, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/x", Data: []byte("1"), ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := watching.Sync(ctx, &encoding.SyncRequest{Path: "/x"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := watching.GetData(ctx, &encoding.GetDataRequest{Path: "/x", Watch: true}); err != nil {
@@ -488,15 +493,22 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	if _, _, err := watching.Exists(ctx, &encoding.ExistsRequest{Path: "/y", Watch: true}); !errors.Is(err, encoding.ErrNoNode) {
 		t.Fatal(err)
 	}
-	// A change the feed will never see as an event: history up to now is compacted away.
+	// A change the feed will never see as an event: the feed is held, its history compacted
+	// away, and its stream broken.
+	gw.pause()
 	_, zSet, err := writer.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("2"), Version: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Compact(ctx, revOf(zSet)); err != nil {
+	_, zAfter, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/z", ACL: openACL})
+	if err != nil {
 		t.Fatal(err)
 	}
-	go b.runWatchFeed(start)
+	if _, err := cli.Compact(ctx, revOf(zAfter)); err != nil {
+		t.Fatal(err)
+	}
+	gw.interrupt()
+	gw.resume()
 
 	if err := watching.AwaitEvents(ctx, zSet); err != nil {
 		t.Fatal(err)
@@ -645,25 +657,28 @@ func TestEtcdACLRoundTrips(t *testing.T) {
 	kv = skv
 	count("setData by super", 1, 0, setData(super, "/s/a"))
 
-	// Another zetcd process, whose replica is loaded at its start and never updated by a watch
-	// feed: it never reaches its sessions' floors (their creation, their writes), so each write
-	// reads its nodes from etcd first.
-	ob, okv, _ := newTestBackendOn(t, cli, Config{manualWatchFeed: true})
+	// Another zetcd process, whose feed is held while the ACL changes behind its back: its
+	// write is checked on its stale replica, the guard on the ACL fails (a round trip), the
+	// write waits for the replica to bring the change (the feed is let go meanwhile) and is
+	// decided on the new ACL (a second round trip).
+	ob, okv, ogw := newGatedBackendOn(t, cli)
 	other := openTestSession(t, ob)
 	if _, err := other.Auth(ctx, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("alice:pw")}); err != nil {
 		t.Fatal(err)
 	}
 	kv = okv
-	count("setData (another process)", 2, 0, setData(other, "/s/a"))
-	count("setData (again)", 2, 0, setData(other, "/s/a"))
-	// The ACL changes behind its back: the write is decided on the ACL read from etcd.
-	if _, _, err := alice.SetACL(ctx, &encoding.SetACLRequest{Path: "/s/a", ACL: readable, Version: -1}); err != nil {
-		t.Fatal(err)
+	count("setData (another process)", 1, 0, setData(other, "/s/a"))
+	behindItsBack := func(acl []encoding.ACL) {
+		t.Helper()
+		ogw.pause()
+		if _, _, err := alice.SetACL(ctx, &encoding.SetACLRequest{Path: "/s/a", ACL: acl, Version: -1}); err != nil {
+			t.Fatal(err)
+		}
+		time.AfterFunc(100*time.Millisecond, ogw.resume)
 	}
+	behindItsBack(readable)
 	count("setData (stale replica, still granted)", 2, 0, setData(other, "/s/a"))
-	if _, _, err := alice.SetACL(ctx, &encoding.SetACLRequest{Path: "/s/a", ACL: []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}, Version: -1}); err != nil {
-		t.Fatal(err)
-	}
+	behindItsBack([]encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}})
 	count("setData (stale replica, now refused)", 2, noAuth, setData(other, "/s/a"))
 }
 

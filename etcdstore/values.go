@@ -299,15 +299,6 @@ func aversionOffset(path string) int32 {
 	return 0
 }
 
-// nodeKVs is what etcd returns for one znode: its data key, the keys under its meta prefix, and
-// the number of its children.
-type nodeKVs struct {
-	path        string
-	data        *mvccpb.KeyValue
-	meta        []*mvccpb.KeyValue
-	numChildren int64
-}
-
 // offsetsValue is the value of an offsets key: the differences between etcd's counters and
 // ZooKeeper's for one node (see the offsets key above). The zero value changes nothing.
 type offsetsValue struct {
@@ -588,42 +579,12 @@ type node struct {
 	Meta aclValue
 }
 
-// nodeKeysOf decodes the keys read from etcd for one node (n.data nil: it does not exist),
-// sharing ACL lists through acls.
-func (k keySchema) nodeKeysOf(n nodeKVs, acls *aclTable) nodeKeys {
-	var nk nodeKeys
-	if n.data != nil {
-		nk.putData(n.data, acls)
-	}
-	nk.putMetaKVs(k, n.path, n.meta, acls)
-	return nk
-}
-
-// putMetaKVs records the keys read from the meta prefix of the node at path.
-func (n *nodeKeys) putMetaKVs(k keySchema, path string, kvs []*mvccpb.KeyValue, acls *aclTable) {
-	p := k.metaPrefix(path)
-	for _, kv := range kvs {
-		if name := kv.Key[len(p):]; len(name) == 1 {
-			n.putMeta(name[0], kv, acls)
-		}
-	}
-}
-
 // decodeErr is the error met decoding the node's keys, if any.
 func (n *nodeKeys) decodeErr() error {
 	if n.more == nil {
 		return nil
 	}
 	return n.more.err
-}
-
-// decodeNode derives a znode's Stat, data and ACL from its etcd keys.
-func (k keySchema) decodeNode(n nodeKVs) (node, error) {
-	if n.data == nil {
-		return node{}, errors.New("zetcd: decodeNode of a missing node")
-	}
-	nk := k.nodeKeysOf(n, &aclTable{})
-	return nk.node(n.path, n.numChildren)
 }
 
 // node derives the znode's Stat (PROTOCOL.md §4.1), data and ACL from its keys:

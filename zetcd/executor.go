@@ -338,9 +338,15 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 // unserved is the frame that closes the connection after a request that could not be served
 // at all (a Go error, not a ZooKeeper code): no reply, after the replies already queued; the
 // session survives for the client to resume. A cancelled context is the connection already
-// closing, not a failure, and is not logged.
+// closing, not a failure, and is not logged; ErrNotServing is a state of the server (etcd out
+// of reach), not a fault of the request or of zetcd, and is a warning.
 func (c *clientConn) unserved(op encoding.Op, err error) outFrame {
-	if !errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrNotServing):
+		c.log.Warn("request not served; closing the connection", zap.Stringer("op", op),
+			zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
+	default:
 		c.log.Error("request failed; closing the connection", zap.Stringer("op", op),
 			zap.Error(fmt.Errorf("session %v: %v: %w", c.id, op, err)))
 	}

@@ -209,6 +209,12 @@ var (
 	// ErrZxidAhead is returned by Backend.Connect when the client's lastZxidSeen is ahead of
 	// the backend's newest zxid.
 	ErrZxidAhead = errors.New("zetcd: client has seen a newer zxid than the server")
+	// ErrNotServing is returned (wrapped) by a Session's request when the backend cannot serve
+	// it now: its state has not reached what the request must see (etcd unreachable, its feed
+	// stalled). The server closes the connection without a reply, and the session survives for
+	// the client to resume, here or on another server, as a ZooKeeper server that is not
+	// running (a follower without a leader) closes its clients' connections.
+	ErrNotServing = errors.New("zetcd: not serving: the server's state is behind etcd")
 )
 
 // StatsSource is implemented by a Backend that can report what ZooKeeper's four-letter words and

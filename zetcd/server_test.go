@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/zetcd"
@@ -833,20 +834,40 @@ func TestConnCloseSessionThenHangUp(t *testing.T) {
 	waitClosed(t, s.Closed, ioTimeout, "Close")
 }
 
+// TestConnHandlerError: a request the backend cannot serve (a Go error, not a ZooKeeper code)
+// closes the connection without a reply, and the session survives for the client to resume.
+// ErrNotServing (the backend behind etcd) is logged as a warning, any other error as an error.
 func TestConnHandlerError(t *testing.T) {
-	ts := startTestServer(t, testConfig())
-	c := ts.connect(10000)
-	c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/before"}, nil)
-	c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/fail"})
-	c.expectEOF()
-	s := ts.b.Session(c.sid)
-	waitClosed(t, s.Detached, ioTimeout, "Detach")
-	if s.CloseCalls.Load() != 0 || s.ExpireCalls.Load() != 0 {
-		t.Errorf("session ended after a backend error")
+	for _, tc := range []struct {
+		path  string
+		level zapcore.Level
+	}{
+		{"/fail", zapcore.ErrorLevel},
+		{"/notserving", zapcore.WarnLevel},
+	} {
+		t.Run(tc.path[1:], func(t *testing.T) {
+			cfg := testConfig()
+			core, logs := observer.New(zapcore.InfoLevel)
+			cfg.Logger = zap.New(core)
+			ts := startTestServer(t, cfg)
+			c := ts.connect(10000)
+			c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/before"}, nil)
+			c.send(encoding.OpCreate, &encoding.CreateRequest{Path: tc.path})
+			c.expectEOF()
+			s := ts.b.Session(c.sid)
+			waitClosed(t, s.Detached, ioTimeout, "Detach")
+			if s.CloseCalls.Load() != 0 || s.ExpireCalls.Load() != 0 {
+				t.Errorf("session ended after a backend error")
+			}
+			// The session survives: the client resumes it.
+			r := ts.resume(c, 10000)
+			r.ping()
+			closing := logs.FilterMessageSnippet("closing the connection").All()
+			if len(closing) != 1 || closing[0].Level != tc.level {
+				t.Errorf("log entries on closing the connection: %v, want one at %v", closing, tc.level)
+			}
+		})
 	}
-	// The session survives: the client resumes it.
-	r := ts.resume(c, 10000)
-	r.ping()
 }
 
 func TestConnHandlerBugs(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ import (
 // while a Handler call of the same Session runs, and no Handler call after a life-cycle call.
 //
 // Special create paths: "/block..." waits until Unblock is closed (or ctx ends); "/fail"
-// returns a non-ErrCode error; "/panic" panics; "/nilresp" returns no response and no error.
+// returns a non-ErrCode error; "/notserving" wraps zetcd.ErrNotServing; "/panic" panics;
+// "/nilresp" returns no response and no error.
 // Contract violations are reported with t.Errorf.
 type Backend struct {
 	t    testing.TB
@@ -267,6 +269,8 @@ func (s *Session) create(ctx context.Context, path string, data []byte) (encodin
 		}
 	case path == "/fail":
 		return 0, errors.New("fake backend: etcd unreachable")
+	case path == "/notserving":
+		return 0, fmt.Errorf("fake backend: %w", zetcd.ErrNotServing)
 	case path == "/panic":
 		panic("fake backend: boom")
 	}
