@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -89,22 +90,48 @@ func firstKV(r *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
 }
 
 // readNode reads one node from the replica, once it has reached the session's floor (see
-// awaitTree).
-func (s *etcdSession) readNode(ctx context.Context, op, path string, childNames bool) (node, []string, encoding.Zxid, error) {
-	path = znode.NormalizeRead(path)
+// awaitTree). If arm names a watch for what was read (ok true), readNode arms it on reqPath,
+// the request's own path, in the same read lock, at the state read: the replica cannot move on
+// between the read and the watch, and the feed fires a revision only after applying it, so the
+// watch fires for exactly the changes after the read, and its events follow the reply (the
+// executor holds them until then). No change needs replaying and none catching up.
+func (s *etcdSession) readNode(ctx context.Context, op, reqPath string, childNames bool, arm armFunc) (node, []string, encoding.Zxid, error) {
+	path := znode.NormalizeRead(reqPath)
 	if err := s.awaitTree(ctx, op, path); err != nil {
 		return node{}, nil, 0, err
 	}
-	n, children, rev, ok, err := s.b.tree.node(path, childNames)
+	var (
+		n        node
+		children []string
+		exists   bool
+		err      error
+	)
+	rev := s.b.tree.read(func(v replicaView) {
+		n, children, exists, err = v.node(path, childNames)
+		if arm == nil || err != nil {
+			return
+		}
+		if kind, ok := arm(n, exists); ok && !s.b.watches.Arm(s.watcher, kind, reqPath, v.zxid()) {
+			err = errArmedBehind
+		}
+	})
 	z := s.zxid(rev)
 	if err != nil {
 		return node{}, nil, z, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
 	}
-	if !ok {
+	if !exists {
 		return node{}, nil, z, encoding.ErrNoNode
 	}
 	return n, children, z, nil
 }
+
+// armFunc decides, under the replica's read lock, whether a read sets a watch on what it read
+// (exists: whether the node does; n is the node if it does), and of which kind.
+type armFunc func(n node, exists bool) (watch.Kind, bool)
+
+// errArmedBehind is a watch a read would arm behind the feed's progress: the replica was at a
+// revision the feed had fired past, which applying before firing rules out.
+var errArmedBehind = errors.New("zetcd: a read's watch would be armed behind the watch feed (a bug)")
 
 // treeWaitLimit bounds how long a request waits for the replica to reach what it must see.
 // Past it, etcd is out of reach or the feed is stalled, and the request is not served.
@@ -167,48 +194,52 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 	if strings.IndexByte(req.Path, 0) >= 0 {
 		return nil, s.zxid(0), encoding.ErrBadArguments
 	}
-	n, _, z, err := s.readNode(ctx, "exists", req.Path, false)
-	if err == nil && !s.readAllowed(n, encoding.PermRead) {
-		// 3.9.2+: READ on a node that exists; no watch is set.
-		return nil, z, encoding.ErrNoAuth
-	}
+	var arm armFunc
 	if req.Watch {
-		// An exists watch is set whether or not the node exists (PROTOCOL.md §6.1).
-		kind := watch.Data
-		if err == encoding.ErrNoNode {
-			kind = watch.Exist
-		}
-		if err == nil || err == encoding.ErrNoNode {
-			if werr := s.arm(ctx, kind, req.Path, z); werr != nil {
-				z, werr := s.etcdFailure("exists", req.Path, werr)
-				return nil, z, werr
+		// An exists watch is set whether or not the node exists (PROTOCOL.md §6.1), but not
+		// on a node the session may not READ.
+		arm = func(n node, exists bool) (watch.Kind, bool) {
+			if !exists {
+				return watch.Exist, true
 			}
+			return watch.Data, s.readAllowed(n, encoding.PermRead)
 		}
 	}
+	n, _, z, err := s.readNode(ctx, "exists", req.Path, false, arm)
 	if err != nil {
 		return nil, z, err
+	}
+	if !s.readAllowed(n, encoding.PermRead) {
+		// 3.9.2+: READ on a node that exists.
+		return nil, z, encoding.ErrNoAuth
 	}
 	return &encoding.ExistsResponse{Stat: n.Stat}, z, nil
 }
 
+// armIfReadable is the armFunc of a read that sets a watch of kind if asked (set) on a node
+// that exists and that the session may READ, as ZooKeeper's getData and getChildren do.
+func (s *etcdSession) armIfReadable(set bool, kind watch.Kind) armFunc {
+	if !set {
+		return nil
+	}
+	return func(n node, exists bool) (watch.Kind, bool) {
+		return kind, exists && s.readAllowed(n, encoding.PermRead)
+	}
+}
+
 func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
-	n, _, z, err := s.readNode(ctx, "getData", req.Path, false)
+	n, _, z, err := s.readNode(ctx, "getData", req.Path, false, s.armIfReadable(req.Watch, watch.Data))
 	if err != nil {
 		return nil, z, err
 	}
 	if !s.readAllowed(n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
 	}
-	if req.Watch {
-		if err := s.arm(ctx, watch.Data, req.Path, z); err != nil {
-			return storeErr[encoding.GetDataResponse](s, "getData", req.Path, err)
-		}
-	}
 	return &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}, z, nil
 }
 
 func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (*encoding.GetACLResponse, encoding.Zxid, error) {
-	n, _, z, err := s.readNode(ctx, "getACL", req.Path, false)
+	n, _, z, err := s.readNode(ctx, "getACL", req.Path, false, nil)
 	if err != nil {
 		return nil, z, err
 	}
@@ -224,17 +255,12 @@ func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (
 }
 
 func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error) {
-	n, children, z, err := s.readNode(ctx, "getChildren2", req.Path, true)
+	n, children, z, err := s.readNode(ctx, "getChildren2", req.Path, true, s.armIfReadable(req.Watch, watch.Child))
 	if err != nil {
 		return nil, z, err
 	}
 	if !s.readAllowed(n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
-	}
-	if req.Watch {
-		if err := s.arm(ctx, watch.Child, req.Path, z); err != nil {
-			return storeErr[encoding.GetChildren2Response](s, "getChildren2", req.Path, err)
-		}
 	}
 	if children == nil {
 		children = []string{}
@@ -242,33 +268,13 @@ func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildre
 	return &encoding.GetChildren2Response{Children: children, Stat: n.Stat}, z, nil
 }
 
-// GetChildren needs no Stat: from the replica, it checks the ACL key and lists the children.
 func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
-	path := znode.NormalizeRead(req.Path)
-	if err := s.awaitTree(ctx, "getChildren", path); err != nil {
-		return nil, 0, err
+	n, children, z, err := s.readNode(ctx, "getChildren", req.Path, true, s.armIfReadable(req.Watch, watch.Child))
+	if err != nil {
+		return nil, z, err
 	}
-	n, children, rev, ok, err := s.b.tree.node(path, true)
-	z := s.zxid(rev)
-	if err != nil || !ok {
-		if err != nil {
-			return nil, z, fmt.Errorf("session %s: getChildren %q: %w", s.id, path, err)
-		}
-		return nil, z, encoding.ErrNoNode
-	}
-	return s.childrenReply(ctx, req.Path, s.readAllowed(n, encoding.PermRead), children, req.Watch, z)
-}
-
-// childrenReply answers getChildren of path (the request's own) with children, or NoAuth
-// unless allowed (READ on the node), setting the watch if asked.
-func (s *etcdSession) childrenReply(ctx context.Context, path string, allowed bool, children []string, setWatch bool, z encoding.Zxid) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
-	if !allowed {
+	if !s.readAllowed(n, encoding.PermRead) {
 		return nil, z, encoding.ErrNoAuth
-	}
-	if setWatch {
-		if err := s.arm(ctx, watch.Child, path, z); err != nil {
-			return storeErr[encoding.GetChildrenResponse](s, "getChildren", path, err)
-		}
 	}
 	if children == nil {
 		children = []string{}

@@ -463,6 +463,9 @@ func (r *replica) read(f func(v replicaView)) int64 {
 	return r.rev
 }
 
+// zxid is the zxid of the state the view reads (replica.stateZxid of its revision).
+func (v replicaView) zxid() encoding.Zxid { return encoding.Zxid(v.r.zxid.Load()) }
+
 // nodeAt is the overlay's node for path as the replica holds it, read if the replica is at
 // rev; nil if it is not, or if the node's keys do not decode (the overlay then assumes the node
 // absent and guards that, and the check after a conflict reads it for real).

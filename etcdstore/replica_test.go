@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/zetcd"
+	"github.com/zetcd/zetcd/zetcd/zetcdtest"
 )
 
 // gatedWatcher is the etcd client's Watcher with a gate on the responses it delivers: while
@@ -362,4 +364,82 @@ func TestTreeLargeDirectory(t *testing.T) {
 		t.Fatal("/big's 100 children are not a sorted slice")
 	}
 	checkTreeMatchesEtcd(t, b)
+}
+
+// TestReadWatchMatchesRead: the watch a read sets fires for exactly the changes after the state
+// the read answered from, however the feed's applying of another zetcd's write races the read:
+// if the read saw the write, the write fires nothing; if it did not, exactly one event. Rounds
+// of a getData with a watch on one zetcd, at random moments while another zetcd sets the node.
+func TestReadWatchMatchesRead(t *testing.T) {
+	ctx := context.Background()
+	b, _, cli := newTestBackend(t)
+	other, _, _ := newTestBackendOn(t, cli, Config{})
+	sink := &zetcdtest.Events{}
+	reader, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := openTestSession(t, other)
+	if _, _, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/x", ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := reader.Sync(ctx, &encoding.SyncRequest{Path: "/x"}); err != nil {
+		t.Fatal(err)
+	}
+	// race runs write on the other zetcd while read reads with a watch on this one, waits
+	// until the write's events are out, and checks them: saw reports whether the read saw it.
+	race := func(round int, write func() encoding.Zxid, read func() (saw func(z encoding.Zxid) bool), event string) (sawIt bool) {
+		t.Helper()
+		written := make(chan encoding.Zxid, 1)
+		go func() { written <- write() }()
+		saw := read()
+		z := <-written
+		if err := reader.AwaitEvents(ctx, z); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		if sawIt = saw(z); !sawIt {
+			want = []string{fmt.Sprintf("%s @%d", event, z)}
+		}
+		if got := sink.Take(); !slices.Equal(got, want) {
+			t.Fatalf("round %d: the read saw the write at %d: %v; events %v, want %v", round, z, sawIt, got, want)
+		}
+		return sawIt
+	}
+	counts := map[bool]int{}
+	for i := 0; i < 150; i++ {
+		sawIt := race(i, func() encoding.Zxid {
+			_, z, err := writer.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte{byte(i)}, Version: -1})
+			if err != nil {
+				t.Error(err)
+			}
+			return z
+		}, func() func(encoding.Zxid) bool {
+			time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+			resp, _, err := reader.GetData(ctx, &encoding.GetDataRequest{Path: "/x", Watch: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func(z encoding.Zxid) bool { return resp.Stat.Mzxid >= z }
+		}, "NodeDataChanged /x")
+		counts[sawIt]++
+		if sawIt {
+			// The watch is still armed: the next round's set would fire it for this read.
+			if _, _, err := reader.Exists(ctx, &encoding.ExistsRequest{Path: "/x"}); err != nil {
+				t.Fatal(err)
+			}
+			_, z, err := writer.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Version: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := reader.AwaitEvents(ctx, z); err != nil {
+				t.Fatal(err)
+			}
+			sink.Take()
+		}
+	}
+	t.Logf("getData: the read saw the write in %d rounds, not in %d", counts[true], counts[false])
+	if counts[false] == 0 {
+		t.Error("no round had the read before the write: the race was never run")
+	}
 }

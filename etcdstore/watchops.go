@@ -11,29 +11,16 @@ import (
 	"github.com/zetcd/zetcd/internal/watch"
 )
 
-// The watch requests of an etcdSession: a read's watch armed at the read's revision, the wait
-// for a reply's events (AwaitEvents), setWatches' catch-up, addWatch, checkWatches and
-// removeWatches. The registry itself is internal/watch; the feed that fires it is feed.go.
+// The watch requests of an etcdSession: the wait for a reply's events (AwaitEvents),
+// setWatches' catch-up, addWatch, checkWatches and removeWatches. A read's watch is armed with
+// the read, under the replica's lock (readNode). The registry itself is internal/watch; the
+// feed that fires it is feed.go.
 
 // The watch requests, and the reads that set watches, keep a watch under the path the request
 // names, as ZooKeeper does, while the reads themselves map "" onto the root (znode.NormalizeRead):
 // a watch on "" is found by "" (checkWatches, removeWatches, wchp) and no change fires it, since
 // changes to the root fire "/"; setWatches' catch-up compares it with the root's state, and the
 // events it fires then name "".
-
-// arm registers a watch armed at zxid since (the revision of the read that set it); if the
-// feed's history no longer reaches back to since, it falls back to a catch-up read. path is the
-// request's own; a watch on "" has no change to catch up with, so it is armed at the feed's
-// progress.
-func (s *etcdSession) arm(ctx context.Context, kind watch.Kind, path string, since encoding.Zxid) error {
-	if path == "" {
-		since, _ = s.b.watches.Progress()
-	}
-	if s.b.watches.Register(s.watcher, kind, path, since) {
-		return nil
-	}
-	return s.b.catchUp(ctx, []watch.Registration{{Watcher: s.watcher, Kind: kind, Path: path, Since: since}}, -1, int64(since))
-}
 
 func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error {
 	if zxid <= 0 || !s.b.watches.Watching(s.watcher) {

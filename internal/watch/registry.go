@@ -199,6 +199,23 @@ func NewRegistry(progress encoding.Zxid) *Registry {
 	return r
 }
 
+// Arm arms a watch of kind on path for the changes after zxid since, for a caller that holds
+// the state at since while it arms: a read under the store's replica lock, which the feed must
+// take to apply a revision before it fires that revision's changes. No change after since can
+// have been fired yet, so nothing is replayed or caught up, and nothing is delivered here. ok
+// is false, and nothing is armed, if since is behind the progress: the caller broke that rule.
+func (r *Registry) Arm(w *Watcher, kind Kind, path string, since encoding.Zxid) (ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if since < r.progress {
+		return false
+	}
+	if !w.closed {
+		r.add(w, kind, path, since)
+	}
+	return true
+}
+
 // Register arms a watch of kind on path for changes after zxid since. Changes in (since,
 // progress] that the feed already fired are replayed from history. ok is false when history
 // does not reach back to since; the caller must then check the node's state itself (catch-up).

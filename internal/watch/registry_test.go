@@ -76,6 +76,34 @@ func TestWatchRegistrySinceAndHistory(t *testing.T) {
 	}
 }
 
+// TestWatchRegistryArm: a watch armed at the state its caller holds (not behind the progress)
+// fires for the changes after it, a change at that zxid fired late included not; one behind the
+// progress is refused and not armed.
+func TestWatchRegistryArm(t *testing.T) {
+	r, w, sink := newRecorded(100)
+	if !r.Arm(w, Data, "/a", 100) {
+		t.Fatal("Arm at the progress refused")
+	}
+	// The read held the state at 101, which the feed had applied but not fired.
+	if !r.Arm(w, Exist, "/b", 101) {
+		t.Fatal("Arm ahead of the progress refused")
+	}
+	r.Fire(Change{Kind: DataChanged, Path: "/a", Zxid: 101})
+	r.Fire(Change{Kind: Created, Path: "/b", Zxid: 101})
+	r.Advance(101)
+	r.Fire(Change{Kind: Created, Path: "/b", Zxid: 102})
+	r.Advance(102)
+	if got, want := sink.Take(), []string{"NodeDataChanged /a @101", "NodeCreated /b @102"}; !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	if r.Arm(w, Data, "/c", 101) {
+		t.Error("Arm behind the progress accepted")
+	}
+	if r.Has(w, Data, "/c") {
+		t.Error("a refused Arm left a watch")
+	}
+}
+
 func TestWatchRegistryPersistentAndRecursive(t *testing.T) {
 	r, w, sink := newRecorded(0)
 	r.Register(w, Persistent, "/p", 0)
