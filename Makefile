@@ -10,7 +10,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-all zookeeper kafka curator bench bench-memory bench-scale fuzz verify clean
+.PHONY: help build run test test-all zookeeper kafka curator node bench bench-memory bench-scale fuzz verify clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -42,6 +42,11 @@ kafka: ## fetch a Kafka 3.9 broker's jars from Maven Central into .cache/kafka, 
 
 curator: ## fetch Apache Curator's recipes from Maven Central into .cache/curator, for the Curator tests (needs mvn)
 	tools/mavenjars.sh curator 'curator-recipes-*.jar'
+
+node: ## install node-zookeeper-client from npm into .cache/node, for the Node.js client test (needs node, npm)
+	mkdir -p .cache/node
+	cp tools/node/package.json tools/node/package-lock.json .cache/node/
+	cd .cache/node && npm ci --no-audit --no-fund
 
 bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then the same rate offered to zetcd and ZooKeeper, their reads with the server on one core and zkboom on another, then bench-scale's and bench-memory's steps (~20 min): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd
