@@ -58,6 +58,8 @@ type options struct {
 	quotaBytes        int64         // --quota-backend-bytes
 	dataLimitBytes    int64         // --data-limit-bytes
 	etcdMaxTxnOps     int           // --etcd-max-txn-ops
+	etcdKeepAlive     time.Duration // --etcd-keepalive-time
+	etcdKeepAliveWait time.Duration // --etcd-keepalive-timeout
 	adaptProcs        bool          // --adapt-gomaxprocs
 	security          securityOptions
 	sasl              saslOptions
@@ -85,6 +87,8 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
 	fs.DurationVar(&o.reapInterval, "reap-interval", etcdstore.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it (and ends the sessions of dead zetcd processes); 0 keeps this process out of that election")
 	fs.Int64Var(&o.quotaBytes, "quota-backend-bytes", embedetcd.DefaultQuotaBytes, "the embedded etcd's space quota (etcd's --quota-backend-bytes), in bytes; with --endpoints, the external etcd's quota if it does not report its own (etcd before 3.6)")
+	fs.DurationVar(&o.etcdKeepAlive, "etcd-keepalive-time", 10*time.Second, "with --endpoints, how long a connection to an etcd member may be silent before zetcd pings it (gRPC keepalive; gRPC takes no less than 10s)")
+	fs.DurationVar(&o.etcdKeepAliveWait, "etcd-keepalive-timeout", 3*time.Second, "with --endpoints, how long zetcd waits for a member to answer its ping before it gives up on the member (a frozen or cut-off member) and sends the requests and streams that were on it to the others")
 	fs.IntVar(&o.etcdMaxTxnOps, "etcd-max-txn-ops", 128, "with --endpoints, the external etcd's --max-txn-ops: zetcd commits many clients' writes in one etcd transaction and keeps it within this (the embedded etcd takes more)")
 	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "zetcd's data limit below etcd's quota, in bytes: writes that would grow etcd's database in use past it are refused with QuotaExceeded; 0: three quarters of etcd's quota; negative: no limit")
 	fs.BoolVar(&o.adaptProcs, "adapt-gomaxprocs", true, fmt.Sprintf("run on one P (GOMAXPROCS=1) while zetcd uses under %g cores of CPU (a second's average), and on all cores from %g: at low load one P spares the wake-ups of idle threads (lower latency, less CPU); the GOMAXPROCS environment variable turns it off", gomaxprocs.DefaultDownCores, gomaxprocs.DefaultUpCores))
@@ -217,10 +221,18 @@ func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints 
 		// Requests ZooKeeper accepts can make etcd requests larger than gRPC's default
 		// (embedetcd.MaxRequestBytes); an external etcd needs --max-request-bytes to match.
 		MaxCallSendMsgSize: embedetcd.ClientMaxCallSendMsgSize,
-		Logger:             embedetcd.Quiet(atLeastWarn(log.Named("etcd-client"))),
-		TLS:                etcdTLS,
-		Username:           o.security.etcdUser,
-		Password:           o.security.etcdPassword,
+		// The client spreads requests and streams over the members; a member that stops
+		// answering (a frozen process, a partition that keeps the TCP connection) would hold
+		// what was sent to it, the committer's transaction among them, for as long as it is
+		// frozen. The keepalive closes the connection to it, failing what was in flight there
+		// (the clients of those requests reconnect) and moving the streams to the others.
+		DialKeepAliveTime:    o.etcdKeepAlive,
+		DialKeepAliveTimeout: o.etcdKeepAliveWait,
+		PermitWithoutStream:  true,
+		Logger:               embedetcd.Quiet(atLeastWarn(log.Named("etcd-client"))),
+		TLS:                  etcdTLS,
+		Username:             o.security.etcdUser,
+		Password:             o.security.etcdPassword,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
