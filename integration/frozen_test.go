@@ -7,26 +7,39 @@ import (
 	"time"
 )
 
-// TestFaultEtcdFollowerFrozen: an etcd follower is frozen (SIGSTOP) for 30 s while a zetcd
-// that knows every member serves. The etcd client spreads its requests over the members, and
+// TestFaultEtcdMemberFrozen: an etcd follower, and in a second run the leader, is frozen
+// (SIGSTOP) for 30 s while a zetcd that knows every member serves; the others elect a new leader
+// if they must. The etcd client spreads its requests over the members, and
 // the zetcd's streams (the watch feed, the sessions' keepalives) may be on the frozen one.
 // Once the client's keepalive has given up on that member (--etcd-keepalive-time and -timeout:
 // 13 s), writes and syncs carry on through the others, and a session whose client keeps
 // talking keeps its session and its ephemeral node. Without the keepalive, the first write
 // sent to the frozen member held every write of the zetcd for the committer's 30 s, and the
 // session was lost.
-func TestFaultEtcdFollowerFrozen(t *testing.T) {
+func TestFaultEtcdMemberFrozen(t *testing.T) {
+	for _, role := range []string{"follower", "leader"} {
+		t.Run(role, func(t *testing.T) {
+			ms := faultCluster(t)
+			frozen := clusterLeader(t, ms)
+			if role == "follower" {
+				frozen = ms[0]
+				if frozen == clusterLeader(t, ms) {
+					frozen = ms[1]
+				}
+			}
+			memberFrozen(t, ms, frozen)
+		})
+	}
+}
+
+// memberFrozen freezes the member frozen of ms for 30 s under a zetcd on all of ms, and checks
+// that writes carry on once the keepalive has given up on it and that a talking session lives.
+func memberFrozen(t *testing.T, ms []*etcdMember, frozen *etcdMember) {
 	const (
 		timeout = 8 * time.Second
 		freeze  = 30 * time.Second
 		settle  = 17 * time.Second // the etcd client's keepalive gives up on the frozen member
 	)
-	ms := faultCluster(t)
-	leader := clusterLeader(t, ms)
-	follower := ms[0]
-	if follower == leader {
-		follower = ms[1]
-	}
 	z := zetcdOn(t, ms)
 	talker := startTalking(t, []string{z.Addr}, timeout, "/talk")
 	writer := connect(t, z.Addr)
@@ -34,7 +47,7 @@ func TestFaultEtcdFollowerFrozen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	follower.signal(t, syscall.SIGSTOP)
+	frozen.signal(t, syscall.SIGSTOP)
 	start := time.Now()
 	var late []string
 	ok := 0
@@ -55,7 +68,7 @@ func TestFaultEtcdFollowerFrozen(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	follower.signal(t, syscall.SIGCONT)
+	frozen.signal(t, syscall.SIGCONT)
 	if len(late) > 0 || ok == 0 {
 		t.Errorf("writes from %v into the freeze on: %d answered in time, late or failed: %v", settle, ok, late)
 	}
