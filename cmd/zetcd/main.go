@@ -225,10 +225,11 @@ func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints 
 		// answering (a frozen process, a partition that keeps the TCP connection) would hold
 		// what was sent to it, the committer's transaction among them, for as long as it is
 		// frozen. The keepalive closes the connection to it, failing what was in flight there
-		// (the clients of those requests reconnect) and moving the streams to the others.
+		// (the clients of those requests reconnect) and moving the streams to the others. It
+		// pings only a connection with requests or streams on it: etcd answers pings on an idle
+		// connection with "too many pings" and closes it (its PermitWithoutStream is false).
 		DialKeepAliveTime:    o.etcdKeepAlive,
 		DialKeepAliveTimeout: o.etcdKeepAliveWait,
-		PermitWithoutStream:  true,
 		Logger:               embedetcd.Quiet(atLeastWarn(log.Named("etcd-client"))),
 		TLS:                  etcdTLS,
 		Username:             o.security.etcdUser,
