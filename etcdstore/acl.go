@@ -204,3 +204,11 @@ func (b *Store) journalACLs(changes []watch.Change, replaced aclsBefore) {
 		}
 	}
 }
+
+// firstKV is the first key of the i-th range of a read-only Txn (aclAtChange), nil if none.
+func firstKV(r *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
+	if kvs := r.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+		return kvs[0]
+	}
+	return nil
+}

@@ -7,9 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/internal/znode"
@@ -76,17 +73,6 @@ func (s *etcdSession) etcdFailure(op, path string, err error) (encoding.Zxid, er
 		return s.zxid(0), encoding.ErrQuotaExceeded
 	}
 	return 0, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
-}
-
-func rangeKVs(r *clientv3.TxnResponse, i int) []*mvccpb.KeyValue {
-	return r.Responses[i].GetResponseRange().Kvs
-}
-
-func firstKV(r *clientv3.TxnResponse, i int) *mvccpb.KeyValue {
-	if kvs := rangeKVs(r, i); len(kvs) > 0 {
-		return kvs[0]
-	}
-	return nil
 }
 
 // readNode reads one node from the replica, once it has reached the session's floor (see
@@ -227,13 +213,27 @@ func (s *etcdSession) armIfReadable(set bool, kind watch.Kind) armFunc {
 	}
 }
 
-func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
-	n, _, z, err := s.readNode(ctx, "getData", req.Path, false, s.armIfReadable(req.Watch, watch.Data))
+// readReadable is readNode of a node the session must READ (getData, getChildren): NoAuth if it
+// may not, in which case no watch is set, as in ZooKeeper; else the watch of kind if set. A
+// node without children lists none rather than null.
+func (s *etcdSession) readReadable(ctx context.Context, op, path string, childNames, set bool, kind watch.Kind) (node, []string, encoding.Zxid, error) {
+	n, children, z, err := s.readNode(ctx, op, path, childNames, s.armIfReadable(set, kind))
 	if err != nil {
-		return nil, z, err
+		return node{}, nil, z, err
 	}
 	if !s.readAllowed(n, encoding.PermRead) {
-		return nil, z, encoding.ErrNoAuth
+		return node{}, nil, z, encoding.ErrNoAuth
+	}
+	if childNames && children == nil {
+		children = []string{}
+	}
+	return n, children, z, nil
+}
+
+func (s *etcdSession) GetData(ctx context.Context, req *encoding.GetDataRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
+	n, _, z, err := s.readReadable(ctx, "getData", req.Path, false, req.Watch, watch.Data)
+	if err != nil {
+		return nil, z, err
 	}
 	return &encoding.GetDataResponse{Data: n.Data, Stat: n.Stat}, z, nil
 }
@@ -255,29 +255,17 @@ func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (
 }
 
 func (s *etcdSession) GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error) {
-	n, children, z, err := s.readNode(ctx, "getChildren2", req.Path, true, s.armIfReadable(req.Watch, watch.Child))
+	n, children, z, err := s.readReadable(ctx, "getChildren2", req.Path, true, req.Watch, watch.Child)
 	if err != nil {
 		return nil, z, err
-	}
-	if !s.readAllowed(n, encoding.PermRead) {
-		return nil, z, encoding.ErrNoAuth
-	}
-	if children == nil {
-		children = []string{}
 	}
 	return &encoding.GetChildren2Response{Children: children, Stat: n.Stat}, z, nil
 }
 
 func (s *etcdSession) GetChildren(ctx context.Context, req *encoding.GetChildrenRequest) (*encoding.GetChildrenResponse, encoding.Zxid, error) {
-	n, children, z, err := s.readNode(ctx, "getChildren", req.Path, true, s.armIfReadable(req.Watch, watch.Child))
+	_, children, z, err := s.readReadable(ctx, "getChildren", req.Path, true, req.Watch, watch.Child)
 	if err != nil {
 		return nil, z, err
-	}
-	if !s.readAllowed(n, encoding.PermRead) {
-		return nil, z, encoding.ErrNoAuth
-	}
-	if children == nil {
-		children = []string{}
 	}
 	return &encoding.GetChildrenResponse{Children: children}, z, nil
 }

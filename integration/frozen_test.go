@@ -20,12 +20,12 @@ func TestFaultEtcdMemberFrozen(t *testing.T) {
 	for _, role := range []string{"follower", "leader"} {
 		t.Run(role, func(t *testing.T) {
 			ms := faultCluster(t)
-			frozen := clusterLeader(t, ms)
-			if role == "follower" {
-				frozen = ms[0]
-				if frozen == clusterLeader(t, ms) {
-					frozen = ms[1]
-				}
+			leader, frozen := clusterLeader(t, ms), ms[0]
+			switch {
+			case role == "leader":
+				frozen = leader
+			case frozen == leader:
+				frozen = ms[1]
 			}
 			memberFrozen(t, ms, frozen)
 		})
