@@ -30,7 +30,7 @@ const progressRequestDelay = 5 * time.Millisecond
 func (b *Store) runWatchFeed(rev int64) {
 	next := rev + 1
 	for b.bgCtx.Err() == nil {
-		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.bgCtx))
+		ctx, cancel := context.WithCancel(feedContext(b.bgCtx))
 		wch := b.watcher.Watch(ctx, b.keys.prefix, clientv3.WithPrefix(), clientv3.WithRev(next), clientv3.WithProgressNotify())
 		for resp := range wch {
 			if resp.CompactRevision != 0 {
@@ -69,6 +69,18 @@ func (b *Store) runWatchFeed(rev int64) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// feedContext is ctx with what the feed's watch is opened with: WithRequireLeader, so that a
+// member cut off from its cluster's leader ends the watch and the feed moves to another.
+func feedContext(ctx context.Context) context.Context { return clientv3.WithRequireLeader(ctx) }
+
+// requestProgress asks etcd for a progress notification on the feed's watch. The etcd client
+// sends it on the gRPC stream that ctx's metadata names, so ctx must carry the feed's
+// (feedContext): with other metadata the client opens a stream with no watch on it, and the
+// answer reaches nobody.
+func (b *Store) requestProgress(ctx context.Context) error {
+	return b.watcher.RequestProgress(feedContext(ctx))
 }
 
 // applyEvents applies a watch response's events to the replica and fires their watches,

@@ -48,7 +48,7 @@ func (b *Store) awaitRevision(ctx context.Context, rev int64) error {
 				// Revisions made outside the prefix produce no event; etcd's progress
 				// notification tells the feed it has seen everything up to now.
 				asked = true
-				if err := b.watcher.RequestProgress(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				if err := b.requestProgress(ctx); err != nil && !errors.Is(err, context.Canceled) {
 					return fmt.Errorf("request watch progress: %w", err)
 				}
 			}
