@@ -30,7 +30,7 @@ var nodeClientWant = []string{
 	"getChildren e,s-0000000001,s-0000000002,s-0000000003 numChildren=4 cversion=4",
 	"data watch 0 NODE_DATA_CHANGED /nd/e",
 	"exists watch null NODE_CREATED /nd/x",
-	"pipelined NODE_CHILDREN_CHANGED /nd order=getChildren,event,create",
+	"pipelined NODE_CHILDREN_CHANGED /nd order=event,create",
 	"inFlight 50 inOrder=true",
 	"errors BAD_VERSION NOT_EMPTY NODE_EXISTS NO_NODE NO_CHILDREN_FOR_EPHEMERALS",
 	"transaction failing: BAD_VERSION [0,0,-103] t=false",

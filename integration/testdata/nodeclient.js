@@ -122,12 +122,16 @@ async function main() {
 
     // Pipelined: the getChildren that sets a watch and the create that fires it go out
     // together; the reply must come before the event, the event before the create's reply.
+    // The client registers the watch as it reads the reply, so the event arrives at all only
+    // if it came after the reply. The client may hand a reply to its callback later than the
+    // frames after it (the event among them), so only the event's place before the create's
+    // reply is recorded: the reply comes after the event's frame, so its callback does too.
     const order = [];
     const child = watcher();
     const listed = call(a, 'getChildren', root, (ev) => {
         order.push('event');
         child.fire(ev);
-    }).then(() => order.push('getChildren'));
+    });
     const created = call(a, 'create', `${root}/p`, null, openACL, zookeeper.CreateMode.PERSISTENT)
         .then(() => order.push('create'));
     await Promise.all([listed, created]);
