@@ -73,4 +73,7 @@ func memberFrozen(t *testing.T, ms []*etcdMember, frozen *etcdMember) {
 		t.Errorf("writes from %v into the freeze on: %d answered in time, late or failed: %v", settle, ok, late)
 	}
 	stillTalking(t, talker, writer, "/talk")
+	if t.Failed() {
+		t.Logf("zetcd's log:\n%s", z.logText())
+	}
 }

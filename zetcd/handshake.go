@@ -120,6 +120,9 @@ func (c *clientConn) connect(req *encoding.ConnectRequest, timeout time.Duration
 	default:
 		c.log.Error("open session failed; closing the connection",
 			zap.Error(fmt.Errorf("session %v: connect: %w", req.SessionID, err)))
+		if req.SessionID != 0 {
+			c.s.sessions.heard(req.SessionID, req.Passwd)
+		}
 	}
 	return nil
 }

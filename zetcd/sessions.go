@@ -2,6 +2,7 @@ package zetcd
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"sync"
@@ -90,6 +91,24 @@ func (t *sessionTable) detach(c *clientConn, deadline time.Time) {
 	rec.conn = nil
 	rec.deadline = deadline
 	rec.timer = time.AfterFunc(time.Until(deadline), func() { t.expire(c.id, rec) })
+}
+
+// heard restarts the timeout of a detached session whose client has just asked to resume it,
+// with its password, and could not be served because the backend could not reach its store: the
+// client is alive and talking to this server, so its session must not expire for that, as a
+// ZooKeeper ensemble that lost its leader gives every session a fresh timeout once it is back.
+func (t *sessionTable) heard(id encoding.SessionID, passwd []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec := t.m[id]
+	if rec == nil || rec.timer == nil || subtle.ConstantTimeCompare(rec.sess.Password(), passwd) != 1 {
+		return
+	}
+	if !rec.timer.Stop() {
+		return // firing: expire has it
+	}
+	rec.deadline = time.Now().Add(rec.sess.Timeout())
+	rec.timer = time.AfterFunc(rec.sess.Timeout(), func() { t.expire(id, rec) })
 }
 
 // expire is the expiry timer callback of a detached session.
