@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -13,20 +14,64 @@ import (
 
 // The leases of this process's sessions are kept alive by one leaseKeeper: one gRPC keepalive
 // stream and two goroutines for the whole process, where the etcd client's Lease.KeepAlive
-// costs two goroutines and a channel per lease (a third of a session's memory). The cadence is
-// the etcd client's, which leaseTTL and orphanEndTTL count on: a lease is refreshed TTL/3 after
-// its last refresh was answered, by a send loop that ticks every keepAliveTick.
+// costs two goroutines and a channel per lease (a third of a session's memory).
+//
+// The keeper also says how long this process may go on serving a session without etcd's word
+// that its lease lives (servingWindow). A zetcd cut off from etcd (a partition, the only member
+// it knows frozen) can no longer refresh the lease; once its process key lapses, the elected
+// zetcd adopts the session as an orphan and ends it when the lease shows no refresh for the
+// session's timeout plus the keepalive cadence (orphanEndTTL). If this process went on
+// answering the client meanwhile, the client would believe it still holds its ephemeral nodes
+// after they were deleted and taken by others. So, as a ZooKeeper follower that loses its
+// leader closes its clients' connections, the keeper reports a lease whose refresh etcd has
+// not confirmed within the window (lapsed), and the session's connection is closed: at least
+// the timeout before anyone can end the session, so the client, told it is disconnected, can
+// resume it on a zetcd that reaches etcd.
 
-// keepAliveTick is how often the keeper looks for leases due for a refresh.
-const keepAliveTick = 500 * time.Millisecond
+const (
+	// keepAliveTick is how often the keeper looks for leases due for a refresh, and for lapsed
+	// ones.
+	keepAliveTick = 500 * time.Millisecond
+	// keepAliveStall is how long a refresh may go unanswered before the stream is opened again:
+	// a stream on a member that stopped answering (frozen, cut off) holds every refresh, and a
+	// new stream may be balanced onto another member.
+	keepAliveStall = 1500 * time.Millisecond
+	// lapseMargin is taken off the serving window for the tick that notices a lapse and the
+	// closing of the connection.
+	lapseMargin = time.Second
+)
 
-// leaseKeeper refreshes registered leases until they are removed or etcd reports them gone.
+// keepAliveCadence bounds the age of a live lease's last refresh that orphanEndTTL and leaseTTL
+// count on: a refresh every TTL/3, plus the send loop's tick and a second for the round trip.
+// The keeper refreshes more often (answered), well within it.
+func keepAliveCadence(granted int64) time.Duration {
+	return time.Duration(granted)*time.Second/3 + 1500*time.Millisecond
+}
+
+// servingWindow is how long after sending a refresh that etcd answered this process may serve
+// the session of a lease granted TTL granted seconds, with timeout timeout: the earliest anyone
+// can end the session after that refresh (the elected zetcd's end of an orphan, else etcd's
+// expiry), less the session's timeout, less lapseMargin. The client is then never told its
+// session ended sooner than its timeout after this process last served it.
+func servingWindow(granted int64, timeout time.Duration) time.Duration {
+	end := time.Duration(granted) * time.Second
+	if orphanEndTTL(granted, timeout) > 0 {
+		end = timeout + keepAliveCadence(granted)
+	}
+	return max(end-timeout-lapseMargin, 2*keepAliveTick)
+}
+
+// leaseKeeper refreshes registered leases until they are removed or etcd reports them gone, and
+// reports the leases that lapsed.
 type leaseKeeper struct {
 	client pb.LeaseClient
 	log    *zap.Logger
 
 	mu     sync.Mutex
 	leases map[clientv3.LeaseID]*keptLease // guarded by mu
+	// stallWarned is set when a stall is logged as a warning, and cleared by the next answer:
+	// while etcd stays out of reach, the reopened streams stall again and are logged at debug.
+	stallWarned bool // guarded by mu
 }
 
 // keptLease is one lease the keeper refreshes.
@@ -34,21 +79,33 @@ type keptLease struct {
 	next time.Time // when it is due
 	// refs counts the sessions that asked for it: a session resumed on a new connection of this
 	// process has two until the old one is detached.
-	refs int
+	refs    int
+	timeout time.Duration // the session's
+	granted int64         // the lease's TTL in seconds, as etcd last reported it
+	// confirmed is when the last refresh etcd answered was sent (or, before any, when the
+	// session was taken); sent is when the refresh in flight on the current stream was sent,
+	// zero if none is.
+	confirmed, sent time.Time
+	lapsed          bool // reported by lapses, and not again until a refresh is answered
 }
 
 func newLeaseKeeper(client pb.LeaseClient, log *zap.Logger) *leaseKeeper {
 	return &leaseKeeper{client: client, log: log, leases: map[clientv3.LeaseID]*keptLease{}}
 }
 
-// add starts refreshing id now, for one more holder.
-func (k *leaseKeeper) add(id clientv3.LeaseID) {
+// add starts refreshing id now, for one more holder: a session with timeout timeout, whose
+// lease of granted seconds was known alive at confirmed (its grant, or its session key read).
+func (k *leaseKeeper) add(id clientv3.LeaseID, timeout time.Duration, granted int64, confirmed time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	l := k.leases[id]
-	if l == nil {
-		l = &keptLease{}
+	switch {
+	case l == nil:
+		l = &keptLease{timeout: timeout, granted: granted, confirmed: confirmed}
 		k.leases[id] = l
+	case confirmed.After(l.confirmed):
+		// Taken again while an old holder lets go: vouched for anew, and refreshed at once.
+		l.confirmed, l.lapsed, l.next = confirmed, false, time.Time{}
 	}
 	l.refs++
 }
@@ -65,25 +122,40 @@ func (k *leaseKeeper) remove(id clientv3.LeaseID) {
 }
 
 // due returns the leases due for a refresh at now, and marks them not due again before their
-// answer comes (or a tick from now, if it never does).
+// answer comes. A stream delivers in order or fails, so a refresh is not sent twice on one
+// stream; the next stream sends again what is unanswered (resend).
 func (k *leaseKeeper) due(now time.Time) []clientv3.LeaseID {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var ids []clientv3.LeaseID
 	for id, l := range k.leases {
-		if !l.next.After(now) {
+		if l.sent.IsZero() && !l.next.After(now) {
 			ids = append(ids, id)
-			l.next = now.Add(keepAliveTick)
+			l.sent = now
 		}
 	}
 	return ids
 }
 
-// answered records etcd's answer for a lease: refreshed for ttl seconds (next refresh at a third
-// of it), or gone (ttl <= 0: nothing to refresh any more).
+// resend makes the refreshes left unanswered by the last stream due at once, on a new one.
+func (k *leaseKeeper) resend() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, l := range k.leases {
+		if !l.sent.IsZero() {
+			l.next, l.sent = time.Time{}, time.Time{}
+		}
+	}
+}
+
+// answered records etcd's answer for a lease: refreshed for ttl seconds, or gone (ttl <= 0:
+// nothing to refresh any more). The next refresh is due a third of a serving window later, so
+// that a stalled stream is noticed and opened again (keepAliveStall) well before the window
+// ends.
 func (k *leaseKeeper) answered(id clientv3.LeaseID, ttl int64, now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.stallWarned = false
 	l := k.leases[id]
 	if l == nil {
 		return
@@ -92,18 +164,77 @@ func (k *leaseKeeper) answered(id clientv3.LeaseID, ttl int64, now time.Time) {
 		delete(k.leases, id)
 		return
 	}
-	l.next = now.Add(time.Duration(ttl) * time.Second / 3)
+	if !l.sent.IsZero() {
+		l.confirmed, l.sent = l.sent, time.Time{}
+	}
+	l.granted, l.lapsed = ttl, false
+	l.next = now.Add(servingWindow(ttl, l.timeout) / 3)
+}
+
+// stalled reports whether a refresh sent on the current stream before now-keepAliveStall is
+// still unanswered.
+func (k *leaseKeeper) stalled(now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, l := range k.leases {
+		if !l.sent.IsZero() && now.Sub(l.sent) > keepAliveStall {
+			return true
+		}
+	}
+	return false
+}
+
+// lapsedLease is a lease lapses reports, and how long ago etcd last confirmed it.
+type lapsedLease struct {
+	id    clientv3.LeaseID
+	since time.Duration
+}
+
+// lapses returns the leases whose serving window has passed at now without a confirmed
+// refresh, each once until etcd answers a refresh of it again.
+func (k *leaseKeeper) lapses(now time.Time) []lapsedLease {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []lapsedLease
+	for id, l := range k.leases {
+		if since := now.Sub(l.confirmed); !l.lapsed && since > servingWindow(l.granted, l.timeout) {
+			l.lapsed = true
+			out = append(out, lapsedLease{id, since})
+		}
+	}
+	return out
+}
+
+// watchLapses calls lapsed with each lapsed lease, every tick until ctx ends. It runs apart
+// from the stream, which may be stuck opening on a member that does not answer.
+func (k *leaseKeeper) watchLapses(ctx context.Context, lapsed func(id clientv3.LeaseID, since time.Duration)) {
+	t := time.NewTicker(keepAliveTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, l := range k.lapses(now) {
+				lapsed(l.id, l.since)
+			}
+		}
+	}
 }
 
 // run keeps a keepalive stream open until ctx ends, reopening it after an error (a member that
-// lost its leader, or went away: WithRequireLeader makes the balancer try another).
+// lost its leader, or went away: WithRequireLeader makes the balancer try another) or a stall.
 func (k *leaseKeeper) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := k.stream(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		k.log.Debug("session keepalive stream ended; reopening", zap.Error(err))
+		if errors.Is(err, errKeepAliveStalled) && k.warnStall() {
+			k.log.Warn("session keepalive stream stalled; reopening it", zap.Error(err))
+		} else {
+			k.log.Debug("session keepalive stream ended; reopening", zap.Error(err))
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(keepAliveTick):
@@ -111,14 +242,28 @@ func (k *leaseKeeper) run(ctx context.Context) {
 	}
 }
 
-// stream sends the due refreshes over one stream and reads its answers, until either fails.
+// warnStall reports whether a stall should be logged as a warning: the first since an answer.
+func (k *leaseKeeper) warnStall() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	warn := !k.stallWarned
+	k.stallWarned = true
+	return warn
+}
+
+var errKeepAliveStalled = fmt.Errorf("a lease refresh went unanswered for %v", keepAliveStall)
+
+// stream sends the due refreshes over one stream and reads its answers, until either fails or a
+// refresh sent on it goes unanswered for keepAliveStall. The stall is watched by a goroutine of
+// its own: a Send blocks once a member that stopped reading has filled the stream's window.
 func (k *leaseKeeper) stream(ctx context.Context) error {
-	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(ctx))
+	defer cancel(nil)
 	s, err := k.client.LeaseKeepAlive(sctx)
 	if err != nil {
 		return err
 	}
+	k.resend()
 	recvDone := make(chan error, 1)
 	go func() {
 		for {
@@ -130,14 +275,29 @@ func (k *leaseKeeper) stream(ctx context.Context) error {
 			k.answered(clientv3.LeaseID(resp.ID), resp.TTL, time.Now())
 		}
 	}()
+	go func() {
+		t := time.NewTicker(keepAliveTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case now := <-t.C:
+				if k.stalled(now) {
+					cancel(errKeepAliveStalled)
+					return
+				}
+			}
+		}
+	}()
 	t := time.NewTicker(keepAliveTick)
 	defer t.Stop()
 	for {
 		for _, id := range k.due(time.Now()) {
 			if err := s.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)}); err != nil {
-				cancel()
+				cancel(err)
 				<-recvDone
-				return err
+				return context.Cause(sctx)
 			}
 		}
 		select {
@@ -146,7 +306,7 @@ func (k *leaseKeeper) stream(ctx context.Context) error {
 		case <-t.C:
 		case <-sctx.Done():
 			<-recvDone
-			return errors.New("keepalive stream cancelled")
+			return context.Cause(sctx)
 		}
 	}
 }

@@ -289,8 +289,7 @@ func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev
 // 0.5 s, and a second more covers the round trip. The default leaseTTL makes it 2; 0 leaves the
 // session to etcd's own expiry.
 func orphanEndTTL(granted int64, timeout time.Duration) int64 {
-	cadence := float64(granted)/3 + 1.5
-	return max(int64(math.Floor(float64(granted)-1-cadence-timeout.Seconds())), 0)
+	return max(int64(math.Floor(float64(granted)-1-keepAliveCadence(granted).Seconds()-timeout.Seconds())), 0)
 }
 
 // orphan is what watchOrphan reads of an adopted session.

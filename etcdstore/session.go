@@ -113,9 +113,25 @@ func (b *Store) observeSessionKeys(evs []*clientv3.Event) {
 	}
 }
 
-func (s *etcdSession) markGone() { s.gone.close() }
+func (s *etcdSession) markGone() { s.gone.close(nil) }
+
+// leaseLapsed closes the connections of the local sessions on lease id, which etcd has not
+// confirmed alive within its serving window (keepalive.go): cut off from etcd, this process
+// can no longer vouch for them. The sessions stay resumable, here or elsewhere.
+func (b *Store) leaseLapsed(id clientv3.LeaseID, since time.Duration) {
+	err := fmt.Errorf("session %s: etcd has not confirmed its lease for %v: %w", encoding.SessionID(id), since.Round(time.Millisecond), zetcd.ErrNotServing)
+	b.local.mu.Lock()
+	defer b.local.mu.Unlock()
+	for _, s := range b.local.m[encoding.SessionID(id)] {
+		s.gone.close(err)
+	}
+}
 
 func (s *etcdSession) Done() <-chan struct{} { return s.gone.done() }
+
+// Err is what closed Done: nil for a session that ended or moved, ErrNotServing (wrapped) for one
+// whose lease lapsed.
+func (s *etcdSession) Err() error { return s.gone.err() }
 
 // AfterDone calls f in a goroutine of its own once Done is closed, with no goroutine waiting.
 func (s *etcdSession) AfterDone(f func()) (stop func() bool) { return s.gone.after(f) }
@@ -127,6 +143,7 @@ func (s *etcdSession) AfterDone(f func()) (stop func() bool) { return s.gone.aft
 type goneLatch struct {
 	mu         sync.Mutex
 	closed     bool
+	cause      error         // what close was given; read by err
 	ch         chan struct{} // made by done, closed by close
 	registered []*func()     // registered by after and not yet stopped
 }
@@ -146,13 +163,14 @@ func (l *goneLatch) done() <-chan struct{} {
 	return l.ch
 }
 
-func (l *goneLatch) close() {
+// close closes the latch with cause; a latch closes once, and keeps its first cause.
+func (l *goneLatch) close(cause error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return
 	}
-	l.closed = true
+	l.closed, l.cause = true, cause
 	if l.ch != nil {
 		close(l.ch)
 	}
@@ -162,6 +180,12 @@ func (l *goneLatch) close() {
 	for _, f := range fs {
 		go (*f)()
 	}
+}
+
+func (l *goneLatch) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cause
 }
 
 // after registers f, or starts it at once if the latch is closed; stop unregisters it and
@@ -204,7 +228,8 @@ func (s *etcdSession) RefuseWrite(ctx context.Context, op encoding.Op) (encoding
 
 var _ zetcd.Session = (*etcdSession)(nil)
 
-func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, events zetcd.EventSink) *etcdSession {
+// startSession serves session id from this process; its lease was known alive at confirmed.
+func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, confirmed time.Time, events zetcd.EventSink) *etcdSession {
 	if events == nil {
 		events = discardEvents{}
 	}
@@ -212,7 +237,7 @@ func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.
 	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, lastZxid: zxidOf(ownerRev, 0), auth: &znode.Identities{}}
 	s.watcher = watch.NewWatcher(events, id, s.auth)
 	b.local.add(s)
-	b.keeper.add(clientv3.LeaseID(id))
+	b.keeper.add(clientv3.LeaseID(id), timeout, b.leaseTTL(timeout), confirmed)
 	return s
 }
 

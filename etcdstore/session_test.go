@@ -25,8 +25,8 @@ func TestGoneLatch(t *testing.T) {
 		t.Fatal("Done closed before the latch")
 	default:
 	}
-	l.close()
-	l.close() // idempotent
+	l.close(nil)
+	l.close(nil) // idempotent
 	<-before
 	<-l.done()
 	stopC := l.after(func() { ran <- "c" })
@@ -47,7 +47,7 @@ func TestGoneLatch(t *testing.T) {
 	}
 
 	var fresh goneLatch
-	fresh.close()
+	fresh.close(nil)
 	select {
 	case <-fresh.done():
 	default:

@@ -226,6 +226,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		go space.run(bgCtx)
 	}
 	go b.keeper.run(bgCtx)
+	go b.keeper.watchLapses(bgCtx, b.leaseLapsed)
 	rev, err := b.bootstrap(ctx)
 	if err != nil {
 		cancel()
@@ -348,6 +349,7 @@ func (b *Store) leaseTTL(timeout time.Duration) int64 {
 // openSession grants the lease (its id is the session id) and writes the session key: one
 // revision, as createSession is one zxid in ZooKeeper.
 func (b *Store) openSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
+	asked := time.Now()
 	grant, err := b.lease.Grant(ctx, b.leaseTTL(p.Timeout))
 	if err != nil {
 		return nil, fmt.Errorf("zetcd: create session: grant lease: %w", err)
@@ -368,7 +370,7 @@ func (b *Store) openSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.S
 		b.revokeQuietly(grant.ID)
 		return nil, zetcd.ErrZxidAhead
 	}
-	return b.startSession(id, passwd, time.Duration(timeoutMs)*time.Millisecond, put.Header.Revision, p.Events), nil
+	return b.startSession(id, passwd, time.Duration(timeoutMs)*time.Millisecond, put.Header.Revision, asked, p.Events), nil
 }
 
 // resumeSession checks the password against the session key and takes ownership of the session
@@ -377,6 +379,7 @@ func (b *Store) openSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.S
 // that adopted it as an orphan) will not expire it.
 func (b *Store) resumeSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
 	key := b.keys.session(p.SessionID)
+	asked := time.Now()
 	get, err := b.kv.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
@@ -409,7 +412,7 @@ func (b *Store) resumeSession(ctx context.Context, p zetcd.ConnectParams) (zetcd
 		// Another connection resumed or ended it at the same moment; the client retries.
 		return nil, fmt.Errorf("zetcd: resume session %s: raced with another connection", p.SessionID)
 	}
-	return b.startSession(p.SessionID, sv.passwd, time.Duration(sv.timeoutMs)*time.Millisecond, txn.Header.Revision, p.Events), nil
+	return b.startSession(p.SessionID, sv.passwd, time.Duration(sv.timeoutMs)*time.Millisecond, txn.Header.Revision, asked, p.Events), nil
 }
 
 func (b *Store) revokeQuietly(id clientv3.LeaseID) {

@@ -256,14 +256,23 @@ func (c *clientConn) teardown() {
 	c.closeSocket()
 }
 
-// sessionGone is called (in a goroutine of its own) when the backend reports that the session
-// ended or moved without this connection (Session.Done): ZooKeeper closes such a connection.
+// sessionGone is called (in a goroutine of its own) when the backend reports that this
+// connection can no longer serve the session (Session.Done): it ended or moved, which
+// ZooKeeper answers by closing the connection, or the backend cannot vouch for it (Err), which
+// a ZooKeeper follower that lost its leader answers the same way.
 func (c *clientConn) sessionGone() {
 	if c.isClosing() {
 		return
 	}
-	c.log.Info("session ended or moved elsewhere; closing its connection here")
-	c.setEnd(endGone)
+	if err := c.sess.Err(); errors.Is(err, ErrNotServing) {
+		// The session may live on: the client resumes it, here or elsewhere, and it expires
+		// at its timeout after this connection last heard the client, as a dropped one does.
+		c.log.Warn("cannot vouch for the session any more; closing its connection so that the client resumes it", zap.Error(err))
+		c.setEnd(endDropped)
+	} else {
+		c.log.Info("session ended or moved elsewhere; closing its connection here")
+		c.setEnd(endGone)
+	}
 	c.shutdown()
 }
 

@@ -33,7 +33,7 @@ func Call(h Handler) Invoker {
 
 // Forward returns a Session whose Handler methods call inv with their opcode and request, and
 // convert its response back to the method's type; its other methods (ID, Password, Timeout,
-// AwaitEvents, LastZxid, RefuseWrite, Close, Expire, Done, AfterDone, Detach, AddAuthIDs,
+// AwaitEvents, LastZxid, RefuseWrite, Close, Expire, Done, Err, AfterDone, Detach, AddAuthIDs,
 // ReadyToRead) call inner's. For every Session s that keeps the Handler contract,
 // Forward(s, Call(s)) behaves exactly like s. A decorator whose Invoker may block on more than
 // inner does overrides ReadyToRead.
@@ -98,6 +98,7 @@ func (f *forwarded) RefuseWrite(ctx context.Context, op encoding.Op) (encoding.Z
 func (f *forwarded) Close(ctx context.Context) (encoding.Zxid, error) { return f.inner.Close(ctx) }
 func (f *forwarded) Expire(ctx context.Context) error                 { return f.inner.Expire(ctx) }
 func (f *forwarded) Done() <-chan struct{}                            { return f.inner.Done() }
+func (f *forwarded) Err() error                                       { return f.inner.Err() }
 func (f *forwarded) Detach()                                          { f.inner.Detach() }
 func (f *forwarded) AddAuthIDs(ids []encoding.ID)                     { f.inner.AddAuthIDs(ids) }
 func (f *forwarded) ReadyToRead() bool                                { return f.inner.ReadyToRead() }

@@ -154,7 +154,11 @@ func (s *lifecycleSession) Expire(ctx context.Context) error {
 	return errors.New("expire")
 }
 func (s *lifecycleSession) Done() <-chan struct{} { s.calls = append(s.calls, "Done"); return s.done }
-func (s *lifecycleSession) Detach()               { s.calls = append(s.calls, "Detach") }
+func (s *lifecycleSession) Err() error {
+	s.calls = append(s.calls, "Err")
+	return ErrNotServing
+}
+func (s *lifecycleSession) Detach() { s.calls = append(s.calls, "Detach") }
 func (s *lifecycleSession) AfterDone(f func()) func() bool {
 	s.calls = append(s.calls, "AfterDone")
 	return AfterClose(s.done, f)
@@ -167,8 +171,8 @@ func TestForwardLifecycle(t *testing.T) {
 	inner := &lifecycleSession{Session: Forward(nil, inv.invoke), done: make(chan struct{})}
 	s := Forward(inner, inv.invoke)
 	if s.ID() != 0x42 || string(s.Password()) != "pw" || s.Timeout() != 5*time.Second ||
-		s.AwaitEvents(ctx, 1) == nil || s.Done() != inner.done {
-		t.Error("ID, Password, Timeout, AwaitEvents or Done did not return inner's answer")
+		s.AwaitEvents(ctx, 1) == nil || s.Done() != inner.done || s.Err() != ErrNotServing {
+		t.Error("ID, Password, Timeout, AwaitEvents, Done or Err did not return inner's answer")
 	}
 	if z, err := s.Close(ctx); z != 9 || err != nil {
 		t.Errorf("Close = %v, %v; want inner's 9, nil", z, err)
@@ -180,7 +184,7 @@ func TestForwardLifecycle(t *testing.T) {
 	if stop := s.AfterDone(func() {}); !stop() {
 		t.Error("AfterDone's stop did not stop inner's registration")
 	}
-	want := []string{"ID", "Password", "Timeout", "AwaitEvents", "Done", "Close", "Expire", "Detach", "AfterDone"}
+	want := []string{"ID", "Password", "Timeout", "AwaitEvents", "Done", "Err", "Close", "Expire", "Detach", "AfterDone"}
 	if !reflect.DeepEqual(inner.calls, want) {
 		t.Errorf("inner saw %v, want %v", inner.calls, want)
 	}

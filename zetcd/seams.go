@@ -129,12 +129,18 @@ type Session interface {
 	// does, except that it does nothing when the session has been resumed by another connection
 	// (on this or another zetcd process) since this Session was returned by Connect.
 	Expire(ctx context.Context) error
-	// Done is closed when the backend learns that the session ended or moved without this
-	// connection: it expired in the store (etcd expired its lease), or another connection (on
-	// this or another zetcd process) resumed it. The server then closes this connection and
-	// Detaches the Session, as ZooKeeper closes a connection whose session is gone. A backend
-	// that cannot tell returns nil (never closed).
+	// Done is closed when this connection can no longer serve the session: it ended or moved
+	// (it expired in the store, or another connection on this or another zetcd process resumed
+	// it), or the backend can no longer vouch that it lives (Err). The server then closes this
+	// connection and Detaches the Session, as ZooKeeper closes a connection whose session is
+	// gone, and a follower that lost its leader closes its clients'. A backend that cannot
+	// tell returns nil (never closed).
 	Done() <-chan struct{}
+	// Err says, once Done is closed, why: an error wrapping ErrNotServing when the session may
+	// live on but the backend cannot confirm it from here (cut off from its store), so the
+	// client should resume it, here later or on another server, before its timeout; nil when
+	// the session ended or moved.
+	Err() error
 	// AfterDone arranges for f to be called, in a goroutine of its own, once Done is closed, as
 	// context.AfterFunc does for a context: stop cancels that, and reports whether it did (false:
 	// f has been started, or stop was called before). The server learns of the session's end
@@ -211,10 +217,11 @@ var (
 	ErrZxidAhead = errors.New("zetcd: client has seen a newer zxid than the server")
 	// ErrNotServing is returned (wrapped) by a Session's request when the backend cannot serve
 	// it now: its state has not reached what the request must see (etcd unreachable, its feed
-	// stalled). The server closes the connection without a reply, and the session survives for
-	// the client to resume, here or on another server, as a ZooKeeper server that is not
-	// running (a follower without a leader) closes its clients' connections.
-	ErrNotServing = errors.New("zetcd: not serving: the server's state is behind etcd")
+	// stalled), and by Session.Err when the backend cannot vouch that the session lives. The
+	// server closes the connection without a reply, and the session survives for the client
+	// to resume, here or on another server, as a ZooKeeper server that is not running (a
+	// follower without a leader) closes its clients' connections.
+	ErrNotServing = errors.New("zetcd: not serving: etcd is out of reach or the server's state is behind it")
 )
 
 // StatsSource is implemented by a Backend that can report what ZooKeeper's four-letter words and

@@ -697,6 +697,37 @@ func TestConnSessionGone(t *testing.T) {
 	}
 }
 
+// TestConnSessionNotVouched: when the backend can no longer vouch for the session (Session.Done
+// with Err wrapping ErrNotServing: cut off from its store), the server closes the connection as
+// if the client had dropped it: the session stays resumable, and is expired at its timeout
+// after the client's last packet unless it is resumed.
+func TestConnSessionNotVouched(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	for _, resumed := range []bool{false, true} {
+		c := ts.connect(300)
+		c.ping()
+		last := time.Now()
+		s := ts.b.Session(c.sid)
+		s.GoneErr = fmt.Errorf("lease lapsed: %w", zetcd.ErrNotServing)
+		close(s.Gone)
+		c.expectEOF()
+		waitClosed(t, s.Detached, ioTimeout, "Detach")
+		if !resumed {
+			waitClosed(t, s.Expired, 3*time.Second, "Expire")
+			if d := time.Since(last); d < 250*time.Millisecond {
+				t.Errorf("expired %v after the last packet, want about 300ms", d)
+			}
+			continue
+		}
+		r := ts.resume(c, 10000)
+		time.Sleep(700 * time.Millisecond) // well past the dropped connection's expiry time
+		if n := s.ExpireCalls.Load(); n != 0 {
+			t.Errorf("expired %d times although resumed", n)
+		}
+		r.ping()
+	}
+}
+
 // TestSessionResumeRefusedKeepsAlive: a detached session whose client keeps asking to resume
 // it, and is refused because the backend cannot reach its store, does not expire while it asks
 // (each attempt restarts its timeout); an attempt with a wrong password does not count. Once

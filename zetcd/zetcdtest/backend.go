@@ -168,6 +168,9 @@ type Session struct {
 	timeout time.Duration
 	events  zetcd.EventSink
 	Gone    chan struct{} // closed by a test: the session ended elsewhere (Done)
+	// GoneErr, set by a test before it closes Gone, is what Err reports: an error wrapping
+	// zetcd.ErrNotServing for a session the backend can no longer vouch for.
+	GoneErr error
 
 	inCall    atomic.Int32
 	lifecycle atomic.Bool // a life-cycle method has been called
@@ -488,6 +491,15 @@ func (s *Session) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.
 }
 
 func (s *Session) Done() <-chan struct{} { return s.Gone }
+
+func (s *Session) Err() error {
+	select {
+	case <-s.Gone:
+		return s.GoneErr
+	default:
+		return nil
+	}
+}
 
 func (s *Session) AfterDone(f func()) (stop func() bool) { return zetcd.AfterClose(s.Gone, f) }
 

@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// TestFaultZetcdCutOff: zetcd A talks only to one etcd member, which is frozen (SIGSTOP) for
+// 20 s while the two others carry on: A is alive but cut off from etcd. zetcd B talks to the
+// two others; its reaper adopts A's sessions once A's process key lapses, and ends those whose
+// leases A no longer refreshes. A must then do what a ZooKeeper follower does when it loses its
+// leader: stop serving, by closing its clients' connections, so that
+//   - a client that knows only A learns it is disconnected at least its timeout before its
+//     session can be ended elsewhere, rather than go on believing it holds an ephemeral node
+//     that B has deleted and another session may take (a lock held twice);
+//   - a client that knows A and B moves to B and keeps its session and its ephemeral node.
+func TestFaultZetcdCutOff(t *testing.T) {
+	const (
+		timeout = 4 * time.Second // the least zetcd grants: the narrowest window
+		freeze  = 20 * time.Second
+	)
+	ms := faultCluster(t)
+	leader := clusterLeader(t, ms)
+	var cut *etcdMember
+	var others []*etcdMember
+	for _, m := range ms {
+		if m != leader && cut == nil {
+			cut = m
+		} else {
+			others = append(others, m)
+		}
+	}
+	a := startProcessArgs(t, freePort(t), "--endpoints", cut.clientURL)
+	b := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(others))
+	observer := connect(t, b.Addr)
+
+	alone := startRecordedSession(t, []string{a.Addr}, a.Addr, timeout, "/alone")
+	mover := startRecordedSession(t, []string{a.Addr, b.Addr}, a.Addr, timeout, "/mover")
+	if _, err := observer.Sync("/alone"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, aloneGone, err := observer.ExistsW("/alone")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cut.signal(t, syscall.SIGSTOP)
+	frozenAt := time.Now()
+	t.Cleanup(func() { _ = cut.cmd.Process.Signal(syscall.SIGCONT) })
+	select {
+	case ev := <-aloneGone:
+		ended := time.Now()
+		t.Logf("%v after the freeze: %v on /alone", ended.Sub(frozenAt).Round(time.Millisecond), ev.Type)
+		served, still := alone.lastServed()
+		switch {
+		case still:
+			exists, _, err := alone.conn.Exists("/alone")
+			t.Errorf("the session on the cut-off zetcd was ended elsewhere while its connection is still served (exists /alone there: %v, %v)", exists, err)
+		case ended.Sub(served) < timeout:
+			t.Errorf("the session on the cut-off zetcd was ended %v after its connection was last served; want at least its timeout %v",
+				ended.Sub(served).Round(time.Millisecond), timeout)
+		default:
+			t.Logf("its connection was last served %v after the freeze, %v before the session ended",
+				served.Sub(frozenAt).Round(time.Millisecond), ended.Sub(served).Round(time.Millisecond))
+		}
+	case <-time.After(freeze):
+		t.Errorf("the session that knows only the cut-off zetcd was not ended within %v", freeze)
+	}
+	time.Sleep(time.Until(frozenAt.Add(freeze)))
+
+	// Still inside the freeze: the session that could move is served by B, with its ephemeral.
+	if mover.expired() {
+		t.Errorf("the session that could move to the other zetcd was expired")
+	}
+	if st, srv := mover.conn.State(), mover.conn.Server(); st != zk.StateHasSession || srv != b.Addr {
+		t.Errorf("the moving session: %v on %s; want it established on the other zetcd %s", st, srv, b.Addr)
+	}
+	if _, err := observer.Sync("/mover"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := observer.Exists("/mover"); err != nil || !ok {
+		t.Errorf("the moving session's ephemeral /mover: exists %v (%v)", ok, err)
+	}
+	cut.signal(t, syscall.SIGCONT)
+}
+
+// recordedSession is a go-zookeeper session whose connection states are recorded with the time
+// they came.
+type recordedSession struct {
+	conn   *zk.Conn
+	mu     sync.Mutex
+	states []stateAt // guarded by mu
+}
+
+type stateAt struct {
+	state zk.State
+	at    time.Time
+}
+
+// startRecordedSession connects to servers until the session is established on first (the
+// client shuffles its servers), then creates the ephemeral node path.
+func startRecordedSession(t *testing.T, servers []string, first string, timeout time.Duration, path string) *recordedSession {
+	t.Helper()
+	for attempt := 0; attempt < 50; attempt++ {
+		conn, events, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &recordedSession{conn: conn}
+		established := make(chan struct{})
+		var once sync.Once
+		go func() {
+			for ev := range events {
+				if ev.Type != zk.EventSession {
+					continue
+				}
+				s.mu.Lock()
+				s.states = append(s.states, stateAt{ev.State, time.Now()})
+				s.mu.Unlock()
+				if ev.State == zk.StateHasSession {
+					once.Do(func() { close(established) })
+				}
+			}
+		}()
+		select {
+		case <-established:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("session on %v: not established", servers)
+		}
+		if conn.Server() != first {
+			conn.Close()
+			continue
+		}
+		t.Cleanup(conn.Close)
+		if _, err := conn.Create(path, nil, zk.FlagEphemeral, openACL); err != nil {
+			t.Fatalf("create %s: %v", path, err)
+		}
+		return s
+	}
+	t.Fatalf("no session on %s through %v after 50 attempts", first, servers)
+	return nil
+}
+
+// lastServed is when the session's connection was last lost after being established, or still
+// true if it is established now.
+func (s *recordedSession) lastServed() (at time.Time, still bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	established := false
+	for _, st := range s.states {
+		switch st.state {
+		case zk.StateHasSession:
+			established = true
+		case zk.StateDisconnected, zk.StateConnecting, zk.StateExpired:
+			if established {
+				at, established = st.at, false
+			}
+		}
+	}
+	return at, established
+}
+
+// expired reports whether the session was ever told it expired.
+func (s *recordedSession) expired() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.states {
+		if st.state == zk.StateExpired {
+			return true
+		}
+	}
+	return false
+}
