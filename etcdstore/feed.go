@@ -23,45 +23,37 @@ import (
 // progress notification.
 const progressRequestDelay = 5 * time.Millisecond
 
-// runWatchFeed owns the etcd watch. It restarts the watch after errors, resuming after the last
-// revision it fired; if etcd compacted that history away, it resynchronises every registered
-// watch from etcd's current state (catch-up) and carries on from there. It never stalls
-// silently and never drops an event without that resync.
+const (
+	// feedHeartbeat: a feed that has heard nothing from etcd for this long asks for a progress
+	// notification, which etcd answers even when nothing changed.
+	feedHeartbeat = time.Second
+	// feedStall: a feed that has heard nothing for this long, its heartbeat included, watches
+	// again. Its stream may be on a member that stopped answering (frozen, cut off from the
+	// client), where it would wait until the client's keepalive gives the member up; a new
+	// watch may be balanced onto another member.
+	feedStall = 3 * time.Second
+)
+
+// runWatchFeed owns the etcd watch. It restarts the watch after errors and stalls, resuming
+// after the last revision it fired; if etcd compacted that history away, it resynchronises
+// every registered watch from etcd's current state (catch-up) and carries on from there. It
+// never stalls silently and never drops an event without that resync.
 func (b *Store) runWatchFeed(rev int64) {
 	next := rev + 1
+	stallWarned := false // a stall is a warning once, until the feed hears etcd again
 	for b.bgCtx.Err() == nil {
 		ctx, cancel := context.WithCancel(feedContext(b.bgCtx))
 		wch := b.watcher.Watch(ctx, b.keys.prefix, clientv3.WithPrefix(), clientv3.WithRev(next), clientv3.WithProgressNotify())
-		for resp := range wch {
-			if resp.CompactRevision != 0 {
-				b.log.Warn("watch feed fell behind etcd compaction; resynchronising watches",
-					zap.Int64("from", next), zap.Int64("compacted", resp.CompactRevision))
-				if cur, err := b.resyncWatches(); err == nil {
-					next = cur + 1
-				}
-				break
-			}
-			if err := resp.Err(); err != nil {
-				if b.bgCtx.Err() == nil {
-					b.log.Warn("watch feed interrupted; restarting", zap.Int64("from", next), zap.Error(err))
-				}
-				break
-			}
-			if resp.IsProgressNotify() {
-				b.applyMu.Lock()
-				b.tree.advance(resp.Header.Revision)
-				b.watches.Advance(b.tree.stateZxid(resp.Header.Revision))
-				b.applyMu.Unlock()
-				next = max(next, resp.Header.Revision+1)
-				continue
-			}
-			if !b.applyEvents(resp.Events) {
-				if cur, err := b.resyncWatches(); err == nil {
-					next = cur + 1
-				}
-				break
-			}
-			next = max(next, resp.Events[len(resp.Events)-1].Kv.ModRevision+1)
+		var heard bool
+		var quiet time.Duration
+		next, heard, quiet = b.followWatch(ctx, wch, next)
+		if heard {
+			stallWarned = false
+		}
+		if quiet > 0 && !stallWarned {
+			stallWarned = true
+			b.log.Warn("watch feed heard nothing from etcd, not even a progress notification; watching again",
+				zap.Duration("quiet", quiet), zap.Int64("from", next))
 		}
 		cancel()
 		select {
@@ -69,6 +61,74 @@ func (b *Store) runWatchFeed(rev int64) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// followWatch applies wch's responses until the watch ends, fails or stalls (feedStall). It
+// returns the revision to watch from next, whether it heard anything from etcd, and, if it
+// stalled, for how long it heard nothing.
+func (b *Store) followWatch(ctx context.Context, wch clientv3.WatchChan, next int64) (_ int64, heard bool, stalled time.Duration) {
+	last, asked := time.Now(), false
+	t := time.NewTicker(feedHeartbeat / 2)
+	defer t.Stop()
+	for {
+		select {
+		case resp, ok := <-wch:
+			if !ok {
+				return next, heard, 0
+			}
+			heard, asked = true, false
+			var more bool
+			if next, more = b.feedResponse(resp, next); !more {
+				return next, heard, 0
+			}
+			last = time.Now() // after applying: a long reload is not a silence of etcd's
+		case now := <-t.C:
+			switch quiet := now.Sub(last); {
+			case quiet >= feedStall:
+				return next, heard, quiet
+			case quiet >= feedHeartbeat && !asked:
+				// In a goroutine: the request waits for the client's stream, which a member
+				// that stopped answering may hold; ctx ends it when the watch is given up.
+				asked = true
+				go b.requestProgress(ctx)
+			}
+		case <-b.bgCtx.Done():
+			return next, heard, 0
+		}
+	}
+}
+
+// feedResponse applies one watch response and returns the revision to watch from next, and
+// false if the watch must be opened again (an error, or a resync after lost history).
+func (b *Store) feedResponse(resp clientv3.WatchResponse, next int64) (int64, bool) {
+	if resp.CompactRevision != 0 {
+		b.log.Warn("watch feed fell behind etcd compaction; resynchronising watches",
+			zap.Int64("from", next), zap.Int64("compacted", resp.CompactRevision))
+		if cur, err := b.resyncWatches(); err == nil {
+			next = cur + 1
+		}
+		return next, false
+	}
+	if err := resp.Err(); err != nil {
+		if b.bgCtx.Err() == nil {
+			b.log.Warn("watch feed interrupted; restarting", zap.Int64("from", next), zap.Error(err))
+		}
+		return next, false
+	}
+	if resp.IsProgressNotify() {
+		b.applyMu.Lock()
+		b.tree.advance(resp.Header.Revision)
+		b.watches.Advance(b.tree.stateZxid(resp.Header.Revision))
+		b.applyMu.Unlock()
+		return max(next, resp.Header.Revision+1), true
+	}
+	if !b.applyEvents(resp.Events) {
+		if cur, err := b.resyncWatches(); err == nil {
+			next = cur + 1
+		}
+		return next, false
+	}
+	return max(next, resp.Events[len(resp.Events)-1].Kv.ModRevision+1), true
 }
 
 // feedContext is ctx with what the feed's watch is opened with: WithRequireLeader, so that a

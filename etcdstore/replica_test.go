@@ -23,8 +23,9 @@ import (
 // paused, the watch feed receives nothing (etcd's events wait, in order, behind the gate).
 type gatedWatcher struct {
 	clientv3.Watcher
-	open chan struct{} // holds a token while the gate is open
-	gen  atomic.Int64  // moved on by interrupt
+	open    chan struct{} // holds a token while the gate is open
+	gen     atomic.Int64  // moved on by interrupt
+	watches atomic.Int64  // Watch calls
 }
 
 func newGatedWatcher(w clientv3.Watcher) *gatedWatcher {
@@ -34,6 +35,7 @@ func newGatedWatcher(w clientv3.Watcher) *gatedWatcher {
 }
 
 func (g *gatedWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	g.watches.Add(1)
 	gen := g.gen.Load()
 	ctx, cancel := context.WithCancel(ctx)
 	in := g.Watcher.Watch(ctx, key, opts...)
@@ -175,6 +177,41 @@ func TestTreeReadsNeverGoBack(t *testing.T) {
 			t.Errorf("read %q with %d round trips after this zetcd acknowledged \"3\" at %d; want \"3\" from the replica", got, trips, z3)
 		}
 	}
+}
+
+// TestWatchFeedStall: a feed that hears nothing from etcd, not even the progress notification
+// its heartbeat asks for (its stream held, as on a member that stopped answering), watches
+// again after feedStall, and again while it stays quiet; once etcd is heard, the replica
+// catches up with what was written meanwhile, and an idle feed is not restarted (its heartbeat
+// is answered).
+func TestWatchFeedStall(t *testing.T) {
+	b, _, gw, cli := newGatedBackend(t)
+	awaitTreeCurrent(t, b)
+	idle := gw.watches.Load()
+	time.Sleep(feedStall + feedHeartbeat)
+	if n := gw.watches.Load(); n != idle {
+		t.Fatalf("an idle feed watched again (%d watches, %d before)", n, idle)
+	}
+	gw.pause()
+	held := time.Now()
+	if _, err := cli.Put(context.Background(), b.keys.data("/meanwhile"), ""); err != nil {
+		t.Fatal(err)
+	}
+	var again []time.Time // when the feed was seen to have watched again, once and twice
+	for len(again) < 2 {
+		if time.Since(held) > 4*feedStall {
+			t.Fatalf("%d watches %v into the silence; want the feed to have watched again twice", gw.watches.Load()-idle, 4*feedStall)
+		}
+		if gw.watches.Load() >= idle+int64(len(again))+1 {
+			again = append(again, time.Now())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := again[1].Sub(again[0]); d < feedStall-200*time.Millisecond {
+		t.Errorf("watched again %v after the last time; want no sooner than feedStall (%v)", d, feedStall)
+	}
+	gw.resume()
+	awaitTreeCurrent(t, b)
 }
 
 // TestTreeMatchesEtcd: after a random workload of every kind of write from two sessions (creates
