@@ -13,7 +13,7 @@ import (
 )
 
 // The leases of this process's sessions are kept alive by one leaseKeeper: one gRPC keepalive
-// stream and two goroutines for the whole process, where the etcd client's Lease.KeepAlive
+// stream and four goroutines for the whole process, where the etcd client's Lease.KeepAlive
 // costs two goroutines and a channel per lease (a third of a session's memory).
 //
 // The keeper also says how long this process may go on serving a session without etcd's word
@@ -51,8 +51,8 @@ func keepAliveCadence(granted int64) time.Duration {
 // servingWindow is how long after sending a refresh that etcd answered this process may serve
 // the session of a lease granted TTL granted seconds, with timeout timeout: the earliest anyone
 // can end the session after that refresh (the elected zetcd's end of an orphan, else etcd's
-// expiry), less the session's timeout, less lapseMargin. The client is then never told its
-// session ended sooner than its timeout after this process last served it.
+// expiry), less the session's timeout, less lapseMargin. The session then never ends sooner
+// than its timeout after this process last served its client.
 func servingWindow(granted int64, timeout time.Duration) time.Duration {
 	end := time.Duration(granted) * time.Second
 	if orphanEndTTL(granted, timeout) > 0 {
