@@ -728,46 +728,6 @@ func TestConnSessionNotVouched(t *testing.T) {
 	}
 }
 
-// TestSessionResumeRefusedKeepsAlive: a detached session whose client keeps asking to resume
-// it, and is refused because the backend cannot reach its store, does not expire while it asks
-// (each attempt restarts its timeout); an attempt with a wrong password does not count. Once
-// the backend serves again, the client resumes it.
-func TestSessionResumeRefusedKeepsAlive(t *testing.T) {
-	ts := startTestServer(t, testConfig())
-	c := ts.connect(400)
-	s := ts.b.Session(c.sid)
-	c.nc.Close()
-	waitClosed(t, s.Detached, ioTimeout, "Detach")
-	ts.b.SetConnectHook(func(p zetcd.ConnectParams) error {
-		return fmt.Errorf("store out of reach: %w", zetcd.ErrNotServing)
-	})
-	for range 8 { // 1.2 s, three timeouts
-		time.Sleep(150 * time.Millisecond)
-		r := ts.dial()
-		r.writeFrame(&encoding.ConnectRequest{TimeOut: 400, SessionID: c.sid, Passwd: c.passwd})
-		r.expectEOF()
-	}
-	if n := s.ExpireCalls.Load(); n != 0 {
-		t.Fatalf("expired %d times while its client kept asking to resume it", n)
-	}
-	ts.b.SetConnectHook(nil)
-	ts.resume(c, 400).ping()
-
-	// A wrong password is not the client.
-	c2 := ts.connect(300)
-	s2 := ts.b.Session(c2.sid)
-	c2.nc.Close()
-	waitClosed(t, s2.Detached, ioTimeout, "Detach")
-	ts.b.SetConnectHook(func(p zetcd.ConnectParams) error { return errors.New("store out of reach") })
-	for range 4 {
-		time.Sleep(100 * time.Millisecond)
-		r := ts.dial()
-		r.writeFrame(&encoding.ConnectRequest{TimeOut: 300, SessionID: c2.sid, Passwd: make([]byte, 16)})
-		r.expectEOF()
-	}
-	waitClosed(t, s2.Expired, 3*time.Second, "Expire")
-}
-
 // TestConnEventBeforeReply: an event the handler hands to the EventSink while serving a
 // request is written before that request's reply, and carries xid -1 and the event's zxid.
 func TestConnEventBeforeReply(t *testing.T) {
@@ -1022,6 +982,46 @@ func TestSessionResumeCancelsExpiry(t *testing.T) {
 		}
 	}
 	b.ping()
+}
+
+// TestSessionResumeRefusedKeepsAlive: a detached session whose client keeps asking to resume
+// it, and is refused because the backend cannot reach its store, does not expire while it asks
+// (each attempt restarts its timeout); an attempt with a wrong password does not count. Once
+// the backend serves again, the client resumes it.
+func TestSessionResumeRefusedKeepsAlive(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(400)
+	s := ts.b.Session(c.sid)
+	c.nc.Close()
+	waitClosed(t, s.Detached, ioTimeout, "Detach")
+	ts.b.SetConnectHook(func(p zetcd.ConnectParams) error {
+		return fmt.Errorf("store out of reach: %w", zetcd.ErrNotServing)
+	})
+	for range 8 { // 1.2 s, three timeouts
+		time.Sleep(150 * time.Millisecond)
+		r := ts.dial()
+		r.writeFrame(&encoding.ConnectRequest{TimeOut: 400, SessionID: c.sid, Passwd: c.passwd})
+		r.expectEOF()
+	}
+	if n := s.ExpireCalls.Load(); n != 0 {
+		t.Fatalf("expired %d times while its client kept asking to resume it", n)
+	}
+	ts.b.SetConnectHook(nil)
+	ts.resume(c, 400).ping()
+
+	// A wrong password is not the client.
+	c2 := ts.connect(300)
+	s2 := ts.b.Session(c2.sid)
+	c2.nc.Close()
+	waitClosed(t, s2.Detached, ioTimeout, "Detach")
+	ts.b.SetConnectHook(func(p zetcd.ConnectParams) error { return errors.New("store out of reach") })
+	for range 4 {
+		time.Sleep(100 * time.Millisecond)
+		r := ts.dial()
+		r.writeFrame(&encoding.ConnectRequest{TimeOut: 300, SessionID: c2.sid, Passwd: make([]byte, 16)})
+		r.expectEOF()
+	}
+	waitClosed(t, s2.Expired, 3*time.Second, "Expire")
 }
 
 func TestSessionResumeClosesOldConnection(t *testing.T) {
