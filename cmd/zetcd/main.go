@@ -20,7 +20,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/etcdstore"
@@ -169,17 +168,6 @@ func atLeastWarn(l *zap.Logger) *zap.Logger {
 		return l.WithOptions(zap.IncreaseLevel(zap.WarnLevel))
 	}
 	return l
-}
-
-func newLogger(level string) (*zap.Logger, error) {
-	var lvl zapcore.Level
-	if err := lvl.Set(level); err != nil {
-		return nil, err
-	}
-	cfg := zap.NewProductionConfig()
-	cfg.Level = zap.NewAtomicLevelAt(lvl)
-	cfg.Sampling = nil
-	return cfg.Build()
 }
 
 func main() {
