@@ -82,6 +82,7 @@ func (b *Store) followWatch(ctx context.Context, wch clientv3.WatchChan, next in
 				return next, heard, 0
 			}
 			last = time.Now() // after applying: a long reload is not a silence of etcd's
+			b.feedHeard.Store(last.UnixNano())
 		case now := <-t.C:
 			switch quiet := now.Sub(last); {
 			case quiet >= feedStall:

@@ -210,8 +210,15 @@ func TestWatchFeedStall(t *testing.T) {
 	if d := again[1].Sub(again[0]); d < feedStall-200*time.Millisecond {
 		t.Errorf("watched again %v after the last time; want no sooner than feedStall (%v)", d, feedStall)
 	}
+	// Cut off, the counts the four-letter words show may be stale by any amount.
+	if _, err := b.Stats(context.Background()); !errors.Is(err, zetcd.ErrNotServing) {
+		t.Errorf("stats of a feed that has heard nothing for %v: %v, want ErrNotServing", time.Since(held).Round(time.Millisecond), err)
+	}
 	gw.resume()
 	awaitTreeCurrent(t, b)
+	if _, err := b.Stats(context.Background()); err != nil {
+		t.Errorf("stats once the feed hears etcd again: %v", err)
+	}
 }
 
 // TestTreeMatchesEtcd: after a random workload of every kind of write from two sessions (creates

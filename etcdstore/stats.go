@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/zetcd/zetcd/internal/watch"
 	"github.com/zetcd/zetcd/zetcd"
@@ -15,10 +16,11 @@ var _ zetcd.StatsSource = (*Store)(nil)
 
 // Stats counts the znodes and the sessions (of every zetcd process), from the replica once it
 // has every write this process acknowledged. While it cannot get there (etcd unreachable, the
-// feed restarting) it fails with ErrNotServing, and the four-letter words answer as a server
-// that is not serving.
+// feed restarting), or the feed has heard nothing from etcd for feedStall (cut off: the counts
+// may be stale by any amount), it fails with ErrNotServing, and the four-letter words answer as
+// a ZooKeeper server that is not serving, as a follower without a leader does.
 func (b *Store) Stats(ctx context.Context) (zetcd.BackendStats, error) {
-	if err := b.awaitFloor(ctx, 0); err != nil {
+	if err := b.awaitCurrent(ctx); err != nil {
 		return zetcd.BackendStats{}, fmt.Errorf("stats: %w", err)
 	}
 	return b.tree.backendStats(), nil
@@ -26,7 +28,7 @@ func (b *Store) Stats(ctx context.Context) (zetcd.BackendStats, error) {
 
 // TreeStats is Stats with the data size and every session's ephemeral nodes.
 func (b *Store) TreeStats(ctx context.Context) (zetcd.TreeStats, error) {
-	if err := b.awaitFloor(ctx, 0); err != nil {
+	if err := b.awaitCurrent(ctx); err != nil {
 		return zetcd.TreeStats{}, fmt.Errorf("tree stats: %w", err)
 	}
 	ts := b.tree.stats()
@@ -35,6 +37,15 @@ func (b *Store) TreeStats(ctx context.Context) (zetcd.TreeStats, error) {
 		sort.Strings(paths)
 	}
 	return ts, nil
+}
+
+// awaitCurrent waits for the replica to reach every write this process acknowledged, and fails
+// with ErrNotServing if it does not or if the feed has heard nothing from etcd for feedStall.
+func (b *Store) awaitCurrent(ctx context.Context) error {
+	if quiet := time.Since(time.Unix(0, b.feedHeard.Load())); quiet > feedStall {
+		return fmt.Errorf("the watch feed has heard nothing from etcd for %v: %w", quiet.Round(time.Millisecond), zetcd.ErrNotServing)
+	}
+	return b.awaitFloor(ctx, 0)
 }
 
 // Watches lists the watches of every connection of this process.

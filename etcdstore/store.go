@@ -124,6 +124,9 @@ type Store struct {
 	own     ownRevisions
 	// treeWait bounds a read's wait for the replica (treeWaitLimit).
 	treeWait time.Duration
+	// feedHeard is when (UnixNano) the watch feed last heard etcd: a response, events or a
+	// progress notification (feed.go).
+	feedHeard atomic.Int64
 	// local holds the Session objects this process serves (session.go).
 	local  localSessions
 	keys   keySchema
@@ -243,6 +246,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	b.watches = watch.NewRegistry(b.tree.stateZxid(rev))
+	b.feedHeard.Store(time.Now().UnixNano())
 	if !cfg.manualWatchFeed {
 		go b.runWatchFeed(rev)
 	}

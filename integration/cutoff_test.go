@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -69,6 +70,10 @@ func TestFaultZetcdCutOff(t *testing.T) {
 		}
 	case <-time.After(freeze):
 		t.Errorf("the session that knows only the cut-off zetcd was not ended within %v", freeze)
+	}
+	// A's four-letter words say it is not serving, as a follower without a leader says.
+	if out, err := fourLetter(a.Addr, "mntr"); err != nil || !strings.Contains(out, "not currently serving") {
+		t.Errorf("mntr on the cut-off zetcd: %q, %v; want the not-serving answer", out, err)
 	}
 	time.Sleep(time.Until(frozenAt.Add(freeze)))
 
