@@ -13,7 +13,7 @@ import (
 )
 
 // The leases of this process's sessions are kept alive by one leaseKeeper: one gRPC keepalive
-// stream and four goroutines for the whole process, where the etcd client's Lease.KeepAlive
+// stream and three goroutines for the whole process, where the etcd client's Lease.KeepAlive
 // costs two goroutines and a channel per lease (a third of a session's memory).
 //
 // The keeper also says how long this process may go on serving a session without etcd's word
@@ -72,6 +72,8 @@ type leaseKeeper struct {
 	// stallWarned is set when a stall is logged as a warning, and cleared by the next answer:
 	// while etcd stays out of reach, the reopened streams stall again and are logged at debug.
 	stallWarned bool // guarded by mu
+	// cancelStream ends the current stream (nil between streams); watch calls it on a stall.
+	cancelStream context.CancelCauseFunc // guarded by mu
 }
 
 // keptLease is one lease the keeper refreshes.
@@ -81,12 +83,12 @@ type keptLease struct {
 	// process has two until the old one is detached.
 	refs    int
 	timeout time.Duration // the session's
-	granted int64         // the lease's TTL in seconds, as etcd last reported it
+	window  time.Duration // servingWindow of the lease's TTL as etcd last reported it
 	// confirmed is when the last refresh etcd answered was sent (or, before any, when the
 	// session was taken); sent is when the refresh in flight on the current stream was sent,
 	// zero if none is.
 	confirmed, sent time.Time
-	lapsed          bool // reported by lapses, and not again until a refresh is answered
+	lapsed          bool // reported by inspect, and not again until a refresh is answered
 }
 
 func newLeaseKeeper(client pb.LeaseClient, log *zap.Logger) *leaseKeeper {
@@ -101,7 +103,7 @@ func (k *leaseKeeper) add(id clientv3.LeaseID, timeout time.Duration, granted in
 	l := k.leases[id]
 	switch {
 	case l == nil:
-		l = &keptLease{timeout: timeout, granted: granted, confirmed: confirmed}
+		l = &keptLease{timeout: timeout, window: servingWindow(granted, timeout), confirmed: confirmed}
 		k.leases[id] = l
 	case confirmed.After(l.confirmed):
 		// Taken again while an old holder lets go: vouched for anew, and refreshed at once.
@@ -123,7 +125,7 @@ func (k *leaseKeeper) remove(id clientv3.LeaseID) {
 
 // due returns the leases due for a refresh at now, and marks them not due again before their
 // answer comes. A stream delivers in order or fails, so a refresh is not sent twice on one
-// stream; the next stream sends again what is unanswered (resend).
+// stream; the next stream sends again what is unanswered (startStream).
 func (k *leaseKeeper) due(now time.Time) []clientv3.LeaseID {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -137,10 +139,12 @@ func (k *leaseKeeper) due(now time.Time) []clientv3.LeaseID {
 	return ids
 }
 
-// resend makes the refreshes left unanswered by the last stream due at once, on a new one.
-func (k *leaseKeeper) resend() {
+// startStream records cancel as the current stream's, and makes the refreshes left unanswered
+// by the last stream due at once, on the new one.
+func (k *leaseKeeper) startStream(cancel context.CancelCauseFunc) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.cancelStream = cancel
 	for _, l := range k.leases {
 		if !l.sent.IsZero() {
 			l.next, l.sent = time.Time{}, time.Time{}
@@ -167,47 +171,36 @@ func (k *leaseKeeper) answered(id clientv3.LeaseID, ttl int64, now time.Time) {
 	if !l.sent.IsZero() {
 		l.confirmed, l.sent = l.sent, time.Time{}
 	}
-	l.granted, l.lapsed = ttl, false
-	l.next = now.Add(servingWindow(ttl, l.timeout) / 3)
+	l.window, l.lapsed = servingWindow(ttl, l.timeout), false
+	l.next = now.Add(l.window / 3)
 }
 
-// stalled reports whether a refresh sent on the current stream before now-keepAliveStall is
-// still unanswered.
-func (k *leaseKeeper) stalled(now time.Time) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for _, l := range k.leases {
-		if !l.sent.IsZero() && now.Sub(l.sent) > keepAliveStall {
-			return true
-		}
-	}
-	return false
-}
-
-// lapsedLease is a lease lapses reports, and how long ago etcd last confirmed it.
+// lapsedLease is a lease inspect reports, and how long ago etcd last confirmed it.
 type lapsedLease struct {
 	id    clientv3.LeaseID
 	since time.Duration
 }
 
-// lapses returns the leases whose serving window has passed at now without a confirmed
-// refresh, each once until etcd answers a refresh of it again.
-func (k *leaseKeeper) lapses(now time.Time) []lapsedLease {
+// inspect looks at every lease once at now. It returns those whose serving window has passed
+// without a confirmed refresh, each once until etcd answers a refresh of it again, and whether
+// a refresh sent on the current stream before now-keepAliveStall is still unanswered.
+func (k *leaseKeeper) inspect(now time.Time) (lapsed []lapsedLease, stalled bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	var out []lapsedLease
 	for id, l := range k.leases {
-		if since := now.Sub(l.confirmed); !l.lapsed && since > servingWindow(l.granted, l.timeout) {
+		stalled = stalled || (!l.sent.IsZero() && now.Sub(l.sent) > keepAliveStall)
+		if since := now.Sub(l.confirmed); !l.lapsed && since > l.window {
 			l.lapsed = true
-			out = append(out, lapsedLease{id, since})
+			lapsed = append(lapsed, lapsedLease{id, since})
 		}
 	}
-	return out
+	return lapsed, stalled
 }
 
-// watchLapses calls lapsed with each lapsed lease, every tick until ctx ends. It runs apart
-// from the stream, which may be stuck opening on a member that does not answer.
-func (k *leaseKeeper) watchLapses(ctx context.Context, lapsed func(id clientv3.LeaseID, since time.Duration)) {
+// watch inspects the leases every tick until ctx ends: it calls lapsed with each lapsed lease,
+// and ends a stalled stream (run opens another). It runs apart from the stream, whose Send
+// blocks once a member that stopped reading has filled the stream's window.
+func (k *leaseKeeper) watch(ctx context.Context, lapsed func(id clientv3.LeaseID, since time.Duration)) {
 	t := time.NewTicker(keepAliveTick)
 	defer t.Stop()
 	for {
@@ -215,7 +208,15 @@ func (k *leaseKeeper) watchLapses(ctx context.Context, lapsed func(id clientv3.L
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, l := range k.lapses(now) {
+			lapses, stalled := k.inspect(now)
+			if stalled {
+				k.mu.Lock()
+				if k.cancelStream != nil {
+					k.cancelStream(errKeepAliveStalled)
+				}
+				k.mu.Unlock()
+			}
+			for _, l := range lapses {
 				lapsed(l.id, l.since)
 			}
 		}
@@ -253,9 +254,8 @@ func (k *leaseKeeper) warnStall() bool {
 
 var errKeepAliveStalled = fmt.Errorf("a lease refresh went unanswered for %v", keepAliveStall)
 
-// stream sends the due refreshes over one stream and reads its answers, until either fails or a
-// refresh sent on it goes unanswered for keepAliveStall. The stall is watched by a goroutine of
-// its own: a Send blocks once a member that stopped reading has filled the stream's window.
+// stream sends the due refreshes over one stream and reads its answers, until either fails or
+// watch ends it for a refresh unanswered for keepAliveStall.
 func (k *leaseKeeper) stream(ctx context.Context) error {
 	sctx, cancel := context.WithCancelCause(clientv3.WithRequireLeader(ctx))
 	defer cancel(nil)
@@ -263,7 +263,8 @@ func (k *leaseKeeper) stream(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	k.resend()
+	k.startStream(cancel)
+	defer k.startStream(nil)
 	recvDone := make(chan error, 1)
 	go func() {
 		for {
@@ -273,21 +274,6 @@ func (k *leaseKeeper) stream(ctx context.Context) error {
 				return
 			}
 			k.answered(clientv3.LeaseID(resp.ID), resp.TTL, time.Now())
-		}
-	}()
-	go func() {
-		t := time.NewTicker(keepAliveTick)
-		defer t.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case now := <-t.C:
-				if k.stalled(now) {
-					cancel(errKeepAliveStalled)
-					return
-				}
-			}
 		}
 	}()
 	t := time.NewTicker(keepAliveTick)
@@ -302,6 +288,9 @@ func (k *leaseKeeper) stream(ctx context.Context) error {
 		}
 		select {
 		case err := <-recvDone:
+			if sctx.Err() != nil {
+				return context.Cause(sctx) // a stall, say, that ended Recv first
+			}
 			return err
 		case <-t.C:
 		case <-sctx.Done():

@@ -73,7 +73,7 @@ func TestLeaseKeeperLapses(t *testing.T) {
 	defer cancel()
 	lapses := make(chan lapsedLease, 10)
 	go k.run(kctx)
-	go k.watchLapses(kctx, func(id clientv3.LeaseID, since time.Duration) { lapses <- lapsedLease{id, since} })
+	go k.watch(kctx, func(id clientv3.LeaseID, since time.Duration) { lapses <- lapsedLease{id, since} })
 
 	// The window is the orphan end's (a timeout and a keepalive cadence after a refresh) less
 	// the timeout and the margin: 3.8 s, a refresh due every 1.3 s; etcd's expiry is 10 s after

@@ -229,7 +229,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		go space.run(bgCtx)
 	}
 	go b.keeper.run(bgCtx)
-	go b.keeper.watchLapses(bgCtx, b.leaseLapsed)
+	go b.keeper.watch(bgCtx, b.leaseLapsed)
 	rev, err := b.bootstrap(ctx)
 	if err != nil {
 		cancel()

@@ -89,8 +89,13 @@ func (t *sessionTable) detach(c *clientConn, deadline time.Time) {
 		return
 	}
 	rec.conn = nil
+	t.arm(c.id, rec, deadline)
+}
+
+// arm sets the expiry timer of the detached session id to deadline. Called with mu held.
+func (t *sessionTable) arm(id encoding.SessionID, rec *sessionRecord, deadline time.Time) {
 	rec.deadline = deadline
-	rec.timer = time.AfterFunc(time.Until(deadline), func() { t.expire(c.id, rec) })
+	rec.timer = time.AfterFunc(time.Until(deadline), func() { t.expire(id, rec) })
 }
 
 // heard restarts the timeout of a detached session whose client has just asked to resume it,
@@ -107,8 +112,7 @@ func (t *sessionTable) heard(id encoding.SessionID, passwd []byte) {
 	if !rec.timer.Stop() {
 		return // firing: expire has it
 	}
-	rec.deadline = time.Now().Add(rec.sess.Timeout())
-	rec.timer = time.AfterFunc(rec.sess.Timeout(), func() { t.expire(id, rec) })
+	t.arm(id, rec, time.Now().Add(rec.sess.Timeout()))
 }
 
 // expire is the expiry timer callback of a detached session.
