@@ -36,8 +36,8 @@ var layers = []layer{
 }
 
 // etcdAllowed lists the module packages besides etcdstore that may import etcd: composition
-// roots, clients, the embedded etcd and test harnesses.
-var etcdAllowed = []string{"cmd/", "tools/", "internal/embedetcd", "internal/testenv", "integration", "etcdstore"}
+// roots, clients, the embedded etcd, the client's member guard and test harnesses.
+var etcdAllowed = []string{"cmd/", "tools/", "internal/embedetcd", "internal/memberguard", "internal/testenv", "integration", "etcdstore"}
 
 type dep struct {
 	path     string

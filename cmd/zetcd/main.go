@@ -20,11 +20,13 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/internal/gomaxprocs"
+	"github.com/zetcd/zetcd/internal/memberguard"
 	"github.com/zetcd/zetcd/xchk"
 	"github.com/zetcd/zetcd/zetcd"
 )
@@ -59,6 +61,7 @@ type options struct {
 	etcdMaxTxnOps     int           // --etcd-max-txn-ops
 	etcdKeepAlive     time.Duration // --etcd-keepalive-time
 	etcdKeepAliveWait time.Duration // --etcd-keepalive-timeout
+	etcdSilence       time.Duration // --etcd-member-silence
 	adaptProcs        bool          // --adapt-gomaxprocs
 	security          securityOptions
 	sasl              saslOptions
@@ -88,6 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Int64Var(&o.quotaBytes, "quota-backend-bytes", embedetcd.DefaultQuotaBytes, "the embedded etcd's space quota (etcd's --quota-backend-bytes), in bytes; with --endpoints, the external etcd's quota if it does not report its own (etcd before 3.6)")
 	fs.DurationVar(&o.etcdKeepAlive, "etcd-keepalive-time", 10*time.Second, "with --endpoints, how long a connection to an etcd member may be silent before zetcd pings it (gRPC keepalive; gRPC takes no less than 10s)")
 	fs.DurationVar(&o.etcdKeepAliveWait, "etcd-keepalive-timeout", 3*time.Second, "with --endpoints, how long zetcd waits for a member to answer its ping before it gives up on the member (a frozen or cut-off member) and sends the requests and streams that were on it to the others")
+	fs.DurationVar(&o.etcdSilence, "etcd-member-silence", 2*time.Second, "with --endpoints naming more than one etcd member, how long a member may leave zetcd's status probes unanswered, while another answers, before zetcd sends its requests to the others and closes its connections to it, failing what was in flight there at once; taken back once it answers. 0: only the keepalive gives a silent member up")
 	fs.IntVar(&o.etcdMaxTxnOps, "etcd-max-txn-ops", 128, "with --endpoints, the external etcd's --max-txn-ops: zetcd commits many clients' writes in one etcd transaction and keeps it within this (the embedded etcd takes more)")
 	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "zetcd's data limit below etcd's quota, in bytes: writes that would grow etcd's database in use past it are refused with QuotaExceeded; 0: three quarters of etcd's quota; negative: no limit")
 	fs.BoolVar(&o.adaptProcs, "adapt-gomaxprocs", true, fmt.Sprintf("run on one P (GOMAXPROCS=1) while zetcd uses under %g cores of CPU (a second's average), and on all cores from %g: at low load one P spares the wake-ups of idle threads (lower latency, less CPU); the GOMAXPROCS environment variable turns it off", gomaxprocs.DefaultDownCores, gomaxprocs.DefaultUpCores))
@@ -193,29 +197,40 @@ func main() {
 }
 
 // etcdClient connects to etcd: to the embedded one in process (its lease API as a raw client
-// too), to an external one over gRPC (leases nil: the store builds it on the connection).
-func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints []string) (cli *clientv3.Client, leases pb.LeaseClient, err error) {
+// too), to an external one over gRPC (leases nil: the store builds it on the connection). guard,
+// if not nil, keeps the client off members that stop answering (memberguard) until its context
+// ends; the caller runs it.
+func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints []string) (cli *clientv3.Client, leases pb.LeaseClient, guard func(context.Context), err error) {
 	if embedded != nil {
 		cli, leases = embedded.InProcessClient()
-		return cli, leases, nil
+		return cli, leases, nil, nil
 	}
 	etcdTLS, err := o.security.etcdTLS()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var dialOpts []grpc.DialOption
+	var dialer *memberguard.Dialer
+	if len(endpoints) > 1 && o.etcdSilence > 0 {
+		dialer = &memberguard.Dialer{UserTimeout: o.etcdKeepAliveWait}
+		dialOpts = append(dialOpts, grpc.WithContextDialer(dialer.Dial))
 	}
 	cli, err = clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
+		DialOptions: dialOpts,
 		// Requests ZooKeeper accepts can make etcd requests larger than gRPC's default
 		// (embedetcd.MaxRequestBytes); an external etcd needs --max-request-bytes to match.
 		MaxCallSendMsgSize: embedetcd.ClientMaxCallSendMsgSize,
 		// The client spreads requests and streams over the members; a member that stops
 		// answering (a frozen process, a partition that keeps the TCP connection) would hold
 		// what was sent to it, the committer's transaction among them, for as long as it is
-		// frozen. The keepalive closes the connection to it, failing what was in flight there
-		// (the clients of those requests reconnect) and moving the streams to the others. It
-		// pings only a connection with requests or streams on it: etcd answers pings on an idle
-		// connection with "too many pings" and closes it (its PermitWithoutStream is false).
+		// frozen. The member guard gives it up after --etcd-member-silence when another member
+		// answers; the keepalive closes the connection to it in any case, failing what was in
+		// flight there (the clients of those requests reconnect) and moving the streams to the
+		// others. It pings only a connection with requests or streams on it: etcd answers pings
+		// on an idle connection with "too many pings" and closes it (its PermitWithoutStream is
+		// false).
 		DialKeepAliveTime:    o.etcdKeepAlive,
 		DialKeepAliveTimeout: o.etcdKeepAliveWait,
 		Logger:               embedetcd.Quiet(atLeastWarn(log.Named("etcd-client"))),
@@ -224,9 +239,15 @@ func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints 
 		Password:             o.security.etcdPassword,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+		return nil, nil, nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}
-	return cli, nil, nil
+	if dialer != nil {
+		guard = func(ctx context.Context) {
+			memberguard.Run(ctx, memberguard.Config{Client: cli, Dialer: dialer, Endpoints: endpoints,
+				Silence: o.etcdSilence, Logger: log.Named("etcd-members")})
+		}
+	}
+	return cli, nil, guard, nil
 }
 
 func run(o options, log *zap.Logger) error {
@@ -254,11 +275,24 @@ func run(o options, log *zap.Logger) error {
 		endpoints = strings.Split(o.endpoints, ",")
 	}
 
-	cli, leases, err := etcdClient(o, log, embedded, endpoints)
+	cli, leases, guard, err := etcdClient(o, log, embedded, endpoints)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
+	if guard != nil {
+		ctx, stop := context.WithCancel(context.Background())
+		guarded := make(chan struct{})
+		go func() {
+			defer close(guarded)
+			guard(ctx)
+		}()
+		// Deferred after the client's Close: the guard stops before the client closes.
+		defer func() {
+			stop()
+			<-guarded
+		}()
+	}
 
 	// Metrics are always collected (they cost a few atomic adds); --metrics-addr serves them.
 	reg := newRegistry()

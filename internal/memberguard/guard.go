@@ -1,0 +1,196 @@
+// Package memberguard keeps an etcd client's requests off the members that stop answering.
+//
+// The etcd client spreads its requests and streams over every member it is given. A member
+// that stops answering without closing its connections (a frozen process, a partition that
+// keeps the TCP connection up, a member cut off from its cluster's leader) holds whatever was
+// sent to it, and whatever the client goes on sending it, until gRPC's keepalive gives the
+// connection up: 13 s at the least, as gRPC pings no more often than every 10 s. With three
+// members that is a third of the requests, and in zetcd every write of the process waits
+// behind a committer's transaction held there.
+//
+// Run asks each member for its status, on a connection of its own, a few times a Silence. A
+// member that has not answered with a leader for a Silence, while another member does, is left
+// out: the client's endpoints become the others, and the client's connections to it are closed
+// (Dialer.Sever), which fails what was in flight there at once. The etcd client retries what is
+// safe to retry on another member; the rest fails as a lost connection would, its outcome
+// unknown. A member left out is taken back once it answers twice in a row.
+package memberguard
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+)
+
+// Config is what Run guards.
+type Config struct {
+	// Client is the client whose endpoints Run sets. Its connections must be dialed through
+	// Dialer (clientv3.Config.DialOptions: grpc.WithContextDialer(Dialer.Dial)).
+	Client *clientv3.Client
+	Dialer *Dialer
+	// Endpoints are the members, as the client was given them; Run keeps their order.
+	Endpoints []string
+	// Silence is how long a member may go without answering, while another answers, before it
+	// is left out. Each member is asked every Silence/4, and given Silence/2 to answer.
+	Silence time.Duration
+	Logger  *zap.Logger
+}
+
+// readmitAnswers is how many answers in a row take a member left out back.
+const readmitAnswers = 2
+
+// member is one etcd member as Run sees it.
+type member struct {
+	endpoint string
+	addr     string           // the address the client dials for it (Dialer's key)
+	conn     *grpc.ClientConn // the probes' own connection
+	heard    time.Time        // when it last answered with a leader
+	answers  int              // its answers in a row
+	out      bool             // left out of the client's endpoints
+}
+
+// Run guards cfg.Client until ctx ends.
+func Run(ctx context.Context, cfg Config) {
+	ms := make([]*member, 0, len(cfg.Endpoints))
+	defer func() {
+		for _, m := range ms {
+			m.conn.Close()
+		}
+	}()
+	now := time.Now()
+	for _, ep := range cfg.Endpoints {
+		conn, err := cfg.Client.Dial(ep)
+		if err != nil {
+			cfg.Logger.Warn("etcd member guard: cannot dial a member; not guarding", zap.String("endpoint", ep), zap.Error(err))
+			return
+		}
+		// Heard at the start: a member gets a Silence to answer its first probe.
+		ms = append(ms, &member{endpoint: ep, addr: endpointAddr(ep), conn: conn, heard: now})
+	}
+	t := time.NewTicker(cfg.Silence / 4)
+	defer t.Stop()
+	for {
+		probeAll(ctx, ms, cfg.Silence/2)
+		if ctx.Err() != nil {
+			return
+		}
+		steer(cfg, ms)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// steer gives the client the endpoints decide chooses, if they changed, and closes the
+// client's connections to the members it left out.
+func steer(cfg Config, ms []*member) {
+	in, left, back := decide(ms, time.Now(), cfg.Silence)
+	if len(left)+len(back) == 0 {
+		return
+	}
+	cfg.Client.SetEndpoints(in...)
+	for _, m := range left {
+		n := cfg.Dialer.Sever(m.addr)
+		cfg.Logger.Warn("etcd member stopped answering; its requests go to the other members",
+			zap.String("endpoint", m.endpoint), zap.Duration("silent", time.Since(m.heard).Round(time.Millisecond)),
+			zap.Int("connectionsClosed", n), zap.Strings("endpoints", in))
+	}
+	for _, m := range back {
+		cfg.Logger.Info("etcd member answers again", zap.String("endpoint", m.endpoint), zap.Strings("endpoints", in))
+	}
+}
+
+// probeAll asks every member for its status at once, each given wait to answer, and records
+// the answers.
+func probeAll(ctx context.Context, ms []*member, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() { m.probe(ctx) })
+	}
+	wg.Wait()
+}
+
+// probe asks m for its status once.
+func (m *member) probe(ctx context.Context) {
+	if m.answers == 0 {
+		// A connection that failed waits out gRPC's backoff before it tries again, up to two
+		// minutes: a member back from a long outage would wait that long to be taken back.
+		m.conn.ResetConnectBackoff()
+	}
+	resp, err := pb.NewMaintenanceClient(m.conn).Status(ctx, &pb.StatusRequest{})
+	// A member that knows no leader cannot serve a linearizable request: it is cut off from
+	// its cluster, or an election is under way (then no member knows one).
+	if err != nil || resp.Leader == 0 {
+		m.answers = 0
+		return
+	}
+	m.heard = time.Now()
+	m.answers++
+}
+
+// decide leaves out the members silent for silence while another member in the endpoints has
+// answered within it, and takes back those left out that answered readmitAnswers times in a
+// row. It returns the endpoints to give the client, and the members it left out and took back.
+func decide(ms []*member, now time.Time, silence time.Duration) (in []string, left, back []*member) {
+	heard := func(m *member) bool { return now.Sub(m.heard) < silence }
+	for _, m := range ms {
+		switch {
+		case m.out && m.answers >= readmitAnswers:
+			m.out = false
+			back = append(back, m)
+		case !m.out && !heard(m) && anotherHeard(ms, m, heard):
+			m.out = true
+			left = append(left, m)
+		}
+	}
+	for _, m := range ms {
+		if !m.out {
+			in = append(in, m.endpoint)
+		}
+	}
+	return in, left, back
+}
+
+// anotherHeard reports whether a member other than m, in the endpoints, has been heard.
+func anotherHeard(ms []*member, m *member, heard func(*member) bool) bool {
+	for _, o := range ms {
+		if o != m && !o.out && heard(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// endpointAddr is the address the etcd client dials for endpoint ep, as its resolver writes
+// it (etcd's client/v3 internal/endpoint): host:port for http(s) URLs and plain addresses,
+// "unix:path" or "unix:///absolute-path" for unix sockets.
+func endpointAddr(ep string) string {
+	for _, scheme := range []string{"unix", "unixs"} {
+		if rest, ok := strings.CutPrefix(ep, scheme+"://"); ok {
+			if strings.HasPrefix(rest, "/") {
+				return "unix://" + rest
+			}
+			return "unix:" + rest
+		}
+		if rest, ok := strings.CutPrefix(ep, scheme+":"); ok {
+			return "unix:" + rest
+		}
+	}
+	if strings.Contains(ep, "://") {
+		if u, err := url.Parse(ep); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+			return u.Host
+		}
+	}
+	return ep
+}

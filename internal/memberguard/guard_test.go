@@ -1,0 +1,310 @@
+package memberguard
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+
+	"github.com/zetcd/zetcd/internal/embedetcd"
+)
+
+// TestGuardLeavesSilentMemberOut: a client knows one etcd through two endpoints (proxies), and
+// one of them goes silent with its connections open, as a frozen member does. The requests in
+// flight through it fail within a Silence and a probe, those on the other endpoint succeed, the
+// next ones all go to the other endpoint, and the silent one is taken back once it answers.
+// Without the guard the requests on the silent endpoint would wait as long as it is silent
+// (the client here has no keepalive). With etcd's authentication on, the probes (etcd's Status,
+// which asks for a user) carry the client's token.
+func TestGuardLeavesSilentMemberOut(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { guardsSilentMember(t, false) })
+	t.Run("etcd auth", func(t *testing.T) { guardsSilentMember(t, true) })
+}
+
+func guardsSilentMember(t *testing.T, auth bool) {
+	const silence = time.Second
+	e, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), Users: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	u, err := url.Parse(e.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var user, password string
+	if auth {
+		user, password = "app", "app-password"
+		enableAuth(t, e.Endpoint, user, password)
+	}
+	a, b := startProxy(t, u.Host), startProxy(t, u.Host)
+	eps := []string{"http://" + a.addr(), "http://" + b.addr()}
+	d := &Dialer{}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Username: user, Password: password, DialOptions: []grpc.DialOption{grpc.WithContextDialer(d.Dial)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		Run(ctx, Config{Client: cli, Dialer: d, Endpoints: eps, Silence: silence, Logger: zaptest.NewLogger(t)})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		cli.Close()
+	})
+	for i := 0; i < 10; i++ {
+		if _, err := put(cli, 5*time.Second); err != nil {
+			t.Fatalf("put %d before the silence: %v", i, err)
+		}
+	}
+	if d.open(a.addr()) == 0 || d.open(b.addr()) == 0 {
+		t.Fatalf("connections before the silence: %d to a, %d to b; want some to each", d.open(a.addr()), d.open(b.addr()))
+	}
+
+	a.freeze()
+	// Eight puts at once: the client's round robin sends half of them through a.
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	results := make(chan result, 8)
+	for range 8 {
+		go func() {
+			took, err := put(cli, 20*time.Second)
+			results <- result{took, err}
+		}()
+	}
+	failed, succeeded := 0, 0
+	for range 8 {
+		r := <-results
+		t.Logf("put in flight at the silence: %v after %v", r.err, r.took.Round(time.Millisecond))
+		if limit := silence + silence/2 + 2*time.Second; r.took > limit {
+			t.Errorf("a put in flight at the silence took %v, over %v", r.took.Round(time.Millisecond), limit)
+		}
+		if r.err != nil {
+			failed++
+		} else {
+			succeeded++
+		}
+	}
+	if failed == 0 || succeeded == 0 {
+		t.Errorf("puts in flight at the silence: %d failed (through a), %d succeeded (through b); want some of each", failed, succeeded)
+	}
+	if got := cli.Endpoints(); !slices.Equal(got, eps[1:]) {
+		t.Errorf("endpoints with a silent: %v, want %v", got, eps[1:])
+	}
+	for i := 0; i < 20; i++ {
+		if took, err := put(cli, 5*time.Second); err != nil || took > time.Second {
+			t.Errorf("put %d with a left out: %v after %v", i, err, took.Round(time.Millisecond))
+		}
+	}
+
+	a.thaw()
+	deadline := time.Now().Add(5 * silence)
+	for !slices.Equal(cli.Endpoints(), eps) {
+		if time.Now().After(deadline) {
+			t.Fatalf("endpoints %v after a answers again, want %v", cli.Endpoints(), eps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// enableAuth turns etcd's authentication on, with a root user and user, who may write the key
+// k alone.
+func enableAuth(t *testing.T, endpoint, user, password string) {
+	t.Helper()
+	root, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i, step := range []func() error{
+		func() error { _, err := root.UserAdd(ctx, "root", "root-password"); return err },
+		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := root.RoleAdd(ctx, user); return err },
+		func() error { _, err := root.RoleGrantPermission(ctx, user, "k", "", clientv3.PermissionType(clientv3.PermReadWrite)); return err },
+		func() error { _, err := root.UserAdd(ctx, user, password); return err },
+		func() error { _, err := root.UserGrantRole(ctx, user, user); return err },
+		func() error { _, err := root.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatalf("authentication setup, step %d: %v", i, err)
+		}
+	}
+}
+
+// put puts a key and reports how long it took.
+func put(cli *clientv3.Client, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	_, err := cli.Put(ctx, "k", "v")
+	return time.Since(start), err
+}
+
+func TestDecide(t *testing.T) {
+	const silence = time.Second
+	now := time.Unix(100, 0)
+	heard, silent := now.Add(-silence/2), now.Add(-2*silence)
+	members := func(heards ...time.Time) []*member {
+		var ms []*member
+		for i, h := range heards {
+			ms = append(ms, &member{endpoint: string(rune('a' + i)), heard: h})
+		}
+		return ms
+	}
+	t.Run("one silent", func(t *testing.T) {
+		ms := members(heard, silent, heard)
+		in, left, back := decide(ms, now, silence)
+		if !slices.Equal(in, []string{"a", "c"}) || len(left) != 1 || left[0] != ms[1] || len(back) != 0 {
+			t.Errorf("in %v, left %d, back %d; want a and c in, b left", in, len(left), len(back))
+		}
+		if in, left, back := decide(ms, now, silence); !slices.Equal(in, []string{"a", "c"}) || len(left)+len(back) != 0 {
+			t.Errorf("again: in %v, left %d, back %d; want no change", in, len(left), len(back))
+		}
+	})
+	t.Run("all silent", func(t *testing.T) {
+		// No member to send the requests to instead: the client keeps them all.
+		in, left, back := decide(members(silent, silent, silent), now, silence)
+		if len(in) != 3 || len(left)+len(back) != 0 {
+			t.Errorf("in %v, left %d, back %d; want all in, no change", in, len(left), len(back))
+		}
+	})
+	t.Run("two silent", func(t *testing.T) {
+		in, left, _ := decide(members(silent, heard, silent), now, silence)
+		if !slices.Equal(in, []string{"b"}) || len(left) != 2 {
+			t.Errorf("in %v, left %d; want b alone in", in, len(left))
+		}
+	})
+	t.Run("back", func(t *testing.T) {
+		ms := members(heard, silent)
+		decide(ms, now, silence)
+		ms[1].answers, ms[1].heard = readmitAnswers-1, now
+		if in, _, back := decide(ms, now, silence); len(in) != 1 || len(back) != 0 {
+			t.Errorf("after %d answer: in %v, back %d; want b still out", readmitAnswers-1, in, len(back))
+		}
+		ms[1].answers = readmitAnswers
+		if in, _, back := decide(ms, now, silence); len(in) != 2 || len(back) != 1 {
+			t.Errorf("after %d answers: in %v, back %d; want b back", readmitAnswers, in, len(back))
+		}
+	})
+}
+
+func TestEndpointAddr(t *testing.T) {
+	for ep, want := range map[string]string{
+		"http://127.0.0.1:2379":  "127.0.0.1:2379",
+		"https://etcd-0:2379":    "etcd-0:2379",
+		"10.0.0.1:2379":          "10.0.0.1:2379",
+		"unix:///run/etcd.sock":  "unix:///run/etcd.sock",
+		"unix://etcd.sock":       "unix:etcd.sock",
+		"unixs://etcd.sock":      "unix:etcd.sock",
+		"unix:etcd.sock":         "unix:etcd.sock",
+		"unixs:///run/etcd.sock": "unix:///run/etcd.sock",
+	} {
+		if got := endpointAddr(ep); got != want {
+			t.Errorf("endpointAddr(%q) = %q, want %q", ep, got, want)
+		}
+	}
+}
+
+// proxy forwards TCP connections to target. Frozen, it forwards nothing in either direction
+// and keeps every connection open, accepting new ones, as the kernel does for a process
+// stopped with SIGSTOP.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	thawed chan struct{} // closed while the proxy forwards
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target, thawed: make(chan struct{})}
+	close(p.thawed)
+	t.Cleanup(func() {
+		p.thaw()
+		ln.Close()
+	})
+	go p.serve()
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.thawed = make(chan struct{})
+}
+
+func (p *proxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.thawed:
+	default:
+		close(p.thawed)
+	}
+}
+
+// gate returns a channel that is closed once the proxy forwards.
+func (p *proxy) gate() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.thawed
+}
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				return
+			}
+			go p.copy(up, c)
+			p.copy(c, up)
+		}()
+	}
+}
+
+// copy forwards src to dst while the proxy is not frozen, then closes both.
+func (p *proxy) copy(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			<-p.gate()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
