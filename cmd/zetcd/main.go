@@ -91,7 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Int64Var(&o.quotaBytes, "quota-backend-bytes", embedetcd.DefaultQuotaBytes, "the embedded etcd's space quota (etcd's --quota-backend-bytes), in bytes; with --endpoints, the external etcd's quota if it does not report its own (etcd before 3.6)")
 	fs.DurationVar(&o.etcdKeepAlive, "etcd-keepalive-time", 10*time.Second, "with --endpoints, how long a connection to an etcd member may be silent before zetcd pings it (gRPC keepalive; gRPC takes no less than 10s)")
 	fs.DurationVar(&o.etcdKeepAliveWait, "etcd-keepalive-timeout", 3*time.Second, "with --endpoints, how long zetcd waits for a member to answer its ping before it gives up on the member (a frozen or cut-off member) and sends the requests and streams that were on it to the others")
-	fs.DurationVar(&o.etcdSilence, "etcd-member-silence", 2*time.Second, "with --endpoints naming more than one etcd member, how long a member may leave zetcd's status probes unanswered, while another answers, before zetcd sends its requests to the others and closes its connections to it, failing what was in flight there at once; taken back once it answers. 0: only the keepalive gives a silent member up")
+	fs.DurationVar(&o.etcdSilence, "etcd-member-silence", 2*time.Second, "with --endpoints naming more than one etcd member, how long a member may leave zetcd's probes (a linearizable read) unanswered, while another answers, before zetcd sends its requests to the others and closes its connections to it, failing what was in flight there at once; taken back once it answers. 0: only the keepalive gives a silent member up")
 	fs.IntVar(&o.etcdMaxTxnOps, "etcd-max-txn-ops", 128, "with --endpoints, the external etcd's --max-txn-ops: zetcd commits many clients' writes in one etcd transaction and keeps it within this (the embedded etcd takes more)")
 	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "zetcd's data limit below etcd's quota, in bytes: writes that would grow etcd's database in use past it are refused with QuotaExceeded; 0: three quarters of etcd's quota; negative: no limit")
 	fs.BoolVar(&o.adaptProcs, "adapt-gomaxprocs", true, fmt.Sprintf("run on one P (GOMAXPROCS=1) while zetcd uses under %g cores of CPU (a second's average), and on all cores from %g: at low load one P spares the wake-ups of idle threads (lower latency, less CPU); the GOMAXPROCS environment variable turns it off", gomaxprocs.DefaultDownCores, gomaxprocs.DefaultUpCores))
@@ -244,7 +244,7 @@ func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints 
 	if dialer != nil {
 		guard = func(ctx context.Context) {
 			memberguard.Run(ctx, memberguard.Config{Client: cli, Dialer: dialer, Endpoints: endpoints,
-				Silence: o.etcdSilence, Logger: log.Named("etcd-members")})
+				ProbeKey: o.prefix, Silence: o.etcdSilence, Logger: log.Named("etcd-members")})
 		}
 	}
 	return cli, nil, guard, nil

@@ -2,18 +2,21 @@
 //
 // The etcd client spreads its requests and streams over every member it is given. A member
 // that stops answering without closing its connections (a frozen process, a partition that
-// keeps the TCP connection up, a member cut off from its cluster's leader) holds whatever was
-// sent to it, and whatever the client goes on sending it, until gRPC's keepalive gives the
-// connection up: 13 s at the least, as gRPC pings no more often than every 10 s. With three
-// members that is a third of the requests, and in zetcd every write of the process waits
-// behind a committer's transaction held there.
+// keeps the TCP connection up, a member cut off from its cluster's leader, a disk that stalls
+// its log or its apply) holds whatever was sent to it, and whatever the client goes on sending
+// it, until gRPC's keepalive gives the connection up: 13 s at the least, as gRPC pings no more
+// often than every 10 s, and never while the member still answers pings. With three members
+// that is a third of the requests, and in zetcd every write of the process waits behind a
+// committer's transaction held there.
 //
-// Run asks each member for its status, on a connection of its own, a few times a Silence. A
-// member that has not answered with a leader for a Silence, while another member does, is left
-// out: the client's endpoints become the others, and the client's connections to it are closed
-// (Dialer.Sever), which fails what was in flight there at once. The etcd client retries what is
-// safe to retry on another member; the rest fails as a lost connection would, its outcome
-// unknown. A member left out is taken back once it answers twice in a row.
+// Run reads a key from each member, linearizably and on a connection of its own, a few times a
+// Silence: such a read needs the member to reach its leader and to have applied what the
+// leader committed, as the client's requests do. A member that has not answered for a Silence,
+// while another member does, is left out: the client's endpoints become the others, and the
+// client's connections to it are closed (Dialer.Sever), which fails what was in flight there at
+// once. The etcd client retries what is safe to retry on another member; the rest fails as a
+// lost connection would, its outcome unknown. A member left out is taken back once it answers
+// twice in a row.
 package memberguard
 
 import (
@@ -37,6 +40,8 @@ type Config struct {
 	Dialer *Dialer
 	// Endpoints are the members, as the client was given them; Run keeps their order.
 	Endpoints []string
+	// ProbeKey is the key the probes read (its count only): one the client may read.
+	ProbeKey string
 	// Silence is how long a member may go without answering, while another answers, before it
 	// is left out. Each member is asked every Silence/4, and given Silence/2 to answer.
 	Silence time.Duration
@@ -51,7 +56,7 @@ type member struct {
 	endpoint string
 	addr     string           // the address the client dials for it (Dialer's key)
 	conn     *grpc.ClientConn // the probes' own connection
-	heard    time.Time        // when it last answered with a leader
+	heard    time.Time        // when it last answered
 	answers  int              // its answers in a row
 	out      bool             // left out of the client's endpoints
 }
@@ -77,7 +82,7 @@ func Run(ctx context.Context, cfg Config) {
 	t := time.NewTicker(cfg.Silence / 4)
 	defer t.Stop()
 	for {
-		probeAll(ctx, ms, cfg.Silence/2)
+		probeAll(ctx, ms, cfg.ProbeKey, cfg.Silence/2)
 		if ctx.Err() != nil {
 			return
 		}
@@ -109,29 +114,29 @@ func steer(cfg Config, ms []*member) {
 	}
 }
 
-// probeAll asks every member for its status at once, each given wait to answer, and records
-// the answers.
-func probeAll(ctx context.Context, ms []*member, wait time.Duration) {
+// probeAll reads key from every member at once, each given wait to answer, and records the
+// answers.
+func probeAll(ctx context.Context, ms []*member, key string, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, m := range ms {
-		wg.Go(func() { m.probe(ctx) })
+		wg.Go(func() { m.probe(ctx, key) })
 	}
 	wg.Wait()
 }
 
-// probe asks m for its status once.
-func (m *member) probe(ctx context.Context) {
+// probe reads key from m once.
+func (m *member) probe(ctx context.Context, key string) {
 	if m.answers == 0 {
 		// A connection that failed waits out gRPC's backoff before it tries again, up to two
 		// minutes: a member back from a long outage would wait that long to be taken back.
 		m.conn.ResetConnectBackoff()
 	}
-	resp, err := pb.NewMaintenanceClient(m.conn).Status(ctx, &pb.StatusRequest{})
-	// A member that knows no leader cannot serve a linearizable request: it is cut off from
-	// its cluster, or an election is under way (then no member knows one).
-	if err != nil || resp.Leader == 0 {
+	// Linearizable (not Serializable): a member cut off from its leader, or behind in
+	// applying, does not answer it, as during an election no member does.
+	_, err := pb.NewKVClient(m.conn).Range(ctx, &pb.RangeRequest{Key: []byte(key), CountOnly: true})
+	if err != nil {
 		m.answers = 0
 		return
 	}

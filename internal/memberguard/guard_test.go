@@ -22,8 +22,8 @@ import (
 // flight through it fail within a Silence and a probe, those on the other endpoint succeed, the
 // next ones all go to the other endpoint, and the silent one is taken back once it answers.
 // Without the guard the requests on the silent endpoint would wait as long as it is silent
-// (the client here has no keepalive). With etcd's authentication on, the probes (etcd's Status,
-// which asks for a user) carry the client's token.
+// (the client here has no keepalive). With etcd's authentication on, the probes (reads) carry
+// the client's token.
 func TestGuardLeavesSilentMemberOut(t *testing.T) {
 	t.Run("plain", func(t *testing.T) { guardsSilentMember(t, false) })
 	t.Run("etcd auth", func(t *testing.T) { guardsSilentMember(t, true) })
@@ -57,7 +57,7 @@ func guardsSilentMember(t *testing.T, auth bool) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		Run(ctx, Config{Client: cli, Dialer: d, Endpoints: eps, Silence: silence, Logger: zaptest.NewLogger(t)})
+		Run(ctx, Config{Client: cli, Dialer: d, Endpoints: eps, ProbeKey: "k", Silence: silence, Logger: zaptest.NewLogger(t)})
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -136,7 +136,10 @@ func enableAuth(t *testing.T, endpoint, user, password string) {
 		func() error { _, err := root.UserAdd(ctx, "root", "root-password"); return err },
 		func() error { _, err := root.UserGrantRole(ctx, "root", "root"); return err },
 		func() error { _, err := root.RoleAdd(ctx, user); return err },
-		func() error { _, err := root.RoleGrantPermission(ctx, user, "k", "", clientv3.PermissionType(clientv3.PermReadWrite)); return err },
+		func() error {
+			_, err := root.RoleGrantPermission(ctx, user, "k", "", clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		},
 		func() error { _, err := root.UserAdd(ctx, user, password); return err },
 		func() error { _, err := root.UserGrantRole(ctx, user, user); return err },
 		func() error { _, err := root.AuthEnable(ctx); return err },
