@@ -1024,6 +1024,36 @@ func TestSessionResumeRefusedKeepsAlive(t *testing.T) {
 	waitClosed(t, s2.Expired, 3*time.Second, "Expire")
 }
 
+// TestDetachedExpiryRetried: a detached session whose expiry fails (the store out of reach) is
+// expired again, every min(timeout, 2 s), until it succeeds; one resumed meanwhile is not.
+func TestDetachedExpiryRetried(t *testing.T) {
+	ts := startTestServer(t, testConfig())
+	c := ts.connect(300)
+	s := ts.b.Session(c.sid)
+	s.ExpireFailures.Store(2)
+	c.nc.Close()
+	waitClosed(t, s.Expired, 3*time.Second, "Expire")
+	if n := s.ExpireCalls.Load(); n != 3 {
+		t.Errorf("expired after %d calls, want 3 (two failed)", n)
+	}
+
+	c2 := ts.connect(300)
+	s2 := ts.b.Session(c2.sid)
+	s2.ExpireFailures.Store(1000)
+	c2.nc.Close()
+	for deadline := time.Now().Add(3 * time.Second); s2.ExpireCalls.Load() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d expiry calls 3 s after the client went, want 2 or more", s2.ExpireCalls.Load())
+		}
+	}
+	ts.resume(c2, 300).ping()
+	n := s2.ExpireCalls.Load()
+	time.Sleep(time.Second)
+	if m := s2.ExpireCalls.Load(); m > n+1 { // one may have been under way
+		t.Errorf("expiry tried %d more times after the session was resumed", m-n)
+	}
+}
+
 func TestSessionResumeClosesOldConnection(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	a := ts.connect(10000)

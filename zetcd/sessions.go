@@ -138,11 +138,33 @@ func (t *sessionTable) expire(id encoding.SessionID, rec *sessionRecord) {
 	defer cancel()
 	if err := rec.sess.Expire(ctx); err != nil {
 		if !errors.Is(err, context.Canceled) {
-			log.Error("expire detached session failed", zap.Error(fmt.Errorf("session %v: expire: %w", id, err)))
+			retry := min(rec.sess.Timeout(), maxExpireRetry)
+			log.Warn("expire detached session failed; trying again", zap.Duration("in", retry),
+				zap.Error(fmt.Errorf("session %v: expire: %w", id, err)))
+			t.retry(id, rec, retry)
 		}
 		return
 	}
 	log.Info("detached session expired")
+}
+
+// maxExpireRetry bounds how long a detached session whose expiry failed (its store out of
+// reach) waits before it is tried again: as soon as the store is back, this server ends the
+// session itself, exactly, rather than leave its ephemeral nodes to the store's own expiry (an
+// etcd lease's TTL), which would not move their parents' pzxid and comes later.
+const maxExpireRetry = 2 * time.Second
+
+// retry records the detached session id again, to be expired after d, unless it was resumed
+// here since or the server is closing. The record's Session already began its end; a client
+// that resumes the session meanwhile gets a new one (attach replaces the record).
+func (t *sessionTable) retry(id encoding.SessionID, rec *sessionRecord, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.m[id] != nil {
+		return
+	}
+	t.m[id] = rec
+	t.arm(id, rec, time.Now().Add(d))
 }
 
 // close stops every expiry timer, waits for expiry callbacks already running, and detaches

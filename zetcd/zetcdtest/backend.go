@@ -180,8 +180,11 @@ type Session struct {
 
 	CloseCalls, ExpireCalls, DetachCalls atomic.Int32
 	ExpireNoop                           atomic.Bool // Expire found the session resumed since
-	closeOnce, expireOnce, detachOnce    sync.Once
-	Closed, Expired, Detached            chan struct{}
+	// ExpireFailures, set by a test, is how many Expire calls fail next, with an error
+	// wrapping zetcd.ErrNotServing (the store out of reach), ending nothing.
+	ExpireFailures                    atomic.Int32
+	closeOnce, expireOnce, detachOnce sync.Once
+	Closed, Expired, Detached         chan struct{}
 }
 
 var _ zetcd.Session = (*Session)(nil)
@@ -210,6 +213,11 @@ func (s *Session) Close(ctx context.Context) (encoding.Zxid, error) {
 func (s *Session) Expire(ctx context.Context) error {
 	s.enterLifecycle("Expire")
 	s.ExpireCalls.Add(1)
+	for n := s.ExpireFailures.Load(); n > 0; n = s.ExpireFailures.Load() {
+		if s.ExpireFailures.CompareAndSwap(n, n-1) {
+			return fmt.Errorf("session %v: expire: store out of reach: %w", s.id, zetcd.ErrNotServing)
+		}
+	}
 	s.b.mu.Lock()
 	st := s.b.sessions[s.id]
 	if st.objs[len(st.objs)-1] != s {
