@@ -192,6 +192,17 @@ func clusterLeader(t *testing.T, ms []*etcdMember) *etcdMember {
 	return nil
 }
 
+// followersOf is the members of ms other than leader.
+func followersOf(ms []*etcdMember, leader *etcdMember) []*etcdMember {
+	var fs []*etcdMember
+	for _, m := range ms {
+		if m != leader {
+			fs = append(fs, m)
+		}
+	}
+	return fs
+}
+
 // talkingSession is a go-zookeeper session on one zetcd that keeps talking (its client pings
 // every third of the timeout) and records whether it was ever told its session expired.
 type talkingSession struct {
@@ -297,12 +308,7 @@ func TestFaultEtcdLeaderPaused(t *testing.T) {
 	const timeout = 8 * time.Second
 	ms := faultCluster(t)
 	leader := clusterLeader(t, ms)
-	var others []*etcdMember
-	for _, m := range ms {
-		if m != leader {
-			others = append(others, m)
-		}
-	}
+	others := followersOf(ms, leader)
 	a := startProcessArgs(t, freePort(t), "--endpoints", leader.clientURL)
 	b := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(others))
 	observer := connect(t, b.Addr)

@@ -31,12 +31,7 @@ func TestFaultEtcdQuorumLost(t *testing.T) {
 		t.Run(frozen, func(t *testing.T) {
 			ms := faultCluster(t)
 			leader := clusterLeader(t, ms)
-			var followers []*etcdMember
-			for _, m := range ms {
-				if m != leader {
-					followers = append(followers, m)
-				}
-			}
+			followers := followersOf(ms, leader)
 			if frozen == "two followers" {
 				quorumLost(t, ms, followers, true)
 			} else {
