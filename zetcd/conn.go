@@ -3,7 +3,6 @@ package zetcd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -295,8 +294,8 @@ func (c *clientConn) endSession() {
 		c.s.sessions.remove(c)
 		ctx, cancel := context.WithTimeout(c.s.ctx, lifecycleTimeout)
 		defer cancel()
-		if err := c.sess.Expire(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			c.log.Error("expire session failed", zap.Error(fmt.Errorf("session %v: expire: %w", c.id, err)))
+		if err := c.sess.Expire(ctx); err != nil {
+			c.s.sessions.expireFailed(c.id, &sessionRecord{sess: c.sess}, err, c.log)
 		}
 	case endDropped:
 		c.sess.Detach()

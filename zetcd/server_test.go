@@ -1024,17 +1024,22 @@ func TestSessionResumeRefusedKeepsAlive(t *testing.T) {
 	waitClosed(t, s2.Expired, 3*time.Second, "Expire")
 }
 
-// TestDetachedExpiryRetried: a detached session whose expiry fails (the store out of reach) is
-// expired again, every min(timeout, 2 s), until it succeeds; one resumed meanwhile is not.
-func TestDetachedExpiryRetried(t *testing.T) {
+// TestExpiryRetried: a session whose expiry fails (the store out of reach) is expired again,
+// every min(timeout, 2 s), until it succeeds, whether its client went away (detached) or went
+// silent on an open connection; one resumed meanwhile is not.
+func TestExpiryRetried(t *testing.T) {
 	ts := startTestServer(t, testConfig())
-	c := ts.connect(300)
-	s := ts.b.Session(c.sid)
-	s.ExpireFailures.Store(2)
-	c.nc.Close()
-	waitClosed(t, s.Expired, 3*time.Second, "Expire")
-	if n := s.ExpireCalls.Load(); n != 3 {
-		t.Errorf("expired after %d calls, want 3 (two failed)", n)
+	for _, gone := range []string{"closed", "silent"} {
+		c := ts.connect(300)
+		s := ts.b.Session(c.sid)
+		s.ExpireFailures.Store(2)
+		if gone == "closed" {
+			c.nc.Close()
+		}
+		waitClosed(t, s.Expired, 3*time.Second, "Expire")
+		if n := s.ExpireCalls.Load(); n != 3 {
+			t.Errorf("client %s: expired after %d calls, want 3 (two failed)", gone, n)
+		}
 	}
 
 	c2 := ts.connect(300)

@@ -137,34 +137,39 @@ func (t *sessionTable) expire(id encoding.SessionID, rec *sessionRecord) {
 	ctx, cancel := context.WithTimeout(t.ctx, lifecycleTimeout)
 	defer cancel()
 	if err := rec.sess.Expire(ctx); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			retry := min(rec.sess.Timeout(), maxExpireRetry)
-			log.Warn("expire detached session failed; trying again", zap.Duration("in", retry),
-				zap.Error(fmt.Errorf("session %v: expire: %w", id, err)))
-			t.retry(id, rec, retry)
-		}
+		t.expireFailed(id, rec, err, log)
 		return
 	}
 	log.Info("detached session expired")
 }
 
-// maxExpireRetry bounds how long a detached session whose expiry failed (its store out of
-// reach) waits before it is tried again: as soon as the store is back, this server ends the
+// maxExpireRetry bounds how long a session whose expiry failed (its store out of reach) waits
+// before it is tried again: as soon as the store is back, this server ends the
 // session itself, exactly, rather than leave its ephemeral nodes to the store's own expiry (an
 // etcd lease's TTL), which would not move their parents' pzxid and comes later.
 const maxExpireRetry = 2 * time.Second
 
-// retry records the detached session id again, to be expired after d, unless it was resumed
-// here since or the server is closing. The record's Session already began its end; a client
-// that resumes the session meanwhile gets a new one (attach replaces the record).
-func (t *sessionTable) retry(id encoding.SessionID, rec *sessionRecord, d time.Duration) {
+// expireFailed records session id, whose Expire failed with err, as detached again, to be
+// expired after min(its timeout, maxExpireRetry), unless it was resumed here since or the
+// server is closing. rec.sess already began its end; a client that resumes the session
+// meanwhile gets a new Session (attach replaces the record).
+func (t *sessionTable) expireFailed(id encoding.SessionID, rec *sessionRecord, err error, log interface {
+	Warn(string, ...zap.Field)
+}) {
+	if errors.Is(err, context.Canceled) {
+		return // the server is closing
+	}
+	retry := min(rec.sess.Timeout(), maxExpireRetry)
+	log.Warn("expire session failed; trying again", zap.Duration("in", retry),
+		zap.Error(fmt.Errorf("session %v: expire: %w", id, err)))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || t.m[id] != nil {
 		return
 	}
+	rec.conn = nil
 	t.m[id] = rec
-	t.arm(id, rec, time.Now().Add(d))
+	t.arm(id, rec, time.Now().Add(retry))
 }
 
 // close stops every expiry timer, waits for expiry callbacks already running, and detaches
