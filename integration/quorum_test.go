@@ -15,10 +15,11 @@ import (
 // elected after a lost quorum gives every session a fresh timeout: writes go on, and the
 // sessions whose clients kept trying live on with their ephemeral nodes.
 //
-// With the leader and a follower frozen, the leader comes back as leader and finds every lease
-// that it heard no refresh of for its TTL (11 s here) expired: etcd ends those sessions, as a
-// ZooKeeper leader's session tracker, which also runs on the leader's own clock, would find
-// them untouched. That is not a choice zetcd makes; what it must do is end them exactly: each
+// With the leader and a follower frozen, the leader resumes and revokes every lease that it
+// heard no refresh of for its TTL (11 s here), leader still or not (TestFaultEtcdMemberFrozen
+// says why): etcd ends those sessions, as a ZooKeeper leader's session tracker, which also runs
+// on the leader's own clock, would find them untouched after a pause. That is not a choice
+// zetcd makes; what it must do is end them exactly: each
 // client is told its session expired (none is lost silently), and their ephemerals go with
 // their parent's cversion counting every delete. Either outcome is checked for that.
 //

@@ -198,9 +198,8 @@ func main() {
 
 // etcdClient connects to etcd: to the embedded one in process (its lease API as a raw client
 // too), to an external one over gRPC (leases nil: the store builds it on the connection). guard,
-// if not nil, keeps the client off members that stop answering (memberguard) until its context
-// ends; the caller runs it.
-func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints []string) (cli *clientv3.Client, leases pb.LeaseClient, guard func(context.Context), err error) {
+// if not nil, is to keep the client off members that stop answering; the caller runs it.
+func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints []string) (cli *clientv3.Client, leases pb.LeaseClient, guard *memberguard.Guard, err error) {
 	if embedded != nil {
 		cli, leases = embedded.InProcessClient()
 		return cli, leases, nil, nil
@@ -242,10 +241,8 @@ func etcdClient(o options, log *zap.Logger, embedded *embedetcd.Etcd, endpoints 
 		return nil, nil, nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}
 	if dialer != nil {
-		guard = func(ctx context.Context) {
-			memberguard.Run(ctx, memberguard.Config{Client: cli, Dialer: dialer, Endpoints: endpoints,
-				ProbeKey: o.prefix, Silence: o.etcdSilence, Logger: log.Named("etcd-members")})
-		}
+		guard = memberguard.New(memberguard.Config{Client: cli, Dialer: dialer, Endpoints: endpoints,
+			ProbeKey: o.prefix, Silence: o.etcdSilence, Logger: log.Named("etcd-members")})
 	}
 	return cli, nil, guard, nil
 }
@@ -285,7 +282,7 @@ func run(o options, log *zap.Logger) error {
 		guarded := make(chan struct{})
 		go func() {
 			defer close(guarded)
-			guard(ctx)
+			guard.Run(ctx)
 		}()
 		// Deferred after the client's Close: the guard stops before the client closes.
 		defer func() {
@@ -329,6 +326,11 @@ func run(o options, log *zap.Logger) error {
 	}
 	if err := registerSpaceMetrics(reg, backend.Space); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
+	}
+	if guard != nil {
+		if err := registerGuardMetrics(reg, guard); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
 	}
 
 	var dataDirs zetcd.DataDirs // an external etcd's files are not ours to measure

@@ -9,7 +9,7 @@
 // that is a third of the requests, and in zetcd every write of the process waits behind a
 // committer's transaction held there.
 //
-// Run reads a key from each member, linearizably and on a connection of its own, a few times a
+// Guard.Run reads a key from each member, linearizably and on a connection of its own, a few times a
 // Silence: such a read needs the member to reach its leader and to have applied what the
 // leader committed, as the client's requests do. A member that has not answered for a Silence,
 // while another member does, is left out: the client's endpoints become the others, and the
@@ -22,6 +22,7 @@ package memberguard
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,8 +62,29 @@ type member struct {
 	out      bool             // left out of the client's endpoints
 }
 
-// Run guards cfg.Client until ctx ends.
-func Run(ctx context.Context, cfg Config) {
+// Guard keeps a client off the members that stop answering (Run), and tells which it left out
+// (LeftOut).
+type Guard struct {
+	cfg Config
+
+	mu      sync.Mutex
+	leftOut []string // the members left out now
+	leaves  int64    // how many times a member was left out
+}
+
+// New returns a Guard of cfg.Client; Run starts it.
+func New(cfg Config) *Guard { return &Guard{cfg: cfg} }
+
+// LeftOut returns the endpoints left out now, and how many times one was left out in all.
+func (g *Guard) LeftOut() (endpoints []string, leaves int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.leftOut), g.leaves
+}
+
+// Run guards the client until ctx ends.
+func (g *Guard) Run(ctx context.Context) {
+	cfg := g.cfg
 	ms := make([]*member, 0, len(cfg.Endpoints))
 	defer func() {
 		for _, m := range ms {
@@ -86,7 +108,7 @@ func Run(ctx context.Context, cfg Config) {
 		if ctx.Err() != nil {
 			return
 		}
-		steer(cfg, ms)
+		g.steer(ms)
 		select {
 		case <-ctx.Done():
 			return
@@ -97,11 +119,21 @@ func Run(ctx context.Context, cfg Config) {
 
 // steer gives the client the endpoints decide chooses, if they changed, and closes the
 // client's connections to the members it left out.
-func steer(cfg Config, ms []*member) {
+func (g *Guard) steer(ms []*member) {
+	cfg := g.cfg
 	in, left, back := decide(ms, time.Now(), cfg.Silence)
 	if len(left)+len(back) == 0 {
 		return
 	}
+	g.mu.Lock()
+	g.leftOut = g.leftOut[:0]
+	for _, m := range ms {
+		if m.out {
+			g.leftOut = append(g.leftOut, m.endpoint)
+		}
+	}
+	g.leaves += int64(len(left))
+	g.mu.Unlock()
 	cfg.Client.SetEndpoints(in...)
 	for _, m := range left {
 		n := cfg.Dialer.Sever(m.addr)

@@ -53,11 +53,12 @@ func guardsSilentMember(t *testing.T, auth bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g := New(Config{Client: cli, Dialer: d, Endpoints: eps, ProbeKey: "k", Silence: silence, Logger: zaptest.NewLogger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		Run(ctx, Config{Client: cli, Dialer: d, Endpoints: eps, ProbeKey: "k", Silence: silence, Logger: zaptest.NewLogger(t)})
+		g.Run(ctx)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -105,6 +106,9 @@ func guardsSilentMember(t *testing.T, auth bool) {
 	if got := cli.Endpoints(); !slices.Equal(got, eps[1:]) {
 		t.Errorf("endpoints with a silent: %v, want %v", got, eps[1:])
 	}
+	if out, leaves := g.LeftOut(); !slices.Equal(out, eps[:1]) || leaves != 1 {
+		t.Errorf("LeftOut with a silent: %v, %d times; want %v, once", out, leaves, eps[:1])
+	}
 	for i := 0; i < 20; i++ {
 		if took, err := put(cli, 5*time.Second); err != nil || took > time.Second {
 			t.Errorf("put %d with a left out: %v after %v", i, err, took.Round(time.Millisecond))
@@ -118,6 +122,9 @@ func guardsSilentMember(t *testing.T, auth bool) {
 			t.Fatalf("endpoints %v after a answers again, want %v", cli.Endpoints(), eps)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if out, leaves := g.LeftOut(); len(out) != 0 || leaves != 1 {
+		t.Errorf("LeftOut after a answers again: %v, %d times; want none, once", out, leaves)
 	}
 }
 
