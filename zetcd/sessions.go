@@ -144,9 +144,9 @@ func (t *sessionTable) expire(id encoding.SessionID, rec *sessionRecord) {
 }
 
 // maxExpireRetry bounds how long a session whose expiry failed (its store out of reach) waits
-// before it is tried again: as soon as the store is back, this server ends the
-// session itself, exactly, rather than leave its ephemeral nodes to the store's own expiry (an
-// etcd lease's TTL), which would not move their parents' pzxid and comes later.
+// before it is tried again: as soon as the store is back, this server ends the session itself,
+// exactly, rather than leave its ephemeral nodes to the store's own expiry (an etcd lease's
+// TTL), which comes later and does not move their parents' pzxid.
 const maxExpireRetry = 2 * time.Second
 
 // expireFailed records session id, whose Expire failed with err, as detached again, to be
