@@ -9,9 +9,9 @@
 // that is a third of the requests, and in zetcd every write of the process waits behind a
 // committer's transaction held there.
 //
-// Guard.Run reads a key from each member, linearizably and on a connection of its own, a few times a
-// Silence: such a read needs the member to reach its leader and to have applied what the
-// leader committed, as the client's requests do. A member that has not answered for a Silence,
+// Guard.Run reads a key from each member, linearizably and on a connection of its own, a few
+// times a Silence: such a read needs the member to reach its leader and to have applied what
+// the leader committed, as the client's requests do. A member that has not answered for a Silence,
 // while another member does, is left out: the client's endpoints become the others, and the
 // client's connections to it are closed (Dialer.Sever), which fails what was in flight there at
 // once. The etcd client retries what is safe to retry on another member; the rest fails as a
@@ -33,13 +33,13 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Config is what Run guards.
+// Config is what a Guard guards.
 type Config struct {
-	// Client is the client whose endpoints Run sets. Its connections must be dialed through
+	// Client is the client whose endpoints the Guard sets. Its connections must be dialed through
 	// Dialer (clientv3.Config.DialOptions: grpc.WithContextDialer(Dialer.Dial)).
 	Client *clientv3.Client
 	Dialer *Dialer
-	// Endpoints are the members, as the client was given them; Run keeps their order.
+	// Endpoints are the members, as the client was given them; the Guard keeps their order.
 	Endpoints []string
 	// ProbeKey is the key the probes read (its count only): one the client may read.
 	ProbeKey string
@@ -52,7 +52,8 @@ type Config struct {
 // readmitAnswers is how many answers in a row take a member left out back.
 const readmitAnswers = 2
 
-// member is one etcd member as Run sees it.
+// member is one etcd member as the Guard sees it. Its fields belong to Run's goroutine (the
+// probes write theirs before probeAll returns).
 type member struct {
 	endpoint string
 	addr     string           // the address the client dials for it (Dialer's key)
@@ -68,7 +69,7 @@ type Guard struct {
 	cfg Config
 
 	mu      sync.Mutex
-	leftOut []string // the members left out now
+	leftOut []string // the members left out now: their out flags, copied for LeftOut
 	leaves  int64    // how many times a member was left out
 }
 
