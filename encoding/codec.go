@@ -136,9 +136,10 @@ func (d *Decoder) Buffer() []byte {
 	return b
 }
 
-// String reads a jute ustring. Null decodes as "", since no ZooKeeper record
-// gives a null string a meaning of its own. Invalid UTF-8 is replaced as
-// ZooKeeper's Java decoding replaces it (JavaString).
+// String reads a jute ustring. Null decodes as "", in the fields where
+// ZooKeeper answers a null as an empty string or refuses it whatever the field
+// (NullString is for the others). Invalid UTF-8 is replaced as ZooKeeper's
+// Java decoding replaces it (JavaString).
 //
 // The name makes *Decoder a fmt.Stringer: formatting a Decoder with %v or
 // %s consumes input. Log d.Remaining() or d.Err() instead.
@@ -151,12 +152,29 @@ func (d *Decoder) String() string {
 	return JavaString(d.take(n, "ustring"))
 }
 
-// knownString is String, returning the one of known it equals rather than a new string.
+// NullString is a null ustring (length -1) where ZooKeeper's answer depends on the string being
+// null rather than empty: the path of a write request (create, delete, setData, setACL, check) and
+// of sync, and an ACL's scheme and id. Those records decode a null as NullString (NullableString)
+// and the Encoder writes it back as null. It is the byte 0xff, which no decoded string holds
+// (JavaString never writes it), so it cannot be a string a client sent.
+const NullString = "\xff"
+
+// NullableString is String with null decoded as NullString.
+func (d *Decoder) NullableString() string {
+	n := d.length("ustring")
+	if n < 0 {
+		d.null = d.null || d.err == nil // -1 is null; an error is not
+		return NullString
+	}
+	return JavaString(d.take(n, "ustring"))
+}
+
+// knownString is NullableString, returning the one of known it equals rather than a new string.
 func (d *Decoder) knownString(known []string) string {
 	n := d.length("ustring")
 	if n < 0 {
 		d.null = d.null || d.err == nil // -1 is null; an error is not
-		return ""
+		return NullString
 	}
 	b := d.take(n, "ustring")
 	for _, k := range known {
@@ -252,9 +270,13 @@ func (e *Encoder) Buffer(b []byte) {
 	e.buf = append(e.buf, b...)
 }
 
-// String appends a jute ustring. "" is written as empty (length 0), never
-// null.
+// String appends a jute ustring. "" is written as empty (length 0), and
+// NullString as null (length -1).
 func (e *Encoder) String(s string) {
+	if s == NullString {
+		e.Int32(-1)
+		return
+	}
 	if e.javaStrings {
 		s = JavaBytes(s)
 	}

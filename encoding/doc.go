@@ -16,7 +16,8 @@
 //	long      8 bytes
 //	boolean   1 byte, 0 or 1 (any non-zero byte decodes as true)
 //	buffer    int length, then the bytes; length -1 is null, distinct from 0
-//	ustring   int length, then UTF-8; -1 is null (decoded as "")
+//	ustring   int length, then UTF-8; -1 is null (decoded as "", or as NullString
+//	          where ZooKeeper's answer depends on it)
 //	vector<T> int count, then the elements; -1 is null
 //
 // Null and empty are kept apart: a nil []byte or []string encodes as -1 and

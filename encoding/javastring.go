@@ -143,6 +143,12 @@ func appendSurrogate(out []byte, r rune) []byte {
 }
 
 // JavaRoundTrip is what a client reads of s once ZooKeeper has written it: JavaBytes(s)
-// decoded as a ustring, where each surrogate of a character outside the BMP is one U+FFFD.
-// (xchk compares zetcd's strings with ZooKeeper's through it.)
-func JavaRoundTrip(s string) string { return JavaString([]byte(JavaBytes(s))) }
+// decoded as a ustring, where each surrogate of a character outside the BMP is one U+FFFD; a
+// NullString is written and read as null. (xchk compares zetcd's strings with ZooKeeper's
+// through it.)
+func JavaRoundTrip(s string) string {
+	if s == NullString {
+		return s
+	}
+	return JavaString([]byte(JavaBytes(s)))
+}

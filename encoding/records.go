@@ -268,7 +268,7 @@ func (r *CreateRequest) Encode(e *Encoder) {
 }
 
 func (r *CreateRequest) Decode(d *Decoder) {
-	r.Path = d.String()
+	r.Path = d.NullableString()
 	r.Data = d.Buffer()
 	r.ACL = decodeACLs(d)
 	r.Flags = CreateMode(d.Int32())
@@ -292,7 +292,7 @@ func (r *CreateTTLRequest) Encode(e *Encoder) {
 }
 
 func (r *CreateTTLRequest) Decode(d *Decoder) {
-	r.Path = d.String()
+	r.Path = d.NullableString()
 	r.Data = d.Buffer()
 	r.ACL = decodeACLs(d)
 	r.Flags = CreateMode(d.Int32())
@@ -336,7 +336,7 @@ func (r *DeleteRequest) Encode(e *Encoder) {
 }
 
 func (r *DeleteRequest) Decode(d *Decoder) {
-	r.Path = d.String()
+	r.Path = d.NullableString()
 	r.Version = d.Int32()
 }
 
@@ -411,7 +411,7 @@ func (r *SetDataRequest) Encode(e *Encoder) {
 }
 
 func (r *SetDataRequest) Decode(d *Decoder) {
-	r.Path = d.String()
+	r.Path = d.NullableString()
 	r.Data = d.Buffer()
 	r.Version = d.Int32()
 }
@@ -463,7 +463,7 @@ func (r *SetACLRequest) Encode(e *Encoder) {
 }
 
 func (r *SetACLRequest) Decode(d *Decoder) {
-	r.Path = d.String()
+	r.Path = d.NullableString()
 	r.ACL = decodeACLs(d)
 	r.Version = d.Int32()
 }
@@ -538,7 +538,7 @@ type SyncRequest struct {
 }
 
 func (r *SyncRequest) Encode(e *Encoder) { e.String(r.Path) }
-func (r *SyncRequest) Decode(d *Decoder) { r.Path = d.String() }
+func (r *SyncRequest) Decode(d *Decoder) { r.Path = d.NullableString() }
 
 // SyncResponse answers sync.
 type SyncResponse struct {
@@ -546,7 +546,7 @@ type SyncResponse struct {
 }
 
 func (r *SyncResponse) Encode(e *Encoder) { e.String(r.Path) }
-func (r *SyncResponse) Decode(d *Decoder) { r.Path = d.String() }
+func (r *SyncResponse) Decode(d *Decoder) { r.Path = d.NullableString() }
 
 // CheckVersionRequest is the body of check (13), valid only inside multi.
 type CheckVersionRequest struct {
@@ -560,7 +560,7 @@ func (r *CheckVersionRequest) Encode(e *Encoder) {
 }
 
 func (r *CheckVersionRequest) Decode(d *Decoder) {
-	r.Path = d.String()
+	r.Path = d.NullableString()
 	r.Version = d.Int32()
 }
 

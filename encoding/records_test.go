@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -379,6 +380,42 @@ func TestDeleteContainerNullPath(t *testing.T) {
 		t.Fatalf("%v %q", err, r.Path)
 	}
 }
+
+// TestNullString: the records whose answer depends on a null (a write's path, sync's, an ACL's
+// scheme and id) decode it as NullString, which encodes back as null; the others decode it as "".
+func TestNullString(t *testing.T) {
+	null := unhex(t, "ffffffff")
+	var create CreateRequest
+	body := slices.Concat(null, null, unhex(t, "00000001"), unhex(t, "0000001f"), null, null, unhex(t, "00000000"))
+	if null, err := DecodeRecordNulls(body, &create); err != nil || !null || create.Path != NullString || create.Data != nil ||
+		create.ACL[0].ID != (ID{Scheme: NullString, ID: NullString}) {
+		t.Fatalf("create: %+v, %v, %v", create, null, err)
+	}
+	if got := AppendRecord(nil, &create); !bytes.Equal(got, body) {
+		t.Errorf("create encodes back as %x, want %x", got, body)
+	}
+	for _, r := range []interface {
+		Record
+		path() string
+	}{&DeleteRequest{}, &SetDataRequest{}, &SetACLRequest{}, &CheckVersionRequest{}, &SyncRequest{}} {
+		if _, err := DecodeRecordNulls(slices.Concat(null, make([]byte, 12)), r); err != nil || r.path() != NullString {
+			t.Errorf("%T: path %q, %v; want NullString", r, r.path(), err)
+		}
+	}
+	var exists ExistsRequest
+	if isNull, err := DecodeRecordNulls(slices.Concat(null, []byte{0}), &exists); err != nil || !isNull || exists.Path != "" {
+		t.Errorf("exists: %q, %v, %v; want \"\", a null", exists.Path, isNull, err)
+	}
+	if got := JavaRoundTrip(NullString); got != NullString {
+		t.Errorf("JavaRoundTrip(NullString) = %q", got)
+	}
+}
+
+func (r *DeleteRequest) path() string       { return r.Path }
+func (r *SetDataRequest) path() string      { return r.Path }
+func (r *SetACLRequest) path() string       { return r.Path }
+func (r *CheckVersionRequest) path() string { return r.Path }
+func (r *SyncRequest) path() string         { return r.Path }
 
 // TestDecodeKnownIDStrings: an ACL id's common scheme and id strings decode to shared strings,
 // with no allocation (a create carries its ACL); any other decodes as it was sent.

@@ -36,9 +36,9 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 	if !znode.ValidatePath(req.Path) {
 		return fail(encoding.ErrBadArguments)
 	}
-	acl, err := s.auth.FixupACL(req.ACL, s.b.providers())
-	if err != nil {
-		return fail(encoding.ErrInvalidACL)
+	acl, code := s.auth.FixupACL(req.ACL, s.b.providers())
+	if code != 0 {
+		return fail(code)
 	}
 	res, z, err := s.singleWrite(ctx, "setACL", mop{op: encoding.OpSetACL, path: req.Path, acl: acl, version: req.Version, ttl: -1})
 	if err != nil {

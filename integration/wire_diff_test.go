@@ -1,8 +1,10 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // The last wire differences found frame by frame against ZooKeeper 3.9, each written once and
@@ -388,6 +391,122 @@ func TestWireRootAliasWatches(t *testing.T) {
 		}
 		if code := s.mustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "", Type: encoding.WatcherAny}, nil); code != encoding.ErrNoWatcher {
 			t.Errorf("checkWatches '' after the events: %v, want NoWatcher", code)
+		}
+	})
+}
+
+// TestWireNullStrings: a null string (length -1) in a create, a multi or setACL's ACL, answered
+// as ZooKeeper 3.9.6 answers it, where zetcd used to close the connection. ZooKeeper's Java code
+// gets a null there, and the answer is what that code does with it: a create's null path, and a
+// null in any op's path of a multi, is MarshallingError (Java dereferences it); in an ACL, a null
+// scheme is InvalidACL, a null id MarshallingError for world, digest and ip (InvalidACL for
+// schemes without a provider), and auth's id is not looked at; a null compared with an earlier
+// entry of the same perms while duplicates are removed is MarshallingError. Each consumes a zxid
+// (an error txn). In a multi, MarshallingError fails the whole request; InvalidACL is its op's
+// result. sync echoes a null path as null.
+func TestWireNullStrings(t *testing.T) {
+	const null = encoding.NullString
+	world := worldACL(encoding.PermAll)
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/u", ACL: rawOpenACL}, &encoding.CreateResponse{}); code != encoding.ErrOK {
+			t.Fatalf("create /u: %v", code)
+		}
+		// call sends req as op and checks the answer's code, and that it took a zxid of its own.
+		call := func(what string, op encoding.Op, req, resp encoding.Record, want encoding.ErrCode) {
+			t.Helper()
+			before := c.lastZxid("/u")
+			hdr, err := c.call(op, req, resp)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if hdr.Err != want || !zxidAfter(before, hdr.Zxid, 1) {
+				t.Errorf("%s: %v at zxid %#x; want %v at the zxid after %#x", what, hdr.Err, hdr.Zxid, want, before)
+			}
+		}
+		for _, op := range []encoding.Op{encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer} {
+			flags := encoding.ModePersistent
+			if op == encoding.OpCreateContainer {
+				flags = encoding.ModeContainer
+			}
+			call(fmt.Sprintf("%v with a null path", op), op, &encoding.CreateRequest{Path: null, ACL: rawOpenACL, Flags: flags}, nil, encoding.ErrMarshallingError)
+		}
+		call("createTTL with a null path", encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: null, ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 1000}, nil, encoding.ErrMarshallingError)
+		// The flags and the TTL are checked first.
+		call("createTTL with a null path and no TTL", encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: null, ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL}, nil, encoding.ErrBadArguments)
+		call("create with a null path and bad flags", encoding.OpCreate, &encoding.CreateRequest{Path: null, ACL: rawOpenACL, Flags: 99}, nil, encoding.ErrBadArguments)
+		call("create with a null path and a null ACL id", encoding.OpCreate, &encoding.CreateRequest{Path: null, ACL: []encoding.ACL{aclOf(encoding.PermAll, "foo", null)}}, nil, encoding.ErrMarshallingError)
+		call("create with a bad path and a null ACL id", encoding.OpCreate, &encoding.CreateRequest{Path: "x", ACL: []encoding.ACL{aclOf(encoding.PermAll, "world", null)}}, nil, encoding.ErrBadArguments)
+		for _, step := range []struct {
+			acl  []encoding.ACL
+			want encoding.ErrCode
+		}{
+			{[]encoding.ACL{aclOf(encoding.PermAll, null, "anyone")}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{aclOf(encoding.PermAll, "world", null)}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{aclOf(encoding.PermAll, "digest", null)}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{aclOf(encoding.PermAll, "ip", null)}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{aclOf(encoding.PermAll, "auth", null)}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{aclOf(encoding.PermAll, "foo", null)}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{world, aclOf(encoding.PermAll, null, "anyone")}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{world, aclOf(encoding.PermRead, null, "anyone")}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{aclOf(encoding.PermAll, null, "anyone"), world}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{aclOf(encoding.PermAll, null, null), aclOf(encoding.PermAll, null, null)}, encoding.ErrMarshallingError},
+		} {
+			call(fmt.Sprintf("create with ACL %q", step.acl), encoding.OpCreate, &encoding.CreateRequest{Path: "/n", ACL: step.acl}, nil, step.want)
+			call(fmt.Sprintf("setACL to %q", step.acl), encoding.OpSetACL, &encoding.SetACLRequest{Path: "/u", ACL: step.acl, Version: -1}, nil, step.want)
+		}
+
+		// auth's null id expands to the caller's identities, as an empty one does.
+		a := connectRaw(t, addr)
+		if code := a.mustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("u:p")}, nil); code != encoding.ErrOK {
+			t.Fatalf("auth: %v", code)
+		}
+		authNull := []encoding.ACL{aclOf(encoding.PermAll, "auth", null)}
+		if code := a.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/a", ACL: authNull}, &encoding.CreateResponse{}); code != encoding.ErrOK {
+			t.Fatalf("create /a with ACL auth:null: %v", code)
+		}
+		var got encoding.GetACLResponse
+		want := []encoding.ACL{aclOf(encoding.PermAll, "digest", znode.DigestID("u", "p"))}
+		if code := a.mustCall(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/a"}, &got); code != encoding.ErrOK || !slices.Equal(got.ACL, want) {
+			t.Errorf("getACL /a: %v %q, want %q", code, got.ACL, want)
+		}
+
+		multi := func(ops ...encoding.MultiOp) *encoding.MultiRequest { return &encoding.MultiRequest{Ops: ops} }
+		create := func(path string, acl []encoding.ACL) encoding.MultiOp {
+			return encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: path, ACL: acl}}
+		}
+		noNode := encoding.MultiOp{Op: encoding.OpDelete, Record: &encoding.DeleteRequest{Path: "/none", Version: -1}}
+		setU := encoding.MultiOp{Op: encoding.OpSetData, Record: &encoding.SetDataRequest{Path: "/u", Version: -1}}
+		for _, step := range []struct {
+			what string
+			req  *encoding.MultiRequest
+			want encoding.ErrCode // the header's; ErrOK: the multi's results are answered
+			ops  []encoding.ErrCode
+		}{
+			{"a create's null path", multi(create(null, rawOpenACL)), encoding.ErrMarshallingError, nil},
+			{"a null path after a failing op", multi(noNode, create(null, rawOpenACL)), encoding.ErrMarshallingError, nil},
+			{"a check's null path", multi(encoding.MultiOp{Op: encoding.OpCheck, Record: &encoding.CheckVersionRequest{Path: null, Version: -1}}), encoding.ErrMarshallingError, nil},
+			{"world:null", multi(create("/m", []encoding.ACL{aclOf(encoding.PermAll, "world", null)})), encoding.ErrMarshallingError, nil},
+			{"world:null after a failing op", multi(noNode, create("/m", []encoding.ACL{aclOf(encoding.PermAll, "world", null)})), encoding.ErrOK,
+				[]encoding.ErrCode{encoding.ErrNoNode, encoding.ErrRuntimeInconsistency}},
+			{"a null scheme", multi(setU, create("/m", []encoding.ACL{aclOf(encoding.PermAll, null, "anyone")})), encoding.ErrOK,
+				[]encoding.ErrCode{encoding.ErrOK, encoding.ErrInvalidACL}},
+		} {
+			var resp encoding.MultiResponse
+			call("multi, "+step.what, encoding.OpMulti, step.req, &resp, step.want)
+			var ops []encoding.ErrCode
+			for _, r := range resp.Results {
+				ops = append(ops, r.Err)
+			}
+			if !slices.Equal(ops, step.ops) {
+				t.Errorf("multi, %s: results %v, want %v", step.what, ops, step.ops)
+			}
+		}
+
+		// sync echoes a null path as null.
+		c.send(encoding.OpSync, &encoding.SyncRequest{Path: null})
+		if hdr, body := c.rawReply(); hdr.Err != encoding.ErrOK || !bytes.Equal(body, []byte{0xff, 0xff, 0xff, 0xff}) {
+			t.Errorf("sync with a null path: %v %x, want OK and a null path", hdr.Err, body)
 		}
 	})
 }

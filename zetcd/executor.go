@@ -175,34 +175,43 @@ func parseRequestBody(r *pendingRequest, body []byte) {
 // errNullString is why a request holding a null string is refused.
 var errNullString = errors.New("a string of the request is null (length -1)")
 
-// nullStringKind is how a request rec of op that decoded with a null ustring (length -1, decoded
-// as "") is handled. ZooKeeper's Java code gets a null string there, and its answer is whatever
-// the code does with a null (ZooKeeper 3.9.6, every op probed):
-//   - sync echoes it, getEphemerals lists every ephemeral, the watch requests, reconfig and
-//     setData answer as for an empty string, and so does setACL when the null is its path (it
-//     is checked first: BadArguments): so does zetcd;
-//   - the reads and delete fail on it with MarshallingError: so does zetcd;
-//   - in creates, multi, and setACL's ACL the answer depends on the field (a null path of a
-//     create is MarshallingError; a null ACL scheme InvalidACL, a null ACL id MarshallingError or
-//     InvalidACL by scheme): zetcd closes the connection, as it may for any bad input.
-//
-// sync's echo is the one answer that differs in bytes: zetcd echoes an empty string, ZooKeeper
-// a null one.
+// nullStringKind is how a request rec of op that decoded with a null ustring (length -1) is
+// handled. ZooKeeper's Java code gets a null string there, and its answer is whatever the code
+// does with a null (ZooKeeper 3.9.6, every op probed):
+//   - sync echoes it (as null: its path decodes as encoding.NullString, which the reply encodes
+//     back); getEphemerals lists every ephemeral; the watch requests, reconfig, and setData and
+//     setACL's paths answer as for an empty string: the path is made "" here;
+//   - the reads and delete fail on it with MarshallingError, consuming no zxid: so does zetcd;
+//   - in creates, multi and setACL's ACL the answer depends on the field: a create's null path
+//     is MarshallingError, an ACL's null scheme InvalidACL, a null id MarshallingError or
+//     InvalidACL by scheme, a multi's null path MarshallingError. Those fields decode as
+//     encoding.NullString, and the store answers them (znode.CheckCreateRequest, FixupACL).
 func nullStringKind(op encoding.Op, rec encoding.Record) requestKind {
 	switch op {
 	case encoding.OpSync, encoding.OpGetEphemerals, encoding.OpAddWatch, encoding.OpCheckWatches,
-		encoding.OpRemoveWatches, encoding.OpReconfig, encoding.OpAuth, encoding.OpSetData:
+		encoding.OpRemoveWatches, encoding.OpReconfig, encoding.OpAuth,
+		encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL,
+		encoding.OpMulti:
+		return requestDispatch
+	case encoding.OpSetData:
+		nullPathEmpty(&rec.(*encoding.SetDataRequest).Path)
+		return requestDispatch
+	case encoding.OpSetACL:
+		nullPathEmpty(&rec.(*encoding.SetACLRequest).Path) // BadArguments, before the ACL
 		return requestDispatch
 	case encoding.OpExists, encoding.OpGetData, encoding.OpGetACL, encoding.OpGetChildren,
 		encoding.OpGetChildren2, encoding.OpGetAllChildrenNumber, encoding.OpMultiRead,
 		encoding.OpDelete, encoding.OpSetWatches, encoding.OpSetWatches2:
 		return requestBadBody
-	case encoding.OpSetACL:
-		if rec.(*encoding.SetACLRequest).Path == "" { // null or empty: BadArguments first
-			return requestDispatch
-		}
 	}
 	return requestDrop
+}
+
+// nullPathEmpty makes a null path (encoding.NullString) the empty one ZooKeeper takes it for.
+func nullPathEmpty(path *string) {
+	if *path == encoding.NullString {
+		*path = ""
+	}
 }
 
 // execQueue is the reader→executor queue: the executor runs only while requests are queued

@@ -3,6 +3,7 @@ package zetcd
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -209,8 +210,9 @@ func TestServerDispatchTable(t *testing.T) {
 
 // TestParseRequestBodyRefusals: bad bodies ZooKeeper does not answer with MarshallingError.
 // A null string (length -1) is whatever ZooKeeper's code makes of a null there: MarshallingError
-// in reads and delete, the empty string in sync, and a closed connection where ZooKeeper's answer
-// depends on the field; deleteContainer and a createSession holding a timeout close it too.
+// in reads and delete, the empty string as setData's and setACL's path, and, in sync, creates and
+// setACL's ACL, encoding.NullString for the store to answer; deleteContainer and a createSession
+// holding a timeout close the connection.
 func TestParseRequestBodyRefusals(t *testing.T) {
 	nullPath := []byte{0xff, 0xff, 0xff, 0xff}
 	for _, c := range []struct {
@@ -218,22 +220,29 @@ func TestParseRequestBodyRefusals(t *testing.T) {
 		op   encoding.Op
 		body []byte
 		want requestKind
+		path string // the path the request is dispatched with
 	}{
-		{"createSession, empty", encoding.OpCreateSession, nil, requestRefusedWrite},
-		{"createSession, a timeout", encoding.OpCreateSession, []byte{0, 0, 0x27, 0x10}, requestDrop},
-		{"deleteContainer, cut short", encoding.OpDeleteContainer, []byte{0, 0}, requestDrop},
-		{"exists, null path", encoding.OpExists, append(nullPath, 0), requestBadBody},
-		{"delete, null path", encoding.OpDelete, append(nullPath, 0, 0, 0, 0), requestBadBody},
-		{"create, null path", encoding.OpCreate, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), requestDrop},
-		{"sync, null path", encoding.OpSync, nullPath, requestDispatch},
-		{"setData, null path", encoding.OpSetData, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0), requestDispatch},
-		{"setACL, null path", encoding.OpSetACL, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0), requestDispatch},
-		{"setACL, null ACL id", encoding.OpSetACL, append([]byte{0, 0, 0, 2, '/', 'p', 0, 0, 0, 1, 0, 0, 0, 31, 0, 0, 0, 5, 'w', 'o', 'r', 'l', 'd'}, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0), requestDrop},
-		{"exists, empty path", encoding.OpExists, []byte{0, 0, 0, 0, 0}, requestDispatch},
+		{name: "createSession, empty", op: encoding.OpCreateSession, want: requestRefusedWrite},
+		{"createSession, a timeout", encoding.OpCreateSession, []byte{0, 0, 0x27, 0x10}, requestDrop, ""},
+		{"deleteContainer, cut short", encoding.OpDeleteContainer, []byte{0, 0}, requestDrop, ""},
+		{"exists, null path", encoding.OpExists, append(nullPath, 0), requestBadBody, ""},
+		{"delete, null path", encoding.OpDelete, append(nullPath, 0, 0, 0, 0), requestBadBody, ""},
+		{"create, null path", encoding.OpCreate, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), requestDispatch, encoding.NullString},
+		{"sync, null path", encoding.OpSync, nullPath, requestDispatch, encoding.NullString},
+		{"setData, null path", encoding.OpSetData, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0), requestDispatch, ""},
+		{"setACL, null path", encoding.OpSetACL, append(nullPath, 0, 0, 0, 0, 0, 0, 0, 0), requestDispatch, ""},
+		{"setACL, null ACL id", encoding.OpSetACL, append([]byte{0, 0, 0, 2, '/', 'p', 0, 0, 0, 1, 0, 0, 0, 31, 0, 0, 0, 5, 'w', 'o', 'r', 'l', 'd'}, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0), requestDispatch, "/p"},
+		{"exists, empty path", encoding.OpExists, []byte{0, 0, 0, 0, 0}, requestDispatch, ""},
 	} {
 		r := &pendingRequest{hdr: encoding.RequestHeader{Op: c.op}}
 		if parseRequestBody(r, c.body); r.kind != c.want {
 			t.Errorf("%s: kind %d, want %d (err %v)", c.name, r.kind, c.want, r.err)
+		}
+		if r.kind != requestDispatch {
+			continue
+		}
+		if path := reflect.ValueOf(r.body).Elem().FieldByName("Path").String(); path != c.path {
+			t.Errorf("%s: dispatched with path %q, want %q", c.name, path, c.path)
 		}
 	}
 }

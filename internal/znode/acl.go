@@ -627,7 +627,7 @@ func RemoteIP(a net.Addr) string {
 
 // FixupACL validates the ACL of a create or setACL and expands the "auth" scheme, the way
 // ZooKeeper 3.9's PrepRequestProcessor.fixupACL does (checked against 3.9.6; PROTOCOL.md §8):
-//   - exact duplicates are removed from the request's list first (the first one stays), and an
+//   - exact duplicates are removed from the whole list first (the first one stays), and an
 //     empty list is InvalidACL;
 //   - world:anyone is kept; any other world id is InvalidACL;
 //   - auth:<anything> becomes one entry per authenticated identity of the caller (authIDs, in
@@ -636,31 +636,51 @@ func RemoteIP(a net.Addr) string {
 //   - digest, ip (and x509 and sasl with their providers, p) ids must be valid for their
 //     scheme; any other scheme (super, ...) is InvalidACL.
 //
+// A scheme or id that was null on the wire (encoding.NullString) is answered as ZooKeeper's
+// Java code answers it (javaNull): InvalidACL, MarshallingError where that code dereferences
+// the null, or, for auth's id, nothing at all. A failure is encoding.ErrInvalidACL or
+// encoding.ErrMarshallingError.
+//
 // A list it does not change (no duplicate, no auth) is returned itself, not a copy.
-func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, p Providers) ([]encoding.ACL, error) {
-	unique, expands := 0, false
+func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, p Providers) ([]encoding.ACL, encoding.ErrCode) {
+	unique := 0
 	for i, a := range acl {
-		if slices.Contains(acl[:i], a) {
+		dup, code := javaDuplicate(acl[:i], a)
+		if code != 0 {
+			return nil, code
+		}
+		if !dup {
+			unique++
+		}
+	}
+	if unique == 0 {
+		return nil, encoding.ErrInvalidACL
+	}
+	expands := false
+	for i, a := range acl {
+		if slices.Contains(acl[:i], a) { // javaDuplicate, now that no comparison meets a null
 			continue
 		}
-		unique++
 		switch {
+		case a.ID.Scheme == encoding.NullString:
+			return nil, encoding.ErrInvalidACL
+		case a.ID.Scheme == SchemeWorld && a.ID.ID == encoding.NullString:
+			return nil, encoding.ErrMarshallingError
 		case a.ID.Scheme == SchemeWorld && a.ID.ID == "anyone":
 		case a.ID.Scheme == SchemeAuth:
 			if len(authIDs) == 0 {
 				return nil, encoding.ErrInvalidACL
 			}
 			expands = true
+		case a.ID.ID == encoding.NullString && hasProvider(a.ID.Scheme, p):
+			return nil, encoding.ErrMarshallingError
 		case validACLID(a.ID.Scheme, a.ID.ID, p):
 		default:
 			return nil, encoding.ErrInvalidACL
 		}
 	}
-	switch {
-	case unique == 0:
-		return nil, encoding.ErrInvalidACL
-	case unique == len(acl) && !expands:
-		return acl, nil
+	if unique == len(acl) && !expands {
+		return acl, 0
 	}
 	out := make([]encoding.ACL, 0, unique+len(authIDs))
 	for i, a := range acl {
@@ -674,12 +694,47 @@ func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, p Providers) ([]encodin
 			out = append(out, a)
 		}
 	}
-	return out, nil
+	return out, 0
+}
+
+// javaDuplicate reports whether a equals an entry of before, as ZooKeeper's removeDuplicates
+// finds it with Java's ACL.equals: perms, then the scheme, then the id, each compared as
+// a's.equals(the other's). That dereferences a's scheme when the perms match and a's id when
+// the schemes match too, so a null there (encoding.NullString) is MarshallingError; a null in
+// the other entry is only unequal.
+func javaDuplicate(before []encoding.ACL, a encoding.ACL) (bool, encoding.ErrCode) {
+	for _, b := range before {
+		switch {
+		case a.Perms != b.Perms:
+		case a.ID.Scheme == encoding.NullString:
+			return false, encoding.ErrMarshallingError
+		case a.ID.Scheme != b.ID.Scheme:
+		case a.ID.ID == encoding.NullString:
+			return false, encoding.ErrMarshallingError
+		case a.ID.ID == b.ID.ID:
+			return true, 0
+		}
+	}
+	return false, 0
+}
+
+// hasProvider reports whether ZooKeeper has an authentication provider for scheme, whose
+// isValid then gets the id: each of them dereferences a null id.
+func hasProvider(scheme string, p Providers) bool {
+	switch scheme {
+	case SchemeDigest, SchemeIP:
+		return true
+	case SchemeX509:
+		return p.X509
+	case SchemeSASL:
+		return p.SASL
+	}
+	return false
 }
 
 // FixupACL runs the package's FixupACL for a caller with these identities, which are listed
 // (Authenticated) only if acl names the auth scheme.
-func (a *Identities) FixupACL(acl []encoding.ACL, p Providers) ([]encoding.ACL, error) {
+func (a *Identities) FixupACL(acl []encoding.ACL, p Providers) ([]encoding.ACL, encoding.ErrCode) {
 	var authIDs []encoding.ID
 	if slices.ContainsFunc(acl, func(x encoding.ACL) bool { return x.ID.Scheme == SchemeAuth }) {
 		authIDs = a.Authenticated()

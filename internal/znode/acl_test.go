@@ -220,18 +220,18 @@ func TestFixupACL(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || !slices.Equal(got, c.want) {
+		if err != 0 || !slices.Equal(got, c.want) {
 			t.Errorf("FixupACL(%v, %v) = %v, %v; want %v", c.in, c.auth, got, err, c.want)
 		}
 	}
-	if _, err := FixupACL([]encoding.ACL{acl(31, SchemeX509, "CN=client,O=zetcd")}, nil, Providers{X509: true}); err != nil {
+	if _, err := FixupACL([]encoding.ACL{acl(31, SchemeX509, "CN=client,O=zetcd")}, nil, Providers{X509: true}); err != 0 {
 		t.Errorf("x509 enabled: %v", err)
 	}
 	// With SASL on, sasl ids that are Kerberos names are valid; the auth scheme expands to the
 	// connection's sasl id.
 	bob := encoding.ID{Scheme: SchemeSASL, ID: "bob"}
 	for _, id := range []string{"bob", "kafka/h1@EXAMPLE.COM", "a@", "@", "x/y", ""} {
-		if _, err := FixupACL([]encoding.ACL{acl(31, SchemeSASL, id)}, nil, Providers{SASL: true}); err != nil {
+		if _, err := FixupACL([]encoding.ACL{acl(31, SchemeSASL, id)}, nil, Providers{SASL: true}); err != 0 {
 			t.Errorf("sasl %q: %v", id, err)
 		}
 	}
@@ -241,7 +241,7 @@ func TestFixupACL(t *testing.T) {
 		}
 	}
 	got, err := FixupACL([]encoding.ACL{acl(31, SchemeAuth, "")}, []encoding.ID{bob}, Providers{SASL: true})
-	if err != nil || !slices.Equal(got, []encoding.ACL{{Perms: 31, ID: bob}}) {
+	if err != 0 || !slices.Equal(got, []encoding.ACL{{Perms: 31, ID: bob}}) {
 		t.Errorf("auth with a sasl id: %v %v", got, err)
 	}
 }
@@ -256,7 +256,7 @@ func TestFixupACLKeepsAnUnchangedList(t *testing.T) {
 	alice.Add(encoding.ID{Scheme: SchemeDigest, ID: "alice:hash"})
 	in := []encoding.ACL{aclEntry(31, SchemeWorld, "anyone"), aclEntry(1, SchemeIP, "10.0.0.1")}
 	got, err := ip.FixupACL(in, Providers{})
-	if err != nil || &got[0] != &in[0] || len(got) != len(in) {
+	if err != 0 || &got[0] != &in[0] || len(got) != len(in) {
 		t.Errorf("FixupACL(%v) = %v, %v; want the list itself", in, got, err)
 	}
 	world := in[:1]
@@ -265,7 +265,7 @@ func TestFixupACLKeepsAnUnchangedList(t *testing.T) {
 	}
 	auth := []encoding.ACL{aclEntry(31, SchemeAuth, ""), aclEntry(1, SchemeIP, "10.0.0.1"), aclEntry(1, SchemeIP, "10.0.0.1")}
 	want := []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: SchemeDigest, ID: "alice:hash"}}, aclEntry(1, SchemeIP, "10.0.0.1")}
-	if got, err := alice.FixupACL(auth, Providers{}); err != nil || !slices.Equal(got, want) || &got[0] == &auth[0] {
+	if got, err := alice.FixupACL(auth, Providers{}); err != 0 || !slices.Equal(got, want) || &got[0] == &auth[0] {
 		t.Errorf("FixupACL(%v) for alice = %v, %v; want a new list %v", auth, got, err, want)
 	}
 	if got, err := ip.FixupACL(auth, Providers{}); err != encoding.ErrInvalidACL {
@@ -303,5 +303,61 @@ func TestAllowedSASL(t *testing.T) {
 	}
 	if got := UserOf(encoding.ID{Scheme: SchemeSASL, ID: "kafka/h1@R"}); got != "kafka/h1@R" {
 		t.Errorf("UserOf sasl: %q", got)
+	}
+}
+
+// TestFixupACLNulls: a null scheme or id (encoding.NullString) in the request's list, answered as
+// ZooKeeper 3.9.6 answered each list (probed over the wire): InvalidACL where its Java code finds
+// no provider, MarshallingError where it dereferences the null (comparing a later entry with an
+// earlier one of the same perms, world's id, a provider's isValid), and nothing for auth's id.
+func TestFixupACLNulls(t *testing.T) {
+	const null = encoding.NullString
+	acl := aclEntry
+	world := acl(31, SchemeWorld, "anyone")
+	alice := encoding.ID{Scheme: SchemeDigest, ID: "alice:hash"}
+	for _, c := range []struct {
+		in   []encoding.ACL
+		auth []encoding.ID
+		p    Providers
+		want encoding.ErrCode
+	}{
+		{in: []encoding.ACL{acl(31, null, "anyone")}, want: encoding.ErrInvalidACL},
+		{in: []encoding.ACL{acl(31, null, null)}, want: encoding.ErrInvalidACL},
+		{in: []encoding.ACL{acl(31, SchemeWorld, null)}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{acl(31, SchemeDigest, null)}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{acl(31, SchemeIP, null)}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{acl(31, SchemeAuth, null)}, want: encoding.ErrInvalidACL},
+		{in: []encoding.ACL{acl(31, SchemeSASL, null)}, want: encoding.ErrInvalidACL},
+		{in: []encoding.ACL{acl(31, SchemeSASL, null)}, p: Providers{SASL: true}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{acl(31, SchemeX509, null)}, want: encoding.ErrInvalidACL},
+		{in: []encoding.ACL{acl(31, SchemeX509, null)}, p: Providers{X509: true}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{acl(31, SchemeSuper, null)}, want: encoding.ErrInvalidACL},
+		{in: []encoding.ACL{acl(31, "foo", null)}, want: encoding.ErrInvalidACL},
+		// Duplicates: a's scheme is compared with an earlier entry of the same perms, its id with
+		// one of the same perms and scheme.
+		{in: []encoding.ACL{world, acl(31, null, "anyone")}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{world, acl(1, null, "anyone")}, want: encoding.ErrInvalidACL},
+		{in: []encoding.ACL{acl(31, null, "anyone"), world}, want: encoding.ErrInvalidACL},
+		{in: []encoding.ACL{acl(31, null, null), acl(31, null, null)}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{acl(31, SchemeDigest, "a:b"), acl(31, SchemeDigest, null)}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{world, acl(31, SchemeWorld, null)}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{acl(31, SchemeAuth, ""), acl(31, SchemeAuth, null)}, auth: []encoding.ID{alice}, want: encoding.ErrMarshallingError},
+		{in: []encoding.ACL{acl(1, SchemeIP, null), world}, want: encoding.ErrMarshallingError},
+		// The first entry that fails decides.
+		{in: []encoding.ACL{acl(31, "foo", "x"), acl(31, SchemeWorld, null)}, want: encoding.ErrInvalidACL},
+	} {
+		if got, code := FixupACL(c.in, c.auth, c.p); code != c.want {
+			t.Errorf("FixupACL(%q, %v, %+v) = %v, %v; want %v", c.in, c.auth, c.p, got, code, c.want)
+		}
+	}
+	// auth's id is not looked at: a null one expands as an empty one does.
+	for _, in := range [][]encoding.ACL{
+		{acl(31, SchemeAuth, null)},
+		{acl(31, SchemeAuth, null), acl(31, SchemeAuth, "")},
+	} {
+		want := slices.Repeat([]encoding.ACL{{Perms: 31, ID: alice}}, len(in))
+		if got, code := FixupACL(in, []encoding.ID{alice}, Providers{}); code != 0 || !slices.Equal(got, want) {
+			t.Errorf("FixupACL(%q) for alice = %v, %v; want %v", in, got, code, want)
+		}
 	}
 }

@@ -53,7 +53,8 @@ type CreateOp struct {
 }
 
 // CheckCreateRequest runs the checks of a create that need no node (steps 1 to 5 of §3.2): the
-// flags, the TTL, the parent's path, and the ACL fixup (InvalidACL comes before any lookup).
+// flags, the TTL, the parent's path (a null one, encoding.NullString, is MarshallingError), and
+// the ACL fixup (InvalidACL, or MarshallingError for some nulls, comes before any lookup).
 // It returns the parent's path and the fixed ACL. who is the caller's identities (the "auth"
 // scheme expands to them); p says which optional schemes ACLs may name.
 func CheckCreateRequest(c CreateOp, who *Identities, p Providers) (parent string, acl []encoding.ACL, code encoding.ErrCode) {
@@ -63,13 +64,16 @@ func CheckCreateRequest(c CreateOp, who *Identities, p Providers) (parent string
 	if c.Flags.IsTTL() && (c.TTL <= 0 || c.TTL > MaxTTL) || !c.Flags.IsTTL() && c.TTL >= 0 {
 		return "", nil, encoding.ErrBadArguments
 	}
+	if c.Path == encoding.NullString { // Java's path.lastIndexOf dereferences it
+		return "", nil, encoding.ErrMarshallingError
+	}
 	parent, ok := Parent(c.Path)
 	if !ok || strings.IndexByte(c.Path, 0) >= 0 {
 		return "", nil, encoding.ErrBadArguments
 	}
-	acl, err := who.FixupACL(c.ACL, p)
-	if err != nil {
-		return "", nil, encoding.ErrInvalidACL
+	acl, code = who.FixupACL(c.ACL, p)
+	if code != 0 {
+		return "", nil, code
 	}
 	return parent, acl, 0
 }
