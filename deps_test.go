@@ -26,6 +26,7 @@ type layer struct {
 var layers = []layer{
 	{pkg: "encoding", std: true},
 	{pkg: "internal/sasl", std: true},
+	{pkg: "internal/tcpproxy", std: true},
 	{pkg: "internal/gomaxprocs"},
 	{pkg: "internal/znode", module: []string{"encoding"}},
 	{pkg: "internal/watch", module: []string{"encoding", "internal/znode"}},

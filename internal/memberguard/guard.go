@@ -15,8 +15,11 @@
 // while another member does, is left out: the client's endpoints become the others, and the
 // client's connections to it are closed (Dialer.Sever), which fails what was in flight there at
 // once. The etcd client retries what is safe to retry on another member; the rest fails as a
-// lost connection would, its outcome unknown. A member left out is taken back once it answers
-// twice in a row.
+// lost connection would, its outcome unknown. What another member holds for the one left out
+// is not failed by that (a follower forwards writes to its leader, and waits for etcd's request
+// timeout, 7 s with a 1 s election timeout, if the leader never answers): OnLeave tells the
+// client's owner, which may fail its own requests that have waited too long. A member left out
+// is taken back once it answers twice in a row.
 package memberguard
 
 import (
@@ -71,6 +74,15 @@ type Guard struct {
 	mu      sync.Mutex
 	leftOut []string // the members left out now: their out flags, copied for LeftOut
 	leaves  int64    // how many times a member was left out
+	onLeave func()   // OnLeave's
+}
+
+// OnLeave makes f be called, in Run's goroutine, each time members are left out, once the
+// client's connections to them are closed.
+func (g *Guard) OnLeave(f func()) {
+	g.mu.Lock()
+	g.onLeave = f
+	g.mu.Unlock()
 }
 
 // New returns a Guard of cfg.Client; Run starts it.
@@ -134,6 +146,7 @@ func (g *Guard) steer(ms []*member) {
 		}
 	}
 	g.leaves += int64(len(left))
+	onLeave := g.onLeave
 	g.mu.Unlock()
 	cfg.Client.SetEndpoints(in...)
 	for _, m := range left {
@@ -141,6 +154,9 @@ func (g *Guard) steer(ms []*member) {
 		cfg.Logger.Warn("etcd member stopped answering; its requests go to the other members",
 			zap.String("endpoint", m.endpoint), zap.Duration("silent", time.Since(m.heard).Round(time.Millisecond)),
 			zap.Int("connectionsClosed", n), zap.Strings("endpoints", in))
+	}
+	if len(left) > 0 && onLeave != nil {
+		onLeave()
 	}
 	for _, m := range back {
 		cfg.Logger.Info("etcd member answers again", zap.String("endpoint", m.endpoint), zap.Strings("endpoints", in))

@@ -2,10 +2,9 @@ package memberguard
 
 import (
 	"context"
-	"net"
 	"net/url"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/tcpproxy"
 )
 
 // TestGuardLeavesSilentMemberOut: a client knows one etcd through two endpoints (proxies), and
@@ -46,7 +46,7 @@ func guardsSilentMember(t *testing.T, auth bool) {
 		enableAuth(t, e.Endpoint, user, password)
 	}
 	a, b := startProxy(t, u.Host), startProxy(t, u.Host)
-	eps := []string{"http://" + a.addr(), "http://" + b.addr()}
+	eps := []string{"http://" + a.Addr(), "http://" + b.Addr()}
 	d := &Dialer{}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		Username: user, Password: password, DialOptions: []grpc.DialOption{grpc.WithContextDialer(d.Dial)}})
@@ -54,6 +54,8 @@ func guardsSilentMember(t *testing.T, auth bool) {
 		t.Fatal(err)
 	}
 	g := New(Config{Client: cli, Dialer: d, Endpoints: eps, ProbeKey: "k", Silence: silence, Logger: zaptest.NewLogger(t)})
+	var onLeave atomic.Int32 // calls of the OnLeave hook
+	g.OnLeave(func() { onLeave.Add(1) })
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -70,11 +72,11 @@ func guardsSilentMember(t *testing.T, auth bool) {
 			t.Fatalf("put %d before the silence: %v", i, err)
 		}
 	}
-	if d.open(a.addr()) == 0 || d.open(b.addr()) == 0 {
-		t.Fatalf("connections before the silence: %d to a, %d to b; want some to each", d.open(a.addr()), d.open(b.addr()))
+	if d.open(a.Addr()) == 0 || d.open(b.Addr()) == 0 {
+		t.Fatalf("connections before the silence: %d to a, %d to b; want some to each", d.open(a.Addr()), d.open(b.Addr()))
 	}
 
-	a.freeze()
+	a.Freeze()
 	// Eight puts at once: the client's round robin sends half of them through a.
 	type result struct {
 		took time.Duration
@@ -109,13 +111,20 @@ func guardsSilentMember(t *testing.T, auth bool) {
 	if out, leaves := g.LeftOut(); !slices.Equal(out, eps[:1]) || leaves != 1 {
 		t.Errorf("LeftOut with a silent: %v, %d times; want %v, once", out, leaves, eps[:1])
 	}
+	// The hook runs once the connections are closed, which is what failed the puts above.
+	for deadline := time.Now().Add(time.Second); onLeave.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := onLeave.Load(); n != 1 {
+		t.Errorf("OnLeave called %d times with a left out, want once", n)
+	}
 	for i := 0; i < 20; i++ {
 		if took, err := put(cli, 5*time.Second); err != nil || took > time.Second {
 			t.Errorf("put %d with a left out: %v after %v", i, err, took.Round(time.Millisecond))
 		}
 	}
 
-	a.thaw()
+	a.Thaw()
 	deadline := time.Now().Add(5 * silence)
 	for !slices.Equal(cli.Endpoints(), eps) {
 		if time.Now().After(deadline) {
@@ -231,90 +240,13 @@ func TestEndpointAddr(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP connections to target. Frozen, it forwards nothing in either direction
-// and keeps every connection open, accepting new ones, as the kernel does for a process
-// stopped with SIGSTOP.
-type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	thawed chan struct{} // closed while the proxy forwards
-}
-
-func startProxy(t *testing.T, target string) *proxy {
+// startProxy starts a tcpproxy.Proxy to target for the test.
+func startProxy(t *testing.T, target string) *tcpproxy.Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := tcpproxy.Start(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{ln: ln, target: target, thawed: make(chan struct{})}
-	close(p.thawed)
-	t.Cleanup(func() {
-		p.thaw()
-		ln.Close()
-	})
-	go p.serve()
+	t.Cleanup(func() { p.Close() })
 	return p
-}
-
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.thawed = make(chan struct{})
-}
-
-func (p *proxy) thaw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.thawed:
-	default:
-		close(p.thawed)
-	}
-}
-
-// gate returns a channel that is closed once the proxy forwards.
-func (p *proxy) gate() <-chan struct{} {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.thawed
-}
-
-func (p *proxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				return
-			}
-			go p.copy(up, c)
-			p.copy(c, up)
-		}()
-	}
-}
-
-// copy forwards src to dst while the proxy is not frozen, then closes both.
-func (p *proxy) copy(dst, src net.Conn) {
-	defer dst.Close()
-	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			<-p.gate()
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
