@@ -62,7 +62,10 @@ type Config struct {
 // Member places an etcd in a multi-member cluster.
 type Member struct {
 	Name    string // this member's name, as in Cluster
-	PeerURL string // where it talks to the other members (loopback, a fixed port)
+	PeerURL string // where the other members reach it (loopback, a fixed port)
+	// ListenPeerURL is where it listens for them, if not at PeerURL: behind a proxy that
+	// forwards PeerURL to it (the fault tests' network partitions).
+	ListenPeerURL string
 	// Cluster lists every member as name=peerURL, comma-separated (etcd's --initial-cluster).
 	Cluster string
 }
@@ -142,11 +145,18 @@ func Start(cfg Config) (*Etcd, error) {
 	// The peer listener is never dialled by a single member; a free loopback port keeps two
 	// embedded etcds on one machine from colliding.
 	purl, _ := url.Parse("http://127.0.0.1:0")
+	lpurl := purl
 	ec := embed.NewConfig()
 	ec.Name = "zetcd"
 	if m := cfg.Member; m != nil {
 		if purl, err = url.Parse(m.PeerURL); err != nil {
 			return nil, fmt.Errorf("embedetcd: peer URL %q: %w", m.PeerURL, err)
+		}
+		lpurl = purl
+		if m.ListenPeerURL != "" {
+			if lpurl, err = url.Parse(m.ListenPeerURL); err != nil {
+				return nil, fmt.Errorf("embedetcd: peer listen URL %q: %w", m.ListenPeerURL, err)
+			}
 		}
 		ec.Name = m.Name
 	}
@@ -168,7 +178,7 @@ func Start(cfg Config) (*Etcd, error) {
 	if !cfg.Users {
 		ec.AuthToken = ""
 	}
-	ec.ListenPeerUrls = []url.URL{*purl}
+	ec.ListenPeerUrls = []url.URL{*lpurl}
 	ec.AdvertisePeerUrls = []url.URL{*purl}
 	ec.InitialCluster = ec.InitialClusterFromName(ec.Name)
 	if cfg.Member != nil {
