@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/zetcd"
 )
@@ -76,6 +79,44 @@ type committer struct {
 	// lastRev is the revision of the newest batch committed (committer goroutine only): the
 	// next batch reads a replica that has applied it.
 	lastRev int64
+	// inflight is the transaction being committed, for failStuck.
+	inflight inflightTxn
+}
+
+// inflightTxn is the committer's transaction in flight, if any. Its methods may be called from
+// any goroutine.
+type inflightTxn struct {
+	mu     sync.Mutex
+	since  time.Time               // when it was sent; zero when none is in flight
+	cancel context.CancelCauseFunc // fails it
+}
+
+// errStuckWrite is why failStuck fails a transaction.
+var errStuckWrite = errors.New("etcd held the transaction while the member guard left a member out; its outcome is unknown")
+
+// send records a transaction sent now, which cancel fails; done records its answer.
+func (t *inflightTxn) send(cancel context.CancelCauseFunc) {
+	t.mu.Lock()
+	t.since, t.cancel = time.Now(), cancel
+	t.mu.Unlock()
+}
+
+func (t *inflightTxn) done() {
+	t.mu.Lock()
+	t.since, t.cancel = time.Time{}, nil
+	t.mu.Unlock()
+}
+
+// failStuck fails the transaction in flight if it was sent at least d ago, and says how long
+// it was held.
+func (t *inflightTxn) failStuck(d time.Duration) (held time.Duration, failed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cancel == nil || time.Since(t.since) < d {
+		return 0, false
+	}
+	t.cancel(errStuckWrite)
+	return time.Since(t.since), true
 }
 
 // submit queues the session's write w and waits for its outcome (on the session's outcome
@@ -226,10 +267,15 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 		}
 		outcomes, writes := c.check(m, batch)
 		fence := attempt == 0 && b.fenceGuardsNow()
-		txn := b.kv.Txn(ctx).If(m.guards(fence)...).Then(txnOps(writes)...)
-		sent := time.Now()
-		r, err := txn.Commit()
-		b.metrics.ObserveBatchCommit(time.Since(sent))
+		guards := m.guards(fence)
+		if attempt == 0 {
+			guards = append(guards, c.takenGuards(m.rev)...)
+		} else {
+			// A take of any session from this process fails takenGuards: a client that
+			// resumes again and again must not fail the other sessions' writes too.
+			guards = append(guards, c.ownerGuards(batch, outcomes)...)
+		}
+		r, err := c.send(ctx, guards, txnOps(writes))
 		if err != nil {
 			return nil, err
 		}
@@ -254,8 +300,60 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 	return nil, fmt.Errorf("commit of %d writes: too many conflicting retries", len(batch))
 }
 
+// ownerGuards are the compares that the sessions of the batch's writes (but those refused as
+// moved or ended) are still owned by the connections that sent them: their session keys'
+// ModRevisions. What takenGuards ensure, with one compare per write; for a batch checked again
+// after its takenGuards failed, which a move of another session may have caused. A connection
+// has one write in flight at most, so a batch names each one once.
+func (c *committer) ownerGuards(batch []*pendingWrite, outcomes []writeOutcome) []clientv3.Cmp {
+	cmps := make([]clientv3.Cmp, 0, len(batch))
+	for i, w := range batch {
+		if f := outcomes[i].failed; f == encoding.ErrSessionMoved || f == encoding.ErrSessionExpired {
+			continue
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(c.b.keys.session(w.s.id)), "=", w.s.ownerRev))
+	}
+	return cmps
+}
+
+// takenGuards are the compares that no session was taken from this process (resumed elsewhere,
+// or ended as an orphan) since rev, the revision the batch was checked at: its taken key
+// (keys.go) is still the one it put, not put since. A session that moved while its write was on
+// the way to etcd fails the transaction, and the check that follows, on a replica that has seen
+// the move (etcdSession.keyCode), refuses the write; else the write would land after the writes
+// the session made since, where it moved, as ZooKeeper's leader never lets a write of the
+// server a session left. Two compares per transaction, whatever its size; a move fails the
+// batches of the process it left once, each checked again and guarded by ownerGuards.
+//
+// Not covered: a session whose lease etcd itself expired (its key deleted with no transaction
+// of zetcd's), and one this process ended itself while its write was on the way.
+func (c *committer) takenGuards(rev int64) []clientv3.Cmp {
+	key := c.b.keys.taken(c.b.process.id)
+	return []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(key), "=", c.b.process.takenRev.Load()),
+		clientv3.Compare(clientv3.ModRevision(key), "<", rev+1),
+	}
+}
+
+// send commits one transaction of the batch; failStuck may fail it.
+func (c *committer) send(ctx context.Context, guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c.inflight.send(cancel)
+	sent := time.Now()
+	r, err := c.b.kv.Txn(ctx).If(guards...).Then(ops...).Commit()
+	c.inflight.done()
+	c.b.metrics.ObserveBatchCommit(time.Since(sent))
+	if err != nil && errors.Is(context.Cause(ctx), errStuckWrite) {
+		return nil, fmt.Errorf("%w (%w)", errStuckWrite, err)
+	}
+	return r, err
+}
+
 // check runs the batch's writes in order on the overlay m: each write's outcome (but its
-// revision), and what the commit writes.
+// revision), and what the commit writes. The write of a session that has moved to another
+// connection, or ended, fails first (etcdSession.keyCode), as ZooKeeper checks a request's
+// session and its owner before the request.
 func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome, []txnWrite) {
 	b := c.b
 	m.providers = b.providers()
@@ -269,6 +367,10 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 	}
 	for i, w := range batch {
 		m.index, m.auth = uint16(i), w.s.auth
+		if code := w.s.keyCode(); code != 0 {
+			outcomes[i] = writeOutcome{results: errorResults(len(w.ops), 0, code), failedAt: 0, failed: code, index: m.index}
+			continue
+		}
 		m.begin()
 		results, failedAt, failed := m.simulate(w.ops, w.s.id, now)
 		if failedAt >= 0 {
@@ -298,4 +400,19 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 		writes = append(writes, txnWrite{key: b.keys.errorKey(), value: encodeIndexValue(uint16(len(batch) - 1))})
 	}
 	return outcomes, writes
+}
+
+// FailStuckWrites fails this process's etcd transaction in flight if it was sent at least d
+// ago: its writes are answered as after a lost connection to etcd, their outcome unknown. The
+// member guard calls it as it leaves a member out (memberguard.Guard.OnLeave, with d its
+// Silence): a transaction that another member holds for the one left out (a follower forwards
+// writes to its leader) would otherwise wait for etcd's own request timeout, and every write of
+// the process behind it. A transaction in flight for a Silence while another member answers the
+// guard's reads is held for the member left out; on a slow but live etcd the guard leaves no
+// member out.
+func (b *Store) FailStuckWrites(d time.Duration) {
+	if held, ok := b.commits.inflight.failStuck(d); ok {
+		b.log.Warn("failed the etcd transaction in flight: an etcd member was left out while etcd held it",
+			zap.Duration("held", held.Round(time.Millisecond)))
+	}
 }

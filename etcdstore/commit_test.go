@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/zetcd"
@@ -206,7 +208,8 @@ func histogramOf(t *testing.T, reg *prometheus.Registry, name string) (count, su
 
 // TestCommitBatchWithEndedSession: a batch that names the lease of a session etcd has already
 // ended (an ephemeral create) is refused by etcd as a whole; the committer commits its writes
-// one by one, so that only that write fails (SessionExpired) and the others succeed.
+// one by one, so that only that write fails (SessionExpired) and the others succeed. Once the
+// feed has seen the session key deleted, the check refuses that write before etcd does.
 func TestCommitBatchWithEndedSession(t *testing.T) {
 	ctx := context.Background()
 	b, _, cli := newTestBackend(t)
@@ -226,8 +229,8 @@ func TestCommitBatchWithEndedSession(t *testing.T) {
 	for i := range batch {
 		o := <-outcomes[i]
 		switch {
-		case i == 1 && !isLeaseGone(o.err):
-			t.Errorf("the ended session's create: %+v, want etcd's lease not found", o)
+		case i == 1 && !isLeaseGone(o.err) && o.failed != encoding.ErrSessionExpired:
+			t.Errorf("the ended session's create: %+v, want etcd's lease not found or SessionExpired", o)
 		case i != 1 && (o.err != nil || o.failedAt >= 0):
 			t.Errorf("write %d: %+v, want it committed", i, o)
 		}
@@ -240,4 +243,205 @@ func TestCommitBatchWithEndedSession(t *testing.T) {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
+}
+
+// TestInflightFailStuck: failStuck fails the transaction in flight only once it has been in flight
+// for the given time, with errStuckWrite as the cause, and nothing once it has been answered.
+func TestInflightFailStuck(t *testing.T) {
+	var tx inflightTxn
+	if _, failed := tx.failStuck(0); failed {
+		t.Fatal("failStuck with nothing in flight failed something")
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	tx.send(cancel)
+	if _, failed := tx.failStuck(time.Hour); failed || ctx.Err() != nil {
+		t.Fatal("failStuck failed a transaction in flight for less than its time")
+	}
+	time.Sleep(5 * time.Millisecond)
+	held, failed := tx.failStuck(time.Millisecond)
+	if !failed || held < 5*time.Millisecond || !errors.Is(context.Cause(ctx), errStuckWrite) {
+		t.Fatalf("failStuck: held %v, failed %v, cause %v; want it failed with errStuckWrite", held, failed, context.Cause(ctx))
+	}
+	tx.done()
+	if _, failed := tx.failStuck(0); failed {
+		t.Fatal("failStuck failed a transaction already answered")
+	}
+}
+
+// TestCommitSessionMoved: a session's write whose transaction is on its way to etcd when another
+// zetcd takes the session over is refused with SessionMoved when it gets there, as ZooKeeper's
+// leader refuses a write from the server a session left: the session has read the node since,
+// where it moved, and a write sent before that read must not land after it. Nothing else guards
+// it: the read leaves no trace in etcd. The resume puts the first zetcd's taken key, which its
+// transactions compare; with and without fence guards, and with the taken key deleted before the
+// write gets there (the leader collects it when the process has no process key left): the
+// transaction fails on the key's CreateRevision, and the process puts it again and writes on.
+// Also when the session moves to another connection of the same process, whose resume may reach
+// etcd over another connection than the write.
+func TestCommitSessionMoved(t *testing.T) {
+	for _, c := range []struct{ fence, collected, same bool }{{false, false, false}, {true, false, false}, {false, true, false}, {true, false, true}} {
+		t.Run(fmt.Sprintf("fence=%v,collected=%v,sameProcess=%v", c.fence, c.collected, c.same), func(t *testing.T) {
+			ctx := context.Background()
+			cli := startEtcd(t)
+			held := &heldKV{KV: cli.KV, held: make(chan struct{}, 1)}
+			a, err := New(ctx, Config{Client: cli, KV: held, Logger: zaptest.NewLogger(t), ReapInterval: -1, FenceGuards: c.fence})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(a.Close)
+			b := a // the session moves to another connection of a
+			if !c.same {
+				b, _, _ = newTestBackendOn(t, cli, Config{FenceGuards: c.fence})
+			}
+			s := openTestSession(t, a).(*etcdSession)
+			other := openTestSession(t, a)
+			if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/x", Data: []byte("0"), ACL: openACL}); err != nil {
+				t.Fatal(err)
+			}
+
+			release := make(chan struct{})
+			held.hold.Store(&release)
+			first := make(chan error, 1)
+			go func() {
+				_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("first"), Version: -1})
+				first <- err
+			}()
+			<-held.held // the first write's transaction, on its way
+			moved, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.id, Passwd: s.passwd, Timeout: 10 * time.Second})
+			if err != nil {
+				t.Fatalf("resume on b: %v", err)
+			}
+			read, _, err := moved.GetData(ctx, &encoding.GetDataRequest{Path: "/x"})
+			if err != nil || string(read.Data) != "0" {
+				t.Fatalf("getData on b: %v %v; want %q", read, err, "0")
+			}
+			if c.collected {
+				// a puts its key again as its feed sees it deleted: not until its held
+				// transaction has got to etcd, which then compares a key that is gone.
+				a.process.recreating.Store(true)
+				if _, err := cli.Delete(ctx, a.keys.taken(a.process.id)); err != nil {
+					t.Fatal(err)
+				}
+				time.AfterFunc(300*time.Millisecond, func() {
+					a.process.recreating.Store(false)
+					a.observeTakenKey(nil)
+				})
+			}
+			close(release)
+			wantCode(t, <-first, encoding.ErrSessionMoved)
+
+			awaitTreeCurrent(t, b)
+			got, _, err := moved.GetData(ctx, &encoding.GetDataRequest{Path: "/x"})
+			if err != nil || string(got.Data) != "0" {
+				t.Errorf("/x: %v %v; want %q, as the session read it after it moved", got, err, "0")
+			}
+			// a's other session writes on.
+			if _, _, err := other.Create(ctx, &encoding.CreateRequest{Path: "/y", ACL: openACL}); err != nil {
+				t.Errorf("a write of a session that stayed on a: %v", err)
+			}
+		})
+	}
+}
+
+// heldKV holds the Commit of the next transaction after hold is set until what hold points to
+// is closed, and says so on held.
+type heldKV struct {
+	clientv3.KV
+	hold atomic.Pointer[chan struct{}]
+	held chan struct{}
+}
+
+func (k *heldKV) Txn(ctx context.Context) clientv3.Txn { return &heldTxn{Txn: k.KV.Txn(ctx), k: k} }
+
+type heldTxn struct {
+	clientv3.Txn
+	k *heldKV
+}
+
+func (t *heldTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *heldTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *heldTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *heldTxn) Commit() (*clientv3.TxnResponse, error) {
+	if release := t.k.hold.Swap(nil); release != nil {
+		t.k.held <- struct{}{}
+		<-*release
+	}
+	return t.Txn.Commit()
+}
+
+// TestObserveSessionsAt: after a reload of the replica, the session keys read at its revision
+// tell each local session whether it was ended meanwhile; a session taken after that revision
+// is not told it ended because its key was not there yet.
+func TestObserveSessionsAt(t *testing.T) {
+	ctx := context.Background()
+	b, _, cli := newTestBackend(t)
+	s := openTestSession(t, b).(*etcdSession)
+	if err := b.observeSessionsAt(ctx, s.ownerRev-1); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.keyCode(); code != 0 {
+		t.Fatalf("a session taken after the revision read: %v, want none", code)
+	}
+	if err := b.observeSessionsAt(ctx, s.ownerRev); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.keyCode(); code != 0 {
+		t.Fatalf("a live session: %v, want none", code)
+	}
+	r, err := cli.Revoke(ctx, clientv3.LeaseID(s.id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.observeSessionsAt(ctx, r.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.keyCode(); code != encoding.ErrSessionExpired {
+		t.Errorf("a session whose key etcd deleted: %v, want SessionExpired", code)
+	}
+}
+
+// TestCommitResumeStorm: clients that resume their sessions on a zetcd again and again (each
+// resume puts the process's taken key, which fails the transactions it overtakes) do not fail
+// the writes of the process's other sessions: a batch whose takenGuards failed is checked again
+// and guarded session by session, which a move of another session cannot fail.
+func TestCommitResumeStorm(t *testing.T) {
+	ctx := context.Background()
+	b, _, _ := newTestBackend(t)
+	writer := openTestSession(t, b)
+	if _, _, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/x", ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	const flappers = 8
+	var resumes atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range flappers {
+		s := openTestSession(t, b)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: 10 * time.Second}); err != nil {
+					t.Errorf("resume: %v", err)
+					return
+				}
+				resumes.Add(1)
+			}
+		}()
+	}
+	for i := range 200 {
+		if _, _, err := writer.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte(strconv.Itoa(i)), Version: -1}); err != nil {
+			t.Errorf("setData %d with %d resumes so far: %v", i, resumes.Load(), err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d resumes during 200 writes", resumes.Load())
 }

@@ -162,6 +162,7 @@ func (b *Store) applyEvents(evs []*clientv3.Event) bool {
 				return false
 			}
 		} else {
+			b.observeSessionKeys(evs[:n]) // before the replica shows r: committer.check
 			before := b.tree.apply(r, evs[:n])
 			b.fireRevision(evs[:n], before)
 			b.watches.Advance(b.tree.stateZxid(r))
@@ -177,7 +178,6 @@ func (b *Store) applyEvents(evs []*clientv3.Event) bool {
 // Each change carries the ACLs that decide whether its events may be delivered (acl.go): from
 // the replica, which has applied the revision, and before, the ACLs the revision replaced.
 func (b *Store) fireRevision(evs []*clientv3.Event, before aclsBefore) {
-	b.observeSessionKeys(evs)
 	b.observeProcessKeys(evs)
 	journal := b.keys.journal()
 	for _, ev := range evs {
@@ -234,6 +234,14 @@ func (b *Store) resyncWatches() (int64, error) {
 	}
 	if err := b.tree.load(ctx, b.kv, cur); err != nil {
 		b.log.Error("resync watches: reload the tree", zap.Error(err))
+		return 0, err
+	}
+	if err := b.observeSessionsAt(ctx, cur); err != nil {
+		b.log.Error("resync watches: read the session keys", zap.Error(err))
+		return 0, err
+	}
+	if err := b.observeTakenKeyAt(ctx, cur); err != nil {
+		b.log.Error("resync watches: read the taken key", zap.Error(err))
 		return 0, err
 	}
 	b.own.forget() // the feed resumes after cur

@@ -46,6 +46,15 @@ package etcdstore
 //	                       of its own (empty value): a session whose serving process has no
 //	                       process key is orphaned, and the elected leader ends it at its
 //	                       timeout (orphans.go).
+//	P t/<process id hex>   taken key of a zetcd process, no lease (empty value): the process puts
+//	                       it as it registers, and whoever takes a session from it (resumes it,
+//	                       ends it as an orphan) puts it again in that transaction. Each of the
+//	                       process's write transactions compares its CreateRevision (the one
+//	                       the process put) and that its ModRevision is no newer than the
+//	                       revision the writes were checked at, so a write on its way when one
+//	                       of its sessions moved fails (commit.go), and so does one whose
+//	                       taken key was deleted. The elected leader deletes the taken keys of
+//	                       processes with neither process key nor sessions (orphans.go).
 //	P x                    error key: a failed write puts it so that it consumes a zxid (revision)
 //	                       as a failed write does in ZooKeeper; a batch of several writes
 //	                       (commit.go) puts it with the index of its last write (zxid.go) as
@@ -157,9 +166,23 @@ func (k keySchema) sessionOfKey(key string) (encoding.SessionID, bool) {
 func (k keySchema) process(id uint64) string  { return k.processKeysPrefix() + fmt.Sprintf("%016x", id) }
 func (k keySchema) processKeysPrefix() string { return k.prefix + "p/" }
 
+// taken is the taken key of a zetcd process; takenKeysPrefix lists them all.
+func (k keySchema) taken(id uint64) string  { return k.takenKeysPrefix() + fmt.Sprintf("%016x", id) }
+func (k keySchema) takenKeysPrefix() string { return k.prefix + "t/" }
+
 // processOfKey inverts process.
 func (k keySchema) processOfKey(key string) (uint64, bool) {
-	hex, ok := strings.CutPrefix(key, k.processKeysPrefix())
+	return processIDIn(key, k.processKeysPrefix())
+}
+
+// processOfTakenKey inverts taken.
+func (k keySchema) processOfTakenKey(key string) (uint64, bool) {
+	return processIDIn(key, k.takenKeysPrefix())
+}
+
+// processIDIn parses the process id that follows prefix in key.
+func processIDIn(key, prefix string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(key, prefix)
 	if !ok || len(hex) != 16 {
 		return 0, false
 	}

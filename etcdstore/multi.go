@@ -72,7 +72,7 @@ const (
 //   - getData, getChildren: a read op among write ops, or a multi of read ops only, refuses the
 //     request (error txn).
 //
-// The first refused op decides.
+// The first refused op decides; then a null path in any op refuses the request (error txn).
 func parseMulti(ops []encoding.MultiOp) ([]mop, multiRefusal) {
 	out := make([]mop, 0, len(ops))
 	reads := 0
@@ -122,6 +122,13 @@ func parseMulti(ops []encoding.MultiOp) ([]mop, multiRefusal) {
 	if reads > 0 {
 		return nil, multiRefusedTxn
 	}
+	// ZooKeeper looks up every op's path before it checks the first op, which a null path
+	// (encoding.NullString) fails with MarshallingError, in an error txn.
+	for _, m := range out {
+		if m.path == encoding.NullString {
+			return nil, multiRefusedTxn
+		}
+	}
 	return out, multiAccepted
 }
 
@@ -162,7 +169,11 @@ func (n *mnode) statNow() encoding.Stat {
 
 // multiState is a multi's overlay of the tree.
 type multiState struct {
-	keys  keySchema
+	keys keySchema
+	// rev is the replica's revision the overlay was read at, with no node read too: every
+	// change of the tree and of the session keys up to rev is in what the check saw
+	// (observeSessionKeys runs before the replica shows a revision), so guards compare
+	// against it.
 	rev   int64
 	nodes map[string]*mnode
 	// lookup reads a node the read set could not name (a sequential create's name) at rev, or
@@ -295,6 +306,7 @@ func addReadSet(set map[string]bool, ops []mop) {
 func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64) (*multiState, error) {
 	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4), room: b.space.room()}
 	if len(paths) == 0 {
+		m.rev = b.tree.revision()
 		return m, nil
 	}
 	if err := b.awaitFloor(ctx, floor); err != nil {
@@ -741,9 +753,14 @@ func (s *etcdSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*e
 	case multiRefusedEarly:
 		return nil, s.zxid(0), encoding.ErrMarshallingError
 	}
-	results, _, z, err := s.runMulti(ctx, "multi", ops)
+	results, failed, z, err := s.runMulti(ctx, "multi", ops)
 	if err != nil {
 		return nil, z, err
+	}
+	if failed == encoding.ErrMarshallingError {
+		// An op's check dereferenced a null in ZooKeeper's code (znode.FixupACL): it fails the
+		// whole request, at the zxid the failed multi took, not that op alone.
+		return nil, z, failed
 	}
 	return &encoding.MultiResponse{Results: results}, z, nil
 }

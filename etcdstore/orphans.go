@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -52,6 +53,12 @@ const (
 type processRegistration struct {
 	id   uint64 // random, nonzero; written into the session keys this process owns
 	done chan struct{}
+	// takenRev is the CreateRevision of this process's taken key (keys.go) that its write
+	// transactions compare (takenGuards): set as the key is first put, then by the watch feed
+	// as it applies each put of the key (observeTakenKey).
+	takenRev atomic.Int64
+	// recreating is set while a goroutine puts the taken key again after it was deleted.
+	recreating atomic.Bool
 }
 
 // orphanAdoptions is the leader's set of adopted sessions, by id, with the session key
@@ -84,6 +91,11 @@ func (b *Store) registerProcess(ctx context.Context) error {
 		return fmt.Errorf("zetcd: process id: %w", err)
 	}
 	b.process = processRegistration{id: id, done: make(chan struct{})}
+	created, err := b.putTakenKey(ctx)
+	if err != nil {
+		return err
+	}
+	b.process.takenRev.Store(created)
 	lease, err := b.putProcessKey(ctx)
 	if err != nil {
 		return err
@@ -139,20 +151,85 @@ func (b *Store) putProcessKey(ctx context.Context) (clientv3.LeaseID, error) {
 	return grant.ID, nil
 }
 
-// observeProcessKeys asks the leader for an orphan scan when one of evs deletes a process key.
+// putTakenKey puts this process's taken key (keys.go) and returns its CreateRevision.
+func (b *Store) putTakenKey(ctx context.Context) (int64, error) {
+	r, err := b.kv.Put(ctx, b.keys.taken(b.process.id), "", clientv3.WithPrevKV())
+	if err != nil {
+		return 0, fmt.Errorf("zetcd: taken key: %w", err)
+	}
+	if r.PrevKv != nil {
+		return r.PrevKv.CreateRevision, nil
+	}
+	return r.Header.Revision, nil
+}
+
+// observeProcessKeys asks the leader for an orphan scan when one of evs deletes a process key,
+// and follows this process's taken key (observeTakenKey).
 func (b *Store) observeProcessKeys(evs []*clientv3.Event) {
+	scan := false
 	for _, ev := range evs {
-		if ev.Type != mvccpb.DELETE {
-			continue
-		}
-		if _, ok := b.keys.processOfKey(string(ev.Kv.Key)); ok {
-			select {
-			case b.orphans.scan <- struct{}{}:
-			default:
+		if ev.Type == mvccpb.DELETE {
+			if _, ok := b.keys.processOfKey(string(ev.Kv.Key)); ok {
+				scan = true
 			}
-			return
+		}
+		if id, ok := b.keys.processOfTakenKey(string(ev.Kv.Key)); ok && id == b.process.id {
+			b.observeTakenKey(ev.Kv)
 		}
 	}
+	if scan {
+		select {
+		case b.orphans.scan <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// observeTakenKeyAt does what the watch feed's observeTakenKey does, from etcd's state at rev:
+// after a reload of the replica, which skips the events it missed.
+func (b *Store) observeTakenKeyAt(ctx context.Context, rev int64) error {
+	r, err := b.kv.Get(ctx, b.keys.taken(b.process.id), clientv3.WithRev(rev))
+	if err != nil {
+		return err
+	}
+	var kv *mvccpb.KeyValue
+	if len(r.Kvs) > 0 {
+		kv = r.Kvs[0]
+	}
+	b.observeTakenKey(kv)
+	return nil
+}
+
+// observeTakenKey takes the CreateRevision of this process's taken key from kv, as the watch
+// feed (or a reload, resyncWatches) shows it; a kv without one (deleted: the leader collected it
+// while this process had no process key) makes this process put it again, which the feed then
+// shows. Until then the first transaction of each batch fails on it (the key holds no trace
+// of the sessions taken from this process while it was gone), and the batch is checked again
+// guarded by its sessions' keys (committer.ownerGuards).
+func (b *Store) observeTakenKey(kv *mvccpb.KeyValue) {
+	if kv != nil && kv.CreateRevision != 0 {
+		b.process.takenRev.Store(kv.CreateRevision)
+		return
+	}
+	if !b.process.recreating.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer b.process.recreating.Store(false)
+		for b.bgCtx.Err() == nil {
+			ctx, cancel := context.WithTimeout(b.bgCtx, 5*time.Second)
+			_, err := b.putTakenKey(ctx)
+			cancel()
+			if err == nil {
+				return
+			}
+			b.log.Warn("put the taken key again", zap.Error(err))
+			select {
+			case <-b.bgCtx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
 }
 
 // leadOrphans runs the leader's orphan scans until ctx ends (leadership lost or backend closed);
@@ -190,6 +267,7 @@ func (b *Store) scanOrphans(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 	// Sessions read after the process keys: a session taken over since by a live process names
 	// it, and one whose process died since is found by the scan its deletion triggers.
+	owners := map[uint64]bool{}
 	from := b.keys.sessionKeysPrefix()
 	end := clientv3.GetPrefixRangeEnd(from)
 	for {
@@ -207,15 +285,38 @@ func (b *Store) scanOrphans(ctx context.Context, wg *sync.WaitGroup) error {
 				b.log.Error("orphaned sessions: undecodable session key", zap.String("session", id.String()), zap.Error(err))
 				continue
 			}
+			owners[sv.owner] = true
 			if !live[sv.owner] {
 				b.adoptOrphan(ctx, wg, id, kv.ModRevision, sv.owner)
 			}
 		}
 		if !r.More || len(r.Kvs) == 0 {
-			return nil
+			return b.collectTakenKeys(ctx, live, owners)
 		}
 		from = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// collectTakenKeys deletes the taken keys (keys.go) of the processes that are neither live nor
+// own a session, each only while the process has no process key: a process that is in fact
+// alive and writes again finds its key gone and puts it again (observeTakenKey).
+func (b *Store) collectTakenKeys(ctx context.Context, live, owners map[uint64]bool) error {
+	r, err := b.kv.Get(ctx, b.keys.takenKeysPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return err
+	}
+	for _, kv := range r.Kvs {
+		id, ok := b.keys.processOfTakenKey(string(kv.Key))
+		if !ok || live[id] || owners[id] {
+			continue
+		}
+		_, err := b.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(b.keys.process(id)), "=", 0)).
+			Then(clientv3.OpDelete(b.keys.taken(id))).Commit()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // adoptOrphan starts watching session id, taken at session key ModRevision ownerRev, unless an
@@ -240,7 +341,12 @@ func (b *Store) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id encoding
 			}
 			o.mu.Unlock()
 		}()
-		b.watchOrphan(ctx, id, ownerRev)
+		b.watchOrphan(ctx, id, ownerRev, owner)
+		// A scan now collects owner's taken key if this was its last session.
+		select {
+		case o.scan <- struct{}{}:
+		default:
+		}
 	}()
 }
 
@@ -249,7 +355,7 @@ func (b *Store) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id encoding
 // process is then older than its timeout, wherever the process went. A lease that is refreshed
 // (its process alive after all) never gets there. It returns early when the session was resumed
 // (its key rewritten) or ended, expired in etcd, or ctx ends.
-func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64) {
+func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64, owner uint64) {
 	log := b.log.With(zap.String("session", id.String()))
 	for {
 		o, err := b.readOrphan(ctx, id, ownerRev)
@@ -265,7 +371,7 @@ func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev
 		case o.ttl > orphanEndTTL(o.granted, o.timeout):
 			wait = time.Duration(o.ttl-orphanEndTTL(o.granted, o.timeout)) * time.Second
 		default:
-			zxid, owned, err := b.endSession(zetcd.WithOpLabel(ctx, zetcd.OpLabelExpire), id, ownerRev)
+			zxid, owned, err := b.endSession(zetcd.WithOpLabel(ctx, zetcd.OpLabelExpire), id, ownerRev, owner)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				log.Warn("orphaned session: expire", zap.Error(err))

@@ -19,7 +19,8 @@ import (
 // TestEtcdOrphanedSessions: when the zetcd serving a session goes away and the client does not
 // come back, the elected leader (another process) ends the session at its timeout exactly as
 // its own zetcd would have: ephemerals deleted in one zxid that is also the parent's pzxid,
-// cversion moved, events fired with that zxid. A session resumed elsewhere in time is kept.
+// cversion moved, events fired with that zxid. A session resumed elsewhere in time is kept. The
+// dead process's taken key is collected once it has no sessions left.
 func TestEtcdOrphanedSessions(t *testing.T) {
 	cli := startEtcd(t)
 	ctx := context.Background()
@@ -94,6 +95,24 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 	}
 	if _, err := leader.Connect(ctx, zetcd.ConnectParams{SessionID: orphan.ID(), Passwd: orphan.Password(), Timeout: timeout}); !errors.Is(err, zetcd.ErrSessionExpired) {
 		t.Errorf("resuming the orphaned session: %v, want ErrSessionExpired", err)
+	}
+
+	// With neither process key nor sessions, the dead process's taken key is collected; the
+	// live process keeps its own.
+	taken := func(s *Store) bool {
+		r, err := cli.Get(ctx, s.keys.taken(s.process.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r.Kvs) > 0
+	}
+	for deadline := time.Now().Add(3 * time.Second); taken(dying); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dead process's taken key is still there 3s after its last session ended")
+		}
+	}
+	if !taken(leader) {
+		t.Error("the live process's taken key was collected")
 	}
 
 	// The resumed session outlives its old process's lease TTL and timeout.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -35,6 +36,11 @@ type etcdSession struct {
 	// ownerRev is the session key's ModRevision when this connection took the session; a
 	// different ModRevision means another connection has resumed it since.
 	ownerRev int64
+	// keyState is set by the watch feed, before the replica shows the revision, once the
+	// session key is rewritten by a newer owner (keyMoved) or deleted (keyGone): the committer
+	// then refuses the session's writes here, SessionMoved as ZooKeeper's leader refuses those
+	// of the server a session left, or SessionExpired.
+	keyState atomic.Int32
 	// lastRev is the newest revision this session has been answered with, and lastZxid the
 	// newest zxid (zxid.go); executor only.
 	lastRev  int64
@@ -96,21 +102,73 @@ func (t *localSessions) remove(s *etcdSession) {
 }
 
 // observeSessionKeys marks gone every local Session object whose session key one of evs
-// deletes, or rewrites at a revision after the object took the session (a resume elsewhere).
+// deletes, or rewrites at a revision after the object took the session (a resume elsewhere),
+// and marks the latter moved. The feed calls it before the replica shows the events' revision,
+// so a write checked on a replica at that revision sees the move.
 func (b *Store) observeSessionKeys(evs []*clientv3.Event) {
 	for _, ev := range evs {
 		id, ok := b.keys.sessionOfKey(string(ev.Kv.Key))
 		if !ok {
 			continue
 		}
-		b.local.mu.Lock()
-		for _, s := range b.local.m[id] {
-			if !s.ending.Load() && (ev.Type == mvccpb.DELETE || ev.Kv.ModRevision > s.ownerRev) {
-				s.markGone()
-			}
+		modRev := ev.Kv.ModRevision
+		if ev.Type == mvccpb.DELETE {
+			modRev = 0
 		}
-		b.local.mu.Unlock()
+		b.sessionKeyAt(id, modRev, ev.Kv.ModRevision)
 	}
+}
+
+// The states of a session's key as a connection that took it sees it (etcdSession.keyState).
+const (
+	keyOwned int32 = iota
+	keyMoved       // rewritten by a newer owner
+	keyGone        // deleted: the session ended
+)
+
+// sessionKeyAt records that session id's key had ModRevision modRev at revision rev (0: deleted)
+// in every local Session object of id taken by then, and marks gone those it ended or moved
+// elsewhere. An object taken after rev is not told about it.
+func (b *Store) sessionKeyAt(id encoding.SessionID, modRev, rev int64) {
+	b.local.mu.Lock()
+	defer b.local.mu.Unlock()
+	for _, s := range b.local.m[id] {
+		switch {
+		case s.ownerRev > rev:
+			continue
+		case modRev == 0:
+			s.keyState.Store(keyGone)
+		case modRev > s.ownerRev:
+			s.keyState.Store(keyMoved)
+		default:
+			continue
+		}
+		if !s.ending.Load() {
+			s.markGone()
+		}
+	}
+}
+
+// observeSessionsAt does what observeSessionKeys does for the session keys' events up to rev,
+// from etcd's state at rev: after a reload of the replica, which skips the events it missed.
+func (b *Store) observeSessionsAt(ctx context.Context, rev int64) error {
+	r, err := b.kv.Get(ctx, b.keys.sessionKeysPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(rev))
+	if err != nil {
+		return err
+	}
+	modRevs := map[encoding.SessionID]int64{}
+	for _, kv := range r.Kvs {
+		if id, ok := b.keys.sessionOfKey(string(kv.Key)); ok {
+			modRevs[id] = kv.ModRevision
+		}
+	}
+	b.local.mu.Lock()
+	ids := slices.Collect(maps.Keys(b.local.m))
+	b.local.mu.Unlock()
+	for _, id := range ids {
+		b.sessionKeyAt(id, modRevs[id], rev)
+	}
+	return nil
 }
 
 func (s *etcdSession) markGone() { s.gone.close(nil) }
@@ -267,7 +325,7 @@ func (s *etcdSession) Detach() {
 // session's own among them (a watch on one of its ephemerals), before it answers.
 func (s *etcdSession) Close(ctx context.Context) (encoding.Zxid, error) {
 	s.ending.Store(true)
-	zxid, _, err := s.b.endSession(ctx, s.id, s.ownerRev)
+	zxid, _, err := s.b.endSession(ctx, s.id, s.ownerRev, s.b.process.id)
 	if err == nil {
 		if werr := s.AwaitEvents(ctx, zxid); werr != nil {
 			s.b.log.Warn("closeSession answered without waiting for its watch events",
@@ -292,15 +350,16 @@ func (s *etcdSession) Expire(ctx context.Context) error {
 func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, err error) {
 	s.ending.Store(true)
 	s.Detach()
-	return s.b.endSession(ctx, s.id, s.ownerRev)
+	return s.b.endSession(ctx, s.id, s.ownerRev, s.b.process.id)
 }
 
 // endSession ends session id on behalf of the connection (or orphan adoption, orphans.go)
-// that took it when its session key had ModRevision ownerRev; see etcdSession.end. It lists the
-// lease's keys, then deletes the session key and the ephemerals, guarded by the session key's
-// ModRevision (not resumed since) and each ephemeral's lease (none deleted or created since;
-// else it lists again).
-func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev int64) (zxid encoding.Zxid, owned bool, err error) {
+// that took it when its session key had ModRevision ownerRev, the session of process owner; see
+// etcdSession.end. It lists the lease's keys, then deletes the session key and the ephemerals,
+// guarded by the session key's ModRevision (not resumed since) and each ephemeral's lease (none
+// deleted or created since; else it lists again). Ending another process's session puts that
+// process's taken key too (takenFrom).
+func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev int64, owner uint64) (zxid encoding.Zxid, owned bool, err error) {
 	skey := b.keys.session(id)
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id), clientv3.WithAttachedKeys())
@@ -331,6 +390,9 @@ func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev 
 		if len(paths) > 0 {
 			ops = append(ops, b.fenceOp())
 		}
+		if owner != b.process.id {
+			ops = append(ops, b.takenFrom(owner))
+		}
 		txn, err := b.kv.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(skey, clientv3.WithKeysOnly())).Commit()
 		if err != nil {
 			return 0, true, fmt.Errorf("session %s: close: %w", id, err)
@@ -357,4 +419,16 @@ func (discardEvents) Event(encoding.WatcherEvent, encoding.Zxid) {}
 // isLeaseGone reports whether err says the session's lease no longer exists in etcd.
 func isLeaseGone(err error) bool {
 	return errors.Is(err, rpctypes.ErrLeaseNotFound) || (err != nil && strings.Contains(err.Error(), "requested lease not found"))
+}
+
+// keyCode is how the committer refuses the session's writes once its key has moved or gone
+// (keyState), or 0.
+func (s *etcdSession) keyCode() encoding.ErrCode {
+	switch s.keyState.Load() {
+	case keyMoved:
+		return encoding.ErrSessionMoved
+	case keyGone:
+		return encoding.ErrSessionExpired
+	}
+	return 0
 }

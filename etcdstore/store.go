@@ -404,7 +404,8 @@ func (b *Store) resumeSession(ctx context.Context, p zetcd.ConnectParams) (zetcd
 	}
 	txn, err := b.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(key, encodeSessionValue(sessionValue{passwd: sv.passwd, timeoutMs: sv.timeoutMs, owner: b.process.id}), clientv3.WithIgnoreLease())).
+		Then(clientv3.OpPut(key, encodeSessionValue(sessionValue{passwd: sv.passwd, timeoutMs: sv.timeoutMs, owner: b.process.id}), clientv3.WithIgnoreLease()),
+			b.takenFrom(sv.owner)).
 		Commit()
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -425,6 +426,14 @@ func (b *Store) revokeQuietly(id clientv3.LeaseID) {
 	if _, err := b.lease.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		b.log.Warn("revoke session lease", zap.String("session", encoding.SessionID(id).String()), zap.Error(err))
 	}
+}
+
+// takenFrom is the put of process owner's taken key (keys.go) that goes with taking a session
+// from it, which fails every write transaction of owner's checked before (takenGuards). A resume
+// on another connection of this process puts this process's own key: its committer may have the
+// session's write on its way over one connection to etcd while the resume goes over another.
+func (b *Store) takenFrom(owner uint64) clientv3.Op {
+	return clientv3.OpPut(b.keys.taken(owner), "")
 }
 
 // fenceOp is the put of the fence key (keys.go) that goes with every transaction that puts or

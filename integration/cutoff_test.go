@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -10,21 +11,43 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// TestFaultZetcdCutOff: zetcd A talks only to one etcd member, which is frozen (SIGSTOP) for
-// 20 s while the two others carry on: A is alive but cut off from etcd. zetcd B talks to the
-// two others; its reaper adopts A's sessions once A's process key lapses, and ends those whose
-// leases A no longer refreshes. A must then do what a ZooKeeper follower does when it loses its
-// leader: stop serving, by closing its clients' connections, so that
+// TestFaultZetcdCutOff: zetcd A talks only to one etcd member, which for 20 s is frozen (SIGSTOP),
+// and in a second run cut off from the other members, while the two others carry on: A is alive
+// but cut off from etcd. A cut-off member still answers on its client port what needs no leader,
+// but nothing A needs (its sessions' lease refreshes, its watch feed). zetcd B talks to the two
+// others; its reaper adopts A's sessions once A's process key lapses, and ends those whose leases
+// A no longer refreshes. A must then do what a ZooKeeper follower does when it loses its leader:
+// stop serving, by closing its clients' connections, so that
 //   - a client that knows only A learns it is disconnected at least its timeout before its
 //     session can be ended elsewhere, rather than go on believing it holds an ephemeral node
 //     that B has deleted and another session may take (a lock held twice);
 //   - a client that knows A and B moves to B and keeps its session and its ephemeral node.
 func TestFaultZetcdCutOff(t *testing.T) {
+	t.Run("frozen", func(t *testing.T) {
+		zetcdCutOff(t, faultCluster(t), func(m *etcdMember) memberFault {
+			return memberFault{
+				what:  "frozen",
+				begin: func() { m.signal(t, syscall.SIGSTOP) },
+				end:   func() { _ = m.cmd.Process.Signal(syscall.SIGCONT) },
+			}
+		})
+	})
+	t.Run("partitioned", func(t *testing.T) {
+		pn, ms := partitionCluster(t)
+		zetcdCutOff(t, ms, func(m *etcdMember) memberFault {
+			i := slices.Index(ms, m)
+			return memberFault{what: "cut off", begin: func() { pn.isolate(i) }, end: pn.heal}
+		})
+	})
+}
+
+// zetcdCutOff runs TestFaultZetcdCutOff on the cluster ms, with fault as what befalls the member
+// A talks to.
+func zetcdCutOff(t *testing.T, ms []*etcdMember, fault func(*etcdMember) memberFault) {
 	const (
 		timeout = 4 * time.Second // the least zetcd grants: the narrowest window
-		freeze  = 20 * time.Second
+		length  = 20 * time.Second
 	)
-	ms := faultCluster(t)
 	leader := clusterLeader(t, ms)
 	var cut *etcdMember
 	var others []*etcdMember
@@ -35,6 +58,7 @@ func TestFaultZetcdCutOff(t *testing.T) {
 			others = append(others, m)
 		}
 	}
+	f := fault(cut)
 	a := startProcessArgs(t, freePort(t), "--endpoints", cut.clientURL)
 	b := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(others))
 	observer := connect(t, b.Addr)
@@ -49,35 +73,35 @@ func TestFaultZetcdCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cut.signal(t, syscall.SIGSTOP)
-	frozenAt := time.Now()
-	t.Cleanup(func() { _ = cut.cmd.Process.Signal(syscall.SIGCONT) })
+	f.begin()
+	faultAt := time.Now()
+	t.Cleanup(f.end)
 	select {
 	case ev := <-aloneGone:
 		ended := time.Now()
-		t.Logf("%v after the freeze: %v on /alone", ended.Sub(frozenAt).Round(time.Millisecond), ev.Type)
+		t.Logf("%v after the fault began: %v on /alone", ended.Sub(faultAt).Round(time.Millisecond), ev.Type)
 		served, still := alone.lastServed()
 		switch {
 		case still:
 			exists, _, err := alone.conn.Exists("/alone")
-			t.Errorf("the session on the cut-off zetcd was ended elsewhere while its connection is still served (exists /alone there: %v, %v)", exists, err)
+			t.Errorf("the session on the cut-off zetcd was ended elsewhere while its connection is still served (exists /alone there: %v, %v); its member %s", exists, err, f.what)
 		case ended.Sub(served) < timeout:
 			t.Errorf("the session on the cut-off zetcd was ended %v after its connection was last served; want at least its timeout %v",
 				ended.Sub(served).Round(time.Millisecond), timeout)
 		default:
-			t.Logf("its connection was last served %v after the freeze, %v before the session ended",
-				served.Sub(frozenAt).Round(time.Millisecond), ended.Sub(served).Round(time.Millisecond))
+			t.Logf("its connection was last served %v after the fault began, %v before the session ended",
+				served.Sub(faultAt).Round(time.Millisecond), ended.Sub(served).Round(time.Millisecond))
 		}
-	case <-time.After(freeze):
-		t.Errorf("the session that knows only the cut-off zetcd was not ended within %v", freeze)
+	case <-time.After(length):
+		t.Errorf("the session that knows only the cut-off zetcd was not ended within %v", length)
 	}
 	// A's four-letter words say it is not serving, as a follower without a leader says.
 	if out, err := fourLetter(a.Addr, "mntr"); err != nil || !strings.Contains(out, "not currently serving") {
 		t.Errorf("mntr on the cut-off zetcd: %q, %v; want the not-serving answer", out, err)
 	}
-	time.Sleep(time.Until(frozenAt.Add(freeze)))
+	time.Sleep(time.Until(faultAt.Add(length)))
 
-	// Still inside the freeze: the session that could move is served by B, with its ephemeral.
+	// Still inside the fault: the session that could move is served by B, with its ephemeral.
 	if mover.expired() {
 		t.Errorf("the session that could move to the other zetcd was expired")
 	}
@@ -90,7 +114,7 @@ func TestFaultZetcdCutOff(t *testing.T) {
 	if ok, _, err := observer.Exists("/mover"); err != nil || !ok {
 		t.Errorf("the moving session's ephemeral /mover: exists %v (%v)", ok, err)
 	}
-	cut.signal(t, syscall.SIGCONT)
+	f.end()
 }
 
 // recordedSession is a go-zookeeper session whose connection states are recorded with the time

@@ -33,6 +33,7 @@ type etcdMember struct {
 	cmd             *exec.Cmd
 	ready           <-chan error  // start's report: nil once serving, else why not
 	exited          chan struct{} // closed once cmd has exited
+	pid             atomic.Int64  // cmd's process, as last started, for peerNet's goroutines
 }
 
 // signal sends sig to the member's process (SIGSTOP pauses it, SIGCONT resumes it).
@@ -47,14 +48,16 @@ func (m *etcdMember) signal(t *testing.T, sig syscall.Signal) {
 // member serves. The members are killed when the test ends. A cluster whose member found its
 // port taken (freePort's port is free only until another process binds it) is started again on
 // other ports, at most three times in all.
-func startEtcdCluster(t *testing.T) []*etcdMember {
+//
+// With pn, the members talk to each other through its proxies, which can cut them off.
+func startEtcdCluster(t *testing.T, pn *peerNet) []*etcdMember {
 	t.Helper()
 	bin, err := buildEtcdMember()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for attempt := 1; ; attempt++ {
-		members, err := tryEtcdCluster(t, bin)
+		members, err := tryEtcdCluster(t, bin, pn)
 		if err == nil {
 			return members
 		}
@@ -65,22 +68,34 @@ func startEtcdCluster(t *testing.T) []*etcdMember {
 	}
 }
 
-// tryEtcdCluster starts three members on fresh ports and waits until each serves. On an error
-// it has killed the members it started.
-func tryEtcdCluster(t *testing.T, bin string) ([]*etcdMember, error) {
+// tryEtcdCluster starts three members on fresh ports (behind pn's proxies, if set) and waits
+// until each serves. On an error it has killed the members it started.
+func tryEtcdCluster(t *testing.T, bin string, pn *peerNet) ([]*etcdMember, error) {
 	const n = 3
-	peers := make([]string, n)
+	peers, listens := make([]string, n), make([]string, n)
 	var cluster []string
 	for i := range peers {
-		peers[i] = "http://" + freePort(t)
-		cluster = append(cluster, fmt.Sprintf("m%d=%s", i+1, peers[i]))
+		listens[i] = freePort(t)
+		peers[i] = listens[i]
+		if pn != nil {
+			p, err := pn.listen(i, listens[i])
+			if err != nil {
+				return nil, err
+			}
+			peers[i] = p
+		}
+		cluster = append(cluster, fmt.Sprintf("m%d=http://%s", i+1, peers[i]))
 	}
 	members := make([]*etcdMember, n)
 	for i := range members {
-		m := &etcdMember{name: fmt.Sprintf("m%d", i+1), clientURL: "http://" + freePort(t)}
-		members[i] = m
-		m.start(t, bin, "--data-dir", t.TempDir(), "--listen", m.clientURL,
-			"--name", m.name, "--peer", peers[i], "--initial-cluster", strings.Join(cluster, ","))
+		members[i] = &etcdMember{name: fmt.Sprintf("m%d", i+1), clientURL: "http://" + freePort(t)}
+	}
+	if pn != nil {
+		pn.setMembers(members)
+	}
+	for i, m := range members {
+		m.start(t, bin, "--data-dir", t.TempDir(), "--listen", m.clientURL, "--name", m.name,
+			"--peer", "http://"+peers[i], "--listen-peer", "http://"+listens[i], "--initial-cluster", strings.Join(cluster, ","))
 	}
 	for _, m := range members {
 		if err := m.waitServing(); err != nil {
@@ -109,6 +124,7 @@ func (m *etcdMember) start(t *testing.T, bin string, args ...string) {
 	}
 	ready, exited := make(chan error, 1), make(chan struct{})
 	m.cmd, m.ready, m.exited = cmd, ready, exited
+	m.pid.Store(int64(cmd.Process.Pid))
 	t.Cleanup(m.kill)
 	go func() {
 		defer close(exited)
@@ -152,7 +168,17 @@ func faultCluster(t *testing.T) []*etcdMember {
 	if testing.Short() {
 		t.Skip("runs an etcd cluster and zetcd as processes")
 	}
-	return startEtcdCluster(t)
+	return startEtcdCluster(t, nil)
+}
+
+// partitionCluster is faultCluster with members that pn can cut off from each other.
+func partitionCluster(t *testing.T) (*peerNet, []*etcdMember) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs an etcd cluster and zetcd as processes")
+	}
+	pn := newPeerNet(t)
+	return pn, startEtcdCluster(t, pn)
 }
 
 // zetcdOn runs a zetcd process in front of the members ms.

@@ -13,60 +13,72 @@ import (
 // (the watch feed, the sessions' keepalives) may be on the frozen one. Once zetcd's member guard
 // has left the frozen member out (--etcd-member-silence, 2 s, and a probe), closing its
 // connections to it, writes and syncs carry on through the others; with the leader frozen, a
-// write a follower forwarded to it before waits for etcd's own request timeout (7 s with a
-// 1 s election timeout). A session whose client keeps talking keeps its session and its
-// ephemeral node. Without the guard, the gRPC keepalive gave the member up after 13 s; without
-// either, the first write sent to the frozen member held every write of the zetcd for the
-// committer's 30 s, and the session was lost.
+// write a follower forwarded to it before is failed then too (etcdstore's FailStuckWrites),
+// where it waited for etcd's own request timeout (7 s with a 1 s election timeout). A session
+// whose client keeps talking keeps its session and its ephemeral node. Without the guard, the
+// gRPC keepalive gave the member up after 13 s; without either, the first write sent to the
+// frozen member held every write of the zetcd for the committer's 30 s, and the session was
+// lost.
 func TestFaultEtcdMemberFrozen(t *testing.T) {
 	for _, role := range []string{"follower", "leader"} {
 		t.Run(role, func(t *testing.T) {
 			ms := faultCluster(t)
 			leader, frozen := clusterLeader(t, ms), ms[0]
-			settle := 5 * time.Second // the guard leaves the frozen member out
 			switch {
 			case role == "leader":
 				frozen = leader
-				settle = 10 * time.Second // and etcd times out what was forwarded to it
 			case frozen == leader:
 				frozen = ms[1]
 			}
-			memberFrozen(t, ms, frozen, settle)
+			memberOut(t, ms, memberFault{
+				what:  "frozen",
+				begin: func() { frozen.signal(t, syscall.SIGSTOP) },
+				end:   func() { frozen.signal(t, syscall.SIGCONT) },
+			})
 		})
 	}
 }
 
-// memberFrozen freezes the member frozen of ms for 20 s under a zetcd on all of ms, and checks
-// that every write is answered by settle (and 2 s), those sent after it in time, that a talking
-// session lives, and that /metrics counts the member left out while frozen and not after.
-func memberFrozen(t *testing.T, ms []*etcdMember, frozen *etcdMember, settle time.Duration) {
+// memberFault is a fault of one etcd member that leaves it unable to answer zetcd, though its
+// client port still takes connections: begin starts it, end ends it.
+type memberFault struct {
+	what       string // what the member is, for messages: "frozen", "cut off"
+	begin, end func()
+}
+
+// memberOut puts one member of ms under the fault f for 20 s under a zetcd on all of ms, and
+// checks that every write is answered by a settle time (4 s: the guard has left the member out)
+// and 2 s, those sent after it in time, that a talking session lives, and that /metrics counts
+// the member left out during the fault and not after.
+func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
 	const (
-		// The talking session's lease TTL (1.5 × timeout + 7 s = 25 s) outlasts the freeze: a
+		settle = 4 * time.Second
+		// The talking session's lease TTL (1.5 × timeout + 7 s = 25 s) outlasts the fault: a
 		// frozen leader that resumes revokes the leases it saw no refresh of for their TTL, even
 		// once the others have elected a new leader (its lessor acts before it learns that; etcd
 		// issue 15247's check passes as soon as its raft ticks again). With an 8 s timeout (19 s)
 		// that ended the talking session at the resume in about one run of six.
 		timeout = 12 * time.Second
-		freeze  = 20 * time.Second
+		length  = 20 * time.Second
 	)
 	maddr := freePort(t)
 	z := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms), "--metrics-addr", maddr)
 	leftOut := func() float64 { return scrape(t, "http://"+maddr+"/metrics")["zetcd_etcd_members_left_out"] }
 	talker := startTalking(t, []string{z.Addr}, timeout, "/talk")
 	writer := connect(t, z.Addr)
-	if _, err := writer.Create("/frozen", nil, 0, openACL); err != nil {
+	if _, err := writer.Create("/out", nil, 0, openACL); err != nil {
 		t.Fatal(err)
 	}
 
-	frozen.signal(t, syscall.SIGSTOP)
+	f.begin()
 	start := time.Now()
 	var late []string
 	ok := 0
-	for i := 0; time.Since(start) < freeze; i++ {
+	for i := 0; time.Since(start) < length; i++ {
 		t0 := time.Now()
-		_, err := writer.Set("/frozen", []byte(fmt.Sprint(i)), -1)
+		_, err := writer.Set("/out", []byte(fmt.Sprint(i)), -1)
 		if err == nil {
-			_, err = writer.Sync("/frozen")
+			_, err = writer.Sync("/out")
 		}
 		d := time.Since(t0)
 		t.Logf("%5.1fs write %d: %v in %v", t0.Sub(start).Seconds(), i, err, d.Round(time.Millisecond))
@@ -82,17 +94,17 @@ func memberFrozen(t *testing.T, ms []*etcdMember, frozen *etcdMember, settle tim
 		time.Sleep(200 * time.Millisecond)
 	}
 	if n := leftOut(); n != 1 {
-		t.Errorf("zetcd_etcd_members_left_out %v with a member frozen, want 1", n)
+		t.Errorf("zetcd_etcd_members_left_out %v with a member %s, want 1", n, f.what)
 	}
-	frozen.signal(t, syscall.SIGCONT)
+	f.end()
 	for deadline := time.Now().Add(10 * time.Second); leftOut() != 0; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Errorf("zetcd_etcd_members_left_out %v 10 s after the member was resumed, want 0", leftOut())
+			t.Errorf("zetcd_etcd_members_left_out %v 10 s after the member was %s no more, want 0", leftOut(), f.what)
 			break
 		}
 	}
 	if len(late) > 0 || ok == 0 {
-		t.Errorf("writes into the freeze (settle %v): %d sent after settle answered in time; late or failed: %v", settle, ok, late)
+		t.Errorf("writes with a member %s (settle %v): %d sent after settle answered in time; late or failed: %v", f.what, settle, ok, late)
 	}
 	stillTalking(t, talker, writer, "/talk")
 	if t.Failed() {

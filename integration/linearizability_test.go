@@ -6,7 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,11 +17,15 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/internal/tcpproxy"
 )
 
 // Issue 15's "must keep" test: histories of writes and reads on a few znodes, recorded from
 // several sessions on two zetcd processes in front of a three-member etcd cluster while etcd
-// members and zetcd processes are killed (SIGKILL) and paused (SIGSTOP), checked against what
+// members and zetcd processes are killed (SIGKILL) and paused (SIGSTOP), etcd members cut off
+// from the others (a member that keeps answering what needs no leader), and a zetcd cut off from
+// etcd (its connections kept up, its writes held on the way), checked against what
 // DESIGN.md ("The guarantees we keep") promises:
 //
 //   - writes (setData, compare-and-set by version) and sync+getData are linearizable: porcupine
@@ -36,7 +42,7 @@ import (
 // call, or at the very end, as if it never took effect).
 
 const (
-	linFaultTime      = 36 * time.Second
+	linFaultTime      = 46 * time.Second
 	linSessionTimeout = 6 * time.Second // the client's receive timeout is 2/3 of it: 4s
 	linDrain          = 15 * time.Second
 	linCheckTimeout   = 60 * time.Second
@@ -371,6 +377,9 @@ type linFaults struct {
 	t           *testing.T
 	t0          time.Time
 	members     []*etcdMember
+	net         *peerNet          // the members' peer connections
+	endpoints   []string          // each zetcd's --endpoints
+	proxies     []*tcpproxy.Proxy // between zetcd A and the members
 	zetcds      []*zetcdProcess
 	incarnation map[string]*atomic.Int64
 	annotations []porcupine.Annotation
@@ -392,7 +401,7 @@ func (f *linFaults) killZetcd(i int, down time.Duration) {
 		f.incarnation[p.Addr].Add(1)
 		p.kill()
 		time.Sleep(down)
-		f.zetcds[i] = startProcessArgs(f.t, p.Addr, "--endpoints", clusterEndpoints(f.members))
+		f.zetcds[i] = startProcessArgs(f.t, p.Addr, "--endpoints", f.endpoints[i])
 	})
 }
 
@@ -409,22 +418,43 @@ func (f *linFaults) pauseZetcd(i int, d time.Duration) {
 	})
 }
 
-func (f *linFaults) pauseMember(leader bool, d time.Duration) {
+// member returns the etcd leader, or a follower, and which it is.
+func (f *linFaults) member(leader bool) (*etcdMember, string) {
 	m := clusterLeader(f.t, f.members)
-	role := "leader"
-	if !leader {
-		role = "follower"
-		for _, o := range f.members {
-			if o != m {
-				m = o
-				break
-			}
-		}
+	if leader {
+		return m, "leader"
 	}
+	return followersOf(f.members, m)[0], "follower"
+}
+
+func (f *linFaults) pauseMember(leader bool, d time.Duration) {
+	m, role := f.member(leader)
 	f.do(fmt.Sprintf("pause etcd %s %s for %v", role, m.name, d), func() {
 		m.signal(f.t, syscall.SIGSTOP)
 		time.Sleep(d)
 		m.signal(f.t, syscall.SIGCONT)
+	})
+}
+
+func (f *linFaults) cutMember(leader bool, d time.Duration) {
+	m, role := f.member(leader)
+	f.do(fmt.Sprintf("cut etcd %s %s off from the others for %v", role, m.name, d), func() {
+		f.net.isolate(slices.Index(f.members, m))
+		time.Sleep(d)
+		f.net.heal()
+	})
+}
+
+// cutZetcd cuts zetcd A off from every etcd member for d, keeping its connections up.
+func (f *linFaults) cutZetcd(d time.Duration) {
+	f.do(fmt.Sprintf("cut zetcd A off from etcd for %v", d), func() {
+		for _, p := range f.proxies {
+			p.Freeze()
+		}
+		time.Sleep(d)
+		for _, p := range f.proxies {
+			p.Thaw()
+		}
 	})
 }
 
@@ -440,8 +470,8 @@ func (f *linFaults) killLeader(down time.Duration) {
 
 // TestFaultLinearizability records operations from six sessions on two zetcd processes (two
 // sessions only know A, two only B, two know both and move when theirs dies or stalls) on
-// three znodes while, for about 36 s, etcd members and zetcd processes are killed and paused
-// one at a time, each repaired before the next; then it checks the history (see the top of this
+// three znodes while, for about 46 s, etcd members and zetcd processes are killed and paused,
+// and etcd members cut off, one at a time, each repaired before the next; then it checks the history (see the top of this
 // file). On a linearizability violation it writes porcupine's visualization to a file it names.
 func TestFaultLinearizability(t *testing.T) {
 	linRun(t, linDefault)
@@ -457,8 +487,18 @@ func TestFaultLinearizabilityWriteHeavy(t *testing.T) {
 
 // linRun records and checks a history as TestFaultLinearizability describes, for sc.
 func linRun(t *testing.T, sc linScenario) {
-	members := faultCluster(t)
-	a, b := zetcdOn(t, members), zetcdOn(t, members)
+	pn, members := partitionCluster(t)
+	// zetcd A reaches etcd through proxies, which cutZetcd freezes.
+	var proxies []*tcpproxy.Proxy
+	var aEndpoints []string
+	for _, m := range members {
+		p, endpoint := proxyTo(t, m.clientURL)
+		proxies = append(proxies, p)
+		aEndpoints = append(aEndpoints, endpoint)
+	}
+	endpoints := []string{strings.Join(aEndpoints, ","), clusterEndpoints(members)}
+	a := startProcessArgs(t, freePort(t), "--endpoints", endpoints[0])
+	b := startProcessArgs(t, freePort(t), "--endpoints", endpoints[1])
 	incarnation := map[string]*atomic.Int64{a.Addr: {}, b.Addr: {}}
 
 	setup := connect(t, a.Addr)
@@ -512,12 +552,15 @@ func linRun(t *testing.T, sc linScenario) {
 	})
 	t.Cleanup(stopWorkers) // if a fault fails the test
 
-	f := &linFaults{t: t, t0: t0, members: members, zetcds: []*zetcdProcess{a, b}, incarnation: incarnation}
+	f := &linFaults{t: t, t0: t0, members: members, net: pn, endpoints: endpoints, proxies: proxies, zetcds: []*zetcdProcess{a, b}, incarnation: incarnation}
 	faults := []func(){
 		func() { f.killZetcd(0, time.Second) },
 		func() { f.pauseMember(true, 3*time.Second) },
-		func() { f.pauseZetcd(1, 5*time.Second) }, // longer than the clients' receive timeout: they move
+		func() { f.cutMember(true, 4*time.Second) }, // longer than etcd's wait for no leader (3 s)
+		func() { f.pauseZetcd(1, 5*time.Second) },   // longer than the clients' receive timeout: they move
 		func() { f.killLeader(2 * time.Second) },
+		func() { f.cutMember(false, 4*time.Second) },
+		func() { f.cutZetcd(5 * time.Second) }, // longer than the clients' receive timeout: they move
 		func() { f.killZetcd(1, time.Second) },
 		func() { f.pauseZetcd(0, 2*time.Second) },
 		func() { f.pauseMember(false, 2*time.Second) },

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
 )
@@ -362,6 +365,9 @@ func killOrphanedSession(t *testing.T, killAfter time.Duration) {
 	}
 	before, _ := watcher.stat("/o")
 
+	if n := takenKeys(t, endpoint, 5*time.Second, 2); n != 2 {
+		t.Fatalf("%d taken keys with two zetcd processes, want 2", n)
+	}
 	time.Sleep(killAfter)
 	a.kill()
 	watcher.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -386,5 +392,30 @@ func killOrphanedSession(t *testing.T, killAfter time.Duration) {
 	if after.Pzxid != hdr.Zxid || after.NumChildren != 0 || after.Cversion != before.Cversion+1 {
 		t.Errorf("parent after the expiry: pzxid %d numChildren %d cversion %d; want pzxid %d (the event's zxid), 0, %d",
 			after.Pzxid, after.NumChildren, after.Cversion, hdr.Zxid, before.Cversion+1)
+	}
+	// The killed process's taken key (etcdstore/keys.go) goes once its last session has ended;
+	// the live one's stays.
+	if n := takenKeys(t, endpoint, 5*time.Second, 1); n != 1 {
+		t.Errorf("%d taken keys 5s after the killed process's last session ended, want 1 (the live zetcd's)", n)
+	}
+}
+
+// takenKeys waits up to wait for the zetcd processes' taken keys under the default prefix to
+// number want, and returns how many there are.
+func takenKeys(t *testing.T, endpoint string, wait time.Duration, want int) int {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+		r, err := cli.Get(context.Background(), "/zk/t/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(r.Count) == want || time.Now().After(deadline) {
+			return int(r.Count)
+		}
 	}
 }

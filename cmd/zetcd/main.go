@@ -324,6 +324,9 @@ func run(o options, log *zap.Logger) error {
 			return err
 		}
 	}
+	if guard != nil {
+		guard.OnLeave(func() { backend.FailStuckWrites(o.etcdSilence) })
+	}
 	if err := registerSpaceMetrics(reg, backend.Space); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
