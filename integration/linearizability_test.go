@@ -232,7 +232,7 @@ func linStep(s linState, in linInput, out linOutput) (bool, linState) {
 // linPendingNeeded is how many pending writes must take effect before the operation for its
 // answer to be possible: as many as the versions its answer skips. A refused cas needs one only
 // if the version is the one it expected; others may take effect later, before a later
-// operation, to the same effect. -1: none can.
+// operation, to the same effect. Below zero: none can (the answer is older than the state).
 func linPendingNeeded(s linState, in linInput, out linOutput) int {
 	switch {
 	case in.kind == linSyncGet:
