@@ -118,10 +118,8 @@ var linRegister = porcupine.Model{
 	Step: func(state, input, output any) (bool, any) {
 		s, in, out := state.(linState), input.(linInput), output.(linOutput)
 		if out.unknown {
-			if in.kind == linSyncGet || in.kind == linCAS && s.version != in.expect {
-				return true, s
-			}
-			return true, linState{data: in.value, version: s.version + 1}
+			next, _ := s.apply(in)
+			return true, next
 		}
 		return linStep(s, in, out)
 	},
@@ -138,14 +136,10 @@ var linRegister = porcupine.Model{
 // call, in every combination with the others pending: with a few on one znode that grew beyond
 // a minute for 32,000 operations with 57 unknown outcomes (CI).
 func linModel(history []porcupine.Operation) porcupine.Model {
-	type version struct {
-		key     string
-		version int32
-	}
-	acked := map[version]bool{} // the versions acknowledged writes returned
+	acked := linVersions{} // the versions acknowledged writes returned
 	for _, op := range history {
 		if in, out := op.Input.(linInput), op.Output.(linOutput); in.kind != linSyncGet && !out.unknown && !out.badVersion {
-			acked[version{in.key, out.version}] = true
+			acked[linVersion{in.key, out.version}] = true
 		}
 	}
 	return (&porcupine.NondeterministicModel{
@@ -159,9 +153,8 @@ func linModel(history []porcupine.Operation) porcupine.Model {
 			case out.unknown:
 				return []any{linState{data: s.data, version: s.version, pending: addPending(s.pending, in)}}
 			}
-			free := func(v int32) bool { return !acked[version{in.key, v}] }
 			var next []any
-			for _, p := range applyPending(s, linPendingNeeded(s, in, out), free) {
+			for _, p := range applyPending(s, linPendingNeeded(s, in, out), in.key, acked) {
 				if ok, n := linStep(p, in, out); ok {
 					next = append(next, n)
 				}
@@ -216,18 +209,34 @@ func prepareLinHistory(history []porcupine.Operation) []porcupine.Operation {
 // read (no written value holds a NUL).
 const linUnread = "\x00unread"
 
-// linStep is the register's step for an operation with a known outcome; pending writes are kept.
-func linStep(s linState, in linInput, out linOutput) (bool, linState) {
-	switch {
-	case in.kind == linSyncGet:
-		return out.data == s.data && out.version == s.version, s
-	case in.kind == linCAS && s.version != in.expect:
-		return out.badVersion, s
-	default:
-		next := linState{data: in.value, version: s.version + 1, pending: s.pending}
-		return !out.badVersion && out.version == next.version, next
+// apply returns the state after the operation in, and whether it changed it: a set does, a cas
+// on the version it expects does; pending writes are kept.
+func (s linState) apply(in linInput) (linState, bool) {
+	if in.kind == linSyncGet || in.kind == linCAS && s.version != in.expect {
+		return s, false
 	}
+	return linState{data: in.value, version: s.version + 1, pending: s.pending}, true
 }
+
+// linStep is the register's step for an operation with a known outcome.
+func linStep(s linState, in linInput, out linOutput) (bool, linState) {
+	if in.kind == linSyncGet {
+		return out.data == s.data && out.version == s.version, s
+	}
+	next, changed := s.apply(in)
+	if !changed {
+		return out.badVersion, s
+	}
+	return !out.badVersion && out.version == next.version, next
+}
+
+// linVersion is a version of a znode; linVersions a set of them.
+type linVersion struct {
+	key     string
+	version int32
+}
+
+type linVersions map[linVersion]bool
 
 // linPendingNeeded is how many pending writes must take effect before the operation for its
 // answer to be possible: as many as the versions its answer skips. A refused cas needs one only
@@ -246,26 +255,25 @@ func linPendingNeeded(s linState, in linInput, out linOutput) int {
 	}
 }
 
-// applyPending returns every state s can reach by applying n of its pending writes, one after
-// another (a cas only on the version it expects), each taking a version free says it may;
+// applyPending returns every state s of znode key can reach by applying n of its pending writes,
+// one after another (a cas only on the version it expects), each taking a version not in acked;
 // duplicates are left to porcupine's merge.
-func applyPending(s linState, n int, free func(version int32) bool) []linState {
+func applyPending(s linState, n int, key string, acked linVersions) []linState {
 	if n == 0 {
 		return []linState{s}
 	}
-	if n < 0 || n > strings.Count(s.pending, "\n") || !free(s.version+1) {
+	if n < 0 || n > strings.Count(s.pending, "\n") || acked[linVersion{key, s.version + 1}] {
 		return nil
 	}
 	var reached []linState
 	for i := 0; i < len(s.pending); {
 		end := i + strings.IndexByte(s.pending[i:], '\n') + 1
-		w := parsePending(s.pending[i:end])
-		rest := s.pending[:i] + s.pending[end:] // still sorted
+		next, changed := s.apply(parsePending(s.pending[i:end]))
+		next.pending = s.pending[:i] + s.pending[end:] // still sorted
 		i = end
-		if w.kind == linCAS && w.expect != s.version {
-			continue
+		if changed {
+			reached = append(reached, applyPending(next, n-1, key, acked)...)
 		}
-		reached = append(reached, applyPending(linState{data: w.value, version: s.version + 1, pending: rest}, n-1, free)...)
 	}
 	return reached
 }
@@ -1021,16 +1029,15 @@ func randomLinHistory(rng *rand.Rand) []porcupine.Operation {
 		if unknown && !o.applies {
 			continue
 		}
-		var out linOutput
+		next, changed := s.apply(in)
+		out := linOutput{version: next.version}
 		switch {
 		case in.kind == linSyncGet:
-			out = linOutput{data: s.data, version: s.version}
-		case in.kind == linCAS && in.expect != s.version:
+			out.data = s.data
+		case !changed:
 			out = linOutput{badVersion: true}
-		default:
-			s = linState{data: in.value, version: s.version + 1}
-			out = linOutput{version: s.version}
 		}
+		s = next
 		if !unknown {
 			o.op.Output = out
 		}
