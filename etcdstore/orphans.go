@@ -66,8 +66,17 @@ type processRegistration struct {
 type orphanAdoptions struct {
 	mu sync.Mutex
 	m  map[encoding.SessionID]int64
-	// scan is poked (never blocking) by the watch feed when a process key is deleted.
+	// scan asks the leader for an orphan scan (pokeScan): the watch feed pokes it when a process
+	// key is deleted, an adoption as it ends.
 	scan chan struct{}
+}
+
+// pokeScan asks for an orphan scan, never blocking: one already asked for will do.
+func (o *orphanAdoptions) pokeScan() {
+	select {
+	case o.scan <- struct{}{}:
+	default:
+	}
 }
 
 func newProcessID() (uint64, error) {
@@ -178,10 +187,7 @@ func (b *Store) observeProcessKeys(evs []*clientv3.Event) {
 		}
 	}
 	if scan {
-		select {
-		case b.orphans.scan <- struct{}{}:
-		default:
-		}
+		b.orphans.pokeScan()
 	}
 }
 
@@ -342,11 +348,7 @@ func (b *Store) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id encoding
 			o.mu.Unlock()
 		}()
 		b.watchOrphan(ctx, id, ownerRev, owner)
-		// A scan now collects owner's taken key if this was its last session.
-		select {
-		case o.scan <- struct{}{}:
-		default:
-		}
+		o.pokeScan() // collects owner's taken key if this was its last session
 	}()
 }
 
