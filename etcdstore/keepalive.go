@@ -41,11 +41,14 @@ const (
 	lapseMargin = time.Second
 )
 
-// keepAliveCadence bounds the age of a live lease's last refresh that orphanEndTTL and leaseTTL
-// count on: a refresh every TTL/3, plus the send loop's tick and a second for the round trip.
-// The keeper refreshes more often (answered), well within it.
-func keepAliveCadence(granted int64) time.Duration {
-	return time.Duration(granted)*time.Second/3 + 1500*time.Millisecond
+// keepAliveCadence bounds the age of a live lease's last refresh, for a session of timeout
+// timeout, that orphanEndTTL and leaseTTL count on. It depends on the timeout alone, not on the
+// lease's TTL, so that a long TTL (leaseTTL's margin) does not make the elected zetcd end an
+// orphan later: the keeper refreshes every third of the serving window (answered), well within
+// it. (It is what the etcd client's refresh every TTL/3, plus its send loop's tick and a second
+// for the round trip, came to for the TTL of 1.5×timeout + 7 s that sessions used to have.)
+func keepAliveCadence(timeout time.Duration) time.Duration {
+	return timeout/2 + 4*time.Second
 }
 
 // servingWindow is how long after sending a refresh that etcd answered this process may serve
@@ -56,7 +59,7 @@ func keepAliveCadence(granted int64) time.Duration {
 func servingWindow(granted int64, timeout time.Duration) time.Duration {
 	end := time.Duration(granted) * time.Second
 	if orphanEndTTL(granted, timeout) > 0 {
-		end = timeout + keepAliveCadence(granted)
+		end = timeout + keepAliveCadence(timeout)
 	}
 	return max(end-timeout-lapseMargin, 2*keepAliveTick)
 }

@@ -76,7 +76,7 @@ func TestLeaseKeeperLapses(t *testing.T) {
 	go k.watch(kctx, func(id clientv3.LeaseID, since time.Duration) { lapses <- lapsedLease{id, since} })
 
 	// The window is the orphan end's (a timeout and a keepalive cadence after a refresh) less
-	// the timeout and the margin: 3.8 s, a refresh due every 1.3 s; etcd's expiry is 10 s after
+	// the timeout and the margin: 4 s, a refresh due every 1.3 s; etcd's expiry is 10 s after
 	// a refresh, beyond the test's hold.
 	const ttl, timeout = 10, 2 * time.Second
 	window := servingWindow(ttl, timeout)

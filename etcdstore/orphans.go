@@ -393,11 +393,10 @@ func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev
 // orphanEndTTL is the remaining TTL (whole seconds, truncated, as etcd reports it) at or below
 // which the leader ends an orphan whose lease was granted granted seconds: by then the last
 // keepalive is more than granted-ttl-1 seconds old, at least the keepalive cadence plus the
-// session timeout. The etcd client sends a keepalive every TTL/3, its send loop ticks every
-// 0.5 s, and a second more covers the round trip. The default leaseTTL makes it 2; 0 leaves the
+// session timeout, however long the lease. leaseTTL makes it 2 plus its margin; 0 leaves the
 // session to etcd's own expiry.
 func orphanEndTTL(granted int64, timeout time.Duration) int64 {
-	return max(int64(math.Floor(float64(granted)-1-keepAliveCadence(granted).Seconds()-timeout.Seconds())), 0)
+	return max(int64(math.Floor(float64(granted)-1-keepAliveCadence(timeout).Seconds()-timeout.Seconds())), 0)
 }
 
 // orphan is what watchOrphan reads of an adopted session.

@@ -69,7 +69,7 @@ func TestEtcdOrphanedSessions(t *testing.T) {
 	}
 
 	var got []string
-	limit := time.Duration(dying.leaseTTL(timeout)) * time.Second
+	limit := orphanLate(timeout) // well before etcd's expiry (leaseTTL)
 	for deadline := time.Now().Add(limit); len(got) < 2; time.Sleep(50 * time.Millisecond) {
 		got = append(got, sink.Take()...)
 		if time.Now().After(deadline) {
@@ -147,8 +147,8 @@ func TestEtcdOrphanOfLiveProcess(t *testing.T) {
 	if _, err := cli.Delete(ctx, live.keys.process(live.process.id)); err != nil {
 		t.Fatal(err)
 	}
-	ttl := time.Duration(live.leaseTTL(timeout)) * time.Second
-	deadline := time.Now().Add(ttl + 2*time.Second)
+	late := orphanLate(timeout)
+	deadline := time.Now().Add(late + 2*time.Second)
 	for time.Now().Before(deadline) {
 		if !nodeExists(t, checker, "/e") {
 			t.Fatal("the leader ended a session whose process keeps its lease alive")
@@ -159,8 +159,8 @@ func TestEtcdOrphanOfLiveProcess(t *testing.T) {
 	s.Detach() // the client is gone: its process stops refreshing the lease
 	gone := time.Now()
 	for nodeExists(t, checker, "/e") {
-		if time.Since(gone) > ttl {
-			t.Fatalf("the session outlived its lease TTL %v after its process let it go", ttl)
+		if time.Since(gone) > late {
+			t.Fatalf("the session outlived its process by %v (its timeout, the keepalive cadence and a margin)", late)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -169,6 +169,14 @@ func TestEtcdOrphanOfLiveProcess(t *testing.T) {
 	} else {
 		t.Logf("the session ended %v after its client was last heard (timeout %v)", ended, timeout)
 	}
+}
+
+// orphanLate bounds how long after its process last refreshed its lease the leader ends an
+// orphaned session of timeout timeout: no keepalive for the timeout and the cadence
+// (orphanEndTTL), a second for etcd's truncated TTL, and two for the leader's reading of it.
+// It does not depend on the lease's TTL.
+func orphanLate(timeout time.Duration) time.Duration {
+	return timeout + keepAliveCadence(timeout) + 3*time.Second
 }
 
 // nodeExists reads path through session s.
@@ -181,26 +189,37 @@ func nodeExists(t *testing.T, s zetcd.Session, path string) bool {
 	return err == nil
 }
 
-// TestOrphanEndTTL: for every session timeout, the default lease leaves the leader a window
-// before etcd's expiry, and ending at that window means no keepalive for the session timeout
-// plus the keepalive cadence.
+// TestOrphanEndTTL: for every session timeout, with the default margin and with none, the lease
+// leaves the leader a window before etcd's expiry, and ending at that window means no keepalive
+// for the session timeout plus the keepalive cadence, and not longer with the margin than
+// without: the margin lengthens the lease, not the orphan's life.
 func TestOrphanEndTTL(t *testing.T) {
-	b := &Store{grace: defaultLeaseGrace}
+	minimal, dflt := &Store{leaseMargin: time.Nanosecond}, &Store{leaseMargin: defaultLeaseMargin}
 	for timeout := 2 * time.Second; timeout <= 60*time.Second; timeout += 500 * time.Millisecond {
-		granted := b.leaseTTL(timeout)
-		end := orphanEndTTL(granted, timeout)
-		if end < 2 {
-			t.Errorf("timeout %v: lease %ds, end at %ds left: no window before etcd's expiry", timeout, granted, end)
+		cadence := keepAliveCadence(timeout)
+		var silent [2]time.Duration
+		for i, b := range []*Store{minimal, dflt} {
+			granted := b.leaseTTL(timeout)
+			end := orphanEndTTL(granted, timeout)
+			if end < 2 {
+				t.Errorf("timeout %v: lease %ds, end at %ds left: no window before etcd's expiry", timeout, granted, end)
+			}
+			// At a reading of end, the last keepalive is more than granted-end-1 seconds old.
+			silent[i] = time.Duration(granted-end-1) * time.Second
+			if silent[i] < timeout+cadence {
+				t.Errorf("timeout %v: lease %ds, end at %ds left: silent %v < timeout + cadence %v", timeout, granted, end, silent[i], timeout+cadence)
+			}
+			// etcd's own expiry comes no earlier than timeout after the process stopped.
+			if etcdExpiry := time.Duration(granted)*time.Second - cadence; etcdExpiry < timeout {
+				t.Errorf("timeout %v: etcd may expire the lease %v after the process stopped", timeout, etcdExpiry)
+			}
 		}
-		// At a reading of end, the last keepalive is more than granted-end-1 seconds old.
-		silent := time.Duration(granted-end-1) * time.Second
-		cadence := time.Duration(granted)*time.Second/3 + 1500*time.Millisecond
-		if silent < timeout+cadence {
-			t.Errorf("timeout %v: lease %ds, end at %ds left: silent %v < timeout + cadence %v", timeout, granted, end, silent, timeout+cadence)
+		if silent[1] > silent[0]+time.Second {
+			t.Errorf("timeout %v: an orphan ends after %v of silence with the margin, %v without", timeout, silent[1], silent[0])
 		}
-		// etcd's own expiry comes no earlier than timeout after the process stopped.
-		if etcdExpiry := time.Duration(granted)*time.Second - cadence; etcdExpiry < timeout {
-			t.Errorf("timeout %v: etcd may expire the lease %v after the process stopped", timeout, etcdExpiry)
+		// Each TTL is rounded up to whole seconds: the nanosecond costs at most one.
+		if d := dflt.leaseTTL(timeout) - minimal.leaseTTL(timeout); d < int64(defaultLeaseMargin/time.Second)-1 {
+			t.Errorf("timeout %v: the margin adds %ds to the lease, want %v", timeout, d, defaultLeaseMargin)
 		}
 	}
 }

@@ -44,12 +44,12 @@ type Config struct {
 	Prefix string
 	// Logger (default: no logging).
 	Logger *zap.Logger
-	// LeaseGrace goes into a session's etcd lease TTL, 1.5×timeout + LeaseGrace, so that the
-	// zetcd serving a session expires it itself (with exact parent stats) before etcd would,
-	// and if that zetcd has died, the elected leader does (orphans.go), never before the
-	// client's timeout has passed. If every zetcd has died, etcd expires the lease itself, no
-	// earlier than timeout after the last client packet either (leaseTTL). Default 7s.
-	LeaseGrace time.Duration
+	// LeaseMargin is how much longer a session's etcd lease lives than the end of an orphaned
+	// session needs (leaseTTL): how long an etcd leader may stall (frozen, its disk stuck)
+	// without revoking the leases of live sessions as it resumes. It does not change when a
+	// session ends: the zetcd serving it, or the elected one if that zetcd died (orphans.go),
+	// ends it at its timeout, with exact parent stats. Default 60s.
+	LeaseMargin time.Duration
 	// ReapInterval is how often the reaper looks for empty containers and expired TTL nodes to
 	// delete (reaper.go); one zetcd per cluster and prefix, elected, does it, and also
 	// ends the orphaned sessions of dead zetcd processes (orphans.go). Default
@@ -128,13 +128,13 @@ type Store struct {
 	// progress notification (feed.go).
 	feedHeard atomic.Int64
 	// local holds the Session objects this process serves (session.go).
-	local  localSessions
-	keys   keySchema
-	log    *zap.Logger
-	grace  time.Duration
-	nowFn  func() time.Time
-	bgCtx  context.Context
-	cancel context.CancelFunc
+	local       localSessions
+	keys        keySchema
+	log         *zap.Logger
+	leaseMargin time.Duration // Config.LeaseMargin; see leaseTTL
+	nowFn       func() time.Time
+	bgCtx       context.Context
+	cancel      context.CancelFunc
 	// commits batches this process's writes (commit.go).
 	commits committer
 	// maxBatchOps bounds a batch's etcd operations (Config.MaxTxnOps).
@@ -180,8 +180,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	if cfg.LeaseGrace <= 0 {
-		cfg.LeaseGrace = defaultLeaseGrace
+	if cfg.LeaseMargin <= 0 {
+		cfg.LeaseMargin = defaultLeaseMargin
 	}
 	kv := cfg.KV
 	if kv == nil {
@@ -199,16 +199,16 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	bgCtx, cancel := context.WithCancel(context.Background())
 	b := &Store{
 		// Requests over etcd's limits are answered with a ZooKeeper error (limits.go).
-		kv:      &limitsKV{KV: kv, limits: newEtcdLimits(), log: cfg.Logger},
-		lease:   cfg.Client.Lease,
-		keeper:  newLeaseKeeper(cmp.Or(cfg.LeaseClient, pb.NewLeaseClient(cfg.Client.ActiveConnection())), cfg.Logger),
-		watcher: cmp.Or[clientv3.Watcher](cfg.Watcher, cfg.Client.Watcher),
-		keys:    keySchema{prefix: cfg.Prefix},
-		log:     cfg.Logger,
-		grace:   cfg.LeaseGrace,
-		nowFn:   time.Now,
-		bgCtx:   bgCtx,
-		cancel:  cancel,
+		kv:          &limitsKV{KV: kv, limits: newEtcdLimits(), log: cfg.Logger},
+		lease:       cfg.Client.Lease,
+		keeper:      newLeaseKeeper(cmp.Or(cfg.LeaseClient, pb.NewLeaseClient(cfg.Client.ActiveConnection())), cfg.Logger),
+		watcher:     cmp.Or[clientv3.Watcher](cfg.Watcher, cfg.Client.Watcher),
+		keys:        keySchema{prefix: cfg.Prefix},
+		log:         cfg.Logger,
+		leaseMargin: cfg.LeaseMargin,
+		nowFn:       time.Now,
+		bgCtx:       bgCtx,
+		cancel:      cancel,
 
 		superDigest: cfg.SuperDigest,
 		x509:        cfg.X509,
@@ -332,21 +332,26 @@ func (b *Store) Connect(ctx context.Context, p zetcd.ConnectParams) (zetcd.Sessi
 	return sess, err
 }
 
-// defaultLeaseGrace is Config.LeaseGrace's default; see leaseTTL.
-const defaultLeaseGrace = 7 * time.Second
+// defaultLeaseMargin is Config.LeaseMargin's default; see leaseTTL.
+const defaultLeaseMargin = 60 * time.Second
 
-// leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout: 1.5×timeout + grace.
+// leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout: timeout + the
+// keepalive cadence + 3 s + the margin, that is 1.5×timeout + 7 s + the margin.
 //
 // Neither etcd's own expiry of a lease nor the leader's end of an orphan (orphanEndTTL) may
-// come before the client's timeout has passed since its process last heard it. The etcd client
-// refreshes a lease every TTL/3 (plus up to 0.5 s of its send loop and a round trip), so a
-// process that stopped at t refreshed last after t - TTL/3 - 1.5 s, and etcd expires the
-// lease after t + 2TTL/3 - 1.5 s: not before t + timeout once TTL >= 1.5×timeout + 2.25 s. The
-// rest of the grace leaves the leader two seconds or more before etcd's expiry to end an
-// orphan itself (with exact parent stats). The price: once every zetcd has died, etcd removes
-// a session up to timeout/2 + grace after its timeout.
+// come before the client's timeout has passed since its process last heard it. A process that
+// stopped at t refreshed its leases last after t - keepAliveCadence; the leader ends an orphan
+// once its lease shows no refresh for timeout + cadence + 1 s, which 2 s more keep ahead of
+// etcd's expiry, so that the session ends with exact parent stats.
+//
+// The margin is for etcd: a leader that stalls for longer than a lease's TTL revokes the lease
+// as it resumes, though the others elected a new leader meanwhile and the lease was refreshed
+// there (its lessor acts before it learns so; etcd issue 15247). With a margin of a minute, a
+// session outlives a stall of a minute and more. The price: once every zetcd has died, etcd
+// removes a session's ephemerals up to the margin later; no client sees it, as no zetcd serves
+// meanwhile, and the next one elected ends the orphans at their time.
 func (b *Store) leaseTTL(timeout time.Duration) int64 {
-	ttl := timeout*3/2 + b.grace
+	ttl := timeout + keepAliveCadence(timeout) + 3*time.Second + b.leaseMargin
 	return int64((ttl + time.Second - 1) / time.Second)
 }
 

@@ -53,12 +53,13 @@ type memberFault struct {
 func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
 	const (
 		settle = 4 * time.Second
-		// The talking session's lease TTL (1.5 × timeout + 7 s = 25 s) outlasts the fault: a
-		// frozen leader that resumes revokes the leases it saw no refresh of for their TTL, even
-		// once the others have elected a new leader (its lessor acts before it learns that; etcd
-		// issue 15247's check passes as soon as its raft ticks again). With an 8 s timeout (19 s)
-		// that ended the talking session at the resume in about one run of six.
-		timeout = 12 * time.Second
+		// A frozen leader that resumes revokes the leases it saw no refresh of for their TTL,
+		// even once the others have elected a new leader and the leases were refreshed there
+		// (its lessor acts before it learns that; etcd issue 15247's check passes as soon as its
+		// raft ticks again). The talking session's lease outlasts the fault by its margin
+		// (etcdstore's leaseTTL: 1.5 × timeout + 67 s = 73 s); when it was 1.5 × timeout + 7 s
+		// (13 s), the resume ended the talking session in 3 runs of 10 under -race.
+		timeout = 4 * time.Second
 		length  = 20 * time.Second
 	)
 	maddr := freePort(t)
