@@ -292,11 +292,7 @@ func (c *clientConn) endSession() {
 		c.sess.Detach()
 	case endExpired:
 		c.s.sessions.remove(c)
-		ctx, cancel := context.WithTimeout(c.s.ctx, lifecycleTimeout)
-		defer cancel()
-		if err := c.sess.Expire(ctx); err != nil {
-			c.s.sessions.expireFailed(c.id, &sessionRecord{sess: c.sess}, err, c.log)
-		}
+		c.s.sessions.expireOrDefer(c.id, &sessionRecord{sess: c.sess}, c.log)
 	case endDropped:
 		c.sess.Detach()
 		deadline := time.Unix(0, c.lastActivity.Load()).Add(c.timeout)

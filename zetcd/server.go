@@ -170,7 +170,7 @@ func NewServer(b Backend, cfg Config) *Server {
 	}
 	s.stats.latMin.Store(math.MaxInt64)
 	s.stats.respMin.Store(math.MaxInt64)
-	s.sessions = newSessionTable(ctx, cfg.Logger)
+	s.sessions = newSessionTable(ctx, cfg.Logger, s.storeReachable)
 	s.started = time.Now()
 	s.statsSrc, _ = statsSourceOf(cfg, b)
 	s.fourLetter = fourLetterWhitelist(cfg.FourLetterWords)
@@ -459,4 +459,15 @@ func (s *Server) numConnections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
+}
+
+// storeReachable reports whether the backend answers for its store now: its StatsSource's Stats
+// does not fail with ErrNotServing (etcd out of reach, its watch silent). A backend without a
+// StatsSource is taken as reachable.
+func (s *Server) storeReachable(ctx context.Context) bool {
+	if s.statsSrc == nil {
+		return true
+	}
+	_, err := s.statsSrc.Stats(ctx)
+	return !errors.Is(err, ErrNotServing)
 }

@@ -2,6 +2,7 @@ package zetcd_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -1025,8 +1026,9 @@ func TestSessionResumeRefusedKeepsAlive(t *testing.T) {
 }
 
 // TestExpiryRetried: a session whose expiry fails (the store out of reach) is expired again,
-// every min(timeout, 2 s), until it succeeds, whether its client went away (detached) or went
-// silent on an open connection; one resumed meanwhile is not.
+// a fresh timeout after the store next answers (looked at every min(timeout, 2 s)), until it
+// succeeds, whether its client went away (detached) or went silent on an open connection; one
+// resumed meanwhile is not.
 func TestExpiryRetried(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	for _, gone := range []string{"closed", "silent"} {
@@ -1311,3 +1313,57 @@ func TestServerGoZookeeperClient(t *testing.T) {
 	conn.Close()
 	waitClosed(t, ts.b.Session(sid).Closed, ioTimeout, "Close")
 }
+
+// TestExpiryDeferredWhileStoreOutOfReach: a detached session whose timeout runs out while the
+// store is out of reach (its StatsSource not serving) is not expired meanwhile, nor at the
+// moment the store answers again: it gets a fresh timeout then, as a ZooKeeper leader elected
+// after an outage gives every session. Its client, which kept trying, resumes it within that
+// timeout and keeps it; a session whose client does not come back is expired after it.
+func TestExpiryDeferredWhileStoreOutOfReach(t *testing.T) {
+	const timeout = 400 * time.Millisecond
+	store := &switchableStats{}
+	cfg := testConfig()
+	cfg.Stats = store
+	ts := startTestServer(t, cfg)
+	back, gone := ts.connect(int32(timeout/time.Millisecond)), ts.connect(int32(timeout/time.Millisecond))
+	sBack, sGone := ts.b.Session(back.sid), ts.b.Session(gone.sid)
+
+	store.down.Store(true)
+	back.nc.Close()
+	gone.nc.Close()
+	time.Sleep(4 * timeout)
+	for _, s := range []*zetcdtest.Session{sBack, sGone} {
+		if n := s.ExpireCalls.Load(); n != 0 {
+			t.Fatalf("session %v: %d expiry calls while the store was out of reach, want 0", s.ID(), n)
+		}
+	}
+
+	store.down.Store(false)
+	answered := time.Now()
+	ts.resume(back, int32(timeout/time.Millisecond)).ping()
+	waitClosed(t, sGone.Expired, 5*timeout, "the expiry of the session whose client went away")
+	if d := time.Since(answered); d < timeout {
+		t.Errorf("session expired %v after the store answered again, before a fresh timeout %v", d, timeout)
+	}
+	time.Sleep(2 * timeout)
+	if n := sBack.ExpireCalls.Load(); n != 0 {
+		t.Errorf("the session resumed after the outage had %d expiry calls, want 0", n)
+	}
+}
+
+// switchableStats is a StatsSource whose Stats fails with ErrNotServing while down is set, as
+// etcdstore's does while etcd is out of reach.
+type switchableStats struct{ down atomic.Bool }
+
+func (s *switchableStats) Stats(context.Context) (zetcd.BackendStats, error) {
+	if s.down.Load() {
+		return zetcd.BackendStats{}, fmt.Errorf("test store out of reach: %w", zetcd.ErrNotServing)
+	}
+	return zetcd.BackendStats{}, nil
+}
+
+func (s *switchableStats) TreeStats(context.Context) (zetcd.TreeStats, error) {
+	return zetcd.TreeStats{}, nil
+}
+
+func (s *switchableStats) Watches() []zetcd.WatchInfo { return nil }

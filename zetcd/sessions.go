@@ -23,6 +23,9 @@ import (
 type sessionTable struct {
 	ctx context.Context // the server's; parent of Expire's context
 	log *zap.Logger
+	// reachable reports whether the store answers now (Server.storeReachable); an expiry is
+	// not attempted while it does not.
+	reachable func(context.Context) bool
 
 	// mu protects closed and m. wg is only Added under mu while !closed.
 	mu     sync.Mutex
@@ -37,10 +40,13 @@ type sessionRecord struct {
 	timer *time.Timer // expiry timer while detached; nil while a connection serves sess
 	// deadline is when timer fires (the dump four-letter word shows it).
 	deadline time.Time
+	// outage is set when an expiry found the store out of reach, or failed: once the store
+	// answers again, the session gets a fresh timeout before it is expired (expireOrDefer).
+	outage bool
 }
 
-func newSessionTable(ctx context.Context, log *zap.Logger) *sessionTable {
-	return &sessionTable{ctx: ctx, log: log, m: make(map[encoding.SessionID]*sessionRecord)}
+func newSessionTable(ctx context.Context, log *zap.Logger, reachable func(context.Context) bool) *sessionTable {
+	return &sessionTable{ctx: ctx, log: log, reachable: reachable, m: make(map[encoding.SessionID]*sessionRecord)}
 }
 
 // attach records that c now serves c.sess. If the session already had a record here, its
@@ -134,42 +140,79 @@ func (t *sessionTable) expire(id encoding.SessionID, rec *sessionRecord) {
 			log.Error("panic while expiring session", zap.Any("panic", r), zap.Stack("stack"))
 		}
 	}()
-	ctx, cancel := context.WithTimeout(t.ctx, lifecycleTimeout)
-	defer cancel()
-	if err := rec.sess.Expire(ctx); err != nil {
-		t.expireFailed(id, rec, err, log)
-		return
+	if t.expireOrDefer(id, rec, log) {
+		log.Info("detached session expired")
 	}
-	log.Info("detached session expired")
 }
 
-// maxExpireRetry bounds how long a session whose expiry failed (its store out of reach) waits
-// before it is tried again: as soon as the store is back, this server ends the session itself,
-// exactly, rather than leave its ephemeral nodes to the store's own expiry (an etcd lease's
-// TTL), which comes later and does not move their parents' pzxid.
+// maxExpireRetry bounds how long a session whose expiry was put off (its store out of reach)
+// waits before the store is asked again: as soon as the store is back, the session's timeout
+// starts afresh, and then this server ends the session itself, exactly, rather than leave its
+// ephemeral nodes to the store's own expiry (an etcd lease's TTL), which comes later and does
+// not move their parents' pzxid.
 const maxExpireRetry = 2 * time.Second
 
+// expireOrDefer expires the session of rec, whose timeout has run out, and reports whether it
+// did. While the store is out of reach it expires nothing, and once the store answers again the
+// session gets a fresh timeout, as a ZooKeeper leader elected after an outage gives every
+// session: a client that kept trying to resume has done so by then, and one that went away is
+// expired after it. An expiry that fails is treated the same way. Both put rec back in the
+// table, detached (putBack), unless the session was resumed here since or the server is
+// closing. rec is not in the table when it is called.
+func (t *sessionTable) expireOrDefer(id encoding.SessionID, rec *sessionRecord, log expiryLog) bool {
+	ctx, cancel := context.WithTimeout(t.ctx, lifecycleTimeout)
+	defer cancel()
+	switch {
+	case !t.reachable(ctx):
+		if ctx.Err() == nil {
+			log.Debug("session timed out while the store is out of reach; not expired meanwhile")
+			t.putBack(id, rec, true, time.Now().Add(min(rec.sess.Timeout(), maxExpireRetry)))
+		}
+		return false
+	case rec.outage:
+		log.Info("the store answers again; the session's timeout starts afresh")
+		t.putBack(id, rec, false, time.Now().Add(rec.sess.Timeout()))
+		return false
+	}
+	if err := rec.sess.Expire(ctx); err != nil {
+		t.expireFailed(id, rec, err, log)
+		return false
+	}
+	return true
+}
+
 // expireFailed records session id, whose Expire failed with err, as detached again, to be
-// expired after min(its timeout, maxExpireRetry), unless it was resumed here since or the
-// server is closing. rec.sess already began its end; a client that resumes the session
-// meanwhile gets a new Session (attach replaces the record).
-func (t *sessionTable) expireFailed(id encoding.SessionID, rec *sessionRecord, err error, log interface {
-	Warn(string, ...zap.Field)
-}) {
+// looked at again after min(its timeout, maxExpireRetry) and expired a fresh timeout after the
+// store answers (expireOrDefer). rec.sess already began its end; a client that resumes the
+// session meanwhile gets a new Session (attach replaces the record).
+func (t *sessionTable) expireFailed(id encoding.SessionID, rec *sessionRecord, err error, log expiryLog) {
 	if errors.Is(err, context.Canceled) {
 		return // the server is closing
 	}
 	retry := min(rec.sess.Timeout(), maxExpireRetry)
-	log.Warn("expire session failed; trying again", zap.Duration("in", retry),
+	log.Warn("expire session failed; trying again once the store answers", zap.Duration("in", retry),
 		zap.Error(fmt.Errorf("session %v: expire: %w", id, err)))
+	t.putBack(id, rec, true, time.Now().Add(retry))
+}
+
+// expiryLog is what expireOrDefer logs to: the table's logger, or the connection's (connLog).
+type expiryLog interface {
+	Debug(string, ...zap.Field)
+	Info(string, ...zap.Field)
+	Warn(string, ...zap.Field)
+}
+
+// putBack records session id as detached again, its record's outage set as given, with its
+// expiry timer armed for deadline, unless it was resumed here since or the server is closing.
+func (t *sessionTable) putBack(id encoding.SessionID, rec *sessionRecord, outage bool, deadline time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed || t.m[id] != nil {
 		return
 	}
-	rec.conn = nil
+	rec.conn, rec.outage = nil, outage
 	t.m[id] = rec
-	t.arm(id, rec, time.Now().Add(retry))
+	t.arm(id, rec, deadline)
 }
 
 // close stops every expiry timer, waits for expiry callbacks already running, and detaches
