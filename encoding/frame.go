@@ -115,12 +115,13 @@ func MarshalFrame(records ...Record) []byte {
 }
 
 // MarshalReply is MarshalFrame(&hdr, body) for a reply (body nil: none), with the header taken
-// by value: passed as a Record, it would escape to the heap with whatever holds it.
+// by value: passed as a Record, it would escape to the heap with whatever holds it. The frame is
+// in a buffer of the frame pool (PooledFrame), for the caller to give back once it is written.
 //
 // Its strings are ZooKeeper's bytes (JavaBytes) in the replies whose strings no rule keeps
 // inside the BMP: a sync's path, getACL's ACL and whoAmI's users (node paths cannot hold such a
 // character: the other replies need no look at their strings).
-func MarshalReply(hdr ReplyHeader, body Record) []byte {
+func MarshalReply(hdr ReplyHeader, body Record) PooledFrame {
 	sp := scratchPool.Get().(*[]byte)
 	e, start := startFrame((*sp)[:0])
 	hdr.Encode(e)
@@ -132,18 +133,28 @@ func MarshalReply(hdr ReplyHeader, body Record) []byte {
 		body.Encode(e)
 		e.javaStrings = false
 	}
-	return copyOut(sp, finishFrame(e, start))
+	b := finishFrame(e, start)
+	f := newPooledFrame(len(b))
+	copy(*f.buf, b)
+	releaseScratch(sp, b)
+	return f
 }
 
 // copyOut returns a copy of b, which is in the scratch buffer *sp, and gives the buffer back.
 func copyOut(sp *[]byte, b []byte) []byte {
 	frame := make([]byte, len(b))
 	copy(frame, b)
+	releaseScratch(sp, b)
+	return frame
+}
+
+// releaseScratch gives the scratch buffer *sp back, now holding b, unless b has grown past
+// maxPooledScratch.
+func releaseScratch(sp *[]byte, b []byte) {
 	if cap(b) <= maxPooledScratch {
 		*sp = b[:0]
 		scratchPool.Put(sp)
 	}
-	return frame
 }
 
 // maxPooledScratch bounds the scratch buffers MarshalFrame keeps.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/bits"
 	"testing"
 	"testing/iotest"
 )
@@ -191,27 +192,40 @@ func TestFrameAllocs(t *testing.T) {
 	}); n != 1 {
 		t.Errorf("MarshalFrame allocs = %v, want 1 (the frame)", n)
 	}
-	reply := func(h ReplyHeader) { out = MarshalReply(h, body) } // h is a local: does it escape?
-	if n := testing.AllocsPerRun(1000, func() { reply(ReplyHeader{Xid: 1, Zxid: 0x1f}) }); n != 1 {
-		t.Errorf("MarshalReply allocs = %v, want 1 (the frame)", n)
+	// A reply's frame comes from the frame pool, given back once written: none in a steady state.
+	reply := func(h ReplyHeader) { MarshalReply(h, body).Release() } // h is a local: does it escape?
+	if n := testing.AllocsPerRun(1000, func() { reply(ReplyHeader{Xid: 1, Zxid: 0x1f}) }); n != 0 {
+		t.Errorf("MarshalReply allocs = %v, want 0", n)
 	}
 }
 
-// TestMarshalFrame: MarshalFrame and MarshalReply make the frame AppendFrame makes, at its
-// exact length, for frames below and above the scratch buffers kept.
+// TestMarshalFrame: MarshalFrame and MarshalReply make the frame AppendFrame makes, for frames
+// below and above the scratch buffers kept; MarshalFrame's at its exact length, MarshalReply's
+// in a buffer of its size class (at most twice its length, or minPooledFrame), or of its exact
+// length past maxPooledFrame.
 func TestMarshalFrame(t *testing.T) {
 	hdr := &ReplyHeader{Xid: 7, Zxid: 0x2f}
 	for _, n := range []int{0, 100, 5000, maxPooledScratch + 1, 1 << 20} {
 		body := &GetDataResponse{Data: bytes.Repeat([]byte("y"), n), Stat: sampleStat}
 		want := AppendFrame(nil, hdr, body)
-		for _, got := range [][]byte{MarshalFrame(hdr, body), MarshalReply(*hdr, body)} {
-			if !bytes.Equal(got, want) || cap(got) != len(want) {
-				t.Fatalf("%d bytes of data: frame of length %d and capacity %d, want %d equal bytes", n, len(got), cap(got), len(want))
+		if got := MarshalFrame(hdr, body); !bytes.Equal(got, want) || cap(got) != len(want) {
+			t.Fatalf("MarshalFrame, %d bytes of data: frame of length %d and capacity %d, want %d equal bytes", n, len(got), cap(got), len(want))
+		}
+		for range 2 { // the second from the pool, where the first went back
+			f := MarshalReply(*hdr, body)
+			got := f.Bytes()
+			wantCap := len(want)
+			if len(want) <= maxPooledFrame {
+				wantCap = max(minPooledFrame, 1<<bits.Len(uint(len(want)-1)))
 			}
+			if !bytes.Equal(got, want) || cap(got) != wantCap || f.Cap() != wantCap {
+				t.Fatalf("MarshalReply, %d bytes of data: frame of length %d and capacity %d (Cap %d), want %d equal bytes in %d", n, len(got), cap(got), f.Cap(), len(want), wantCap)
+			}
+			f.Release()
 		}
 	}
 	ping := AppendFrame(nil, &ReplyHeader{Xid: XidPing})
-	if got := MarshalReply(ReplyHeader{Xid: XidPing}, nil); !bytes.Equal(got, ping) {
+	if got := MarshalReply(ReplyHeader{Xid: XidPing}, nil).Bytes(); !bytes.Equal(got, ping) {
 		t.Fatalf("ping frame %x, want %x", got, ping)
 	}
 }

@@ -75,11 +75,11 @@ func TestJavaBytes(t *testing.T) {
 		t.Errorf("JavaRoundTrip = %q, want two U+FFFD", got)
 	}
 	emoji := "/\U0001F600"
-	sync := MarshalReply(ReplyHeader{Xid: 1}, &SyncResponse{Path: emoji})
+	sync := MarshalReply(ReplyHeader{Xid: 1}, &SyncResponse{Path: emoji}).Bytes()
 	if want := "\x00\x00\x00\x07/\xed\xa0\xbd\xed\xb8\x80"; !bytes.HasSuffix(sync, []byte(want)) {
 		t.Errorf("sync reply %x, want it to end in %x", sync, want)
 	}
-	create := MarshalReply(ReplyHeader{Xid: 1}, &CreateResponse{Path: emoji})
+	create := MarshalReply(ReplyHeader{Xid: 1}, &CreateResponse{Path: emoji}).Bytes()
 	if want := "\x00\x00\x00\x05" + emoji; !bytes.HasSuffix(create, []byte(want)) {
 		t.Errorf("create reply %x, want it to end in %x", create, want)
 	}

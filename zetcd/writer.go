@@ -30,6 +30,9 @@ type outFrame struct {
 
 	frame    []byte // the encoded frame, length prefix included; set by encode
 	noHeader bool   // frame has no ReplyHeader (a ConnectResponse); set by encode
+	// pooled holds frame when it is in a buffer of encoding's frame pool (a reply or an
+	// event): the writer releases it once the frame is written (release).
+	pooled encoding.PooledFrame
 }
 
 // replyZxidOffset is where a reply frame holds its header's zxid: after the length prefix and
@@ -48,13 +51,22 @@ func (f *outFrame) encode() {
 	if f.connect != nil {
 		f.frame, f.noHeader = encoding.MarshalFrame(f.connect), true
 	} else {
-		f.frame = encoding.MarshalReply(f.hdr, f.body)
+		f.pooled = encoding.MarshalReply(f.hdr, f.body)
+		f.frame = f.pooled.Bytes()
 	}
 	f.connect, f.body = nil, nil
 }
 
-// size is what f counts against the connection's and the server's queued bytes.
-func (f *outFrame) size() int64 { return int64(len(f.frame)) + frameOverhead }
+// size is what f counts against the connection's and the server's queued bytes: the memory
+// its frame holds (a pooled buffer may be up to twice the frame).
+func (f *outFrame) size() int64 { return int64(cap(f.frame)) + frameOverhead }
+
+// release gives a written frame's buffer back to the frame pool; f is not used again. A frame
+// that is dropped instead (its connection closed) is left to the collector.
+func (f *outFrame) release() {
+	f.pooled.Release()
+	f.frame, f.pooled = nil, encoding.PooledFrame{}
+}
 
 // send queues f for the writer and starts it if none runs. It reports false, dropping f, if the
 // writer has stopped.
@@ -175,6 +187,7 @@ func (c *clientConn) runWriter() {
 				c.countSent(n)
 			}
 			c.budget.written(frames[written].size())
+			frames[written].release()
 		}
 		if closeAfter {
 			c.graceful.Store(true)
