@@ -58,3 +58,33 @@ func TestChildSet(t *testing.T) {
 		t.Error("still a set with no child")
 	}
 }
+
+// TestChildSetLentNames: the names a read got never change through later adds and removes (the
+// set copies them first), and reading them again between changes copies nothing.
+func TestChildSetLentNames(t *testing.T) {
+	var c childSet
+	for _, n := range []string{"b", "d", "f"} {
+		c.add(n)
+	}
+	lent := c.names()
+	snapshot := slices.Clone(lent)
+	c.add("a")    // would shift the lent slice in place
+	c.remove("d") // would close the gap in the lent slice in place
+	c.add("e")
+	if !slices.Equal(lent, snapshot) {
+		t.Fatalf("names lent before the changes are now %q, want %q", lent, snapshot)
+	}
+	if got, want := c.names(), []string{"a", "b", "e", "f"}; !slices.Equal(got, want) {
+		t.Fatalf("names after the changes %q, want %q", got, want)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = c.names() }); n != 0 {
+		t.Errorf("names between changes allocates %v times, want 0", n)
+	}
+	// Once lent, the next change copies; with nothing lent since, the one after does not.
+	if n := testing.AllocsPerRun(100, func() { _ = c.names(); c.add("c"); c.remove("c") }); n != 1 {
+		t.Errorf("a read, an add and a remove allocate %v times, want 1 (the add's copy)", n)
+	}
+	if n := testing.AllocsPerRun(100, func() { c.add("c"); c.remove("c") }); n != 0 {
+		t.Errorf("an add and a remove with nothing lent allocate %v times, want 0", n)
+	}
+}

@@ -493,8 +493,8 @@ func (v replicaView) overlayNode(n *mnode, path string) error {
 }
 
 // node derives the node at path (ok false when it does not exist; err when its keys do not
-// decode), and its children's names if childNames (a copy). The node's data and ACL list are
-// shared: apply replaces, never changes, them.
+// decode), and its children's names if childNames. The node's data and ACL list are shared:
+// apply replaces, never changes, them; so are its children's names (childSet.names).
 func (v replicaView) node(path string, childNames bool) (n node, children []string, ok bool, err error) {
 	rn := v.r.t.nodes[path]
 	if rn == nil || !rn.keys.exists() {

@@ -18,7 +18,9 @@ import (
 //     client sent them; an implementation needs no locking for per-session state.
 //   - It returns the zxid for the reply header: for a write, the write's own zxid (also when the
 //     write failed, since a failed write consumes a zxid); for a read, the newest zxid the read saw.
-//   - A nil error means success and the response record is sent.
+//   - A nil error means success and the response record is sent. The record's slices (data,
+//     ACLs, children's names) may be shared with the implementation: the caller reads them and
+//     never changes them.
 //   - An error that is an encoding.ErrCode (errors.As) is a ZooKeeper error: the reply is the header
 //     with that code and no body; the zxid is still used.
 //   - Any other error means the request could not be served at all (etcd unreachable, context
