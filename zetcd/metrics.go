@@ -3,6 +3,7 @@ package zetcd
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -175,12 +176,25 @@ func WithOpLabel(ctx context.Context, op string) context.Context {
 	return context.WithValue(ctx, opLabelKey{}, op)
 }
 
-// OpLabel returns the label WithOpLabel put on ctx, or "other".
+// OpLabel returns the label WithOpLabel, or a session's requestLabel, put on ctx, or "other".
 func OpLabel(ctx context.Context) string {
-	if op, ok := ctx.Value(opLabelKey{}).(string); ok {
-		return op
+	switch v := ctx.Value(opLabelKey{}).(type) {
+	case string:
+		return v
+	case *requestLabel:
+		return encoding.Op(v.op.Load()).String()
 	}
 	return OpLabelOther
+}
+
+// requestLabel labels the requests of one session with their ops, for the etcd round trips they
+// make (OpLabel), through one context value that points at each request's op in turn
+// (metricsSession.labeled), where WithOpLabel would make a context per request: two
+// allocations, a sixth of the bytes a read served from memory allocated. Requests run one at a
+// time (Handler), each with its op stored before it runs; a round trip made with a request's
+// context after the request returned, if any, would be counted under a later request's op.
+type requestLabel struct {
+	op atomic.Int32 // an encoding.Op
 }
 
 // codeLabel is the code label of a request's outcome: "OK", the ZooKeeper error code's name,

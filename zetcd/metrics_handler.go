@@ -46,6 +46,11 @@ type metricsSession struct {
 	call    Invoker // Call(inner)
 	m       *Metrics
 	ended   atomic.Bool // the sessions gauge has been decremented for this Session value
+	// label is the op of the request running; labeled is labeledFrom, the context the requests
+	// come with (their connection's), carrying label. Only observe uses them, one request at a
+	// time.
+	label                requestLabel
+	labeledFrom, labeled context.Context
 }
 
 var _ Session = (*metricsSession)(nil)
@@ -58,11 +63,20 @@ func newMetricsSession(inner Session, m *Metrics) *metricsSession {
 
 // observe calls op's Handler method with the op label on ctx and records the outcome.
 func (s *metricsSession) observe(ctx context.Context, op encoding.Op, req encoding.Record) (encoding.Record, encoding.Zxid, error) {
-	name := op.String()
 	start := time.Now()
-	resp, zxid, err := s.call(WithOpLabel(ctx, name), op, req)
-	s.m.observe(name, start, err)
+	resp, zxid, err := s.call(s.withLabel(ctx, op), op, req)
+	s.m.observe(op.String(), start, err)
 	return resp, zxid, err
+}
+
+// withLabel returns ctx labeled with op (requestLabel), made once per context the requests come
+// with.
+func (s *metricsSession) withLabel(ctx context.Context, op encoding.Op) context.Context {
+	if s.labeled == nil || ctx != s.labeledFrom {
+		s.labeledFrom, s.labeled = ctx, context.WithValue(ctx, opLabelKey{}, &s.label)
+	}
+	s.label.op.Store(int32(op))
+	return s.labeled
 }
 
 // leave decrements the sessions gauge once per Session value, whichever life-cycle call comes
