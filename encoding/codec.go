@@ -328,6 +328,9 @@ func AppendRecord(b []byte, r Record) []byte {
 // example a 36-byte ConnectResponse read by a client expecting 37). The
 // error wraps ErrShortBuffer, ErrBadLength or ErrBadMultiOp. On error r may
 // be partially filled.
+//
+// DecodeRecord inlines: called with a record of a known type, the compiler calls its Decode
+// directly and keeps the Decoder and the record on the caller's stack.
 func DecodeRecord(b []byte, r Record) error {
 	d := Decoder{buf: b}
 	r.Decode(&d)
@@ -339,7 +342,22 @@ func DecodeRecord(b []byte, r Record) error {
 // a null there, and what it answers then depends on where the null is, which
 // is the server's to decide (zetcd's parseRequestBody).
 func DecodeRecordNulls(b []byte, r Record) (nullString bool, err error) {
-	d := Decoder{buf: b}
-	r.Decode(&d)
-	return d.null && d.err == nil, d.err
+	null, err := decodePooled(b, r)
+	return null && err == nil, err
+}
+
+// decoderPool recycles the Decoders of DecodeRecordNulls, which a server calls with a request
+// record it knows by its interface (NewRequest): passed to its Decode, an interface call, a
+// Decoder escapes. Record.Decode does not keep its Decoder.
+var decoderPool = sync.Pool{New: func() any { return new(Decoder) }}
+
+// decodePooled decodes r from b with a pooled Decoder, and says whether a null ustring was read.
+func decodePooled(b []byte, r Record) (null bool, err error) {
+	d := decoderPool.Get().(*Decoder)
+	*d = Decoder{buf: b}
+	r.Decode(d)
+	null, err = d.null, d.err
+	*d = Decoder{}
+	decoderPool.Put(d)
+	return null, err
 }
