@@ -106,7 +106,11 @@ func (c *clientConn) readRequest() bool {
 	c.lastActivity.Store(now.UnixNano())
 	c.countReceived(4 + len(frame))
 
-	r := &pendingRequest{received: now}
+	// On the stack while the reader reads and perhaps runs it (canReadHere); a request queued
+	// for the executor is copied to the heap.
+	var req pendingRequest
+	r := &req
+	r.received = now
 	if err := encoding.DecodeRecord(frame, &r.hdr); err != nil {
 		// Not even a header: there is no xid to answer.
 		c.log.Warn("bad request header; closing the connection",
@@ -131,13 +135,15 @@ func (c *clientConn) readRequest() bool {
 		}
 		return more
 	}
+	queued := new(pendingRequest)
+	*queued = req
 	// The decoded request holds about what its frame did.
-	r.size = int64(len(frame)) + frameOverhead
-	c.queued(r)
-	if !c.pushRequest(r) {
+	queued.size = int64(len(frame)) + frameOverhead
+	c.queued(queued)
+	if !c.pushRequest(queued) {
 		// The executor stopped for good after a request that closes the connection: the
 		// writer closes it once the answer is out (returning here would cut that short).
-		c.dequeued(r)
+		c.dequeued(queued)
 	}
 	return true
 }
