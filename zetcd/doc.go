@@ -59,8 +59,9 @@
 //     goroutine if none runs; a reply or a ping answer is written by the goroutine that made
 //     it, running runWriter itself, when no writer runs (clientConn.queue, flush), or by a
 //     writer goroutine it starts while more requests wait. The writer exits when it finds the
-//     queue empty. It writes each batch of encoded frames in one system call, and it tracks
-//     the highest zxid written on the connection: no reply carries a lower one. Pings and the
+//     queue empty. It writes each batch of encoded frames in one system call, gives each
+//     frame's buffer back to encoding's frame pool once written, and it tracks the highest
+//     zxid written on the connection: no reply carries a lower one. Pings and the
 //     errors the server makes itself carry Session.LastZxid.
 //   - No goroutine waits for the session's end: the backend calls the connection back
 //     (Session.AfterDone) when the session expires in the store or moves elsewhere.
