@@ -363,6 +363,11 @@ func TestFaultEtcdMemberKilled(t *testing.T) {
 	talker := startTalking(t, []string{a.Addr}, timeout, "/talk")
 	lastPacket := leaveAfterEphemeral(t, a.Addr, "/leave", timeout)
 	clusterLeader(t, ms).signal(t, syscall.SIGKILL)
+	defer func() {
+		if t.Failed() {
+			t.Logf("zetcd's log:\n%s", a.logText())
+		}
+	}()
 
 	leftInBounds(t, observer, lastPacket, timeout)
 	if _, err := talker.conn.Create("/after", []byte("x"), 0, openACL); err != nil {
