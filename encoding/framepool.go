@@ -50,16 +50,14 @@ func (f PooledFrame) Cap() int {
 	return cap(*f.buf)
 }
 
-// Release gives the frame's buffer back to the pool, if it came from one. Call it once, when
-// the frame has been written.
+// Release gives the frame's buffer back to the pool, if it came from one (newPooledFrame makes
+// every buffer: one of a size class's capacity, or one past maxPooledFrame of the frame's own).
+// Call it once, when the frame has been written.
 func (f PooledFrame) Release() {
-	if f.buf == nil {
+	if f.buf == nil || cap(*f.buf) > maxPooledFrame {
 		return
 	}
 	c := cap(*f.buf)
-	if c < minPooledFrame || c > maxPooledFrame || c&(c-1) != 0 {
-		return
-	}
 	*f.buf = (*f.buf)[:0]
 	framePools[frameClass(c)].Put(f.buf)
 }
