@@ -11,6 +11,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/watch"
+	"github.com/zetcd/zetcd/zetcd"
 )
 
 // Watches on etcd: ONE etcd watch per process, on the whole prefix, feeds the in-memory
@@ -66,35 +67,63 @@ func (b *Store) runWatchFeed(rev int64) {
 // followWatch applies wch's responses until the watch ends, fails or stalls (feedStall). It
 // returns the revision to watch from next, whether it heard anything from etcd, and, if it
 // stalled, for how long it heard nothing.
+//
+// A quiet feed asks etcd for a progress notification after feedHeartbeat and, if that goes
+// unanswered, for etcd's current revision after another: etcd answers a progress request only
+// once the watch's start revision exists, so a watch opened or resumed (by the etcd client,
+// on another member) past etcd's newest revision hears nothing until the next write, however
+// current it is. A current revision below next tells the feed it has missed nothing.
 func (b *Store) followWatch(ctx context.Context, wch clientv3.WatchChan, next int64) (_ int64, heard bool, stalled time.Duration) {
-	last, asked := time.Now(), false
+	last, asked := time.Now(), 0 // asked: progress requested (1), then the revision read (2)
+	current := make(chan struct{}, 1)
 	t := time.NewTicker(feedHeartbeat / 2)
 	defer t.Stop()
+	hear := func() {
+		heard, asked = true, 0
+		last = time.Now()
+		b.feedHeard.Store(last.UnixNano())
+	}
 	for {
 		select {
 		case resp, ok := <-wch:
 			if !ok {
 				return next, heard, 0
 			}
-			heard, asked = true, false
 			var more bool
 			if next, more = b.feedResponse(resp, next); !more {
-				return next, heard, 0
+				return next, true, 0
 			}
-			last = time.Now() // after applying: a long reload is not a silence of etcd's
-			b.feedHeard.Store(last.UnixNano())
+			hear() // after applying: a long reload is not a silence of etcd's
+		case <-current:
+			hear()
 		case now := <-t.C:
 			switch quiet := now.Sub(last); {
 			case quiet >= feedStall:
 				return next, heard, quiet
-			case quiet >= feedHeartbeat && !asked:
+			case quiet >= 2*feedHeartbeat && asked == 1:
+				asked = 2
+				go b.checkNothingNew(ctx, next, current)
+			case quiet >= feedHeartbeat && asked == 0:
 				// In a goroutine: the request waits for the client's stream, which a member
 				// that stopped answering may hold; ctx ends it when the watch is given up.
-				asked = true
+				asked = 1
 				go b.requestProgress(ctx)
 			}
 		case <-b.bgCtx.Done():
 			return next, heard, 0
+		}
+	}
+}
+
+// checkNothingNew reads etcd's current revision, and signals current if it is below next: the
+// feed, which has applied everything before next, is current as of the read.
+func (b *Store) checkNothingNew(ctx context.Context, next int64, current chan<- struct{}) {
+	ctx, cancel := context.WithTimeout(zetcd.WithOpLabel(ctx, zetcd.OpLabelOther), feedStall-2*feedHeartbeat)
+	defer cancel()
+	if rev, err := b.currentRevision(ctx); err == nil && rev < next {
+		select {
+		case current <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -23,13 +23,14 @@ import (
 // paused, the watch feed receives nothing (etcd's events wait, in order, behind the gate).
 type gatedWatcher struct {
 	clientv3.Watcher
-	open    chan struct{} // holds a token while the gate is open
-	gen     atomic.Int64  // moved on by interrupt
-	watches atomic.Int64  // Watch calls
+	open       chan struct{} // holds a token while the gate is open
+	gen        atomic.Int64  // moved on by interrupt
+	watches    atomic.Int64  // Watch calls
+	reconnects chan struct{} // reconnect's
 }
 
 func newGatedWatcher(w clientv3.Watcher) *gatedWatcher {
-	g := &gatedWatcher{Watcher: w, open: make(chan struct{}, 1)}
+	g := &gatedWatcher{Watcher: w, open: make(chan struct{}, 1), reconnects: make(chan struct{})}
 	g.open <- struct{}{}
 	return g
 }
@@ -37,13 +38,30 @@ func newGatedWatcher(w clientv3.Watcher) *gatedWatcher {
 func (g *gatedWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
 	g.watches.Add(1)
 	gen := g.gen.Load()
+	next := clientv3.OpGet(key, opts...).Rev()
 	ctx, cancel := context.WithCancel(ctx)
-	in := g.Watcher.Watch(ctx, key, opts...)
+	innerCtx, innerCancel := context.WithCancel(ctx)
+	in := g.Watcher.Watch(innerCtx, key, opts...)
 	out := make(chan clientv3.WatchResponse)
 	go func() {
 		defer close(out)
 		defer cancel()
-		for resp := range in {
+		for {
+			var resp clientv3.WatchResponse
+			var ok bool
+			select {
+			case resp, ok = <-in:
+			case <-g.reconnects:
+				// As the etcd client resumes a watch on a new stream: from the revision
+				// after the last one it delivered.
+				innerCancel()
+				innerCtx, innerCancel = context.WithCancel(ctx)
+				in = g.Watcher.Watch(innerCtx, key, append(opts, clientv3.WithRev(next))...)
+				continue
+			}
+			if !ok {
+				return
+			}
 			g.open <- <-g.open // waits while paused
 			if g.gen.Load() != gen {
 				return // interrupted
@@ -53,10 +71,20 @@ func (g *gatedWatcher) Watch(ctx context.Context, key string, opts ...clientv3.O
 			case <-ctx.Done():
 				return
 			}
+			switch {
+			case resp.IsProgressNotify():
+				next = max(next, resp.Header.Revision+1)
+			case len(resp.Events) > 0:
+				next = max(next, resp.Events[len(resp.Events)-1].Kv.ModRevision+1)
+			}
 		}
 	}()
 	return out
 }
+
+// reconnect reopens the open watch on etcd from the revision after the last it delivered, as
+// the etcd client resumes its watches when their stream breaks: the feed is not told.
+func (g *gatedWatcher) reconnect() { g.reconnects <- struct{}{} }
 
 func (g *gatedWatcher) pause()  { <-g.open }
 func (g *gatedWatcher) resume() { g.open <- struct{}{} }
@@ -219,6 +247,35 @@ func TestWatchFeedStall(t *testing.T) {
 	if _, err := b.Stats(context.Background()); err != nil {
 		t.Errorf("stats once the feed hears etcd again: %v", err)
 	}
+}
+
+// TestWatchFeedQuietAfterResume: a feed whose watch etcd's client resumed past etcd's newest
+// revision (its stream broke, and nothing was written since), which etcd's progress requests
+// go unanswered for, is not taken for stalled: it does not watch again, and the store serves.
+func TestWatchFeedQuietAfterResume(t *testing.T) {
+	b, kv, gw, cli := newGatedBackend(t)
+	if _, err := cli.Put(context.Background(), b.keys.data("/before"), ""); err != nil {
+		t.Fatal(err)
+	}
+	awaitTreeCurrent(t, b)
+	watches := gw.watches.Load()
+	gw.reconnect()
+	trips := kv.n.Load()
+	time.Sleep(feedStall + feedHeartbeat)
+	if n := gw.watches.Load(); n != watches {
+		t.Errorf("a current feed watched again %d times in %v of quiet", n-watches, feedStall+feedHeartbeat)
+	}
+	if _, err := b.Stats(context.Background()); err != nil {
+		t.Errorf("stats of a current, quiet feed: %v", err)
+	}
+	// It learnt it had missed nothing by reading the current revision, once a heartbeat.
+	if n := kv.n.Load() - trips; n < 1 || n > 2 {
+		t.Errorf("%d etcd round trips in %v of quiet, want 1 or 2", n, feedStall+feedHeartbeat)
+	}
+	if _, err := cli.Put(context.Background(), b.keys.data("/after"), ""); err != nil {
+		t.Fatal(err)
+	}
+	awaitTreeCurrent(t, b)
 }
 
 // TestTreeMatchesEtcd: after a random workload of every kind of write from two sessions (creates

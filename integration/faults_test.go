@@ -365,6 +365,12 @@ func TestFaultEtcdMemberKilled(t *testing.T) {
 	clusterLeader(t, ms).signal(t, syscall.SIGKILL)
 	defer func() {
 		if t.Failed() {
+			// SIGQUIT: Go writes every goroutine's stack to the log as the process ends.
+			a.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-a.done:
+			case <-time.After(5 * time.Second):
+			}
 			t.Logf("zetcd's log:\n%s", a.logText())
 		}
 	}()
