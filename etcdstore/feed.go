@@ -26,7 +26,8 @@ const progressRequestDelay = 5 * time.Millisecond
 
 const (
 	// feedHeartbeat: a feed that has heard nothing from etcd for this long asks for a progress
-	// notification, which etcd answers even when nothing changed.
+	// notification, which etcd answers even when nothing changed (once the watch's start
+	// revision exists: see followWatch).
 	feedHeartbeat = time.Second
 	// feedStall: a feed that has heard nothing for this long, its heartbeat included, watches
 	// again. Its stream may be on a member that stopped answering (frozen, cut off from the
