@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +15,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-
-	"github.com/zetcd/zetcd/internal/embedetcd"
 )
 
 // connectProxy is an HTTP proxy that answers CONNECT for any target with a tunnel to one
@@ -96,15 +93,7 @@ func setProxyEnv(t *testing.T, proxy string) {
 // proxy URL's credentials, as gRPC's own dialer would; a loopback member is reached directly,
 // as gRPC does; a proxy that refuses the tunnel fails the dial with its answer.
 func TestDialerThroughProxy(t *testing.T) {
-	e, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	u, err := url.Parse(e.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, u := startEtcd(t, false)
 	proxy := startConnectProxy(t, u.Host, http.StatusOK)
 	setProxyEnv(t, "http://zetcd:secret@"+proxy.ln.Addr().String())
 

@@ -31,15 +31,7 @@ func TestGuardLeavesSilentMemberOut(t *testing.T) {
 
 func guardsSilentMember(t *testing.T, auth bool) {
 	const silence = time.Second
-	e, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), Users: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	u, err := url.Parse(e.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, u := startEtcd(t, auth)
 	var user, password string
 	if auth {
 		user, password = "app", "app-password"
@@ -238,6 +230,22 @@ func TestEndpointAddr(t *testing.T) {
 			t.Errorf("endpointAddr(%q) = %q, want %q", ep, got, want)
 		}
 	}
+}
+
+// startEtcd starts an embedded etcd for the test (one that issues authentication tokens if
+// users is set: embedetcd.Config.Users) and returns it and its client URL.
+func startEtcd(t *testing.T, users bool) (*embedetcd.Etcd, *url.URL) {
+	t.Helper()
+	e, err := embedetcd.Start(embedetcd.Config{Dir: t.TempDir(), Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	u, err := url.Parse(e.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, u
 }
 
 // startProxy starts a tcpproxy.Proxy to target for the test.
