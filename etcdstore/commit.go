@@ -269,9 +269,9 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 		fence := attempt == 0 && b.fenceGuardsNow()
 		guards := m.guards(fence)
 		if attempt == 0 {
-			guards = append(guards, c.takenGuards(m.rev)...)
+			guards = append(guards, c.processGuards(m.rev)...)
 		} else {
-			// A take of any session from this process fails takenGuards: a client that
+			// A take of any session from this process fails processGuards: a client that
 			// resumes again and again must not fail the other sessions' writes too.
 			guards = append(guards, c.ownerGuards(batch, outcomes)...)
 		}
@@ -302,8 +302,8 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]w
 
 // ownerGuards are the compares that the sessions of the batch's writes (but those refused as
 // moved or ended) are still owned by the connections that sent them: their session keys'
-// ModRevisions. What takenGuards ensure, with one compare per write; for a batch checked again
-// after its takenGuards failed, which a move of another session may have caused. A connection
+// ModRevisions. What processGuards ensure, with one compare per write; for a batch checked
+// again after its processGuards failed, which a move of another session may have caused. A connection
 // has one write in flight at most, so a batch names each one once.
 func (c *committer) ownerGuards(batch []*pendingWrite, outcomes []writeOutcome) []clientv3.Cmp {
 	cmps := make([]clientv3.Cmp, 0, len(batch))
@@ -316,22 +316,32 @@ func (c *committer) ownerGuards(batch []*pendingWrite, outcomes []writeOutcome) 
 	return cmps
 }
 
-// takenGuards are the compares that no session was taken from this process (resumed elsewhere,
-// or ended as an orphan) since rev, the revision the batch was checked at: its taken key
-// (keys.go) is still the one it put, not put since. A session that moved while its write was on
-// the way to etcd fails the transaction, and the check that follows, on a replica that has seen
-// the move (etcdSession.keyCode), refuses the write; else the write would land after the writes
-// the session made since, where it moved, as ZooKeeper's leader never lets a write of the
-// server a session left. Two compares per transaction, whatever its size; a move fails the
-// batches of the process it left once, each checked again and guarded by ownerGuards.
+// processGuards are the compares that no session was taken from this process (resumed
+// elsewhere, or ended as an orphan), nor lost to etcd's expiry of its lease, since rev, the
+// revision the batch was checked at:
 //
-// Not covered: a session whose lease etcd itself expired (its key deleted with no transaction
-// of zetcd's), and one this process ended itself while its write was on the way.
-func (c *committer) takenGuards(rev int64) []clientv3.Cmp {
-	key := c.b.keys.taken(c.b.process.id)
+//   - its taken key (keys.go) is still the one it put, not put since. A session that moved while
+//     its write was on the way to etcd fails the transaction, and the check that follows, on a
+//     replica that has seen the move (etcdSession.keyCode), refuses the write; else the write
+//     would land after the writes the session made since, where it moved, as ZooKeeper's leader
+//     never lets a write of the server a session left.
+//   - its process key exists and the replica had seen it put. etcd expires a session's lease
+//     (its key deleted with no transaction of zetcd's) only after this process has failed to
+//     refresh it for the session's timeout and more, longer than the process key's TTL: the
+//     process key went first. A batch checked before the process key was put again, so before
+//     those deletions, fails, and the check that follows refuses the writes of the sessions that
+//     ended (SessionExpired), as ZooKeeper's leader refuses a request of a session it expired.
+//
+// Four compares per transaction, whatever its size; a move fails the batches of the process it
+// left once, each checked again and guarded by ownerGuards. Not covered: a session this process
+// ended itself while its write was on the way.
+func (c *committer) processGuards(rev int64) []clientv3.Cmp {
+	taken, process := c.b.keys.taken(c.b.process.id), c.b.keys.process(c.b.process.id)
 	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(key), "=", c.b.process.takenRev.Load()),
-		clientv3.Compare(clientv3.ModRevision(key), "<", rev+1),
+		clientv3.Compare(clientv3.CreateRevision(taken), "=", c.b.process.takenRev.Load()),
+		clientv3.Compare(clientv3.ModRevision(taken), "<", rev+1),
+		clientv3.Compare(clientv3.CreateRevision(process), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(process), "<", rev+1),
 	}
 }
 

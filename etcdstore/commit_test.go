@@ -403,7 +403,7 @@ func TestObserveSessionsAt(t *testing.T) {
 
 // TestCommitResumeStorm: clients that resume their sessions on a zetcd again and again (each
 // resume puts the process's taken key, which fails the transactions it overtakes) do not fail
-// the writes of the process's other sessions: a batch whose takenGuards failed is checked again
+// the writes of the process's other sessions: a batch whose processGuards failed is checked again
 // and guarded session by session, which a move of another session cannot fail.
 func TestCommitResumeStorm(t *testing.T) {
 	ctx := context.Background()
@@ -444,4 +444,49 @@ func TestCommitResumeStorm(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	t.Logf("%d resumes during 200 writes", resumes.Load())
+}
+
+// TestCommitAfterLeasesExpired: a write checked while its session was alive, and sent to etcd
+// only after etcd expired the session's lease and this process's key (the process frozen
+// longer than the session's timeout, no other zetcd to end its sessions), is refused as
+// SessionExpired and changes nothing, as ZooKeeper's leader refuses a request of a session it
+// expired, whenever the request was sent.
+func TestCommitAfterLeasesExpired(t *testing.T) {
+	ctx := context.Background()
+	cli := startEtcd(t)
+	held := &heldKV{KV: cli.KV, held: make(chan struct{}, 1)}
+	b, err := New(ctx, Config{Client: cli, KV: held, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	s := openTestSession(t, b).(*etcdSession)
+	if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/x", Data: []byte("0"), ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	pk, err := cli.Get(ctx, b.keys.process(b.process.id))
+	if err != nil || len(pk.Kvs) != 1 {
+		t.Fatalf("process key: %v %v", pk, err)
+	}
+
+	release := make(chan struct{})
+	held.hold.Store(&release)
+	write := make(chan error, 1)
+	go func() {
+		_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("late"), Version: -1})
+		write <- err
+	}()
+	<-held.held // checked on a replica where the session lives; its transaction on its way
+	for _, lease := range []clientv3.LeaseID{clientv3.LeaseID(s.id), clientv3.LeaseID(pk.Kvs[0].Lease)} {
+		if _, err := cli.Revoke(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	wantCode(t, <-write, encoding.ErrSessionExpired)
+	awaitTreeCurrent(t, b)
+	got, _, err := openTestSession(t, b).GetData(ctx, &encoding.GetDataRequest{Path: "/x"})
+	if err != nil || string(got.Data) != "0" || got.Stat.Version != 0 {
+		t.Errorf("/x after the refused write: %+v %v, want \"0\" at version 0", got, err)
+	}
 }

@@ -54,7 +54,7 @@ type processRegistration struct {
 	id   uint64 // random, nonzero; written into the session keys this process owns
 	done chan struct{}
 	// takenRev is the CreateRevision of this process's taken key (keys.go) that its write
-	// transactions compare (takenGuards): set as the key is first put, then by the watch feed
+	// transactions compare (processGuards): set as the key is first put, then by the watch feed
 	// as it applies each put of the key (observeTakenKey).
 	takenRev atomic.Int64
 	// recreating is set while a goroutine puts the taken key again after it was deleted.

@@ -434,7 +434,7 @@ func (b *Store) revokeQuietly(id clientv3.LeaseID) {
 }
 
 // takenFrom is the put of process owner's taken key (keys.go) that goes with taking a session
-// from it, which fails every write transaction of owner's checked before (takenGuards). A resume
+// from it, which fails every write transaction of owner's checked before (processGuards). A resume
 // on another connection of this process puts this process's own key: its committer may have the
 // session's write on its way over one connection to etcd while the resume goes over another.
 func (b *Store) takenFrom(owner uint64) clientv3.Op {
