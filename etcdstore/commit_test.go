@@ -299,14 +299,7 @@ func TestCommitSessionMoved(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			release := make(chan struct{})
-			held.hold.Store(&release)
-			first := make(chan error, 1)
-			go func() {
-				_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("first"), Version: -1})
-				first <- err
-			}()
-			<-held.held // the first write's transaction, on its way
+			release, first := held.setData(s, "/x", "first") // its transaction, on its way
 			moved, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.id, Passwd: s.passwd, Timeout: 10 * time.Second})
 			if err != nil {
 				t.Fatalf("resume on b: %v", err)
@@ -327,7 +320,7 @@ func TestCommitSessionMoved(t *testing.T) {
 					a.observeTakenKey(nil)
 				})
 			}
-			close(release)
+			release()
 			wantCode(t, <-first, encoding.ErrSessionMoved)
 
 			awaitTreeCurrent(t, b)
@@ -349,6 +342,20 @@ type heldKV struct {
 	clientv3.KV
 	hold atomic.Pointer[chan struct{}]
 	held chan struct{}
+}
+
+// setData sends a setData of data to path on s and returns once its transaction is held: release
+// lets it go to etcd, and the write's error comes on result.
+func (k *heldKV) setData(s zetcd.Session, path, data string) (release func(), result <-chan error) {
+	ch := make(chan struct{})
+	k.hold.Store(&ch)
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := s.SetData(context.Background(), &encoding.SetDataRequest{Path: path, Data: []byte(data), Version: -1})
+		errc <- err
+	}()
+	<-k.held
+	return func() { close(ch) }, errc
 }
 
 func (k *heldKV) Txn(ctx context.Context) clientv3.Txn { return &heldTxn{Txn: k.KV.Txn(ctx), k: k} }
@@ -469,20 +476,14 @@ func TestCommitAfterLeasesExpired(t *testing.T) {
 		t.Fatalf("process key: %v %v", pk, err)
 	}
 
-	release := make(chan struct{})
-	held.hold.Store(&release)
-	write := make(chan error, 1)
-	go func() {
-		_, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("late"), Version: -1})
-		write <- err
-	}()
-	<-held.held // checked on a replica where the session lives; its transaction on its way
+	// Checked on a replica where the session lives; its transaction on its way.
+	release, write := held.setData(s, "/x", "late")
 	for _, lease := range []clientv3.LeaseID{clientv3.LeaseID(s.id), clientv3.LeaseID(pk.Kvs[0].Lease)} {
 		if _, err := cli.Revoke(ctx, lease); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(release)
+	release()
 	wantCode(t, <-write, encoding.ErrSessionExpired)
 	awaitTreeCurrent(t, b)
 	got, _, err := openTestSession(t, b).GetData(ctx, &encoding.GetDataRequest{Path: "/x"})
