@@ -48,6 +48,17 @@ type pendingWrite struct {
 	ops    []mop
 	floor  int64
 	done   chan<- writeOutcome // capacity 1: the committer never blocks on it
+	// writes is the session's count of writes in flight, which submit adds this one to and
+	// commit takes it from once answered; nil for a write not submitted (tests).
+	writes *writesInFlight
+}
+
+// answer sends w its outcome and counts it answered.
+func (w *pendingWrite) answer(o writeOutcome) {
+	w.done <- o
+	if w.writes != nil {
+		w.writes.done()
+	}
 }
 
 // writeOutcome is what became of a write: its results (or failedAt and the code of the op that
@@ -129,6 +140,8 @@ func (c *committer) submit(ctx context.Context, w *pendingWrite) writeOutcome {
 	}
 	done := s.outcome
 	w.done = done
+	w.writes = &s.writes
+	w.writes.add()
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
 	lead := !c.running
@@ -241,10 +254,10 @@ func (c *committer) commit(batch []*pendingWrite) {
 	b.metrics.ObserveWriteBatch(len(batch))
 	for i, w := range batch {
 		if err != nil {
-			w.done <- writeOutcome{err: err}
+			w.answer(writeOutcome{err: err})
 			continue
 		}
-		w.done <- outcomes[i]
+		w.answer(outcomes[i])
 	}
 }
 

@@ -491,3 +491,44 @@ func TestCommitAfterLeasesExpired(t *testing.T) {
 		t.Errorf("/x after the refused write: %+v %v, want \"0\" at version 0", got, err)
 	}
 }
+
+// TestEndWaitsForWriteInFlight: a session that ends (its timeout ran out) while a write of it
+// is on its way to etcd ends after that write lands, as ZooKeeper's leader processes a
+// session's requests before its closeSession: the write's revision comes before the end's.
+func TestEndWaitsForWriteInFlight(t *testing.T) {
+	ctx := context.Background()
+	cli := startEtcd(t)
+	held := &heldKV{KV: cli.KV, held: make(chan struct{}, 1)}
+	b, err := New(ctx, Config{Client: cli, KV: held, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	s := openTestSession(t, b).(*etcdSession)
+	if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/x", Data: []byte("0"), ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	release, write := held.setData(s, "/x", "last")
+	expired := make(chan error, 1)
+	go func() { expired <- s.Expire(ctx) }()
+	select {
+	case err := <-expired:
+		t.Fatalf("the session ended (%v) while its write was on its way", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if err := <-write; err != nil {
+		t.Fatalf("the write on its way as the session ended: %v", err)
+	}
+	if err := <-expired; err != nil {
+		t.Fatal(err)
+	}
+	x, err := cli.Get(ctx, b.keys.data("/x"))
+	if err != nil || len(x.Kvs) != 1 {
+		t.Fatalf("/x: %v %v", x, err)
+	}
+	// Nothing else writes: the session's end is etcd's newest revision.
+	if wrote, ended := x.Kvs[0].ModRevision, x.Header.Revision; wrote >= ended {
+		t.Errorf("the write landed at revision %d, the session's end at %d or before", wrote, ended)
+	}
+}

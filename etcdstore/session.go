@@ -49,6 +49,9 @@ type etcdSession struct {
 	// capacity 1, made once: a session has one write in flight at most). nil after a write
 	// was abandoned, whose outcome may still arrive there.
 	outcome chan writeOutcome
+	// writes counts the session's writes the committer has not answered, abandoned ones too:
+	// the session's end waits for them (end, Close).
+	writes writesInFlight
 	// watcher holds this connection's watches; released by Detach.
 	watcher *watch.Watcher
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
@@ -324,6 +327,9 @@ func (s *etcdSession) Detach() {
 // them before the reply): ZooKeeper fires the watches its closeSession triggers, the closing
 // session's own among them (a watch on one of its ephemerals), before it answers.
 func (s *etcdSession) Close(ctx context.Context) (encoding.Zxid, error) {
+	if err := s.writes.wait(ctx); err != nil {
+		return 0, fmt.Errorf("session %s: close: wait for its write in flight: %w", s.id, err)
+	}
 	s.ending.Store(true)
 	zxid, _, err := s.b.endSession(ctx, s.id, s.ownerRev, s.b.process.id)
 	if err == nil {
@@ -344,10 +350,61 @@ func (s *etcdSession) Expire(ctx context.Context) error {
 	return err
 }
 
+// writesInFlight counts a session's writes in the committer. A session ends (its timeout, its
+// client's closeSession) only once the writes it sent before are answered, so that none lands
+// after its end: ZooKeeper's leader processes a session's requests before its closeSession.
+// The zero value is ready; its methods may be called from any goroutine.
+type writesInFlight struct {
+	mu      sync.Mutex
+	n       int
+	settled chan struct{} // closed as n drops to 0; nil while n is 0
+}
+
+// add counts a write handed to the committer.
+func (w *writesInFlight) add() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n == 0 {
+		w.settled = make(chan struct{})
+	}
+	w.n++
+}
+
+// done counts a write the committer answered.
+func (w *writesInFlight) done() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n--
+	if w.n == 0 {
+		close(w.settled)
+		w.settled = nil
+	}
+}
+
+// wait returns once the writes in flight when it was called are answered, or ctx's error.
+func (w *writesInFlight) wait(ctx context.Context) error {
+	w.mu.Lock()
+	settled := w.settled
+	w.mu.Unlock()
+	if settled == nil {
+		return nil
+	}
+	select {
+	case <-settled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // end deletes the session key and every ephemeral node of the session in one transaction (one
 // zxid, parents' pzxid updated, as ZooKeeper's closeSession), then revokes the lease. It does
-// nothing when the session was resumed by another connection (owned=false).
+// nothing when the session was resumed by another connection (owned=false). It first waits
+// for the session's writes in flight (writesInFlight).
 func (s *etcdSession) end(ctx context.Context) (zxid encoding.Zxid, owned bool, err error) {
+	if err := s.writes.wait(ctx); err != nil {
+		return 0, true, fmt.Errorf("session %s: end: wait for its write in flight: %w", s.id, err)
+	}
 	s.ending.Store(true)
 	s.Detach()
 	return s.b.endSession(ctx, s.id, s.ownerRev, s.b.process.id)

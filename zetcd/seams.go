@@ -125,7 +125,8 @@ type Session interface {
 	AddAuthIDs(ids []encoding.ID)
 
 	// Close ends the session at the client's request (closeSession): its ephemeral nodes are
-	// deleted in one transaction. Returns the zxid of that transaction.
+	// deleted in one transaction, after every write the session sent before has landed (one
+	// abandoned by its context too; ctx bounds the wait). Returns the zxid of that transaction.
 	Close(ctx context.Context) (encoding.Zxid, error)
 	// Expire ends the session because its client was silent past the timeout, exactly as Close
 	// does, except that it does nothing when the session has been resumed by another connection
