@@ -453,6 +453,24 @@ func TestCommitResumeStorm(t *testing.T) {
 	t.Logf("%d resumes during 200 writes", resumes.Load())
 }
 
+// newHeldBackend starts a backend whose transactions can be held (heldKV), with a session that
+// created /x ("0").
+func newHeldBackend(t *testing.T) (*Store, *clientv3.Client, *heldKV, *etcdSession) {
+	t.Helper()
+	cli := startEtcd(t)
+	held := &heldKV{KV: cli.KV, held: make(chan struct{}, 1)}
+	b, err := New(context.Background(), Config{Client: cli, KV: held, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	s := openTestSession(t, b).(*etcdSession)
+	if _, _, err := s.Create(context.Background(), &encoding.CreateRequest{Path: "/x", Data: []byte("0"), ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	return b, cli, held, s
+}
+
 // TestCommitAfterLeasesExpired: a write checked while its session was alive, and sent to etcd
 // only after etcd expired the session's lease and this process's key (the process frozen
 // longer than the session's timeout, no other zetcd to end its sessions), is refused as
@@ -460,17 +478,7 @@ func TestCommitResumeStorm(t *testing.T) {
 // expired, whenever the request was sent.
 func TestCommitAfterLeasesExpired(t *testing.T) {
 	ctx := context.Background()
-	cli := startEtcd(t)
-	held := &heldKV{KV: cli.KV, held: make(chan struct{}, 1)}
-	b, err := New(ctx, Config{Client: cli, KV: held, Logger: zaptest.NewLogger(t), ReapInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	s := openTestSession(t, b).(*etcdSession)
-	if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/x", Data: []byte("0"), ACL: openACL}); err != nil {
-		t.Fatal(err)
-	}
+	b, cli, held, s := newHeldBackend(t)
 	pk, err := cli.Get(ctx, b.keys.process(b.process.id))
 	if err != nil || len(pk.Kvs) != 1 {
 		t.Fatalf("process key: %v %v", pk, err)
@@ -497,17 +505,7 @@ func TestCommitAfterLeasesExpired(t *testing.T) {
 // session's requests before its closeSession: the write's revision comes before the end's.
 func TestEndWaitsForWriteInFlight(t *testing.T) {
 	ctx := context.Background()
-	cli := startEtcd(t)
-	held := &heldKV{KV: cli.KV, held: make(chan struct{}, 1)}
-	b, err := New(ctx, Config{Client: cli, KV: held, Logger: zaptest.NewLogger(t), ReapInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	s := openTestSession(t, b).(*etcdSession)
-	if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/x", Data: []byte("0"), ACL: openACL}); err != nil {
-		t.Fatal(err)
-	}
+	b, cli, held, s := newHeldBackend(t)
 	release, write := held.setData(s, "/x", "last")
 	expired := make(chan error, 1)
 	go func() { expired <- s.Expire(ctx) }()
