@@ -346,8 +346,8 @@ func (c *committer) ownerGuards(batch []*pendingWrite, outcomes []writeOutcome) 
 //     ended (SessionExpired), as ZooKeeper's leader refuses a request of a session it expired.
 //
 // Four compares per transaction, whatever its size; a move fails the batches of the process it
-// left once, each checked again and guarded by ownerGuards. Not covered: a session this process
-// ended itself while its write was on the way.
+// left once, each checked again and guarded by ownerGuards. A session this process ends itself
+// needs no guard: its end waits for its writes on the way (writesInFlight).
 func (c *committer) processGuards(rev int64) []clientv3.Cmp {
 	taken, process := c.b.keys.taken(c.b.process.id), c.b.keys.process(c.b.process.id)
 	return []clientv3.Cmp{
