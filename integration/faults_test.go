@@ -362,18 +362,8 @@ func TestFaultEtcdMemberKilled(t *testing.T) {
 	observer := connect(t, a.Addr)
 	talker := startTalking(t, []string{a.Addr}, timeout, "/talk")
 	lastPacket := leaveAfterEphemeral(t, a.Addr, "/leave", timeout)
+	a.logOnFailure(t, "zetcd")
 	clusterLeader(t, ms).signal(t, syscall.SIGKILL)
-	defer func() {
-		if t.Failed() {
-			// SIGQUIT: Go writes every goroutine's stack to the log as the process ends.
-			a.cmd.Process.Signal(syscall.SIGQUIT)
-			select {
-			case <-a.done:
-			case <-time.After(5 * time.Second):
-			}
-			t.Logf("zetcd's log:\n%s", a.logText())
-		}
-	}()
 
 	leftInBounds(t, observer, lastPacket, timeout)
 	if _, err := talker.conn.Create("/after", []byte("x"), 0, openACL); err != nil {

@@ -64,6 +64,7 @@ func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
 	)
 	maddr := freePort(t)
 	z := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms), "--metrics-addr", maddr)
+	z.logOnFailure(t, "zetcd")
 	leftOut := func() float64 { return scrape(t, "http://"+maddr+"/metrics")["zetcd_etcd_members_left_out"] }
 	talker := startTalking(t, []string{z.Addr}, timeout, "/talk")
 	writer := connect(t, z.Addr)
@@ -108,7 +109,4 @@ func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
 		t.Errorf("writes with a member %s (settle %v): %d sent after settle answered in time; late or failed: %v", f.what, settle, ok, late)
 	}
 	stillTalking(t, talker, writer, "/talk")
-	if t.Failed() {
-		t.Logf("zetcd's log:\n%s", z.logText())
-	}
 }

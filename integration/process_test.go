@@ -60,6 +60,23 @@ func (p *zetcdProcess) logText() string {
 	return p.logs.String()
 }
 
+// logOnFailure makes t print the process's log, under name, if the test fails: at its end,
+// before the process is killed, with every goroutine's stack (SIGQUIT makes Go write them as
+// the process ends).
+func (p *zetcdProcess) logOnFailure(t testing.TB, name string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		p.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+		}
+		t.Logf("%s's log:\n%s", name, p.logText())
+	})
+}
+
 // freePort returns a loopback address whose port was free a moment ago, for a process the test
 // starts to listen on. The port is picked below the kernel's ephemeral range, where outgoing
 // connections take their source ports: a port from that range (what listening on port 0 gives)

@@ -50,6 +50,8 @@ func quorumLost(t *testing.T, ms, frozen []*etcdMember) {
 		outage  = 20 * time.Second
 	)
 	a, b := zetcdOn(t, ms), zetcdOn(t, ms)
+	a.logOnFailure(t, "zetcd a")
+	b.logOnFailure(t, "zetcd b")
 	setup := connect(t, a.Addr)
 	if _, err := setup.Create("/q", nil, 0, openACL); err != nil {
 		t.Fatal(err)
@@ -109,9 +111,5 @@ func quorumLost(t *testing.T, ms, frozen []*etcdMember) {
 	// (or its revocation by a resumed leader) deletes the nodes alone.
 	if after.Pzxid <= before.Pzxid {
 		t.Errorf("/q's pzxid %#x after its child's delete, want past %#x: the departed session was left to etcd's lease expiry", after.Pzxid, before.Pzxid)
-	}
-	if t.Failed() {
-		t.Logf("zetcd a's log:\n%s", a.logText())
-		t.Logf("zetcd b's log:\n%s", b.logText())
 	}
 }
