@@ -48,17 +48,13 @@ type pendingWrite struct {
 	ops    []mop
 	floor  int64
 	done   chan<- writeOutcome // capacity 1: the committer never blocks on it
-	// writes is the session's count of writes in flight, which submit adds this one to and
-	// commit takes it from once answered; nil for a write not submitted (tests).
-	writes *writesInFlight
 }
 
-// answer sends w its outcome and counts it answered.
+// answer sends w its outcome and counts it answered in its session's writes in flight, which
+// submit counted it in.
 func (w *pendingWrite) answer(o writeOutcome) {
 	w.done <- o
-	if w.writes != nil {
-		w.writes.done()
-	}
+	w.s.writes.done()
 }
 
 // writeOutcome is what became of a write: its results (or failedAt and the code of the op that
@@ -140,8 +136,7 @@ func (c *committer) submit(ctx context.Context, w *pendingWrite) writeOutcome {
 	}
 	done := s.outcome
 	w.done = done
-	w.writes = &s.writes
-	w.writes.add()
+	s.writes.add()
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
 	lead := !c.running

@@ -221,6 +221,7 @@ func TestCommitBatchWithEndedSession(t *testing.T) {
 	write := func(s *etcdSession, path string, mode encoding.CreateMode) *pendingWrite {
 		done := make(chan writeOutcome, 1)
 		outcomes = append(outcomes, done)
+		s.writes.add() // as submit does
 		return &pendingWrite{s: s, opName: "create", floor: s.lastRev, done: done,
 			ops: []mop{{op: encoding.OpCreate2, path: path, acl: openACL, flags: mode, ttl: -1, version: -1}}}
 	}
