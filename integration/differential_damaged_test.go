@@ -28,12 +28,13 @@ import (
 // (DESIGN.md: bad input gets ZooKeeper's exact error or a closed connection). When either
 // server closes its connection, both sessions end and both runs go on with new ones.
 
-var damagedScripts = flag.Int("damaged-scripts", 3, "TestDifferentialDamagedFrames runs the scripts of seeds 1 to this")
+var damagedScripts = flag.Int("damaged-scripts", 3, "how many seeds TestDifferentialDamagedFrames runs, from -random-first")
 
 // TestDifferentialDamagedFrames runs seeded scripts of requests, half of them damaged, against
 // zetcd and ZooKeeper and requires the same answer to each.
 func TestDifferentialDamagedFrames(t *testing.T) {
-	for seed := uint64(1); seed <= uint64(*damagedScripts); seed++ {
+	for i := range *damagedScripts {
+		seed := uint64(*randomFirst + i)
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			zkAddr := testenv.StartZooKeeper(t)
 			compareDamaged(t, testenv.StartZetcd(t), zkAddr, damagedScript(seed, *randomSteps))

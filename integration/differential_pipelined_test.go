@@ -18,7 +18,7 @@ import (
 // writes share the committer's etcd transactions, and the frames must still come in that
 // order.
 func TestDifferentialRandomPipelined(t *testing.T) {
-	for seed := uint64(1); seed <= uint64(*randomScripts); seed++ {
+	for seed := range randomSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			g := &scriptGen{rng: rand.New(rand.NewPCG(seed, 0x70697065))}
 			steps := []step{{encoding.OpCreate, &encoding.CreateRequest{Path: "/r", ACL: rawOpenACL}, newResp[encoding.CreateResponse]()}}

@@ -3,6 +3,7 @@ package integration
 import (
 	"flag"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -21,17 +22,18 @@ import (
 // deleted and created again, ACLs that lock a subtree, multis that mix them, sequential names
 // that may or may not be taken yet, sessions that close with ephemerals under nodes others
 // change, sessions that authenticate (digest) and ACLs only some of them pass. A failure names
-// its seed; run more seeds with -random-scripts and longer ones with -random-steps.
+// its seed; run other seeds with -random-first and -random-scripts, longer ones with -random-steps.
 
 var (
-	randomScripts = flag.Int("random-scripts", 3, "TestDifferentialRandom runs the scripts of seeds 1 to this")
+	randomFirst   = flag.Int("random-first", 1, "the first seed TestDifferentialRandom and its kin run")
+	randomScripts = flag.Int("random-scripts", 3, "how many seeds TestDifferentialRandom and its kin run, from -random-first")
 	randomSteps   = flag.Int("random-steps", 200, "requests in each of TestDifferentialRandom's scripts")
 )
 
 // TestDifferentialRandom runs seeded random scripts (scriptGen) against zetcd and ZooKeeper and
 // requires the same answers, as TestDifferentialCore does.
 func TestDifferentialRandom(t *testing.T) {
-	for seed := uint64(1); seed <= uint64(*randomScripts); seed++ {
+	for seed := range randomSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			steps, sessionOf := randomScript(seed, *randomSteps)
 			compareRuns(t, steps, scriptRun{sessionOf: sessionOf, events: true})
@@ -48,7 +50,7 @@ func TestDifferentialRandom(t *testing.T) {
 // of fails its guards and is checked again, once the shared fence has failed with per-znode
 // guards.
 func TestDifferentialRandomTwoZetcds(t *testing.T) {
-	for seed := uint64(1); seed <= uint64(*randomScripts); seed++ {
+	for seed := range randomSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			steps, sessionOf := randomScript(seed, *randomSteps)
 			var z, zk []string
@@ -62,6 +64,17 @@ func TestDifferentialRandomTwoZetcds(t *testing.T) {
 			})
 			requireSameAnswers(t, z, zk)
 		})
+	}
+}
+
+// randomSeeds yields the seeds the flags name: -random-scripts of them from -random-first.
+func randomSeeds() iter.Seq[uint64] {
+	return func(yield func(uint64) bool) {
+		for i := range *randomScripts {
+			if !yield(uint64(*randomFirst + i)) {
+				return
+			}
+		}
 	}
 }
 
@@ -300,7 +313,7 @@ func (g *scriptGen) step() step {
 // which the session's writes made in its order.
 func TestDifferentialRandomConcurrent(t *testing.T) {
 	const sessions = 8
-	for seed := uint64(1); seed <= uint64(*randomScripts); seed++ {
+	for seed := range randomSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			scripts := make([][]step, sessions)
 			for k := range scripts {
