@@ -531,3 +531,75 @@ func TestEndWaitsForWriteInFlight(t *testing.T) {
 		t.Errorf("the write landed at revision %d, the session's end at %d or before", wrote, ended)
 	}
 }
+
+// TestAbandonedWriteAfterMove: a write its connection gave up on (the connection dropped while
+// the write waited behind another in the committer) does not land after the session was
+// resumed on another zetcd and wrote there: ZooKeeper's leader refuses a request from the
+// server a session left (SessionMoved), so the newer write stays.
+func TestAbandonedWriteAfterMove(t *testing.T) {
+	ctx := context.Background()
+	a, cli, held, s := newHeldBackend(t)
+	other := openTestSession(t, a).(*etcdSession)
+	if _, _, err := other.Create(ctx, &encoding.CreateRequest{Path: "/y", ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	release, otherDone := held.setData(other, "/y", "other")
+
+	// s's write waits behind other's; its connection drops: the call is abandoned and the
+	// front detaches the session (a dropped connection).
+	wctx, abandon := context.WithCancel(ctx)
+	stale := make(chan error, 1)
+	go func() {
+		_, _, err := s.SetData(wctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("stale"), Version: -1})
+		stale <- err
+	}()
+	awaitWritesInFlight(t, s)
+	abandon()
+	if err := <-stale; err == nil {
+		t.Fatal("the abandoned write was answered without an error")
+	}
+	s.Detach()
+
+	// The client resumes the session on another zetcd and writes there.
+	b, _, _ := newTestBackendOn(t, cli, Config{})
+	moved, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.id, Passwd: s.passwd, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("resume on the other zetcd: %v", err)
+	}
+	if _, _, err := moved.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("new"), Version: -1}); err != nil {
+		t.Fatalf("setData where the session moved: %v", err)
+	}
+	awaitTreeCurrent(t, a) // a's replica has seen the move before it checks the abandoned write
+
+	release()
+	if err := <-otherDone; err != nil {
+		t.Fatalf("the write ahead of it: %v", err)
+	}
+	if err := s.writes.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitTreeCurrent(t, b)
+	got, _, err := moved.GetData(ctx, &encoding.GetDataRequest{Path: "/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Data) != "new" {
+		t.Errorf("/x = %q (version %d): the abandoned write landed after the session moved and wrote \"new\"", got.Data, got.Stat.Version)
+	}
+}
+
+// awaitWritesInFlight waits until a write of s is in the committer.
+func awaitWritesInFlight(t *testing.T, s *etcdSession) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.writes.mu.Lock()
+		n := s.writes.n
+		s.writes.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never reached the committer")
+		}
+	}
+}

@@ -314,11 +314,16 @@ func (s *etcdSession) AddAuthIDs(ids []encoding.ID) {
 	}
 }
 
+// Detach lets the connection go; the session lives on in etcd until it expires or is resumed.
+// A write the connection gave up on may still wait in the committer: the object stays among
+// the local ones, where the feed marks it moved or gone (observeSessionKeys), until its writes
+// are answered, so that the committer refuses such a write if the session was resumed or ended
+// meanwhile, as ZooKeeper's leader refuses a request from the server a session left.
 func (s *etcdSession) Detach() {
 	s.detached.Do(func() {
-		s.b.local.remove(s)
 		s.b.watches.CloseWatcher(s.watcher)
 		s.b.keeper.remove(clientv3.LeaseID(s.id))
+		s.writes.afterSettled(s.b.bgCtx, func() { s.b.local.remove(s) })
 	})
 }
 
@@ -395,6 +400,25 @@ func (w *writesInFlight) wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// afterSettled calls f once the writes in flight when it was called are answered: at once if
+// there are none, else in a goroutine of its own, or never if ctx ends first.
+func (w *writesInFlight) afterSettled(ctx context.Context, f func()) {
+	w.mu.Lock()
+	settled := w.settled
+	w.mu.Unlock()
+	if settled == nil {
+		f()
+		return
+	}
+	go func() {
+		select {
+		case <-settled:
+			f()
+		case <-ctx.Done():
+		}
+	}()
 }
 
 // end deletes the session key and every ephemeral node of the session in one transaction (one
