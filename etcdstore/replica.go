@@ -182,7 +182,7 @@ func lastWriteIndex(ctx context.Context, kv clientv3.KV, k keySchema, rev int64)
 // loadByParent reads the tree breadth first (load).
 func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (*tree, error) {
 	t := newTree()
-	put := func(kv *mvccpb.KeyValue) { t.put(r.keys, kv) }
+	put := func(kv *mvccpb.KeyValue) { t.putLoaded(r.keys, kv) }
 	for _, p := range []string{r.keys.data("/"), r.keys.metaPrefix("/"), r.keys.sessionKeysPrefix()} {
 		if err := rangePages(ctx, kv, p, rev, r.pageSize, put); err != nil {
 			return nil, err
@@ -201,7 +201,7 @@ func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (
 			return nil, err
 		}
 		err := rangePages(ctx, kv, r.keys.childrenMetaPrefix(p), rev, r.pageSize, func(kv *mvccpb.KeyValue) {
-			t.put(r.keys, kv)
+			t.putLoaded(r.keys, kv)
 			if child, name, ok := r.keys.pathOfMetaKey(string(kv.Key)); ok && name == 'c' {
 				queue = append(queue, child)
 			}
@@ -218,7 +218,7 @@ func (r *replica) loadAll(ctx context.Context, kv clientv3.KV, rev int64) (*tree
 	t := newTree()
 	for _, prefix := range []string{r.keys.dataKeysPrefix(), r.keys.prefix + "m/", r.keys.sessionKeysPrefix()} {
 		err := rangePages(ctx, kv, prefix, rev, r.pageSize, func(kv *mvccpb.KeyValue) {
-			t.put(r.keys, kv)
+			t.putLoaded(r.keys, kv)
 		})
 		if err != nil {
 			return nil, err
@@ -357,7 +357,8 @@ func (t *tree) entry(path string) *replicaNode {
 	return n
 }
 
-// put records a put of a data, meta or session key; other keys are not the tree's.
+// put records a put of a data, meta or session key the watch feed applies; other keys are not
+// the tree's.
 func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 	key := string(kv.Key)
 	if _, ok := keys.sessionOfKey(key); ok {
@@ -381,6 +382,16 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		t.entry(path).keys.putMeta(name, kv, &t.acls)
 	}
+}
+
+// putLoaded records a key a load read: a session key counts whatever its version (a session
+// resumed since its creation has rewritten it), as each live key is read once.
+func (t *tree) putLoaded(keys keySchema, kv *mvccpb.KeyValue) {
+	if _, ok := keys.sessionOfKey(string(kv.Key)); ok {
+		t.sessions++
+		return
+	}
+	t.put(keys, kv)
 }
 
 // delete records a delete of a data, meta or session key.

@@ -544,3 +544,32 @@ func TestReadWatchMatchesRead(t *testing.T) {
 		t.Error("no round had the read before the write: the race was never run")
 	}
 }
+
+// TestReplicaLoadCountsResumedSessions: a replica loaded after a session was resumed (its key
+// rewritten) counts it, and its end takes the count back to where it was.
+func TestReplicaLoadCountsResumedSessions(t *testing.T) {
+	ctx := context.Background()
+	a, _, cli := newTestBackend(t)
+	s := openTestSession(t, a)
+	if _, err := a.Connect(ctx, zetcd.ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	b, _, _ := newTestBackendOn(t, cli, Config{})
+	awaitTreeCurrent(t, a)
+	awaitTreeCurrent(t, b)
+	before := b.tree.backendStats().Sessions
+	if got := a.tree.backendStats().Sessions; got != before {
+		t.Errorf("sessions: %d on the replica that saw them come, %d on the one loaded after", got, before)
+	}
+	closer, err := b.Connect(ctx, zetcd.ConnectParams{SessionID: s.ID(), Passwd: s.Password(), Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := closer.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitTreeCurrent(t, b)
+	if got := b.tree.backendStats().Sessions; got != before-1 {
+		t.Errorf("sessions after one closed: %d, want %d", got, before-1)
+	}
+}
