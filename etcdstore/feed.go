@@ -2,7 +2,7 @@ package etcdstore
 
 import (
 	"context"
-	"slices"
+	"fmt"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -275,17 +275,38 @@ func (b *Store) resyncWatches() (int64, error) {
 		return 0, err
 	}
 	b.own.forget() // the feed resumes after cur
-	b.watches.ResetHistory(b.tree.stateZxid(cur))
-	// A watch on "" never fires (arm): it has nothing to catch up with.
-	regs := slices.DeleteFunc(b.watches.Snapshot(), func(r watch.Registration) bool { return r.Path == "" })
+	at := b.tree.stateZxid(cur)
+	b.watches.ResetHistory(at)
 	// The replica is at cur: applyMu keeps the feed and the committer from moving it.
-	states, rev := b.tree.watchedStates(watchedPaths(regs))
-	if err := b.watches.Settle(regs, states, -1, b.tree.stateZxid(rev)); err != nil {
-		b.log.Error("resync watches: catch-up", zap.Error(err))
-		return 0, err
-	}
-	b.watches.Advance(b.tree.stateZxid(cur))
+	states, _ := b.tree.watchedStates(b.watches.WatchedPaths(at))
+	b.persistentWatchesLost(b.watches.CatchUpArmed(states, at))
+	b.watches.Advance(at)
 	return cur, nil
+}
+
+// persistentWatchesLost closes the connections of the watchers whose persistent watches missed
+// changes no catch-up can tell (Registry.CatchUpArmed): their clients see a disconnection, as a
+// ZooKeeper follower's do when it falls behind its leader, and resume the session (here or
+// elsewhere) and read again what they watch.
+func (b *Store) persistentWatchesLost(lost []*watch.Watcher) {
+	if len(lost) == 0 {
+		return
+	}
+	b.log.Warn("watch feed: persistent watches missed changes etcd compacted away; closing their connections so that their clients resume",
+		zap.Int("connections", len(lost)))
+	isLost := map[*watch.Watcher]bool{}
+	for _, w := range lost {
+		isLost[w] = true
+	}
+	b.local.mu.Lock()
+	defer b.local.mu.Unlock()
+	for _, objs := range b.local.m {
+		for _, s := range objs {
+			if isLost[s.watcher] {
+				s.gone.close(fmt.Errorf("session %s: its persistent watches missed changes etcd compacted before the watch feed read them: %w", s.id, zetcd.ErrNotServing))
+			}
+		}
+	}
 }
 
 // currentRevision reads etcd's newest revision. A watch armed there fires for no change that

@@ -469,7 +469,9 @@ func newHeldFeedBackend(t *testing.T) (b *Store, cli *clientv3.Client, start int
 // TestEtcdWatchFeedCompaction: a watch feed that falls behind an etcd compaction (its stream
 // broke while it was behind) resynchronises every registered watch from etcd's state (the
 // missed change fires with zxid -1), reloads the replica, and then carries on feeding live
-// changes. The writes go through another zetcd process, so that only the feed brings them.
+// changes. A connection with a persistent watch, whose missed changes no state shows, is
+// closed (the session lives on), so that its client learns of them as of any disconnection.
+// The writes go through another zetcd process, so that only the feed brings them.
 func TestEtcdWatchFeedCompaction(t *testing.T) {
 	ctx := context.Background()
 	b, _, gw, cli := newGatedBackend(t)
@@ -491,6 +493,13 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, _, err := watching.Exists(ctx, &encoding.ExistsRequest{Path: "/y", Watch: true}); !errors.Is(err, encoding.ErrNoNode) {
+		t.Fatal(err)
+	}
+	recursive, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: &zetcdtest.Events{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recursive.AddWatch(ctx, &encoding.AddWatchRequest{Path: "/", Mode: encoding.AddWatchPersistentRecursive}); err != nil {
 		t.Fatal(err)
 	}
 	// A change the feed will never see as an event: the feed is held, its history compacted
@@ -515,6 +524,20 @@ func TestEtcdWatchFeedCompaction(t *testing.T) {
 	}
 	if got, want := sink.Take(), []string{"NodeDataChanged /x @-1"}; !slices.Equal(got, want) {
 		t.Errorf("after resync: %v, want %v", got, want)
+	}
+	select {
+	case <-recursive.Done():
+		if err := recursive.Err(); !errors.Is(err, zetcd.ErrNotServing) {
+			t.Errorf("the connection with the recursive watch was closed with %v, want ErrNotServing (resume)", err)
+		}
+		recursive.Detach() // as the front does as it closes the connection
+	case <-time.After(10 * time.Second):
+		t.Error("the connection whose recursive watch missed changes is still open")
+	}
+	select {
+	case <-watching.Done():
+		t.Errorf("the connection whose one-shot watches were caught up was closed: %v", watching.Err())
+	default:
 	}
 	// The feed carries on: a live change fires the exist watch with its own zxid.
 	_, zCreate, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/y", ACL: openACL})

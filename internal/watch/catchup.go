@@ -78,10 +78,78 @@ func (r *Registry) Settle(regs []Registration, states map[string]State, eventZxi
 		d.w.sink.Event(d.ev, eventZxid)
 	}
 	r.release(fired)
-	for _, reg := range rearm {
-		if !r.Register(reg.Watcher, reg.Kind, reg.Path, armAt) {
-			return fmt.Errorf("watch %s: history lost again during catch-up", reg.Path)
-		}
+	if len(rearm) > 0 && !r.registerAll(rearm, armAt) {
+		return fmt.Errorf("%d watches (of %s first): history lost again during catch-up", len(rearm), rearm[0].Path)
 	}
 	return nil
+}
+
+// WatchedPaths lists the paths with a watch armed before zxid, each once, but "" (a watch
+// there never fires): what CatchUpArmed needs the states of.
+func (r *Registry) WatchedPaths(before encoding.Zxid) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	var paths []string
+	for k := range r.table {
+		for path, set := range r.table[k] {
+			if path == "" || seen[path] {
+				continue
+			}
+			set.each(func(w *Watcher) {
+				if !seen[path] && w.since[k][path] < before {
+					seen[path] = true
+					paths = append(paths, path)
+				}
+			})
+		}
+	}
+	return paths
+}
+
+// CatchUpArmed checks the armed watches against the states of their paths at zxid armAt, after
+// the feed lost the history of the changes before armAt (ResetHistory), as setWatches would on
+// a reconnect: a one-shot watch that a change it missed fires fires now (event zxid -1) and is
+// consumed. A watch armed at armAt or after, or on a path states lacks (armed after they were
+// read), is left as it is.
+//
+// A persistent watch has no catch-up (ZooKeeper gives none on a reconnect either): the changes
+// it missed are gone. Its watcher is returned in lost, so that its connection can be closed and
+// its client, told of the disconnection, can read again what it watches, as after any other.
+func (r *Registry) CatchUpArmed(states map[string]State, armAt encoding.Zxid) (lost []*Watcher) {
+	var fired []delivery
+	r.mu.Lock()
+	isLost := map[*Watcher]bool{}
+	for k := range r.table {
+		kind := Kind(k)
+		for path, set := range r.table[k] {
+			st, read := states[path]
+			set.each(func(w *Watcher) {
+				since := w.since[k][path]
+				if !read || since >= armAt {
+					return
+				}
+				if !kind.OneShot() {
+					if !isLost[w] {
+						isLost[w] = true
+						lost = append(lost, w)
+					}
+					return
+				}
+				if ev, fire := CatchUpEvent(kind, path, since, st); fire {
+					r.remove(w, kind, path)
+					if ev.Type == encoding.EventNodeDeleted || w.auth == nil || w.auth.Allowed(st.ACL, encoding.PermRead) {
+						fired = append(fired, delivery{w: w, ev: ev})
+					}
+				}
+			})
+		}
+	}
+	hold(fired)
+	r.mu.Unlock()
+	for _, d := range fired {
+		d.w.sink.Event(d.ev, -1)
+	}
+	r.release(fired)
+	return lost
 }

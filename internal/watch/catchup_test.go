@@ -2,10 +2,12 @@ package watch
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/zetcd/zetcdtest"
 )
 
 // reentrantSink calls back into the registry from Event, which deadlocks if the registry
@@ -101,4 +103,142 @@ func TestWatchingUntilDelivered(t *testing.T) {
 	if r.Watching(w) {
 		t.Error("still watching after every one-shot watch fired and was delivered")
 	}
+}
+
+// TestRegisterBetweenFireAndAdvance: the feed fires a revision's changes and only then advances
+// the progress. A catch-up that read the state just before that revision re-arms at the zxid
+// before it; re-armed between the firing and the advance, it must still get the change, which
+// came after the state it was armed at.
+func TestRegisterBetweenFireAndAdvance(t *testing.T) {
+	r, w, sink := newRecorded(100)
+	regs := []Registration{{Watcher: w, Kind: Data, Path: "/a", Since: 50}}
+	states := map[string]State{"/a": {Exists: true, Czxid: 10, Mzxid: 40, Pzxid: 40}} // read at 100
+	r.Fire(Change{Kind: DataChanged, Path: "/a", Zxid: 101})
+	if err := r.Settle(regs, states, -1, 100); err != nil {
+		t.Fatal(err)
+	}
+	r.Advance(101)
+	if got, want := sink.Take(), []string{"NodeDataChanged /a @101"}; !slices.Equal(got, want) {
+		t.Errorf("events: %v, want %v", got, want)
+	}
+	if r.Has(w, Data, "/a") {
+		t.Error("the data watch the replayed change fired is still armed")
+	}
+}
+
+// TestRegisterSecondChangeOfRevision: a watch re-armed between two changes of one revision (a
+// multi's) gets the first from history and the second as the feed fires it.
+func TestRegisterSecondChangeOfRevision(t *testing.T) {
+	r, w, sink := newRecorded(100)
+	r.Fire(Change{Kind: Created, Path: "/p/a", Zxid: 101})
+	if !r.Register(w, Persistent, "/p", 100) {
+		t.Fatal("Register: history lost")
+	}
+	r.Fire(Change{Kind: Created, Path: "/p/b", Zxid: 101})
+	r.Advance(101)
+	if got, want := sink.Take(), []string{"NodeChildrenChanged /p @101", "NodeChildrenChanged /p @101"}; !slices.Equal(got, want) {
+		t.Errorf("events: %v, want %v", got, want)
+	}
+}
+
+// TestSettleReplaysOneEventPerConnection: a change replayed to several watches of one
+// connection (re-armed by one setWatches) gives it one event, as the same change fired live
+// does: ZooKeeper sends a connection one event per trigger.
+func TestSettleReplaysOneEventPerConnection(t *testing.T) {
+	r, w, sink := newRecorded(100)
+	r.Fire(Change{Kind: Deleted, Path: "/a", Zxid: 101}) // after the catch-up's read at 100
+	r.Advance(101)
+	regs := []Registration{
+		{Watcher: w, Kind: Data, Path: "/a", Since: 50},
+		{Watcher: w, Kind: Child, Path: "/a", Since: 50},
+		{Watcher: w, Kind: PersistentRecursive, Path: "/", Since: 50},
+	}
+	states := map[string]State{
+		"/a": {Exists: true, Czxid: 10, Mzxid: 40, Pzxid: 40},
+		"/":  {Exists: true, Czxid: 1, Mzxid: 1, Pzxid: 40},
+	}
+	if err := r.Settle(regs, states, -1, 100); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sink.Take(), []string{"NodeDeleted /a @101"}; !slices.Equal(got, want) {
+		t.Errorf("events: %v, want %v", got, want)
+	}
+	if r.Has(w, Data, "/a") || r.Has(w, Child, "/a") || !r.Has(w, PersistentRecursive, "/") {
+		t.Error("want the one-shot watches consumed and the recursive one armed")
+	}
+}
+
+// TestRegisterRaceFire: Register's replayed deliveries are counted (Watching) under the lock
+// the feed's Fire counts its own under; run with -race.
+func TestRegisterRaceFire(t *testing.T) {
+	r, w, _ := newRecorded(100)
+	for i := range 50 {
+		r.Fire(Change{Kind: DataChanged, Path: "/p", Zxid: encoding.Zxid(101 + i)})
+	}
+	r.Advance(150)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 500 {
+			r.Register(w, Persistent, "/p", 100) // replays the 50 changes
+		}
+	})
+	wg.Go(func() {
+		for i := range 500 {
+			r.Fire(Change{Kind: DataChanged, Path: "/p", Zxid: encoding.Zxid(1000 + i)})
+		}
+	})
+	wg.Wait()
+	if r.Watching(w) != true {
+		t.Fatal("the persistent watch is gone")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w.inFlight != 0 {
+		t.Errorf("%d deliveries counted in flight after every one was handed over", w.inFlight)
+	}
+}
+
+// TestCatchUpArmed: after lost history (a resync), armed one-shot watches are checked against
+// the states read, as setWatches checks them; persistent ones armed before are reported lost;
+// watches armed at the read or after, and paths not read, are left alone.
+func TestCatchUpArmed(t *testing.T) {
+	r, w, sink := newRecorded(10)
+	other := NewWatcher(&zetcdtest.Events{}, 2, nil)
+	r.Arm(w, Data, "/changed", 10)
+	r.Arm(w, Data, "/same", 10)
+	r.Arm(w, Child, "/gone", 10)
+	r.Arm(w, Exist, "/unread", 10)
+	r.Arm(other, PersistentRecursive, "/", 10)
+	r.ResetHistory(20)
+	r.Arm(w, Data, "/late", 20)
+	if got, want := r.WatchedPaths(20), []string{"/", "/changed", "/gone", "/same", "/unread"}; !sameSet(got, want) {
+		t.Errorf("WatchedPaths = %v, want %v", got, want)
+	}
+	states := map[string]State{
+		"/changed": {Exists: true, Czxid: 1, Mzxid: 15, Pzxid: 1},
+		"/same":    {Exists: true, Czxid: 1, Mzxid: 5, Pzxid: 1},
+		"/gone":    {},
+		"/late":    {Exists: true, Czxid: 1, Mzxid: 15, Pzxid: 1},
+		"/":        {Exists: true, Czxid: 1, Mzxid: 1, Pzxid: 15},
+	}
+	lost := r.CatchUpArmed(states, 20)
+	if !slices.Equal(lost, []*Watcher{other}) {
+		t.Errorf("lost = %v, want the watcher with the recursive watch", lost)
+	}
+	if got, want := sink.Take(), []string{"NodeDataChanged /changed @-1", "NodeDeleted /gone @-1"}; !sameSet(got, want) {
+		t.Errorf("events: %v, want %v", got, want)
+	}
+	for _, k := range []struct {
+		kind  Kind
+		path  string
+		armed bool
+	}{{Data, "/changed", false}, {Child, "/gone", false}, {Data, "/same", true}, {Exist, "/unread", true}, {Data, "/late", true}} {
+		if r.Has(w, k.kind, k.path) != k.armed {
+			t.Errorf("watch on %s armed: %v, want %v", k.path, !k.armed, k.armed)
+		}
+	}
+}
+
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }

@@ -216,11 +216,28 @@ func (r *Registry) Arm(w *Watcher, kind Kind, path string, since encoding.Zxid) 
 	return true
 }
 
-// Register arms a watch of kind on path for changes after zxid since. Changes in (since,
-// progress] that the feed already fired are replayed from history. ok is false when history
-// does not reach back to since; the caller must then check the node's state itself (catch-up).
+// Register arms a watch of kind on path for changes after zxid since. The changes after since
+// the feed has already fired are replayed from history: those up to the progress, and those of
+// a revision the feed is firing (fired, not yet advanced), which a caller that read its state
+// just before that revision would otherwise miss. ok is false when history does not reach back
+// to since; the caller must then check the node's state itself (catch-up).
 func (r *Registry) Register(w *Watcher, kind Kind, path string, since encoding.Zxid) (ok bool) {
-	var replay []Change
+	return r.registerAll([]Registration{{Watcher: w, Kind: kind, Path: path}}, since)
+}
+
+// replayed identifies an event replayed to a watcher: a change (its place in history) gives a
+// connection at most one event of a type and path, however many of its watches it fires, as
+// Fire gives one per trigger.
+type replayed struct {
+	w  *Watcher
+	at int
+	ev encoding.WatcherEvent
+}
+
+// registerAll arms every registration of regs (their Since aside) at since, as Register does,
+// in one step under mu.
+func (r *Registry) registerAll(regs []Registration, since encoding.Zxid) (ok bool) {
+	var replay []Change // replay[i] fired ds[i]
 	var ds []delivery
 	defer func() {
 		for i, c := range replay {
@@ -229,30 +246,39 @@ func (r *Registry) Register(w *Watcher, kind Kind, path string, since encoding.Z
 		r.release(ds)
 	}()
 	r.mu.Lock()
-	defer func() { hold(ds) }()
 	defer r.mu.Unlock()
-	if w.closed {
-		return true
+	defer func() { hold(ds) }() // before the unlock: Fire's deliveries count under mu too
+	if since < r.oldest {
+		return false
 	}
-	if since < r.progress {
-		if since < r.oldest {
-			return false
+	consumed := make([]bool, len(regs))
+	seen := map[replayed]bool{}
+	for i := range r.history {
+		c := r.history[(r.hstart+i)%len(r.history)]
+		if c.Zxid <= since {
+			continue
 		}
-		for i := 0; i < len(r.history); i++ {
-			c := r.history[(r.hstart+i)%len(r.history)]
-			if c.Zxid <= since {
+		for j, reg := range regs {
+			if consumed[j] || reg.Watcher.closed {
 				continue
 			}
-			if ev, hit := EventFor(kind, path, c); hit {
+			ev, hit := EventFor(reg.Kind, reg.Path, c)
+			if !hit {
+				continue
+			}
+			consumed[j] = reg.Kind.OneShot()
+			if key := (replayed{reg.Watcher, i, ev}); !seen[key] {
+				seen[key] = true
 				replay = append(replay, c)
-				ds = append(ds, delivery{w: w, ev: ev, parent: ev.Type == encoding.EventNodeChildrenChanged})
-				if kind.OneShot() {
-					return true // consumed
-				}
+				ds = append(ds, delivery{w: reg.Watcher, ev: ev, parent: ev.Type == encoding.EventNodeChildrenChanged})
 			}
 		}
 	}
-	r.add(w, kind, path, max(since, r.progress))
+	for j, reg := range regs {
+		if !consumed[j] && !reg.Watcher.closed {
+			r.add(reg.Watcher, reg.Kind, reg.Path, max(since, r.progress))
+		}
+	}
 	return true
 }
 
@@ -447,21 +473,6 @@ func (r *Registry) ResetHistory(zxid encoding.Zxid) {
 	r.hstart = 0
 	r.oldest = zxid
 	r.mu.Unlock()
-}
-
-// Snapshot lists every (watcher, kind, path, since) registered, for catch-up after a resync.
-func (r *Registry) Snapshot() []Registration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []Registration
-	for k := range r.table {
-		for path, set := range r.table[k] {
-			set.each(func(w *Watcher) {
-				out = append(out, Registration{Watcher: w, Kind: Kind(k), Path: path, Since: w.since[k][path]})
-			})
-		}
-	}
-	return out
 }
 
 // Registration is one watch: the connection's watcher, its kind and path, and the zxid it is
