@@ -91,7 +91,9 @@ func (b *Store) followWatch(ctx context.Context, wch clientv3.WatchChan, next in
 				return next, heard, 0
 			}
 			var more bool
-			if next, more = b.feedResponse(resp, next); !more {
+			next, more = b.feedResponse(resp, next)
+			b.feedNext.Store(next)
+			if !more {
 				return next, true, 0
 			}
 			hear() // after applying: a long reload is not a silence of etcd's

@@ -573,3 +573,51 @@ func TestReplicaLoadCountsResumedSessions(t *testing.T) {
 		t.Errorf("sessions after one closed: %d, want %d", got, before-1)
 	}
 }
+
+// TestAppliedRevisionIsWhatTheFeedReceived: the revision the compactor may compact up to is the
+// newest the watch feed has received from etcd, not the replica's, which the committer moves on
+// with its own writes first: compacting there and then breaking the feed's stream costs no
+// resync (which would close the connection of a persistent watch).
+func TestAppliedRevisionIsWhatTheFeedReceived(t *testing.T) {
+	ctx := context.Background()
+	b, _, gw, cli := newGatedBackend(t)
+	watching, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: &zetcdtest.Events{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watching.AddWatch(ctx, &encoding.AddWatchRequest{Path: "/", Mode: encoding.AddWatchPersistentRecursive}); err != nil {
+		t.Fatal(err)
+	}
+	s := openTestSession(t, b)
+	awaitTreeCurrent(t, b)
+	received := b.AppliedRevision()
+
+	gw.pause()
+	for i := range 5 {
+		if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: fmt.Sprintf("/n%d", i), ACL: openACL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.AppliedRevision(); got != received {
+		t.Errorf("AppliedRevision %d while the feed, held, received nothing after %d", got, received)
+	}
+	if _, err := cli.Compact(ctx, b.AppliedRevision()); err != nil {
+		t.Fatal(err)
+	}
+	gw.interrupt()
+	gw.resume()
+	_, z, err := s.Create(ctx, &encoding.CreateRequest{Path: "/last", ACL: openACL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); b.AppliedRevision() < revOf(z); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the feed never received revision %d (at %d)", revOf(z), b.AppliedRevision())
+		}
+	}
+	select {
+	case <-watching.Done():
+		t.Errorf("the feed resynchronised (the persistent watch's connection closed: %v)", watching.Err())
+	default:
+	}
+}

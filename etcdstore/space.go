@@ -342,9 +342,8 @@ func (b *Store) NearLimit() bool {
 // Config.SpacePoll).
 func (b *Store) Space() Space { return b.space.space() }
 
-// AppliedRevision is the newest etcd revision the watch feed has applied: history up to it may
-// be compacted without breaking the feed (internal/embedetcd's compactor).
-func (b *Store) AppliedRevision() int64 {
-	p, _ := b.watches.Progress()
-	return revOf(p)
-}
+// AppliedRevision is the newest etcd revision the watch feed has received: history up to it
+// may be compacted without breaking the feed, which watches again from the revision after it
+// (internal/embedetcd's compactor). The replica may be further on: the committer applies its
+// own writes before etcd's watch brings them (own.go).
+func (b *Store) AppliedRevision() int64 { return b.feedNext.Load() - 1 }

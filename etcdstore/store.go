@@ -155,6 +155,9 @@ type Store struct {
 	// newestAnswer is the newest zxid any session of this process was answered with (a
 	// write's own, a read's): with the watch feed's progress, what LastZxid reports.
 	newestAnswer atomic.Int64
+	// feedNext is the revision the watch feed would watch from again: it has received every
+	// revision before it (AppliedRevision).
+	feedNext atomic.Int64
 	// space knows etcd's space and refuses writes past the data limit (space.go).
 	space *spaceMonitor
 	// superDigest, x509 and sasl are Config's SuperDigest, X509 and SASL.
@@ -247,6 +250,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	b.watches = watch.NewRegistry(b.tree.stateZxid(rev))
 	b.feedHeard.Store(time.Now().UnixNano())
+	b.feedNext.Store(rev + 1)
 	if !cfg.manualWatchFeed {
 		go b.runWatchFeed(rev)
 	}
