@@ -268,6 +268,14 @@ func run(o options, log *zap.Logger) error {
 		endpoints = []string{e.Endpoint}
 		etcdErr = e.Err()
 		log.Info("embedded etcd started", zap.String("data-dir", o.dataDir), zap.String("endpoint", e.Endpoint))
+		// Before zetcd's first writes, which etcd refuses while a NOSPACE alarm it kept from
+		// before the restart is raised (the compactor, which disarms it, starts after them).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		err = e.RecoverSpace(ctx, log.Named("compactor"))
+		cancel()
+		if err != nil {
+			return err
+		}
 	} else {
 		endpoints = strings.Split(o.endpoints, ",")
 	}

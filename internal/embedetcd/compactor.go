@@ -1,8 +1,10 @@
 package embedetcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -50,35 +52,71 @@ type compactor struct {
 // must have been started with Config.Compactor (its own periodic compactor is then off: this is
 // its only one). It may be started once.
 func (e *Etcd) StartCompactor(cfg CompactorConfig) error {
-	cli, err := e.Client()
+	c, err := e.newCompactor(cfg)
 	if err != nil {
 		return err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = e.log
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &compactor{
+	c.cancel, c.done = cancel, make(chan struct{})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.ownCompactor || e.compactor != nil {
+		cancel()
+		c.cli.Close()
+		return errors.New("embedetcd: compactor already started, or not asked for (Config.Compactor)")
+	}
+	e.compactor = c
+	go c.run(ctx)
+	return nil
+}
+
+// newCompactor makes a compactor of e with its own client; the caller closes that client.
+func (e *Etcd) newCompactor(cfg CompactorConfig) (*compactor, error) {
+	cli, err := e.Client()
+	if err != nil {
+		return nil, err
+	}
+	return &compactor{
 		cli:      cli,
 		endpoint: e.Endpoint,
 		quota:    e.Quota,
 		policy:   cfg.Policy.withDefaults(e.Quota, e.retention),
 		applied:  cfg.Applied,
 		pressure: cfg.Pressure,
-		log:      log,
-		cancel:   cancel,
-		done:     make(chan struct{}),
+		log:      cmp.Or(cfg.Logger, e.log),
+	}, nil
+}
+
+// RecoverSpace compacts, defragments and disarms a NOSPACE alarm that is raised, before anyone
+// watches etcd (every revision may be compacted): etcd keeps the alarm across restarts and
+// refuses writes under it, those zetcd makes as it starts included, so the compactor, started
+// once zetcd's store is up, would never run. It fails if the alarm stays raised: the data does
+// not fit well under the quota.
+func (e *Etcd) RecoverSpace(ctx context.Context, log *zap.Logger) error {
+	c, err := e.newCompactor(CompactorConfig{Logger: log})
+	if err != nil {
+		return err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.ownCompactor || e.compactor != nil {
-		cancel()
-		cli.Close()
-		return errors.New("embedetcd: compactor already started, or not asked for (Config.Compactor)")
+	defer c.cli.Close()
+	o, err := c.observe(ctx)
+	if err != nil || !o.alarm {
+		return err
 	}
-	e.compactor = c
-	go c.run(ctx)
+	c.alarmed = true // defragment clears it once disarmed
+	c.log.Warn("embedded etcd starts with its NOSPACE alarm raised; compacting, defragmenting and disarming it",
+		zap.Int64("db-size", o.dbSize), zap.Int64("db-size-in-use", o.inUse), zap.Int64("quota", c.quota))
+	if err := c.compact(ctx, o.rev, "alarm", o); err != nil {
+		return err
+	}
+	if o, err = c.observe(ctx); err != nil {
+		return err
+	}
+	if err := c.defragment(ctx, o); err != nil {
+		return err
+	}
+	if c.alarmed {
+		return fmt.Errorf("embedetcd: etcd's NOSPACE alarm stays raised: its database does not fit well under the quota (%d bytes) even compacted and defragmented", c.quota)
+	}
 	return nil
 }
 

@@ -115,3 +115,53 @@ func TestCompactorRecoversFromNoSpace(t *testing.T) {
 		t.Error("NOSPACE alarm still raised")
 	}
 }
+
+// TestRecoverSpaceAtRestart: an etcd stopped with its NOSPACE alarm raised starts with it
+// still raised (etcd keeps alarms in its database) and refuses writes, zetcd's own at start
+// included; RecoverSpace, run before them, compacts, defragments and disarms it.
+func TestRecoverSpaceAtRestart(t *testing.T) {
+	const quota = 8 * mib
+	dir := t.TempDir()
+	e, err := Start(Config{Dir: dir, QuotaBackendBytes: quota, Compactor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := e.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	val := strings.Repeat("x", 256<<10)
+	for i := 0; i < 4*quota/len(val) && err == nil; i++ {
+		_, err = cli.Put(ctx, "/big", val)
+	}
+	if !errors.Is(err, rpctypes.ErrNoSpace) {
+		t.Fatalf("writing 4x the quota: %v, want etcd's NOSPACE", err)
+	}
+	cli.Close()
+	e.Close()
+
+	if e, err = Start(Config{Dir: dir, QuotaBackendBytes: quota, Compactor: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	if cli, err = e.Client(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	if _, err := cli.Put(ctx, "/big", "small"); !errors.Is(err, rpctypes.ErrNoSpace) {
+		t.Fatalf("put after the restart: %v, want NOSPACE (the alarm kept)", err)
+	}
+	if err := e.RecoverSpace(ctx, zaptest.NewLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/big", "small"); err != nil {
+		t.Errorf("put after RecoverSpace: %v", err)
+	}
+	if noSpaceAlarm(t, cli) {
+		t.Error("NOSPACE alarm still raised")
+	}
+	if err := e.RecoverSpace(ctx, zaptest.NewLogger(t)); err != nil {
+		t.Errorf("RecoverSpace with no alarm: %v", err)
+	}
+}
