@@ -24,8 +24,8 @@ import "time"
 // It defragments when at least half of the file is free and the file is at least
 // DefragMinBytes, at most every DefragInterval; when the file has grown past three quarters of
 // the quota with a sixteenth of the quota free, at most every PressureInterval; with the
-// NOSPACE alarm after every compaction, and then disarms the alarm once the file is well below
-// the quota.
+// NOSPACE alarm after every compaction, else at most every PressureInterval, and then disarms
+// the alarm once the file is well below the quota.
 //
 // Zero fields take the defaults below; quota-relative ones scale with the quota.
 type Compaction struct {
@@ -139,7 +139,10 @@ func (p Compaction) defrag(st *policyState, o observation, quota int64) bool {
 	since := o.now.Sub(st.defragAt)
 	switch {
 	case o.alarm:
-		return true
+		// After a compaction; else, as the alarm outlasts a defragmentation that could not
+		// free enough to disarm it (the data itself fills the quota), not back to back: etcd
+		// serves nothing while it defragments.
+		return st.compactedAt.After(st.defragAt) || since >= p.PressureInterval
 	case o.dbSize >= quota*3/4 && o.dbSize-o.inUse >= quota/16:
 		// Near the quota with a sixteenth of it to gain: history and fragmentation are
 		// outgrowing the data.

@@ -146,13 +146,19 @@ func TestDefragPolicy(t *testing.T) {
 		{3, 50 * mib, 45 * mib, false, false},   // ... not before
 		{10, 50 * mib, 45 * mib, false, true},   // a sixteenth of the quota free is enough
 		{10, 50 * mib, 48 * mib, false, false},  // less is not
-		{10, 16 * mib, 12 * mib, true, true},    // NOSPACE alarm: always
+		{10, 16 * mib, 12 * mib, true, true},    // NOSPACE alarm: after PressureInterval
+		{3, 16 * mib, 12 * mib, true, false},    // ... not before, with no compaction since
 		{70, 16 * mib, 8*mib + 1, false, false}, // not half free
 	} {
 		o := observation{now: t0.Add(time.Duration(tc.sec) * time.Second), dbSize: tc.dbSize, inUse: tc.inUse, alarm: tc.alarm}
 		if got := p.defrag(&st, o, quota); got != tc.want {
 			t.Errorf("%+v: defrag %v", tc, got)
 		}
+	}
+	// Under the alarm, after a compaction at once.
+	st.compactedAt = t0.Add(time.Second)
+	if !p.defrag(&st, observation{now: t0.Add(time.Second), dbSize: 16 * mib, inUse: 12 * mib, alarm: true}, quota) {
+		t.Error("no defragmentation after a compaction under the NOSPACE alarm")
 	}
 	if !disarm(60*mib, quota) || disarm(61*mib, quota) {
 		t.Error("disarm: want a sixteenth of the quota free")
