@@ -139,8 +139,9 @@ func (k keySchema) pathOfReapIndex(key string) (string, bool) {
 	return p, ok && strings.HasPrefix(p, "/")
 }
 
-// reaperElection is the election prefix of the reaper (client/v3/concurrency).
-func (k keySchema) reaperElection() string { return k.prefix + "e/reaper/" }
+// reaperElection is the election prefix of the reaper (client/v3/concurrency, which puts a
+// candidate's key at the prefix, "/", and its lease in hex).
+func (k keySchema) reaperElection() string { return k.prefix + "e/reaper" }
 
 func (k keySchema) session(id encoding.SessionID) string {
 	return k.prefix + "s/" + fmt.Sprintf("%016x", uint64(id))

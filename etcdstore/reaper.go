@@ -104,7 +104,7 @@ func (b *Store) newReaperCandidate(ctx context.Context, cli *clientv3.Client) (*
 		return nil, fmt.Errorf("session: %w", err)
 	}
 	c := &reaperCandidate{cli: cli, sess: sess, cancel: cancel, val: fmt.Sprintf("%x", sess.Lease())}
-	k := b.keys.reaperElection() + c.val
+	k := b.keys.reaperElection() + "/" + c.val
 	_, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
 		Then(clientv3.OpPut(k, c.val, clientv3.WithLease(sess.Lease()))).Commit()
 	if err != nil {

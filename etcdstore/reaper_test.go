@@ -46,6 +46,14 @@ func TestReaperOneLeader(t *testing.T) {
 	if other.reaper.leader.Load() {
 		t.Fatal("both backends lead the reaper")
 	}
+	// Each candidacy is the one key it wrote before campaigning (Campaign writes none).
+	keys, err := cli.Get(ctx, b1.keys.reaperElection()+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys.Kvs) != 2 {
+		t.Errorf("%d election keys for two candidates, want 2: %v", len(keys.Kvs), keys.Kvs)
+	}
 
 	// Containers emptied through both backends, and a TTL node, are reaped by the leader only.
 	churn := func(s zetcd.Session, name string) {
