@@ -1367,3 +1367,27 @@ func (s *switchableStats) TreeStats(context.Context) (zetcd.TreeStats, error) {
 }
 
 func (s *switchableStats) Watches() []zetcd.WatchInfo { return nil }
+
+// TestResumeAfterDeferredExpiryDetachesOldSession: a client that goes silent while the store is
+// out of reach has its connection closed at its timeout and its expiry put off, with its
+// Session not yet detached; once the store is back it resumes here. The Session its old
+// connection held is detached then (the backend keeps a session's lease refreshed, and its
+// watches, for as long as one of its Session values is neither detached nor ended).
+func TestResumeAfterDeferredExpiryDetachesOldSession(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	store := &switchableStats{}
+	cfg := testConfig()
+	cfg.Stats = store
+	ts := startTestServer(t, cfg)
+	c := ts.connect(int32(timeout / time.Millisecond))
+	old := ts.b.Session(c.sid)
+
+	store.down.Store(true)
+	c.expectEOF() // silent past its timeout: closed, its expiry put off
+	store.down.Store(false)
+	ts.resume(c, int32(timeout/time.Millisecond)).ping()
+	waitFor(t, func() bool { return old.DetachCalls.Load() > 0 }, "the old Session detached")
+	if n := old.ExpireCalls.Load(); n != 0 {
+		t.Errorf("the resumed session had %d expiry calls, want 0", n)
+	}
+}

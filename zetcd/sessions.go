@@ -51,9 +51,16 @@ func newSessionTable(ctx context.Context, log *zap.Logger, reachable func(contex
 
 // attach records that c now serves c.sess. If the session already had a record here, its
 // expiry timer is stopped and the record replaced; a connection still serving it is returned
-// so that the caller can close it (ZooKeeper closes other connections of a resumed session).
-// ok is false when the server is closing.
+// so that the caller can close it (ZooKeeper closes other connections of a resumed session),
+// and the Session of a detached one is detached (it may not be yet: an expiry put off while
+// the store was out of reach keeps it whole). ok is false when the server is closing.
 func (t *sessionTable) attach(c *clientConn) (old *clientConn, ok bool) {
+	var replaced Session
+	defer func() {
+		if replaced != nil {
+			replaced.Detach()
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -66,7 +73,9 @@ func (t *sessionTable) attach(c *clientConn) (old *clientConn, ok bool) {
 			// for a session resumed since (Session contract).
 			rec.timer.Stop()
 		}
-		old = rec.conn
+		if old = rec.conn; old == nil {
+			replaced = rec.sess
+		}
 	}
 	t.m[c.id] = &sessionRecord{sess: c.sess, conn: c}
 	return old, true
@@ -203,13 +212,16 @@ type expiryLog interface {
 }
 
 // putBack records session id as detached again, its record's outage set as given, with its
-// expiry timer armed for deadline, unless it was resumed here since or the server is closing.
+// expiry timer armed for deadline, unless it was resumed here since or the server is closing:
+// then it detaches rec's Session, which nothing else would (attach and close no longer see it).
 func (t *sessionTable) putBack(id encoding.SessionID, rec *sessionRecord, outage bool, deadline time.Time) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.closed || t.m[id] != nil {
+		t.mu.Unlock()
+		rec.sess.Detach()
 		return
 	}
+	defer t.mu.Unlock()
 	rec.conn, rec.outage = nil, outage
 	t.m[id] = rec
 	t.arm(id, rec, deadline)
