@@ -162,9 +162,9 @@ func TestSessionPingKeepsAlive(t *testing.T) {
 	})
 }
 
-// TestProtocolBadInput: unknown opcodes get Unimplemented and a close; oversized and negative
-// frames get a close; an undecodable body gets MarshallingError; none of it disturbs another
-// session.
+// TestProtocolBadInput: unknown opcodes get Unimplemented (at zxid -1) and a close; oversized
+// and negative frames get a close; an undecodable body gets MarshallingError; none of it
+// disturbs another session.
 func TestProtocolBadInput(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		bystander := connect(t, addr)
@@ -173,12 +173,16 @@ func TestProtocolBadInput(t *testing.T) {
 		}
 		for _, op := range []encoding.Op{999, encoding.OpNotification, encoding.OpCheck} {
 			c := connectRaw(t, addr)
+			// A zxid seen first: Unimplemented still carries -1, not the newest zxid.
+			if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/b"}, nil); code != encoding.ErrOK {
+				t.Fatalf("exists /b: %v", code)
+			}
 			hdr, err := c.call(op, &encoding.CheckVersionRequest{Path: "/b", Version: 0}, nil)
 			if err != nil {
 				t.Fatalf("op %v: %v", op, err)
 			}
-			if hdr.Err != encoding.ErrUnimplemented {
-				t.Errorf("op %v: %v, want Unimplemented", op, hdr.Err)
+			if hdr.Err != encoding.ErrUnimplemented || hdr.Zxid != -1 {
+				t.Errorf("op %v: %v at zxid %v, want Unimplemented at -1", op, hdr.Err, hdr.Zxid)
 			}
 			c.expectClosed(0)
 		}

@@ -61,8 +61,9 @@
 //     writer goroutine it starts while more requests wait. The writer exits when it finds the
 //     queue empty. It writes each batch of encoded frames in one system call, gives each
 //     frame's buffer back to encoding's frame pool once written, and it tracks the highest
-//     zxid written on the connection: no reply carries a lower one. Pings and the
-//     errors the server makes itself carry Session.LastZxid.
+//     zxid written on the connection: no reply carries a lower one (but auth's, zxid 0, and
+//     Unimplemented's, -1, as ZooKeeper's). Pings and the errors the server makes itself
+//     carry Session.LastZxid.
 //   - No goroutine waits for the session's end: the backend calls the connection back
 //     (Session.AfterDone) when the session expires in the store or moves elsewhere.
 //

@@ -291,7 +291,8 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 	case requestUnimplemented:
 		c.log.Warn("unimplemented request; answering Unimplemented and closing the connection",
 			zap.Stringer("op", op), zap.Stringer("xid", xid))
-		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrUnimplemented}, closeAfter: true})
+		// ZooKeeper's UnimplementedRequestProcessor answers zxid -1, whatever was seen before.
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: -1, Err: encoding.ErrUnimplemented}, exactZxid: true, closeAfter: true})
 		return false
 	case requestDrop:
 		c.log.Warn("request refused; closing the connection", zap.Stringer("op", op),

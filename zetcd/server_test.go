@@ -761,16 +761,18 @@ func TestConnUnimplemented(t *testing.T) {
 			ts := startTestServer(t, testConfig())
 			c := ts.connect(10000)
 			// Pipelined: the earlier reply arrives first, then Unimplemented, then the close;
-			// the request after it is not served.
-			out := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: 1, Op: encoding.OpSync}, &encoding.SyncRequest{Path: "/"})
+			// the request after it is not served. Unimplemented carries zxid -1, as
+			// ZooKeeper's UnimplementedRequestProcessor does, though the connection has seen
+			// a later one.
+			out := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: 1, Op: encoding.OpCreate}, &encoding.CreateRequest{Path: "/before"})
 			out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: 2, Op: tc.op}, tc.body)
 			out = encoding.AppendFrame(out, &encoding.RequestHeader{Xid: 3, Op: encoding.OpSync}, &encoding.SyncRequest{Path: "/"})
 			c.write(out)
-			if h := c.readReply(nil); h.Xid != 1 || h.Err != 0 {
+			if h := c.readReply(nil); h.Xid != 1 || h.Err != 0 || h.Zxid <= 0 {
 				t.Fatalf("first reply %+v", h)
 			}
-			if h := c.readReply(nil); h.Xid != 2 || h.Err != encoding.ErrUnimplemented {
-				t.Fatalf("second reply %+v, want xid 2 Unimplemented", h)
+			if h := c.readReply(nil); h.Xid != 2 || h.Err != encoding.ErrUnimplemented || h.Zxid != -1 {
+				t.Fatalf("second reply %+v, want xid 2 Unimplemented at zxid -1", h)
 			}
 			c.expectEOF()
 			s := ts.b.Session(c.sid)

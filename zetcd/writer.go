@@ -22,7 +22,7 @@ type outFrame struct {
 	body encoding.Record // nil: header only
 
 	// exactZxid keeps hdr.Zxid as it is, below what the connection has seen if need be: an
-	// auth reply, which ZooKeeper answers with zxid 0.
+	// auth reply, which ZooKeeper answers with zxid 0, and Unimplemented, with -1.
 	exactZxid bool
 
 	noFrame    bool // write nothing; only meaningful with closeAfter
