@@ -234,7 +234,7 @@ func (d *Decoder) Strings() []string {
 type Encoder struct {
 	buf []byte
 	// javaStrings writes strings as ZooKeeper writes a Java string (JavaBytes); MarshalReply
-	// sets it for the replies that can hold characters outside the BMP.
+	// sets it for the replies and events that can hold characters outside the BMP.
 	javaStrings bool
 }
 

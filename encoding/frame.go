@@ -118,16 +118,17 @@ func MarshalFrame(records ...Record) []byte {
 // by value: passed as a Record, it would escape to the heap with whatever holds it. The frame is
 // in a buffer of the frame pool (PooledFrame), for the caller to give back once it is written.
 //
-// Its strings are ZooKeeper's bytes (JavaBytes) in the replies whose strings no rule keeps
-// inside the BMP: a sync's path, getACL's ACL and whoAmI's users (node paths cannot hold such a
-// character: the other replies need no look at their strings).
+// Its strings are ZooKeeper's bytes (JavaBytes) in the frames whose strings no rule keeps
+// inside the BMP: a sync's path, getACL's ACL, whoAmI's users, and a watch event's path (the
+// catch-up events of setWatches name the paths the client sent, which nothing validates).
+// Node paths cannot hold such a character: the other replies need no look at their strings.
 func MarshalReply(hdr ReplyHeader, body Record) PooledFrame {
 	sp := scratchPool.Get().(*[]byte)
 	e, start := startFrame((*sp)[:0])
 	hdr.Encode(e)
 	if body != nil {
 		switch body.(type) {
-		case *SyncResponse, *GetACLResponse, *WhoAmIResponse:
+		case *SyncResponse, *GetACLResponse, *WhoAmIResponse, *WatcherEvent:
 			e.javaStrings = true
 		}
 		body.Encode(e)

@@ -59,7 +59,8 @@ func TestDecoderStringJava(t *testing.T) {
 }
 
 // TestJavaBytes: what jute 3.9.6's BinaryOutputArchive.writeString writes (taken from it), and
-// what a reply of sync, getACL or whoAmI carries; other replies keep their strings as they are.
+// what a reply of sync, getACL or whoAmI, or a watch event, carries; other replies keep their
+// strings as they are.
 func TestJavaBytes(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"2f61", "2f61"},
@@ -78,6 +79,10 @@ func TestJavaBytes(t *testing.T) {
 	sync := MarshalReply(ReplyHeader{Xid: 1}, &SyncResponse{Path: emoji}).Bytes()
 	if want := "\x00\x00\x00\x07/\xed\xa0\xbd\xed\xb8\x80"; !bytes.HasSuffix(sync, []byte(want)) {
 		t.Errorf("sync reply %x, want it to end in %x", sync, want)
+	}
+	event := MarshalReply(ReplyHeader{Xid: XidNotification, Zxid: -1}, &WatcherEvent{Type: EventNodeDeleted, State: StateSyncConnected, Path: emoji}).Bytes()
+	if want := "\x00\x00\x00\x07/\xed\xa0\xbd\xed\xb8\x80"; !bytes.HasSuffix(event, []byte(want)) {
+		t.Errorf("watch event %x, want it to end in %x", event, want)
 	}
 	create := MarshalReply(ReplyHeader{Xid: 1}, &CreateResponse{Path: emoji}).Bytes()
 	if want := "\x00\x00\x00\x05" + emoji; !bytes.HasSuffix(create, []byte(want)) {

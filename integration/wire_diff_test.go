@@ -310,6 +310,36 @@ func TestWireMalformedStrings(t *testing.T) {
 	})
 }
 
+// TestWireSetWatchesJavaPath: a setWatches catch-up event names the path the client sent in
+// ZooKeeper's bytes, a character outside the BMP as its two surrogates of three bytes each: no
+// rule keeps a watched path inside the BMP, as one keeps a node's.
+func TestWireSetWatchesJavaPath(t *testing.T) {
+	forEachServer(t, func(t *testing.T, addr string) {
+		c := connectRaw(t, addr)
+		for path, want := range map[string]string{
+			"/\U0001F600": "/\xed\xa0\xbd\xed\xb8\x80",
+			"/a":          "/a",
+		} {
+			// A data watch on a node that does not exist: one NodeDeleted at zxid -1, then the
+			// reply.
+			c.send(encoding.OpSetWatches, &encoding.SetWatches{DataWatches: []string{path}, ExistWatches: []string{}, ChildWatches: []string{}})
+			hdr, body, err := c.readReply()
+			if err != nil || hdr.Xid != encoding.XidNotification || hdr.Zxid != -1 {
+				t.Fatalf("setWatches %q: first frame %+v (%v), want an event at zxid -1", path, hdr, err)
+			}
+			wantBody := binary.BigEndian.AppendUint32(nil, uint32(encoding.EventNodeDeleted))
+			wantBody = binary.BigEndian.AppendUint32(wantBody, uint32(encoding.StateSyncConnected))
+			wantBody = append(binary.BigEndian.AppendUint32(wantBody, uint32(len(want))), want...)
+			if !bytes.Equal(body, wantBody) {
+				t.Errorf("setWatches %q: event %x, want %x", path, body, wantBody)
+			}
+			if hdr, _ := c.rawReply(); hdr.Err != encoding.ErrOK {
+				t.Fatalf("setWatches %q: %v", path, hdr.Err)
+			}
+		}
+	})
+}
+
 // rawSyncEcho sends a sync of path, its bytes as they are, and returns the reply's path as the
 // server wrote it.
 func (c *rawClient) rawSyncEcho(path string) string {
