@@ -63,7 +63,8 @@ type clientConn struct {
 
 	log connLog
 
-	// ctx is passed to Handler methods and Backend.Connect; shutdown cancels it.
+	// ctx is passed to Handler methods and Backend.Connect; shutdown cancels it, and nothing
+	// else: the requests read run with it after the reader has stopped (teardown).
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -74,8 +75,10 @@ type clientConn struct {
 
 	end      atomic.Int32 // endReason; raised by setEnd
 	graceful atomic.Bool  // an answer was sent before closing: half-close and linger (closeSocket)
-	draining atomic.Bool  // set by drain (Server.Shutdown): read no more, answer what was read, close
-	st       connStats    // this connection's counters (stat, cons, crst)
+	// readStopped is set by stopReading (Server.Shutdown's drain, a failed write): read no
+	// more; what was read still takes effect, then the connection closes (teardown).
+	readStopped atomic.Bool
+	st          connStats // this connection's counters (stat, cons, crst)
 
 	// Set by runSession before the executor and writer start; read-only afterwards.
 	sess    Session
@@ -83,7 +86,6 @@ type clientConn struct {
 	timeout time.Duration
 
 	lastActivity atomic.Int64 // unix ns when the last packet arrived (touches the session)
-	eof          bool         // the client closed its side cleanly; serve goroutine only
 
 	exec     execQueue    // reader → executor
 	out      *outQueue    // reader (pings), executor (replies), watch events → writer
@@ -161,8 +163,11 @@ func (c *clientConn) setEnd(r endReason) {
 func (c *clientConn) endReason() endReason { return endReason(c.end.Load()) }
 
 // shutdown stops the connection: it cancels handler calls and wakes every goroutine blocked on
-// the socket by moving its deadlines to the past. It does not close the socket; the serve
-// goroutine does that once the other goroutines have stopped. Safe from any goroutine.
+// the socket by moving its deadlines to the past. The requests read and not yet executed are
+// dropped: it is for a session that ended or moved, and for the server closing the connection
+// for its own reasons (Server.Close, a request or a client it will not serve further). It does
+// not close the socket; the serve goroutine does that once the other goroutines have stopped.
+// Safe from any goroutine.
 func (c *clientConn) shutdown() {
 	c.closeOnce.Do(func() {
 		close(c.closing)
@@ -172,6 +177,17 @@ func (c *clientConn) shutdown() {
 		c.nc.SetWriteDeadline(past)
 	})
 }
+
+// stopReading makes the reader stop at once (a past read deadline) and read no more, without
+// cancelling what it has read: teardown lets that take effect, then closes the connection.
+// Safe from any goroutine; idempotent.
+func (c *clientConn) stopReading() {
+	c.readStopped.Store(true)
+	c.nc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// isReadStopped reports whether stopReading was called.
+func (c *clientConn) isReadStopped() bool { return c.readStopped.Load() }
 
 func (c *clientConn) isClosing() bool {
 	select {
@@ -183,9 +199,9 @@ func (c *clientConn) isClosing() bool {
 }
 
 // armRead sets the read deadline t (if idle, at most idleAfter from now: runReader) and reports
-// whether the connection is still open and not draining. Checking closing (and draining) after
-// setting the deadline guarantees that a concurrent shutdown (or drain) is never overridden:
-// either it is seen here, or its past deadline is set after ours.
+// whether the connection is still open and reading. Checking closing (and readStopped) after
+// setting the deadline guarantees that a concurrent shutdown (or stopReading) is never
+// overridden: either it is seen here, or its past deadline is set after ours.
 func (c *clientConn) armRead(t time.Time, idle bool) bool {
 	if idle {
 		if probe := time.Now().Add(idleAfter); probe.Before(t) {
@@ -193,7 +209,7 @@ func (c *clientConn) armRead(t time.Time, idle bool) bool {
 		}
 	}
 	c.nc.SetReadDeadline(t)
-	return !c.isClosing() && !c.isDraining()
+	return !c.isClosing() && !c.isReadStopped()
 }
 
 // armWrite sets the write deadline d from now and reports whether the connection is still open.
@@ -229,22 +245,16 @@ func (c *clientConn) recoverPanic(goroutine string) {
 	}
 }
 
-// teardown runs in the serve goroutine once the reader has stopped. It stops the executor and
-// the writer, settles the session according to the end reason, and closes the socket (before
-// settling, for an expired session).
+// teardown runs in the serve goroutine once the reader has stopped. It lets the requests read
+// take effect when they still stand (requestsStand), stops the executor and the writer,
+// settles the session according to the end reason, and closes the socket (before settling,
+// for an expired session).
 func (c *clientConn) teardown() {
-	if (c.eof || c.isDraining()) && !c.isClosing() {
-		// The client closed its side after sending, or the server is draining: what was read
-		// still takes effect, in order (as in ZooKeeper, where a request read is a request
-		// submitted), and the replies are flushed before the connection closes.
-		c.exec.close(true)
-		c.send(outFrame{noFrame: true, closeAfter: true})
-		c.out.close(true) // the writer writes up to the closing frame and exits
+	if c.requestsStand() {
+		c.finishRequests()
 	}
 	c.shutdown()
-	for _, r := range c.exec.close(true) { // left behind by an executor that stopped early
-		c.dequeued(r)
-	}
+	c.dropRequests(c.exec.close(true)) // left behind by an executor that stopped early
 	c.out.close(true)
 	c.stopGone()
 	if c.endReason() == endExpired {
@@ -253,6 +263,36 @@ func (c *clientConn) teardown() {
 	// Otherwise settle the session first: closing may linger for a slow client (closeSocket).
 	c.endSession()
 	c.closeSocket()
+}
+
+// requestsStand reports whether the requests read still take effect now that the reader has
+// stopped. In ZooKeeper a request read is a request submitted, whatever ends the connection
+// after it: the client closing or resetting it, a frame cut short, a length or a header the
+// server refuses, a write that fails, the server draining (Server.Shutdown). They do not when
+// the session expired here, or when the connection was shut down: its session ended or moved,
+// or the server closed it for its own reasons (shutdown).
+func (c *clientConn) requestsStand() bool {
+	return !c.isClosing() && c.endReason() != endExpired
+}
+
+// finishRequests lets the executor run every request queued, in order, with the connection's
+// context, and the writer write their replies, as far as the socket still takes them (a failed
+// write drops the rest; the requests still run); then the writer closes the connection.
+// Memory stays bounded: the reader has stopped, and the queue holds at most what backpressure
+// let it read.
+func (c *clientConn) finishRequests() {
+	// The executor exits once the queue is empty; it leaves behind only the requests that
+	// follow one that closes the connection (Unimplemented, closeSession), which never run.
+	c.dropRequests(c.exec.close(true))
+	c.send(outFrame{noFrame: true, closeAfter: true})
+	c.out.close(true) // the writer writes up to the closing frame and exits
+}
+
+// dropRequests uncounts requests that will not run.
+func (c *clientConn) dropRequests(rs []*pendingRequest) {
+	for _, r := range rs {
+		c.dequeued(r)
+	}
 }
 
 // sessionGone is called (in a goroutine of its own) when the backend reports that this

@@ -120,10 +120,6 @@ func (c *clientConn) observeRequest(r *pendingRequest, zxid encoding.Zxid, err e
 	st.latCount.Add(1)
 }
 
-// isDraining reports whether the connection is draining (Server.Shutdown): it reads no more
-// requests, answers those already read, then closes and detaches its session.
-func (c *clientConn) isDraining() bool { return c.draining.Load() }
-
 // reset clears the counters srst clears: packets, latency, response sizes, auth failures.
 // Byte counts are kept (they feed monotonic metrics).
 func (st *serverStats) reset() {

@@ -89,7 +89,11 @@
 //   - The connection drops otherwise (client gone, protocol error, backend error): Session.Detach,
 //     and an expiry timer for the last packet's time plus the timeout. If the client resumes
 //     the session here before it fires, the timer is cancelled; when it fires, Session.Expire
-//     is called (a no-op for a session resumed elsewhere).
+//     is called (a no-op for a session resumed elsewhere). Unless the server closed the
+//     connection for its own reasons, the requests read before the end (the client's EOF or
+//     reset, a frame cut short, a bad length or header, a failed write) are executed first,
+//     in order, as ZooKeeper executes every request it has read; their replies are written
+//     as far as the socket still takes them.
 //   - A session resumed here while another connection still serves it: that connection is
 //     closed (its Session only detached) before the new one is answered.
 //   - Server.Close: every Session is detached, none expired.

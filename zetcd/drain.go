@@ -68,16 +68,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// drain makes the connection stop reading requests: its reader wakes at once (past read
-// deadline) and, finding draining set, stops; teardown then executes and answers what was read,
-// closes the connection and detaches the session (endServerClose). A connection still in its
-// handshake just stops. Safe from any goroutine; idempotent.
+// drain makes the connection stop reading requests (stopReading); teardown then executes and
+// answers what was read, closes the connection and detaches the session (endServerClose). A
+// connection still in its handshake just stops. Safe from any goroutine; idempotent.
 func (c *clientConn) drain() {
-	if c.draining.Swap(true) {
-		return
-	}
 	c.setEnd(endServerClose)
-	c.nc.SetReadDeadline(time.Unix(1, 0))
+	c.stopReading()
 }
 
 func (s *Server) isDraining() bool {

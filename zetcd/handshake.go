@@ -66,7 +66,7 @@ func (c *clientConn) handshake() bool {
 
 func (c *clientConn) logHandshakeError(step string, err error) {
 	switch {
-	case c.isClosing(), c.isDraining(), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	case c.isClosing(), c.isReadStopped(), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		// Closed by us, or a client that connected and left (port probes, health checks).
 	case clientGone(err):
 		c.log.Debug("client left during the handshake", zap.Error(fmt.Errorf("%s: %w", step, err)))

@@ -112,7 +112,8 @@ func (c *clientConn) readRequest() bool {
 	r := &req
 	r.received = now
 	if err := encoding.DecodeRecord(frame, &r.hdr); err != nil {
-		// Not even a header: there is no xid to answer.
+		// Not even a header: there is no xid to answer. The requests read before it still
+		// take effect (teardown).
 		c.log.Warn("bad request header; closing the connection",
 			zap.Error(fmt.Errorf("session %v: read request header: %w", c.id, err)))
 		return false
@@ -279,17 +280,19 @@ func (c *clientConn) readFrame() ([]byte, error) {
 	return frame, nil
 }
 
-// readFailed classifies the error that ended the reader.
+// readFailed classifies the error that ended the reader. Whatever it is, but the session
+// timeout, the requests read still take effect (clientConn.requestsStand).
 func (c *clientConn) readFailed(err error) {
 	switch {
 	case c.isClosing():
 		// We shut the connection down; the error is the past deadline.
-	case c.isDraining():
-		// Server.Shutdown: stop reading; teardown answers what was read and detaches.
-		c.log.Debug("draining: stopped reading requests")
+	case c.isReadStopped():
+		// Server.Shutdown, or a write failed (stopReading); the error is the past deadline.
+		c.log.Debug("stopped reading requests")
 	case errors.Is(err, io.EOF):
 		c.log.Debug("client closed the connection")
-		c.eof = true
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		c.log.Debug("client closed the connection in the middle of a frame")
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Info("session expired: no packet within the session timeout", zap.Duration("timeout", c.timeout))
 		c.setEnd(endExpired)

@@ -258,11 +258,15 @@ func (c *clientConn) raiseZxid(f *outFrame) {
 	}
 }
 
+// writeFailed ends the connection after a failed write (the writer writes no more: it stops
+// for good). The requests already read still take effect, as in ZooKeeper, where a request
+// read is a request submitted: the reader stops (stopReading), not the executor, and teardown
+// lets it run them; their replies are dropped.
 func (c *clientConn) writeFailed(err error) {
 	if clientGone(err) {
 		c.log.Debug("client closed the connection before its reply was written", zap.Error(err))
 	} else if !c.isClosing() && !errors.Is(err, net.ErrClosed) {
 		c.log.Info("write failed; closing the connection", zap.Error(fmt.Errorf("session %v: write reply: %w", c.id, err)))
 	}
-	c.shutdown()
+	c.stopReading()
 }
