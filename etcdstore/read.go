@@ -21,11 +21,12 @@ import (
 // zxid records that the session was answered from the state at revision rev and returns the
 // reply's zxid; replies never go back in zxid. With rev 0 (a request refused without a
 // transaction of its own, or answered from no particular state) the zxid is the newest this
-// process has applied or answered (LastZxid): ZooKeeper puts its lastProcessedZxid in every
-// reply, so such a reply shows the other sessions' writes too, not only this session's.
+// process has applied or answered (newestZxid): ZooKeeper puts its lastProcessedZxid in every
+// reply, so such a reply shows the other sessions' writes too, not only this session's. (The
+// front waits for its events before it sends the reply: AwaitEvents.)
 func (s *etcdSession) zxid(rev int64) encoding.Zxid {
 	if rev == 0 {
-		z := s.LastZxid()
+		z := s.b.newestZxid()
 		return s.seen(revOf(z), z)
 	}
 	return s.seen(rev, s.b.tree.stateZxid(rev))

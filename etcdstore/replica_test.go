@@ -207,6 +207,58 @@ func TestTreeReadsNeverGoBack(t *testing.T) {
 	}
 }
 
+// TestLastZxidAfterWatchEvents: LastZxid, which the front puts in pings, is the newest zxid
+// this process has answered, but for a session that holds a watch it goes no further than the
+// feed has handed over events: a client takes the zxid as seen, and asks setWatches only for
+// the changes after it when it reconnects (Session.LastZxid). Here the feed is held while
+// another zetcd changes the watched node and this one answers a later write.
+func TestLastZxidAfterWatchEvents(t *testing.T) {
+	ctx := context.Background()
+	b, _, gw, cli := newGatedBackend(t)
+	other, _, _ := newTestBackendOn(t, cli, Config{})
+	sink := &zetcdtest.Events{}
+	watcher, err := b.Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second, Events: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, elsewhere := openTestSession(t, b), openTestSession(t, other)
+	_, z1, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/x", ACL: openACL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitTree(t, b, z1)
+	if _, _, err := watcher.GetData(ctx, &encoding.GetDataRequest{Path: "/x", Watch: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	gw.pause()
+	st, _, err := elsewhere.SetData(ctx, &encoding.SetDataRequest{Path: "/x", Data: []byte("2"), Version: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, z3, err := writer.Create(ctx, &encoding.CreateRequest{Path: "/y", ACL: openACL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z := writer.LastZxid(); z < z3 {
+		t.Errorf("LastZxid of a session without watches %v, want the newest answer %v", z, z3)
+	}
+	if z := watcher.LastZxid(); z >= st.Stat.Mzxid {
+		t.Errorf("LastZxid of the watching session %v with its event at %v held back", z, st.Stat.Mzxid)
+	}
+
+	gw.resume()
+	for deadline := time.Now().Add(10 * time.Second); watcher.LastZxid() < z3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("LastZxid of the watching session still %v after the feed resumed, want %v", watcher.LastZxid(), z3)
+		}
+	}
+	want := fmt.Sprintf("%v /x @%d", encoding.EventNodeDataChanged, st.Stat.Mzxid)
+	if got := sink.Take(); !slices.Equal(got, []string{want}) {
+		t.Errorf("events once LastZxid reached %v: %q, want %q", z3, got, want)
+	}
+}
+
 // TestWatchFeedStall: a feed that hears nothing from etcd, not even the progress notification
 // its heartbeat asks for (its stream held, as on a member that stopped answering), watches
 // again after feedStall, and again while it stays quiet; once etcd is heard, the replica

@@ -272,13 +272,27 @@ func (l *goneLatch) after(f func()) (stop func() bool) {
 	}
 }
 
-// LastZxid is the newest revision this process knows committed without a round trip: the
-// watch feed's progress, or the newest answer given to any of its sessions if that is newer
-// (the feed applies a revision a moment after etcd acknowledges it). Like a ZooKeeper
-// follower's last processed zxid, it can lag writes made through other zetcd processes.
+// LastZxid is the newest revision this process knows committed (newestZxid), as far as the
+// Session contract allows: while this connection holds a watch, only the watch feed's
+// progress, since the feed may not yet have handed over the watch's events of a revision
+// answered to some session a moment ago (AwaitEvents waits for them; LastZxid may not). Like
+// a ZooKeeper follower's last processed zxid, it can lag writes made through other zetcd
+// processes. Reads reflect it: they wait for the replica to reach the newest answer
+// (readFloor), and the feed applies a revision before it counts it as progress.
 func (s *etcdSession) LastZxid() encoding.Zxid {
-	progress, _ := s.b.watches.Progress()
-	return max(progress, encoding.Zxid(s.b.newestAnswer.Load()))
+	if s.b.watches.Watching(s.watcher) {
+		progress, _ := s.b.watches.Progress()
+		return progress
+	}
+	return s.b.newestZxid()
+}
+
+// newestZxid is the newest revision this process knows committed without a round trip: the
+// watch feed's progress, or the newest answer given to any of its sessions if that is newer
+// (the feed applies a revision a moment after etcd acknowledges it).
+func (b *Store) newestZxid() encoding.Zxid {
+	progress, _ := b.watches.Progress()
+	return max(progress, encoding.Zxid(b.newestAnswer.Load()))
 }
 
 // RefuseWrite consumes a revision through the error key, as ZooKeeper logs an error txn for

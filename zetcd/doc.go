@@ -63,7 +63,7 @@
 //     frame's buffer back to encoding's frame pool once written, and it tracks the highest
 //     zxid written on the connection: no reply carries a lower one (but auth's, zxid 0, and
 //     Unimplemented's, -1, as ZooKeeper's). Pings and the errors the server makes itself
-//     carry Session.LastZxid.
+//     carry Session.LastZxid, whose watch events have been handed over (processedZxid).
 //   - No goroutine waits for the session's end: the backend calls the connection back
 //     (Session.AfterDone) when the session expires in the store or moves elsewhere.
 //

@@ -81,6 +81,24 @@ func (c *clientConn) holdEvents(op encoding.Op, req encoding.Record) {
 	g.mu.Unlock()
 }
 
+// processedZxid is the zxid of a frame the server makes itself (a ping's answer, a
+// MarshallingError): ZooKeeper's last processed zxid, which a client takes as the newest zxid
+// it has seen, and asks setWatches for the changes after it when it reconnects. That is
+// Session.LastZxid, whose watch events for this connection have all been handed over, except
+// those of a watch that the request executing now arms (it is holding events). While such a
+// request executes, the frame carries 0 instead, which the writer raises to the highest zxid
+// the connection has written (raiseZxid): that watch was armed at a state no older, so none
+// of its events is due at a zxid the client has been sent.
+func (c *clientConn) processedZxid() encoding.Zxid {
+	g := &c.events
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.holding {
+		return 0
+	}
+	return c.sess.LastZxid()
+}
+
 // setsWatch reports whether a request arms a watch: a read with its watch flag, addWatch, or
 // setWatches.
 func setsWatch(op encoding.Op, req encoding.Record) bool {

@@ -284,7 +284,7 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 	}
 	switch r.kind {
 	case requestPing:
-		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.processedZxid()}})
 		return true
 	case requestCloseSession:
 		return c.closeSession(r)
@@ -302,7 +302,7 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 	case requestBadBody:
 		c.log.Warn("undecodable request; answering MarshallingError", zap.Stringer("op", op),
 			zap.Error(fmt.Errorf("session %v: decode %v request: %w", c.id, op, r.err)))
-		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.sess.LastZxid(), Err: encoding.ErrMarshallingError}})
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.processedZxid(), Err: encoding.ErrMarshallingError}})
 		return true
 	case requestRefusedWrite:
 		return c.refuseWrite(r)

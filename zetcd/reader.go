@@ -121,7 +121,7 @@ func (c *clientConn) readRequest() bool {
 	if r.hdr.Op == encoding.OpPing && c.pingAtOnce() {
 		// Answered at once, not behind slow requests. Clients match pings by xid -2,
 		// not by position, so overtaking earlier replies is fine.
-		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.sess.LastZxid()}})
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: encoding.XidPing, Zxid: c.processedZxid()}})
 		c.flush()
 		return true
 	}

@@ -100,10 +100,18 @@ type Session interface {
 	// change that fired it (PROTOCOL.md §6.3). An error (context ended) is logged; the reply is
 	// still sent.
 	AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
-	// LastZxid is the newest zxid the backend knows to be applied, without a round trip:
-	// ZooKeeper's last processed zxid as this server sees it. Ping replies and the errors the
-	// server makes itself carry it (never less than what the connection has already seen).
-	// Safe to call concurrently with every other method.
+	// LastZxid is ZooKeeper's last processed zxid as this server sees it, without a round trip
+	// and without blocking: a zxid the backend knows to be applied, such that
+	//   - every watch event of this connection fired by a change at a zxid <= it has been
+	//     handed to the EventSink, but those of a watch that a Handler call still running
+	//     arms (the server does not use LastZxid during such a call: events.go), and
+	//   - every read that starts after LastZxid returns reflects it.
+	// Ping replies and the errors the server makes itself carry it, and every later reply at
+	// least it (the writer never lets zxids go back), and a client takes it as seen: one that
+	// reconnects asks setWatches only for the changes after it, so an event at or below it
+	// still to come would be lost. ZooKeeper's own last processed zxid keeps both promises:
+	// its watches fire as each change is applied. Safe to call concurrently with every other
+	// method.
 	LastZxid() encoding.Zxid
 	// ReadyToRead reports whether a read (exists, getData, getChildren, getChildren2, getACL,
 	// getAllChildrenNumber, getEphemerals, multiRead) would be answered at once, from memory,

@@ -57,7 +57,17 @@ func testConfig() zetcd.Config {
 
 func startTestServer(t *testing.T, cfg zetcd.Config) *testServer {
 	t.Helper()
+	return startTestServerWith(t, cfg, nil)
+}
+
+// startTestServerWith is startTestServer serving wrap(ts.b), unless wrap is nil.
+func startTestServerWith(t *testing.T, cfg zetcd.Config, wrap func(*zetcdtest.Backend) zetcd.Backend) *testServer {
+	t.Helper()
 	ts := &testServer{t: t, b: zetcdtest.NewBackend(t), serveDone: make(chan struct{})}
+	var backend zetcd.Backend = ts.b
+	if wrap != nil {
+		backend = wrap(ts.b)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zapcore.DebugLevel), zaptest.WrapOptions(zap.Hooks(func(e zapcore.Entry) error {
 			if strings.HasPrefix(e.Message, "panic") {
@@ -71,7 +81,7 @@ func startTestServer(t *testing.T, cfg zetcd.Config) *testServer {
 		t.Fatal(err)
 	}
 	ts.addr = ln.Addr().String()
-	ts.srv = zetcd.NewServer(ts.b, cfg)
+	ts.srv = zetcd.NewServer(backend, cfg)
 	go func() {
 		ts.serveErr = ts.srv.Serve(ln)
 		close(ts.serveDone)
@@ -384,6 +394,81 @@ func TestConnPing(t *testing.T) {
 		t.Errorf("ping zxid %v, want the last reply's %v", p.Zxid, h.Zxid)
 	}
 }
+
+// TestConnPingWhileArmingWatch: a ping answered while a request that arms a watch executes
+// carries no zxid past what the connection has written, nor does the reply after it: the
+// backend may still hand over that watch's events up to its LastZxid (Session.LastZxid), and a
+// client takes every zxid it is sent as seen, so a reconnect's setWatches would skip them.
+// Before and after that request, pings carry LastZxid.
+func TestConnPingWhileArmingWatch(t *testing.T) {
+	const ahead = 1000
+	entered, release := make(chan struct{}), make(chan struct{})
+	ts := startTestServerWith(t, testConfig(), func(b *zetcdtest.Backend) zetcd.Backend {
+		return &armingBackend{Backend: b, ahead: ahead, entered: entered, release: release}
+	})
+	c := ts.connect(10000)
+	h := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/a"}, nil)
+	if h.Err != encoding.ErrOK || h.Zxid <= 0 {
+		t.Fatalf("create: %+v", h)
+	}
+	if p := c.ping(); p.Zxid != h.Zxid+ahead {
+		t.Errorf("ping before the watch: zxid %v, want LastZxid %v", p.Zxid, h.Zxid+ahead)
+	}
+	written := h.Zxid + ahead
+
+	xid := c.send(encoding.OpGetData, &encoding.GetDataRequest{Path: "/a", Watch: true})
+	waitClosed(t, entered, ioTimeout, "getData to arm its watch")
+	// Another session writes meanwhile: LastZxid moves on.
+	other := ts.connect(10000).call(encoding.OpCreate, &encoding.CreateRequest{Path: "/b"}, nil)
+	if other.Err != encoding.ErrOK || other.Zxid <= h.Zxid {
+		t.Fatalf("create by another session: %+v", other)
+	}
+	if p := c.ping(); p.Zxid != written {
+		t.Errorf("ping while a watch is armed: zxid %v, want %v, the highest written", p.Zxid, written)
+	}
+	close(release)
+	if r := c.readReply(nil); r.Xid != xid || r.Err != encoding.ErrOK || r.Zxid != written {
+		t.Errorf("getData reply %+v, want xid %v OK at zxid %v", r, xid, written)
+	}
+	if p := c.ping(); p.Zxid != other.Zxid+ahead {
+		t.Errorf("ping after the watch: zxid %v, want LastZxid %v", p.Zxid, other.Zxid+ahead)
+	}
+}
+
+// armingBackend's sessions know of a zxid (LastZxid) ahead of the newest they answered by
+// ahead, as a backend whose feed has applied other sessions' writes, and hold a getData that
+// arms a watch, after closing entered, until release is closed.
+type armingBackend struct {
+	*zetcdtest.Backend
+	ahead            encoding.Zxid
+	entered, release chan struct{}
+}
+
+type armingSession struct {
+	zetcd.Session
+	lastZxid func() encoding.Zxid
+}
+
+func (b *armingBackend) Connect(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
+	s, err := b.Backend.Connect(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	call := zetcd.Call(s)
+	inv := func(ctx context.Context, op encoding.Op, req encoding.Record) (encoding.Record, encoding.Zxid, error) {
+		if gd, ok := req.(*encoding.GetDataRequest); ok && gd.Watch {
+			close(b.entered)
+			<-b.release
+		}
+		return call(ctx, op, req)
+	}
+	return &armingSession{Session: zetcd.Forward(s, inv), lastZxid: func() encoding.Zxid { return s.LastZxid() + b.ahead }}, nil
+}
+
+func (s *armingSession) LastZxid() encoding.Zxid { return s.lastZxid() }
+
+// ReadyToRead is false: the executor runs the getData, and the reader answers pings meanwhile.
+func (s *armingSession) ReadyToRead() bool { return false }
 
 // TestConnIdleIsOneGoroutine: a connection that has been served and is waiting for its next
 // request is one goroutine, its reader, moved to a goroutine of its own once idle (awaitIdle);
