@@ -1408,10 +1408,7 @@ func TestServerGoZookeeperClient(t *testing.T) {
 // timeout and keeps it; a session whose client does not come back is expired after it.
 func TestExpiryDeferredWhileStoreOutOfReach(t *testing.T) {
 	const timeout = 400 * time.Millisecond
-	store := &switchableStats{}
-	cfg := testConfig()
-	cfg.Stats = store
-	ts := startTestServer(t, cfg)
+	ts, store := startSwitchableServer(t)
 	back, gone := ts.connect(int32(timeout/time.Millisecond)), ts.connect(int32(timeout/time.Millisecond))
 	sBack, sGone := ts.b.Session(back.sid), ts.b.Session(gone.sid)
 
@@ -1438,6 +1435,14 @@ func TestExpiryDeferredWhileStoreOutOfReach(t *testing.T) {
 	}
 }
 
+// startSwitchableServer starts a test server whose store can be taken out of reach.
+func startSwitchableServer(t *testing.T) (*testServer, *switchableStats) {
+	store := &switchableStats{}
+	cfg := testConfig()
+	cfg.Stats = store
+	return startTestServer(t, cfg), store
+}
+
 // switchableStats is a StatsSource whose Stats fails with ErrNotServing while down is set, as
 // etcdstore's does while etcd is out of reach.
 type switchableStats struct{ down atomic.Bool }
@@ -1462,10 +1467,7 @@ func (s *switchableStats) Watches() []zetcd.WatchInfo { return nil }
 // watches, for as long as one of its Session values is neither detached nor ended).
 func TestResumeAfterDeferredExpiryDetachesOldSession(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	store := &switchableStats{}
-	cfg := testConfig()
-	cfg.Stats = store
-	ts := startTestServer(t, cfg)
+	ts, store := startSwitchableServer(t)
 	c := ts.connect(int32(timeout / time.Millisecond))
 	old := ts.b.Session(c.sid)
 
