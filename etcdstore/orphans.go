@@ -356,11 +356,11 @@ func (b *Store) adoptOrphan(ctx context.Context, wg *sync.WaitGroup, id encoding
 // session's timeout plus the keepalive cadence (orphanEndTTL): the client's last packet to its
 // process is then older than its timeout, wherever the process went. A lease that is refreshed
 // (its process alive after all) never gets there. It returns early when the session was resumed
-// (its key rewritten) or ended, expired in etcd, or ctx ends.
+// (its key rewritten) or ended, expired in etcd, its owner has a process key again, or ctx ends.
 func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64, owner uint64) {
 	log := b.log.With(zap.String("session", id.String()))
 	for {
-		o, err := b.readOrphan(ctx, id, ownerRev)
+		o, err := b.readOrphan(ctx, id, ownerRev, owner)
 		wait := time.Second
 		switch {
 		case err != nil:
@@ -401,13 +401,16 @@ func orphanEndTTL(granted int64, timeout time.Duration) int64 {
 
 // orphan is what watchOrphan reads of an adopted session.
 type orphan struct {
-	gone         bool          // ended, resumed by a connection somewhere, or expired in etcd
+	gone         bool          // ended, resumed by a connection somewhere, expired in etcd, or its owner back
 	ttl, granted int64         // the lease's remaining and granted TTL, whole seconds
 	timeout      time.Duration // the session's negotiated timeout
 }
 
-// readOrphan reads the lease of session id and its session key, held at ownerRev.
-func (b *Store) readOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64) (orphan, error) {
+// readOrphan reads the lease of session id, its session key, held at ownerRev, and the process
+// key of its owner: an owner that has one again (it was alive, its key lost to an etcd stall)
+// ends its sessions itself, and the adoption ends (the scan adopts the session again if that
+// key goes again).
+func (b *Store) readOrphan(ctx context.Context, id encoding.SessionID, ownerRev int64, owner uint64) (orphan, error) {
 	ttl, err := b.lease.TimeToLive(ctx, clientv3.LeaseID(id))
 	if err != nil {
 		return orphan{}, err
@@ -415,11 +418,12 @@ func (b *Store) readOrphan(ctx context.Context, id encoding.SessionID, ownerRev 
 	if ttl.TTL <= 0 {
 		return orphan{gone: true}, nil // expired in etcd (or revoked) already
 	}
-	sk, err := b.kv.Get(ctx, b.keys.session(id))
+	r, err := b.kv.Txn(ctx).Then(clientv3.OpGet(b.keys.session(id)), clientv3.OpGet(b.keys.process(owner), clientv3.WithCountOnly())).Commit()
 	if err != nil {
 		return orphan{}, err
 	}
-	if len(sk.Kvs) == 0 || sk.Kvs[0].ModRevision != ownerRev {
+	sk, pk := r.Responses[0].GetResponseRange(), r.Responses[1].GetResponseRange()
+	if len(sk.Kvs) == 0 || sk.Kvs[0].ModRevision != ownerRev || pk.Count > 0 {
 		return orphan{gone: true}, nil
 	}
 	sv, err := decodeSessionValue(sk.Kvs[0].Value)

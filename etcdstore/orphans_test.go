@@ -239,3 +239,46 @@ func electedStore(t *testing.T, cli *clientv3.Client) *Store {
 	}
 	return leader
 }
+
+// TestOrphanAdoptionEndsWhenOwnerReturns: the leader adopts the sessions of a process whose
+// process key went (an etcd stall), and stops watching them once that process has its key
+// again: it ends its sessions itself.
+func TestOrphanAdoptionEndsWhenOwnerReturns(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := context.Background()
+	leader := electedStore(t, cli)
+	live, _, _ := newTestBackendOn(t, cli, Config{})
+	s, err := live.Connect(ctx, zetcd.ConnectParams{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Detach()
+	adopted := func() bool {
+		leader.orphans.mu.Lock()
+		defer leader.orphans.mu.Unlock()
+		_, ok := leader.orphans.m[s.ID()]
+		return ok
+	}
+	pk := live.keys.process(live.process.id)
+	if _, err := cli.Delete(ctx, pk); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the leader adopts the session", adopted)
+	if _, err := cli.Put(ctx, pk, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the adoption ends", func() bool { return !adopted() })
+	if !sessionKeyExists(t, leader, s) {
+		t.Error("the session ended")
+	}
+}
+
+// sessionKeyExists reports whether the session key of s is in etcd.
+func sessionKeyExists(t *testing.T, b *Store, s zetcd.Session) bool {
+	t.Helper()
+	r, err := b.kv.Get(context.Background(), b.keys.session(s.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(r.Kvs) == 1
+}
