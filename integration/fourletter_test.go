@@ -392,3 +392,25 @@ func watchLists(t *testing.T, out, head string) []string {
 	sort.Strings(blocks)
 	return blocks
 }
+
+// TestFourLetterWordsCounts: each four-letter word's answer counts as a packet sent, and a
+// connection that has answered its word is no longer counted, on both servers: after srst and
+// three ruok, srvr shows four packets sent and one connection (its own).
+func TestFourLetterWordsCounts(t *testing.T) {
+	zkAddr := testenv.StartZooKeeper(t)
+	zeAddr := testenv.StartZetcdOn(t, testenv.StartEtcd(t), testenv.Options{Config: allFourLetterConfig()}).Addr
+	for name, addr := range map[string]string{"zookeeper": zkAddr, "zetcd": zeAddr} {
+		for _, cmd := range []string{"srst", "ruok", "ruok", "ruok"} {
+			if _, err := fourLetter(addr, cmd); err != nil {
+				t.Fatalf("%s %s: %v", name, cmd, err)
+			}
+		}
+		out, err := fourLetter(addr, "srvr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent, conns := labelValue(out, "Sent: "), labelValue(out, "Connections: "); sent != "4" || conns != "1" {
+			t.Errorf("%s: srvr after srst and three ruok: Sent %s, Connections %s, want 4 and 1:\n%s", name, sent, conns, out)
+		}
+	}
+}

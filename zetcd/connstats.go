@@ -62,6 +62,14 @@ func storeMax(a *atomic.Int64, v int64) {
 	}
 }
 
+// countPacketSent counts a packet written to the client: a frame (countSent), or a
+// four-letter word's answer, which ZooKeeper counts as a packet sent but not in its response
+// sizes.
+func (c *clientConn) countPacketSent() {
+	c.st.sent.Add(1)
+	c.s.stats.sent.Add(1)
+}
+
 // countReceived counts a frame of n bytes (length prefix included) read from the client.
 func (c *clientConn) countReceived(n int) {
 	c.st.received.Add(1)
@@ -71,8 +79,7 @@ func (c *clientConn) countReceived(n int) {
 
 // countSent counts a frame of n bytes written to the client.
 func (c *clientConn) countSent(n int) {
-	c.st.sent.Add(1)
-	c.s.stats.sent.Add(1)
+	c.countPacketSent()
 	st := &c.s.stats
 	st.bytesSent.Add(int64(n))
 	st.respLast.Store(int64(n))

@@ -127,6 +127,7 @@ func (c *clientConn) fourLetterWord(cmd string) {
 		c.log.Info("write four-letter word answer failed", zap.Error(fmt.Errorf("4lw %s: write: %w", cmd, err)))
 		return
 	}
+	c.countPacketSent()
 	c.graceful.Store(true)
 }
 

@@ -1,8 +1,10 @@
 package zetcd
 
 import (
+	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/zetcd/zetcd/encoding"
 )
@@ -78,5 +80,18 @@ func TestServerJavaDouble(t *testing.T) {
 		if got := javaDouble(v); got != want {
 			t.Errorf("javaDouble(%v) = %q, want %q", v, got, want)
 		}
+	}
+}
+
+// TestLatencyWholeMilliseconds: request latencies are recorded in whole milliseconds, as
+// ZooKeeper's ServerStats records them, so the average printed never lies outside min and max.
+func TestLatencyWholeMilliseconds(t *testing.T) {
+	var st serverStats
+	st.latMin.Store(math.MaxInt64)
+	st.observeLatency(1600 * time.Microsecond)
+	st.observeLatency(1900 * time.Microsecond)
+	st.observeLatency(300 * time.Microsecond)
+	if minMs, avgMs, maxMs := st.latency(); minMs != 0 || avgMs != 2.0/3 || maxMs != 1 {
+		t.Errorf("min/avg/max %d/%v/%d, want 0/%v/1", minMs, avgMs, maxMs, 2.0/3)
 	}
 }

@@ -321,9 +321,13 @@ func (s *Server) awaitIdle(c *clientConn) {
 
 // endConn runs in the connection's last goroutine, which owns c: whatever happens, it closes
 // the socket, ends or detaches the session (if served: a session was open), and unregisters c.
+// A connection is unregistered before its socket closes: closing may linger for a moment after
+// the answer (closeSocket), and a connection that has answered its four-letter word is no
+// longer one of the server's (stat, cons and mntr count only live ones, as ZooKeeper's).
 func (s *Server) endConn(c *clientConn, served bool) {
 	defer s.connWG.Done()
 	defer close(c.done)
+	defer c.closeSocket()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
@@ -334,7 +338,6 @@ func (s *Server) endConn(c *clientConn, served bool) {
 		}
 		s.mu.Unlock()
 	}()
-	defer c.closeSocket()
 	defer c.recoverPanic("connection")
 	if served {
 		c.teardown()
@@ -413,28 +416,20 @@ type serverStats struct {
 	refusedConns  atomic.Int64 // connections closed on accept past MaxClientCnxns
 	handshakes    atomic.Int64 // ConnectRequests read
 
+	// Latencies in whole milliseconds (read to reply queued), as ZooKeeper's ServerStats
+	// records them: its average is one of whole milliseconds too, never above the maximum.
 	latCount atomic.Int64 // requests executed
-	latTotal atomic.Int64 // their summed latency, ns (read to reply queued)
-	latMin   atomic.Int64 // ns; math.MaxInt64 until the first request
-	latMax   atomic.Int64 // ns
+	latTotal atomic.Int64 // their summed latency, ms
+	latMin   atomic.Int64 // ms; math.MaxInt64 until the first request
+	latMax   atomic.Int64 // ms
 }
 
 func (st *serverStats) observeLatency(d time.Duration) {
-	ns := int64(d)
+	ms := d.Milliseconds()
 	st.latCount.Add(1)
-	st.latTotal.Add(ns)
-	for {
-		cur := st.latMin.Load()
-		if ns >= cur || st.latMin.CompareAndSwap(cur, ns) {
-			break
-		}
-	}
-	for {
-		cur := st.latMax.Load()
-		if ns <= cur || st.latMax.CompareAndSwap(cur, ns) {
-			break
-		}
-	}
+	st.latTotal.Add(ms)
+	storeMin(&st.latMin, ms)
+	storeMax(&st.latMax, ms)
 }
 
 func (st *serverStats) observeZxid(z encoding.Zxid) {
@@ -452,7 +447,7 @@ func (st *serverStats) latency() (minMs int64, avgMs float64, maxMs int64) {
 	if n == 0 {
 		return 0, 0, 0
 	}
-	return st.latMin.Load() / 1e6, float64(st.latTotal.Load()) / float64(n) / 1e6, st.latMax.Load() / 1e6
+	return st.latMin.Load(), float64(st.latTotal.Load()) / float64(n), st.latMax.Load()
 }
 
 func (s *Server) numConnections() int {
