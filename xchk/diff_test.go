@@ -47,6 +47,20 @@ func TestZxidMapPairsByIdentityAndOrder(t *testing.T) {
 	}
 }
 
+// TestZxidMapNewestReply: a zxid at or past the newest reply zxid the session got from zetcd
+// (a read's, which pairs with nothing) stands for the newest it got from ZooKeeper.
+func TestZxidMapNewestReply(t *testing.T) {
+	m := newZxidMap()
+	m.pair(10, 0x100000005)
+	m.replied(10, 0x100000005)
+	m.replied(20, 0x100000009) // a read after other sessions' writes
+	for _, tc := range []struct{ z, k encoding.Zxid }{{20, 0x100000009}, {25, 0x100000009}, {15, 0x100000005}, {10, 0x100000005}} {
+		if got := m.toZooKeeper(tc.z); got != tc.k {
+			t.Errorf("toZooKeeper(%v) = %v, want %v", tc.z, got, tc.k)
+		}
+	}
+}
+
 func TestZxidMapBounded(t *testing.T) {
 	m := newZxidMap()
 	for i := 1; i <= maxZxidPairs+10; i++ {

@@ -272,6 +272,7 @@ func (s *session) call(ctx context.Context, op encoding.Op, req encoding.Record)
 		}
 		return resp, zxid, err
 	}
+	s.pair.zxids.replied(zxid, khdr.Zxid)
 	diffs := s.compare(op, resp, zxid, err, khdr, kresp, bodiless)
 	if ferr := s.report(op, path, diffs); ferr != nil {
 		return nil, zxid, ferr

@@ -550,3 +550,48 @@ func TestHangUpIsAnAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestSetWatchesAfterResumeTranslated: a client whose last zxid comes from a read (no pair: each
+// server answers reads with its own newest zxid) resumes and sets its watch again with it; the
+// twin gets the newest zxid ZooKeeper answered the session, so neither server fires a change
+// the client had already seen, and there is no difference.
+func TestSetWatchesAfterResumeTranslated(t *testing.T) {
+	c := startChecked(t, xchk.Config{FailFast: true, EventWait: 500 * time.Millisecond})
+	writer := testenv.Connect(t, c.addr)
+	for _, p := range []string{"/p", "/p/a"} {
+		if _, err := writer.Create(p, nil, 0, openACL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r := bufio.NewReader(conn)
+	sess := handshake(t, conn, r, encoding.ConnectRequest{TimeOut: 10000})
+	hdr := roundTrip(t, conn, r, 1, encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/p", Watch: true}, &encoding.GetChildrenResponse{})
+	if hdr.Err != 0 {
+		t.Fatal(hdr.Err)
+	}
+	conn.Close()
+
+	conn2, err := net.Dial("tcp", c.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	r2 := bufio.NewReader(conn2)
+	handshake(t, conn2, r2, encoding.ConnectRequest{TimeOut: 10000, SessionID: sess.SessionID, Passwd: sess.Passwd, LastZxidSeen: hdr.Zxid})
+	sw := &encoding.SetWatches{RelativeZxid: hdr.Zxid, DataWatches: []string{}, ExistWatches: []string{}, ChildWatches: []string{"/p"}}
+	if h := roundTrip(t, conn2, r2, 2, encoding.OpSetWatches, sw, nil); h.Err != 0 {
+		t.Fatal(h.Err)
+	}
+	time.Sleep(time.Second) // past EventWait: an event on one side only is reported by then
+	if _, _, err := writer.Get("/p"); err != nil {
+		t.Fatal(err)
+	}
+	if n, kinds := c.total(t); n != 0 {
+		t.Errorf("%v differences: %v %v", n, kinds, c.lines())
+	}
+}

@@ -31,6 +31,10 @@ type zxidMap struct {
 	mu    sync.Mutex
 	pairs []zxidPair // sorted by z (and therefore by k)
 	byK   map[encoding.Zxid]encoding.Zxid
+	// newest is the newest reply zxid the session got from each server (a read's too, which is
+	// no pair: each server answers with its own newest): what a client that saw both replies
+	// reports as the last zxid it saw, in each numbering.
+	newest zxidPair
 }
 
 type zxidPair struct{ z, k encoding.Zxid }
@@ -83,15 +87,30 @@ func (m *zxidMap) search(z encoding.Zxid) (int, bool) {
 	return slices.BinarySearchFunc(m.pairs, z, func(p zxidPair, z encoding.Zxid) int { return cmp.Compare(p.z, z) })
 }
 
+// replied records the reply zxids of one request answered by both servers.
+func (m *zxidMap) replied(z, k encoding.Zxid) {
+	if z <= 0 || k <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.newest.z, m.newest.k = max(m.newest.z, z), max(m.newest.k, k)
+}
+
 // toZooKeeper translates a zetcd zxid (a client's lastZxidSeen or setWatches relativeZxid)
-// into ZooKeeper's numbering: its partner, else the partner of the newest known zxid below it,
-// else 0 ("nothing seen").
+// into ZooKeeper's numbering: at or past the newest reply zxid the session got from zetcd (the
+// client's connection raises its replies' zxids to the highest it sent, a ping's included),
+// the newest it got from ZooKeeper; else its partner, else the partner of the newest known zxid
+// below it, else 0 ("nothing seen").
 func (m *zxidMap) toZooKeeper(z encoding.Zxid) encoding.Zxid {
 	if z <= 0 {
 		return z
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.newest.z > 0 && z >= m.newest.z {
+		return m.newest.k
+	}
 	i, found := m.search(z)
 	switch {
 	case found:
