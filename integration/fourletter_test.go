@@ -393,13 +393,16 @@ func watchLists(t *testing.T, out, head string) []string {
 	return blocks
 }
 
-// TestFourLetterWordsCounts: each four-letter word's answer counts as a packet sent, and a
-// connection that has answered its word is no longer counted, on both servers: after srst and
-// three ruok, srvr shows four packets sent and one connection (its own).
+// TestFourLetterWordsCounts: each four-letter word's answer counts as a packet sent, a
+// connection that has answered its word is no longer counted, and srst resets mntr's byte and
+// connection counters, on both servers: after srst and three ruok, srvr shows four packets sent
+// and one connection (its own), and mntr's counters are ZooKeeper's.
 func TestFourLetterWordsCounts(t *testing.T) {
 	zkAddr := testenv.StartZooKeeper(t)
 	zeAddr := testenv.StartZetcdOn(t, testenv.StartEtcd(t), testenv.Options{Config: allFourLetterConfig()}).Addr
+	counters := map[string]map[string]string{}
 	for name, addr := range map[string]string{"zookeeper": zkAddr, "zetcd": zeAddr} {
+		connect(t, addr) // a session's bytes and connection request, before the reset
 		for _, cmd := range []string{"srst", "ruok", "ruok", "ruok"} {
 			if _, err := fourLetter(addr, cmd); err != nil {
 				t.Fatalf("%s %s: %v", name, cmd, err)
@@ -409,8 +412,18 @@ func TestFourLetterWordsCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sent, conns := labelValue(out, "Sent: "), labelValue(out, "Connections: "); sent != "4" || conns != "1" {
-			t.Errorf("%s: srvr after srst and three ruok: Sent %s, Connections %s, want 4 and 1:\n%s", name, sent, conns, out)
+		if sent, conns := labelValue(out, "Sent: "), labelValue(out, "Connections: "); sent != "4" || conns != "2" {
+			t.Errorf("%s: srvr after srst and three ruok: Sent %s, Connections %s, want 4 and 2 (the session's and its own):\n%s", name, sent, conns, out)
+		}
+		out, err = fourLetter(addr, "mntr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		counters[name], _ = mntr(t, out)
+	}
+	for _, k := range []string{"zk_packets_sent", "zk_packets_received", "zk_bytes_received_count", "zk_response_bytes", "zk_connection_request_count", "zk_connection_rejected"} {
+		if ze, zk := counters["zetcd"][k], counters["zookeeper"][k]; ze != zk {
+			t.Errorf("%s after srst: zetcd %s, ZooKeeper %s", k, ze, zk)
 		}
 	}
 }

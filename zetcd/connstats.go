@@ -127,9 +127,14 @@ func (c *clientConn) observeRequest(r *pendingRequest, zxid encoding.Zxid, err e
 	st.latCount.Add(1)
 }
 
-// reset clears the counters srst clears: packets, latency, response sizes, auth failures.
-// Byte counts are kept (they feed monotonic metrics).
+// reset clears the counters srst clears, as ZooKeeper's ServerStats.reset with its metrics:
+// packets, latency, response sizes, auth failures, and (srstCounter) bytes, connection
+// requests and refusals.
 func (st *serverStats) reset() {
+	st.bytesReceived.Reset()
+	st.bytesSent.Reset()
+	st.refusedConns.Reset()
+	st.handshakes.Reset()
 	st.received.Store(0)
 	st.sent.Store(0)
 	st.latCount.Store(0)
@@ -141,6 +146,15 @@ func (st *serverStats) reset() {
 	st.respMax.Store(0)
 	st.authFailed.Store(0)
 }
+
+// srstCounter counts up for good, as /metrics needs (a Prometheus counter never goes back),
+// and since srst for the four-letter words.
+type srstCounter struct{ total, base atomic.Int64 }
+
+func (c *srstCounter) Add(n int64)       { c.total.Add(n) }
+func (c *srstCounter) Total() int64      { return c.total.Load() }
+func (c *srstCounter) SinceReset() int64 { return c.total.Load() - c.base.Load() }
+func (c *srstCounter) Reset()            { c.base.Store(c.total.Load()) }
 
 // responseSizes returns the last, smallest and largest reply frame sizes, -1 for none (as
 // ZooKeeper prints them before its first reply).

@@ -429,10 +429,10 @@ func (r *fourLetterRun) mntr() string {
 	kv("outstanding_tls_handshake", 0)
 	kv("min_client_response_size", smallest)
 	kv("non_mtls_local_conn_count", 0)
-	kv("connection_rejected", s.stats.refusedConns.Load())
-	kv("bytes_received_count", s.stats.bytesReceived.Load())
-	kv("response_bytes", s.stats.bytesSent.Load())
-	kv("connection_request_count", s.stats.handshakes.Load())
+	kv("connection_rejected", s.stats.refusedConns.SinceReset())
+	kv("bytes_received_count", s.stats.bytesReceived.SinceReset())
+	kv("response_bytes", s.stats.bytesSent.SinceReset())
+	kv("connection_request_count", s.stats.handshakes.SinceReset())
 	return b.String()
 }
 

@@ -280,9 +280,9 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 		draining = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.draining, prometheus.GaugeValue, draining)
-	ch <- prometheus.MustNewConstMetric(c.bytesIn, prometheus.CounterValue, float64(s.stats.bytesReceived.Load()))
-	ch <- prometheus.MustNewConstMetric(c.bytesOut, prometheus.CounterValue, float64(s.stats.bytesSent.Load()))
-	ch <- prometheus.MustNewConstMetric(c.rejected, prometheus.CounterValue, float64(s.stats.refusedConns.Load()))
+	ch <- prometheus.MustNewConstMetric(c.bytesIn, prometheus.CounterValue, float64(s.stats.bytesReceived.Total()))
+	ch <- prometheus.MustNewConstMetric(c.bytesOut, prometheus.CounterValue, float64(s.stats.bytesSent.Total()))
+	ch <- prometheus.MustNewConstMetric(c.rejected, prometheus.CounterValue, float64(s.stats.refusedConns.Total()))
 	if s.statsSrc == nil {
 		return
 	}

@@ -407,14 +407,14 @@ type serverStats struct {
 	backpressured atomic.Int64
 	maxZxid       atomic.Int64 // highest zxid any reply header carried
 
-	bytesReceived atomic.Int64 // bytes of the frames in received, length prefixes included
-	bytesSent     atomic.Int64 // bytes of the frames in sent
+	bytesReceived srstCounter  // bytes of the frames in received, length prefixes included
+	bytesSent     srstCounter  // bytes of the frames in sent
 	respLast      atomic.Int64 // size of the last reply frame written
 	respMin       atomic.Int64 // smallest reply frame; math.MaxInt64 until the first
 	respMax       atomic.Int64 // largest reply frame
 	authFailed    atomic.Int64 // replies with AuthFailed
-	refusedConns  atomic.Int64 // connections closed on accept past MaxClientCnxns
-	handshakes    atomic.Int64 // ConnectRequests read
+	refusedConns  srstCounter  // connections closed on accept past MaxClientCnxns
+	handshakes    srstCounter  // ConnectRequests read
 
 	// Latencies in whole milliseconds (read to reply queued), as ZooKeeper's ServerStats
 	// records them: its average is one of whole milliseconds too, never above the maximum.
