@@ -51,7 +51,8 @@ func outputLines(t *testing.T, cmd *exec.Cmd, what string) []string {
 // or, when src does not end in .java, the main class src, with ZooKeeper 3.9's jars (its client,
 // slf4j and logback) and the jars of libs on the class path; jvm are the JVM's options, args the
 // program's. dir, a directory of the test's, is on the class path too, with a logback.xml that
-// keeps the client's log off stdout, which the tests read. The test skips (or fails, if ZooKeeper is required) without the jars or java.
+// keeps the client's log off stdout, which the tests read. The test skips without the jars or
+// java, or fails if ZooKeeper is required.
 func javaProgram(t *testing.T, dir, src string, libs, jvm []string, args ...string) *exec.Cmd {
 	t.Helper()
 	lib := zkserver.LibDir()
@@ -63,6 +64,9 @@ func javaProgram(t *testing.T, dir, src string, libs, jvm []string, args ...stri
 	}
 	java, err := exec.LookPath("java")
 	if err != nil {
+		if zkserver.Required() {
+			t.Fatalf("java: %v", err)
+		}
 		t.Skipf("java: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "logback.xml"), []byte(zkserver.LogbackXML), 0o644); err != nil {

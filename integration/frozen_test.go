@@ -48,7 +48,7 @@ type memberFault struct {
 
 // memberOut puts one member of ms under the fault f for 20 s under a zetcd on all of ms, and
 // checks that every write is answered by a settle time (4 s: the guard has left the member out)
-// and 2 s, those sent after it in time, that a talking session lives, and that /metrics counts
+// and 5 s, those sent after it in time, that a talking session lives, and that /metrics counts
 // the member left out during the fault and not after.
 func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
 	const (
@@ -85,10 +85,11 @@ func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
 		d := time.Since(t0)
 		t.Logf("%5.1fs write %d: %v in %v", t0.Sub(start).Seconds(), i, err, d.Round(time.Millisecond))
 		// A write sent before settle may fail (its connection closed), but is answered by
-		// settle and 2 s; one sent after is answered within 2 s, and succeeds.
+		// settle and 5 s; one sent after is answered within 5 s, and succeeds. (A write held
+		// for the frozen member waits for etcd's request timeout, much longer.)
 		sent, answered := t0.Sub(start), time.Since(start)
 		switch {
-		case answered > max(sent, settle)+2*time.Second || sent >= settle && err != nil:
+		case answered > max(sent, settle)+5*time.Second || sent >= settle && err != nil:
 			late = append(late, fmt.Sprintf("sent at %.1fs: %v in %v", sent.Seconds(), err, d.Round(time.Millisecond)))
 		case sent >= settle:
 			ok++

@@ -19,7 +19,8 @@ func TestServerShutdownDrains(t *testing.T) {
 	idle := ts.connect(10000)
 	x1 := busy.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/block/x"})
 	x2 := busy.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/after"})
-	time.Sleep(50 * time.Millisecond) // both read; the first is in the handler
+	ts.awaitBlocked(t, 1)     // the first is in the handler,
+	ts.awaitOutstanding(t, 1) // and the second read, queued behind it
 	if !ts.srv.Ready() {
 		t.Fatal("not ready before Shutdown")
 	}
@@ -83,7 +84,7 @@ func TestServerShutdownTimeout(t *testing.T) {
 	ts := startTestServer(t, testConfig())
 	c := ts.connect(10000)
 	c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/block/forever"})
-	time.Sleep(50 * time.Millisecond)
+	ts.awaitBlocked(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -745,7 +745,7 @@ func TestConnSessionsIndependent(t *testing.T) {
 	a := ts.connect(10000)
 	b := ts.connect(10000)
 	blockedXid := a.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/block/a"})
-	time.Sleep(50 * time.Millisecond) // let A's executor enter the blocking handler
+	ts.awaitBlocked(t, 1) // A's executor is in the blocking handler
 
 	// Pings of the blocked session are not queued behind its slow request.
 	start := time.Now()
@@ -1028,10 +1028,10 @@ func TestSessionExpiresWhenSilent(t *testing.T) {
 
 func TestSessionPingsKeepAlive(t *testing.T) {
 	ts := startTestServer(t, testConfig())
-	c := ts.connect(300)
+	c := ts.connect(1000)
 	s := ts.b.Session(c.sid)
-	for range 8 {
-		time.Sleep(100 * time.Millisecond)
+	for range 4 { // 1.6 s, longer than the timeout; a stall of 0.6 s is tolerated
+		time.Sleep(400 * time.Millisecond)
 		c.ping()
 	}
 	if s.ExpireCalls.Load() != 0 {
@@ -1041,7 +1041,7 @@ func TestSessionPingsKeepAlive(t *testing.T) {
 
 func TestSessionDetachThenExpire(t *testing.T) {
 	ts := startTestServer(t, testConfig())
-	c := ts.connect(200)
+	c := ts.connect(1000)
 	s := ts.b.Session(c.sid)
 	c.ping()
 	last := time.Now()
@@ -1050,9 +1050,9 @@ func TestSessionDetachThenExpire(t *testing.T) {
 	if s.ExpireCalls.Load() != 0 {
 		t.Fatalf("expired at once")
 	}
-	waitClosed(t, s.Expired, 3*time.Second, "Expire")
-	if d := time.Since(last); d < 150*time.Millisecond {
-		t.Errorf("expired %v after the last packet, want about 200ms", d)
+	waitClosed(t, s.Expired, 5*time.Second, "Expire")
+	if d := time.Since(last); d < 900*time.Millisecond {
+		t.Errorf("expired %v after the last packet, want about its timeout, 1s", d)
 	}
 }
 
@@ -1182,7 +1182,7 @@ func TestServerClose(t *testing.T) {
 	waitClosed(t, bs.Detached, ioTimeout, "Detach")
 	blocked := ts.connect(10000)
 	blocked.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/block/x"})
-	time.Sleep(50 * time.Millisecond)
+	ts.awaitBlocked(t, 1)
 
 	if err := ts.srv.Close(); err != nil {
 		t.Fatal(err)
@@ -1222,6 +1222,20 @@ func mustListen(t *testing.T) net.Listener {
 }
 
 // ---- four-letter words --------------------------------------------------------------------
+
+// awaitBlocked waits until n creates of "/block..." paths wait in the backend.
+func (ts *testServer) awaitBlocked(t *testing.T, n int64) {
+	t.Helper()
+	waitFor(t, func() bool { return ts.b.Blocked.Load() == n }, fmt.Sprintf("%d blocked creates", n))
+}
+
+// awaitOutstanding waits until the server holds n requests read and not yet taken up by an
+// executor (srvr).
+func (ts *testServer) awaitOutstanding(t *testing.T, n int) {
+	t.Helper()
+	want := fmt.Sprintf("\nOutstanding: %d\n", n)
+	waitFor(t, func() bool { return strings.Contains(fourLetter(t, ts.addr, "srvr"), want) }, want[1:len(want)-1])
+}
 
 func fourLetter(t *testing.T, addr, in string) string {
 	t.Helper()
@@ -1424,14 +1438,30 @@ func TestExpiryDeferredWhileStoreOutOfReach(t *testing.T) {
 
 	store.down.Store(false)
 	answered := time.Now()
-	ts.resume(back, int32(timeout/time.Millisecond)).ping()
-	waitClosed(t, sGone.Expired, 5*timeout, "the expiry of the session whose client went away")
+	resumed := ts.resume(back, int32(timeout/time.Millisecond))
+	for expired := false; !expired; { // the resumed client keeps its session meanwhile
+		resumed.ping()
+		select {
+		case <-sGone.Expired:
+			expired = true
+		case <-time.After(timeout / 4):
+			if time.Since(answered) > 5*timeout {
+				t.Fatal("the session whose client went away was not expired")
+			}
+		}
+	}
 	if d := time.Since(answered); d < timeout {
 		t.Errorf("session expired %v after the store answered again, before a fresh timeout %v", d, timeout)
 	}
-	time.Sleep(2 * timeout)
-	if n := sBack.ExpireCalls.Load(); n != 0 {
-		t.Errorf("the session resumed after the outage had %d expiry calls, want 0", n)
+	for range 4 {
+		time.Sleep(timeout / 2)
+		resumed.ping()
+	}
+	objs := ts.b.Sessions(back.sid)
+	for _, s := range []*zetcdtest.Session{sBack, objs[len(objs)-1]} {
+		if n := s.ExpireCalls.Load(); n != 0 {
+			t.Errorf("the session resumed after the outage had %d expiry calls, want 0", n)
+		}
 	}
 }
 

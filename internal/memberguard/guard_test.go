@@ -110,8 +110,10 @@ func guardsSilentMember(t *testing.T, auth bool) {
 	if n := onLeave.Load(); n != 1 {
 		t.Errorf("OnLeave called %d times with a left out, want once", n)
 	}
+	// A put routed to the silent member fails at its 5 s timeout; the bound below it leaves
+	// room for a loaded machine.
 	for i := 0; i < 20; i++ {
-		if took, err := put(cli, 5*time.Second); err != nil || took > time.Second {
+		if took, err := put(cli, 5*time.Second); err != nil || took > 3*time.Second {
 			t.Errorf("put %d with a left out: %v after %v", i, err, took.Round(time.Millisecond))
 		}
 	}

@@ -32,6 +32,8 @@ type Backend struct {
 	zxid atomic.Int64
 	// Unblock is closed by a test to release every create of a "/block..." path.
 	Unblock chan struct{}
+	// Blocked counts the creates of "/block..." paths waiting for Unblock now.
+	Blocked atomic.Int64
 
 	mu            sync.Mutex
 	nextID        encoding.SessionID
@@ -273,9 +275,12 @@ func (s *Session) stat(data []byte) encoding.Stat {
 func (s *Session) create(ctx context.Context, path string, data []byte) (encoding.Zxid, error) {
 	switch {
 	case strings.HasPrefix(path, "/block"):
+		s.b.Blocked.Add(1)
 		select {
 		case <-s.b.Unblock:
+			s.b.Blocked.Add(-1)
 		case <-ctx.Done():
+			s.b.Blocked.Add(-1)
 			return 0, ctx.Err()
 		}
 	case path == "/fail":
