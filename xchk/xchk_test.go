@@ -385,6 +385,17 @@ func TestOracleSlow(t *testing.T) {
 }
 
 // handshake sends a ConnectRequest on a raw connection and reads the answer.
+// dial opens a raw connection to addr, closed when the test ends.
+func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, bufio.NewReader(conn)
+}
+
 func handshake(t *testing.T, conn net.Conn, r *bufio.Reader, req encoding.ConnectRequest) encoding.ConnectResponse {
 	t.Helper()
 	if req.Passwd == nil {
@@ -427,12 +438,7 @@ func roundTrip(t *testing.T, conn net.Conn, r *bufio.Reader, xid encoding.Xid, o
 // still there on both sides and stats still compare equal.
 func TestResumeKeepsTwin(t *testing.T) {
 	c := startChecked(t, xchk.Config{FailFast: true})
-	conn, err := net.Dial("tcp", c.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r := bufio.NewReader(conn)
+	conn, r := dial(t, c.addr)
 	sess := handshake(t, conn, r, encoding.ConnectRequest{TimeOut: 10000})
 	if hdr := roundTrip(t, conn, r, 1, encoding.OpCreate, &encoding.CreateRequest{Path: "/eph", Flags: encoding.ModeEphemeral}, nil); hdr.Err != encoding.ErrInvalidACL {
 		t.Fatalf("create with no ACL: %v", hdr.Err)
@@ -444,12 +450,7 @@ func TestResumeKeepsTwin(t *testing.T) {
 	}
 	conn.Close()
 
-	conn2, err := net.Dial("tcp", c.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn2.Close()
-	r2 := bufio.NewReader(conn2)
+	conn2, r2 := dial(t, c.addr)
 	resp := handshake(t, conn2, r2, encoding.ConnectRequest{TimeOut: 10000, SessionID: sess.SessionID, Passwd: sess.Passwd, LastZxidSeen: hdr.Zxid})
 	if resp.SessionID != sess.SessionID {
 		t.Fatalf("resume: %+v", resp)
@@ -563,12 +564,7 @@ func TestSetWatchesAfterResumeTranslated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conn, err := net.Dial("tcp", c.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	r := bufio.NewReader(conn)
+	conn, r := dial(t, c.addr)
 	sess := handshake(t, conn, r, encoding.ConnectRequest{TimeOut: 10000})
 	hdr := roundTrip(t, conn, r, 1, encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/p", Watch: true}, &encoding.GetChildrenResponse{})
 	if hdr.Err != 0 {
@@ -576,12 +572,7 @@ func TestSetWatchesAfterResumeTranslated(t *testing.T) {
 	}
 	conn.Close()
 
-	conn2, err := net.Dial("tcp", c.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn2.Close()
-	r2 := bufio.NewReader(conn2)
+	conn2, r2 := dial(t, c.addr)
 	handshake(t, conn2, r2, encoding.ConnectRequest{TimeOut: 10000, SessionID: sess.SessionID, Passwd: sess.Passwd, LastZxidSeen: hdr.Zxid})
 	sw := &encoding.SetWatches{RelativeZxid: hdr.Zxid, DataWatches: []string{}, ExistWatches: []string{}, ChildWatches: []string{"/p"}}
 	if h := roundTrip(t, conn2, r2, 2, encoding.OpSetWatches, sw, nil); h.Err != 0 {
