@@ -149,13 +149,14 @@ var kafkaProducedAround = []string{"topic partitions=2 replicas=2", "produced 10
 const kafkaPairProps = "zookeeper.session.timeout.ms=6000\noffsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\n"
 
 // startKafkaPair starts brokers 0 and 1, with zookeeper.connect zk0 and zk1, and waits until
-// both are registered and one is the controller (c reads the znodes).
-func startKafkaPair(t *testing.T, lib string, c *rawClient, zk0, zk1 string) []*kafkaBroker {
+// both are registered and one is the controller (a session of observe's reads the znodes).
+func startKafkaPair(t *testing.T, lib string, observe func() *rawClient, zk0, zk1 string) []*kafkaBroker {
 	t.Helper()
 	brokers := []*kafkaBroker{
 		launchKafka(t, lib, zk0, kafkaOptions{ID: 0, Props: kafkaPairProps}),
 		launchKafka(t, lib, zk1, kafkaOptions{ID: 1, Props: kafkaPairProps}),
 	}
+	c := observe()
 	for _, b := range brokers {
 		b.await(t, c, fmt.Sprintf("/brokers/ids/%d", b.id), "/controller")
 	}
@@ -173,13 +174,13 @@ func TestKafkaFailover(t *testing.T) {
 	lib := kafkaLib(t)
 	cluster := startEtcd(t)
 	zetcds := []*testenv.Zetcd{testenv.StartZetcdOn(t, cluster, testenv.Options{}), testenv.StartZetcdOn(t, cluster, testenv.Options{})}
-	c := connectRaw(t, zetcds[0].Addr)
-	brokers := startKafkaPair(t, lib, c, zetcds[0].Addr, zetcds[1].Addr)
+	observe := kafkaObserver(t, zetcds[0].Addr)
+	brokers := startKafkaPair(t, lib, observe, zetcds[0].Addr, zetcds[1].Addr)
 
 	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr, "failover")
 	client, _ := startPaused(t, cmd, "java KafkaFailover")
 
-	dead := kafkaController(t, c)
+	dead := kafkaController(t, observe())
 	if dead != 0 && dead != 1 {
 		t.Fatalf("/controller names broker %d", dead)
 	}
@@ -187,6 +188,7 @@ func TestKafkaFailover(t *testing.T) {
 	brokers[dead].kill()
 	t.Logf("killed broker %d, the controller", dead)
 	client.proceed()
+	c := observe()
 	if got := kafkaController(t, c); got != survivor {
 		t.Errorf("/controller names broker %d, want the survivor %d", got, survivor)
 	}
@@ -194,7 +196,7 @@ func TestKafkaFailover(t *testing.T) {
 
 	// The broker comes back on its own data, on the zetcd it had.
 	brokers[dead] = launchKafka(t, lib, zetcds[dead].Addr, kafkaOptions{ID: dead, Props: kafkaPairProps, Restart: brokers[dead]})
-	brokers[dead].await(t, c, fmt.Sprintf("/brokers/ids/%d", dead))
+	brokers[dead].await(t, observe(), fmt.Sprintf("/brokers/ids/%d", dead))
 	lines := client.resume()
 	want := slices.Concat(kafkaProducedAround, []string{
 		"after the kill: leaders on one broker, isr sizes [1]",
@@ -205,6 +207,7 @@ func TestKafkaFailover(t *testing.T) {
 		"deleted true",
 	})
 	wantLines(t, "java KafkaFailover", lines, want)
+	c = observe()
 	brokerIDs(t, c, 0, 1)
 	// The brokers stop listing a topic before the controller has deleted its znodes.
 	deleted := []string{"/brokers/topics/zetcd-failover", "/config/topics/zetcd-failover", "/admin/delete_topics/zetcd-failover"}
@@ -240,7 +243,7 @@ func brokerIDs(t *testing.T, c *rawClient, ids ...int) {
 func TestFaultKafkaEtcdLeaderPaused(t *testing.T) {
 	ms := faultCluster(t)
 	a, b := zetcdOn(t, ms), zetcdOn(t, ms)
-	kafkaSurvives(t, connectRaw(t, a.Addr), a.Addr, b.Addr, func() {
+	kafkaSurvives(t, kafkaObserver(t, a.Addr), a.Addr, b.Addr, func() {
 		leader := clusterLeader(t, ms)
 		leader.signal(t, syscall.SIGSTOP)
 		time.Sleep(4 * time.Second)
@@ -257,10 +260,10 @@ func TestFaultKafkaZetcdKilled(t *testing.T) {
 	ms := faultCluster(t)
 	zs := []*zetcdProcess{zetcdOn(t, ms), zetcdOn(t, ms)}
 	addrs := []string{zs[0].Addr, zs[1].Addr}
-	c := connectRaw(t, zetcdOn(t, ms).Addr)
+	observe := kafkaObserver(t, zetcdOn(t, ms).Addr)
 	both := strings.Join(addrs, ",")
-	kafkaSurvives(t, c, both, both, func() {
-		st, _ := c.stat("/controller")
+	kafkaSurvives(t, observe, both, both, func() {
+		st, _ := observe().stat("/controller")
 		i := serverOf(t, st.EphemeralOwner.String(), addrs)
 		t.Logf("killing %s, which holds the controller's session %v", addrs[i], st.EphemeralOwner)
 		zs[i].kill()
@@ -269,12 +272,13 @@ func TestFaultKafkaZetcdKilled(t *testing.T) {
 
 // kafkaSurvives starts two brokers (zookeeper.connect zk0 and zk1), has KafkaFailover.java produce
 // around fault in its "pause" mode, and checks that the brokers kept their sessions and the
-// controller (c reads the znodes; it must not be on a server the fault takes away).
-func kafkaSurvives(t *testing.T, c *rawClient, zk0, zk1 string, fault func()) {
+// controller (observe's connections read the znodes; they must not be on a server the fault
+// takes away).
+func kafkaSurvives(t *testing.T, observe func() *rawClient, zk0, zk1 string, fault func()) {
 	t.Helper()
 	lib := kafkaLib(t)
-	brokers := startKafkaPair(t, lib, c, zk0, zk1)
-	before := kafkaSessions(t, c)
+	brokers := startKafkaPair(t, lib, observe, zk0, zk1)
+	before := kafkaSessions(t, observe())
 	t.Logf("before the fault: %s", before)
 	cmd := javaProgram(t, t.TempDir(), "KafkaFailover.java", []string{lib}, nil, brokers[0].addr+","+brokers[1].addr, "pause")
 	client, _ := startPaused(t, cmd, "java KafkaFailover")
@@ -283,8 +287,19 @@ func kafkaSurvives(t *testing.T, c *rawClient, zk0, zk1 string, fault func()) {
 		"after the pause: isr sizes [2]",
 		"consumed 200 distinct 200",
 	}))
-	if after := kafkaSessions(t, c); after != before {
+	if after := kafkaSessions(t, observe()); after != before {
 		t.Errorf("after the fault: %s\nbefore: %s", after, before)
+	}
+}
+
+// kafkaObserver returns a function that opens a new session on addr for the test to read the
+// znodes with. Each reading after a wait for the brokers or the client needs a new one: the test's
+// raw connections do not ping, and one left idle for longer than its session timeout while a
+// broker starts or the client runs is closed, by zetcd as by ZooKeeper.
+func kafkaObserver(t *testing.T, addr string) func() *rawClient {
+	return func() *rawClient {
+		t.Helper()
+		return connectRaw(t, addr)
 	}
 }
 
