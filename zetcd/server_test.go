@@ -1497,12 +1497,20 @@ func (s *switchableStats) Watches() []zetcd.WatchInfo { return nil }
 // watches, for as long as one of its Session values is neither detached nor ended).
 func TestResumeAfterDeferredExpiryDetachesOldSession(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	ts, store := startSwitchableServer(t)
+	store := &switchableStats{}
+	core, logs := observer.New(zapcore.DebugLevel)
+	cfg := testConfig()
+	cfg.Stats = store
+	cfg.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zapcore.DebugLevel)).Core(), core))
+	ts := startTestServer(t, cfg)
 	c := ts.connect(int32(timeout / time.Millisecond))
 	old := ts.b.Session(c.sid)
 
 	store.down.Store(true)
 	c.expectEOF() // silent past its timeout: closed, its expiry put off
+	// The server asks the store only once the connection is closed: the store comes back after
+	// it has put the expiry off, not before it asks.
+	waitFor(t, func() bool { return logs.FilterMessageSnippet("not expired meanwhile").Len() > 0 }, "the expiry put off")
 	store.down.Store(false)
 	ts.resume(c, int32(timeout/time.Millisecond)).ping()
 	waitFor(t, func() bool { return old.DetachCalls.Load() > 0 }, "the old Session detached")
