@@ -384,7 +384,6 @@ func TestOracleSlow(t *testing.T) {
 	}
 }
 
-// handshake sends a ConnectRequest on a raw connection and reads the answer.
 // dial opens a raw connection to addr, closed when the test ends.
 func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	t.Helper()
@@ -396,6 +395,7 @@ func dial(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
 	return conn, bufio.NewReader(conn)
 }
 
+// handshake sends a ConnectRequest on a raw connection and reads the answer.
 func handshake(t *testing.T, conn net.Conn, r *bufio.Reader, req encoding.ConnectRequest) encoding.ConnectResponse {
 	t.Helper()
 	if req.Passwd == nil {

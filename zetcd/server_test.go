@@ -1474,11 +1474,15 @@ func startSwitchableServer(t *testing.T) (*testServer, *switchableStats) {
 }
 
 // switchableStats is a StatsSource whose Stats fails with ErrNotServing while down is set, as
-// etcdstore's does while etcd is out of reach.
-type switchableStats struct{ down atomic.Bool }
+// etcdstore's does while etcd is out of reach; refused counts those failures.
+type switchableStats struct {
+	down    atomic.Bool
+	refused atomic.Int32
+}
 
 func (s *switchableStats) Stats(context.Context) (zetcd.BackendStats, error) {
 	if s.down.Load() {
+		s.refused.Add(1)
 		return zetcd.BackendStats{}, fmt.Errorf("test store out of reach: %w", zetcd.ErrNotServing)
 	}
 	return zetcd.BackendStats{}, nil
@@ -1497,20 +1501,15 @@ func (s *switchableStats) Watches() []zetcd.WatchInfo { return nil }
 // watches, for as long as one of its Session values is neither detached nor ended).
 func TestResumeAfterDeferredExpiryDetachesOldSession(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	store := &switchableStats{}
-	core, logs := observer.New(zapcore.DebugLevel)
-	cfg := testConfig()
-	cfg.Stats = store
-	cfg.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t, zaptest.Level(zapcore.DebugLevel)).Core(), core))
-	ts := startTestServer(t, cfg)
+	ts, store := startSwitchableServer(t)
 	c := ts.connect(int32(timeout / time.Millisecond))
 	old := ts.b.Session(c.sid)
 
 	store.down.Store(true)
 	c.expectEOF() // silent past its timeout: closed, its expiry put off
-	// The server asks the store only once the connection is closed: the store comes back after
-	// it has put the expiry off, not before it asks.
-	waitFor(t, func() bool { return logs.FilterMessageSnippet("not expired meanwhile").Len() > 0 }, "the expiry put off")
+	// The server asks the store only once the connection is closed (nothing else asks it here):
+	// the store comes back after it has refused the expiry, not before it is asked.
+	waitFor(t, func() bool { return store.refused.Load() > 0 }, "the expiry put off")
 	store.down.Store(false)
 	ts.resume(c, int32(timeout/time.Millisecond)).ping()
 	waitFor(t, func() bool { return old.DetachCalls.Load() > 0 }, "the old Session detached")
