@@ -489,18 +489,22 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 			p50(report(z)), p50(report(k)), p99(report(z)), p99(report(k)), trips)
 	}
 
-	z, k := find("zetcd", "watch"), find("zookeeper", "watch")
+	z, k, e := find("zetcd", "watch"), find("zookeeper", "watch"), find("etcd", "watch")
 	watchers := 0
-	if r := cmp.Or(z, k); r != nil {
+	if r := cmp.Or(z, k, e); r != nil {
 		watchers = r.Conns
 	}
 	w("\n## Watch event latency\n\n")
-	w("`zkboom --conns %d --rate %g --duration %s watch`: %d sessions each watch a node of their own (a getData watch,\n", watchers, wr.WatchRate, watchDuration(z, k), watchers)
+	w("`zkboom --conns %d --rate %g --duration %s watch`: %d sessions each watch a node of their own (a getData watch,\n", watchers, wr.WatchRate, watchDuration(z, k, e), watchers)
 	w("re-armed before each write and not measured) while the next session sets it, %g setData a second in all;\n", wr.WatchRate)
 	w("each sample is the time from just before the setData is sent to the NodeDataChanged event's arrival at the\n")
-	w("watcher (stamped on arrival, whether it comes before or after the setData's reply). Milliseconds.\n\n")
+	w("watcher (stamped on arrival, whether it comes before or after the setData's reply). Milliseconds. Bare etcd\n")
+	w("(`zkboom --etcd`, started fresh after the others): %d clients each watch a key of their own while another client\n", watchers)
+	w("puts it, from just before the put to the event's arrival: what a write and its event cost on etcd alone. zetcd's\n")
+	w("event includes the setData's etcd transaction but not etcd's watch stream: zetcd fires it when the transaction\n")
+	w("answers.\n\n")
 	w("| server | events | events/s | p50 | p90 | p99 | p99.9 | max |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range []*result{z, k} {
+	for _, r := range []*result{z, k, e} {
 		if r == nil {
 			continue
 		}
@@ -508,8 +512,15 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 		w("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", targetTitle[r.Target], r.Report.Requests-r.Report.Errors,
 			r.Report.OpsPerSec, l.P50, l.P90, l.P99, l.P999, l.Max)
 	}
-	if z != nil && k != nil && k.Report.LatencyMs.P50 > 0 && k.Report.LatencyMs.P99 > 0 {
-		w("\nzetcd/ZooKeeper: p50 **%.2f**, p99 **%.2f**.\n", z.Report.LatencyMs.P50/k.Report.LatencyMs.P50, z.Report.LatencyMs.P99/k.Report.LatencyMs.P99)
+	var ratios []string
+	for _, p := range [][2]*result{{z, k}, {z, e}, {e, k}} {
+		if p[0] != nil && p[1] != nil && p[1].Report.LatencyMs.P50 > 0 && p[1].Report.LatencyMs.P99 > 0 {
+			ratios = append(ratios, fmt.Sprintf("%s/%s: p50 **%.2f**, p99 **%.2f**", targetTitle[p[0].Target], targetTitle[p[1].Target],
+				p[0].Report.LatencyMs.P50/p[1].Report.LatencyMs.P50, p[0].Report.LatencyMs.P99/p[1].Report.LatencyMs.P99))
+		}
+	}
+	if len(ratios) > 0 {
+		w("\n%s.\n", strings.Join(ratios, "; "))
 	}
 	if z != nil && z.EtcdCommitMs > 0 {
 		w("\nzetcd's etcd transactions (one per setData here) took %.2f ms on average during the run\n", z.EtcdCommitMs)

@@ -1,22 +1,26 @@
 package main
 
 // The workloads step: two workloads the matrix does not cover, run by zkboom against zetcd and
-// ZooKeeper, each started fresh:
+// ZooKeeper, each started fresh, and the watch workload against bare etcd too:
 //
 //	seq-create-persistent  --conns 64 --sequential create: 64 sessions creating PERSISTENT_SEQUENTIAL
 //	                       nodes under one parent (a queue directory)
 //	seq-create-ephemeral   the same with EPHEMERAL_SEQUENTIAL (a lock directory)
 //	watch                  --conns 16 --rate 500 watch: 16 watchers, setData at 500/s on the
 //	                       watched nodes, the time from just before each setData is sent to its
-//	                       event's arrival
+//	                       event's arrival (etcd: a put, and the event on another client's
+//	                       watch of the key: the floor of a write's event on etcd)
 //
 // For zetcd each run also gives the etcd round trips per request from /metrics: a sequential
 // create reads its parent's child counter, so concurrent creates in one parent conflict and
 // retry, and that shows as more than one round trip per create.
 
 import (
+	"fmt"
+	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -50,12 +54,16 @@ func workloadList(o *options) []workload {
 	return []workload{
 		{"seq-create-persistent", "create", o.work.seqConns, o.duration, []string{"--sequential"}},
 		{"seq-create-ephemeral", "create", o.work.seqConns, o.duration, []string{"--sequential", "--ephemeral"}},
-		{"watch", "watch", o.work.watchers, o.work.watchDuration, []string{"--rate", strconv.FormatFloat(o.work.watchRate, 'f', -1, 64)}},
+		watchWorkload(o),
 	}
 }
 
-// runWorkloads runs the workloads against zetcd and ZooKeeper (of --targets), each started fresh
-// on data directories of its own.
+func watchWorkload(o *options) workload {
+	return workload{"watch", "watch", o.work.watchers, o.work.watchDuration, []string{"--rate", strconv.FormatFloat(o.work.watchRate, 'f', -1, 64)}}
+}
+
+// runWorkloads runs the workloads against zetcd and ZooKeeper (of --targets), and the watch
+// workload against bare etcd, each started fresh on data directories of its own.
 func runWorkloads(shared *options) (*workloadRuns, error) {
 	o := *shared
 	o.workDir = filepath.Join(shared.workDir, "workloads")
@@ -78,7 +86,30 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 	if err != nil {
 		return nil, err
 	}
+	if slices.Contains(o.targetsOn, "etcd") {
+		r, err := runEtcdWatch(&o)
+		if err != nil {
+			return nil, err
+		}
+		wr.Results = append(wr.Results, *r)
+	}
 	return wr, nil
+}
+
+// runEtcdWatch runs the watch workload against a fresh bare etcd: what a write's event costs on
+// etcd alone, which zetcd's event includes. The sequential creates have no etcd counterpart.
+func runEtcdWatch(o *options) (*result, error) {
+	s, err := startEtcd(o)
+	if err != nil {
+		return nil, fmt.Errorf("workloads: etcd: %w", err)
+	}
+	defer s.stop()
+	log.Printf("workloads: etcd started (pid %d, %s)", s.cmd.Process.Pid, s.endpoint)
+	r, err := runWorkload(o, s, watchWorkload(o))
+	if err != nil {
+		return nil, fmt.Errorf("workloads: etcd: %w\n%s", err, s.log.String())
+	}
+	return r, nil
 }
 
 func runWorkload(o *options, s *server, w workload) (*result, error) {
@@ -92,5 +123,5 @@ func workloadsEstimate(o *options) time.Duration {
 	for _, w := range workloadList(o) {
 		per += w.duration + 3*time.Second
 	}
-	return 2 * (per + 10*time.Second)
+	return 2*(per+10*time.Second) + o.work.watchDuration + 15*time.Second
 }
