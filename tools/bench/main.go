@@ -130,6 +130,7 @@ func main() {
 	flag.IntVar(&o.sc.loaders, "scale-loaders", 8, "scale step: sessions loading at once")
 	flag.IntVar(&o.sc.reps, "scale-reps", 5, "scale step: times each four-letter word is asked")
 	flag.DurationVar(&o.work.watchDuration, "watch-duration", 10*time.Second, "workloads step: length of the watch run")
+	flag.IntVar(&o.work.watchRounds, "watch-rounds", 3, "workloads step: rounds of the watch run, each server started fresh in each")
 	flag.Parse()
 	pair := func(flagName, v string) [2]int {
 		f := strings.Split(v, ",")
@@ -197,6 +198,8 @@ type result struct {
 	Op     string       `json:"op"`
 	Conns  int          `json:"conns"`
 	Report zkboomReport `json:"report"`
+	// Round numbers the runs of a workload repeated in rounds (the watch workload), from 1.
+	Round int `json:"round,omitempty"`
 	// EtcdRoundTripsPerRequest is, for zetcd, the etcd calls it made per ZooKeeper request
 	// during the run (pings left out), from its /metrics.
 	EtcdRoundTripsPerRequest float64 `json:"etcdRoundTripsPerRequest,omitempty"`
@@ -351,20 +354,7 @@ func runBench(o *options) error {
 // runMatrix runs the zkboom matrix against each target, into data.
 func runMatrix(o *options, data *runData) error {
 	for _, name := range o.targetsOn {
-		var (
-			s   *server
-			err error
-		)
-		switch name {
-		case "etcd":
-			s, err = startEtcd(o)
-		case "zetcd":
-			s, err = startZetcd(o)
-		case "zookeeper":
-			s, err = startZooKeeper(o)
-		default:
-			return fmt.Errorf("unknown target %q", name)
-		}
+		s, err := startTarget(o, name)
 		if err != nil {
 			return err
 		}
@@ -380,6 +370,19 @@ func runMatrix(o *options, data *runData) error {
 		data.Memory = append(data.Memory, mem)
 	}
 	return nil
+}
+
+// startTarget starts target name (etcd, zetcd or zookeeper) on o.workDir and waits until it
+// serves.
+func startTarget(o *options, name string) (*server, error) {
+	if name == "etcd" {
+		return startEtcd(o)
+	}
+	s, ok, err := startZKServer(o, name)
+	if !ok {
+		return nil, fmt.Errorf("unknown target %q", name)
+	}
+	return s, err
 }
 
 // measure runs the warm-up and then the matrix against s.

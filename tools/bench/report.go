@@ -489,43 +489,7 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 			p50(report(z)), p50(report(k)), p99(report(z)), p99(report(k)), trips)
 	}
 
-	z, k, e := find("zetcd", "watch"), find("zookeeper", "watch"), find("etcd", "watch")
-	watchers := 0
-	if r := cmp.Or(z, k, e); r != nil {
-		watchers = r.Conns
-	}
-	w("\n## Watch event latency\n\n")
-	w("`zkboom --conns %d --rate %g --duration %s watch`: %d sessions each watch a node of their own (a getData watch,\n", watchers, wr.WatchRate, watchDuration(z, k, e), watchers)
-	w("re-armed before each write and not measured) while the next session sets it, %g setData a second in all;\n", wr.WatchRate)
-	w("each sample is the time from just before the setData is sent to the NodeDataChanged event's arrival at the\n")
-	w("watcher (stamped on arrival, whether it comes before or after the setData's reply). Milliseconds. Bare etcd\n")
-	w("(`zkboom --etcd`, started fresh after the others): %d clients each watch a key of their own while another client\n", watchers)
-	w("puts it, from just before the put to the event's arrival: what a write and its event cost on etcd alone. zetcd's\n")
-	w("event includes the setData's etcd transaction but not etcd's watch stream: zetcd fires it when the transaction\n")
-	w("answers.\n\n")
-	w("| server | events | events/s | p50 | p90 | p99 | p99.9 | max |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range []*result{z, k, e} {
-		if r == nil {
-			continue
-		}
-		l := r.Report.LatencyMs
-		w("| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", targetTitle[r.Target], r.Report.Requests-r.Report.Errors,
-			r.Report.OpsPerSec, l.P50, l.P90, l.P99, l.P999, l.Max)
-	}
-	var ratios []string
-	for _, p := range [][2]*result{{z, k}, {z, e}, {e, k}} {
-		if p[0] != nil && p[1] != nil && p[1].Report.LatencyMs.P50 > 0 && p[1].Report.LatencyMs.P99 > 0 {
-			ratios = append(ratios, fmt.Sprintf("%s/%s: p50 **%.2f**, p99 **%.2f**", targetTitle[p[0].Target], targetTitle[p[1].Target],
-				p[0].Report.LatencyMs.P50/p[1].Report.LatencyMs.P50, p[0].Report.LatencyMs.P99/p[1].Report.LatencyMs.P99))
-		}
-	}
-	if len(ratios) > 0 {
-		w("\n%s.\n", strings.Join(ratios, "; "))
-	}
-	if z != nil && z.EtcdCommitMs > 0 {
-		w("\nzetcd's etcd transactions (one per setData here) took %.2f ms on average during the run\n", z.EtcdCommitMs)
-		w("(`zetcd_write_batch_commit_seconds`): etcd's raft step, log sync and apply, within every event's latency.\n")
-	}
+	watchMarkdown(b, wr)
 	if len(errorsSeen) > 0 {
 		w("\nErrors (counted, not in the throughput or latencies):\n\n")
 		for _, e := range errorsSeen {
@@ -534,14 +498,125 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 	}
 }
 
-// watchDuration is the watch runs' length, from their reports.
-func watchDuration(rs ...*result) string {
-	for _, r := range rs {
-		if r != nil {
-			return (time.Duration(math.Round(r.Report.Seconds)) * time.Second).String()
+// watchRound is one round of the watch workload: each server's run, nil where it has none.
+type watchRound struct{ zetcd, zk, etcd *result }
+
+// watchRounds groups the watch runs of rs by round, in round order (a run from before rounds,
+// Round 0, is a round of its own).
+func watchRounds(rs []result) []watchRound {
+	byRound := map[int]*watchRound{}
+	var order []int
+	for i := range rs {
+		r := &rs[i]
+		if r.Op != "watch" {
+			continue
+		}
+		wr := byRound[r.Round]
+		if wr == nil {
+			wr = &watchRound{}
+			byRound[r.Round] = wr
+			order = append(order, r.Round)
+		}
+		switch r.Target {
+		case "zetcd":
+			wr.zetcd = r
+		case "zookeeper":
+			wr.zk = r
+		case "etcd":
+			wr.etcd = r
 		}
 	}
-	return "—"
+	slices.Sort(order)
+	out := make([]watchRound, len(order))
+	for i, n := range order {
+		out[i] = *byRound[n]
+	}
+	return out
+}
+
+// watchMarkdown renders the watch workload's rounds: every run, then the ratios of each round
+// and their medians.
+func watchMarkdown(b *strings.Builder, wr *workloadRuns) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	rounds := watchRounds(wr.Results)
+	var first *result
+	for _, r := range rounds {
+		first = cmp.Or(first, r.zetcd, r.zk, r.etcd)
+	}
+	watchers, duration := 0, "—"
+	if first != nil {
+		watchers = first.Conns
+		duration = (time.Duration(math.Round(first.Report.Seconds)) * time.Second).String()
+	}
+	w("\n## Watch event latency\n\n")
+	w("`zkboom --conns %d --rate %g --duration %s watch`: %d sessions each watch a node of their own (a getData watch,\n", watchers, wr.WatchRate, duration, watchers)
+	w("re-armed before each write and not measured) while the next session sets it, %g setData a second in all;\n", wr.WatchRate)
+	w("each sample is the time from just before the setData is sent to the NodeDataChanged event's arrival at the\n")
+	w("watcher (stamped on arrival, whether it comes before or after the setData's reply). Milliseconds. Bare etcd\n")
+	w("(`zkboom --etcd`): %d clients each watch a key of their own while another client puts it, from just before\n", watchers)
+	w("the put to the event's arrival: what a write and its event cost on etcd alone. zetcd's event includes the\n")
+	w("setData's etcd transaction but not etcd's watch stream: zetcd fires it when the transaction answers.\n\n")
+	w("%d rounds; in each, every server is started fresh, given the matrix's unmeasured mixed load, and measured in\n", len(rounds))
+	w("turn. A run's latency moves with the machine's state from minute to minute (all three servers together):\n")
+	w("steer by the ratios within a round, and by their median over the rounds.\n\n")
+	w("| round | server | events | events/s | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for i, r := range rounds {
+		for _, res := range []*result{r.zetcd, r.zk, r.etcd} {
+			if res == nil {
+				continue
+			}
+			l := res.Report.LatencyMs
+			w("| %d | %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", i+1, targetTitle[res.Target], res.Report.Requests-res.Report.Errors,
+				res.Report.OpsPerSec, l.P50, l.P90, l.P99, l.P999, l.Max)
+		}
+	}
+	w("\n| round | zetcd/ZooKeeper p50 | zetcd/ZooKeeper p99 | zetcd/etcd p50 | etcd/ZooKeeper p50 |\n| --- | ---: | ---: | ---: | ---: |\n")
+	var cols [4][]float64
+	cell := func(col int, a, b *result, p99 bool) string {
+		if a == nil || b == nil {
+			return "—"
+		}
+		x, y := a.Report.LatencyMs.P50, b.Report.LatencyMs.P50
+		if p99 {
+			x, y = a.Report.LatencyMs.P99, b.Report.LatencyMs.P99
+		}
+		if y <= 0 {
+			return "—"
+		}
+		cols[col] = append(cols[col], x/y)
+		return fmt.Sprintf("%.2f", x/y)
+	}
+	for i, r := range rounds {
+		w("| %d | %s | %s | %s | %s |\n", i+1, cell(0, r.zetcd, r.zk, false), cell(1, r.zetcd, r.zk, true),
+			cell(2, r.zetcd, r.etcd, false), cell(3, r.etcd, r.zk, false))
+	}
+	med := func(col int) string {
+		if len(cols[col]) == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("**%.2f**", median(cols[col]))
+	}
+	w("| median | %s | %s | %s | %s |\n", med(0), med(1), med(2), med(3))
+	var commit []float64
+	for _, r := range rounds {
+		if r.zetcd != nil && r.zetcd.EtcdCommitMs > 0 {
+			commit = append(commit, r.zetcd.EtcdCommitMs)
+		}
+	}
+	if len(commit) > 0 {
+		w("\nzetcd's etcd transactions (one per setData here) took %.2f ms on average during its runs (median of the\n", median(commit))
+		w("rounds' means, `zetcd_write_batch_commit_seconds`): etcd's raft step, log sync and apply, within every event's latency.\n")
+	}
+}
+
+// median returns the median of xs (not empty); xs is sorted in place.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
 func p50(r *zkboomReport) string {

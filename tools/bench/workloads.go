@@ -1,7 +1,7 @@
 package main
 
 // The workloads step: two workloads the matrix does not cover, run by zkboom against zetcd and
-// ZooKeeper, each started fresh, and the watch workload against bare etcd too:
+// ZooKeeper, and the watch workload against bare etcd too (runWorkloads says on which servers):
 //
 //	seq-create-persistent  --conns 64 --sequential create: 64 sessions creating PERSISTENT_SEQUENTIAL
 //	                       nodes under one parent (a queue directory)
@@ -20,7 +20,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -31,6 +30,7 @@ type workloadOptions struct {
 	watchers      int           // watch: sessions watching
 	watchRate     float64       // watch: setData per second, over all watchers
 	watchDuration time.Duration // watch: length of the run
+	watchRounds   int           // watch: rounds, every target in each
 }
 
 // workloadRuns is the workloads step of every server: result.Op is the workload's name.
@@ -50,11 +50,11 @@ type workload struct {
 	extra    []string // zkboom flags
 }
 
-func workloadList(o *options) []workload {
+// seqWorkloads are the sequential creates, run one after the other on one server.
+func seqWorkloads(o *options) []workload {
 	return []workload{
 		{"seq-create-persistent", "create", o.work.seqConns, o.duration, []string{"--sequential"}},
 		{"seq-create-ephemeral", "create", o.work.seqConns, o.duration, []string{"--sequential", "--ephemeral"}},
-		watchWorkload(o),
 	}
 }
 
@@ -62,8 +62,11 @@ func watchWorkload(o *options) workload {
 	return workload{"watch", "watch", o.work.watchers, o.work.watchDuration, []string{"--rate", strconv.FormatFloat(o.work.watchRate, 'f', -1, 64)}}
 }
 
-// runWorkloads runs the workloads against zetcd and ZooKeeper (of --targets), and the watch
-// workload against bare etcd, each started fresh on data directories of its own.
+// runWorkloads runs the sequential creates against zetcd and ZooKeeper (of --targets), each
+// started fresh, then rounds of the watch workload: in each, every target, bare etcd included,
+// started fresh again and warmed up as in the matrix, in turn. Fresh servers keep the creates'
+// leftovers (a large tree, etcd's compaction of it, ZooKeeper's snapshot) out of the watch run;
+// rounds let the report compare servers measured minutes apart on a machine whose speed drifts.
 func runWorkloads(shared *options) (*workloadRuns, error) {
 	o := *shared
 	o.workDir = filepath.Join(shared.workDir, "workloads")
@@ -74,7 +77,7 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 	var err error
 	wr.Results, err = onEachZKServer(&o, "workloads", func(s *server) ([]result, error) {
 		var runs []result
-		for _, w := range workloadList(&o) {
+		for _, w := range seqWorkloads(&o) {
 			res, err := runWorkload(&o, s, w)
 			if err != nil {
 				return nil, err
@@ -86,28 +89,35 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 	if err != nil {
 		return nil, err
 	}
-	if slices.Contains(o.targetsOn, "etcd") {
-		r, err := runEtcdWatch(&o)
-		if err != nil {
-			return nil, err
+	for round := 1; round <= max(o.work.watchRounds, 1); round++ {
+		ow := o
+		ow.workDir = filepath.Join(o.workDir, fmt.Sprintf("watch%d", round))
+		for _, name := range o.targetsOn {
+			r, err := runWatch(&ow, name)
+			if err != nil {
+				return nil, err
+			}
+			r.Round = round
+			wr.Results = append(wr.Results, *r)
 		}
-		wr.Results = append(wr.Results, *r)
 	}
 	return wr, nil
 }
 
-// runEtcdWatch runs the watch workload against a fresh bare etcd: what a write's event costs on
-// etcd alone, which zetcd's event includes. The sequential creates have no etcd counterpart.
-func runEtcdWatch(o *options) (*result, error) {
-	s, err := startEtcd(o)
+// runWatch runs the watch workload against target name, started fresh and warmed up.
+func runWatch(o *options, name string) (*result, error) {
+	s, err := startTarget(o, name)
 	if err != nil {
-		return nil, fmt.Errorf("workloads: etcd: %w", err)
+		return nil, fmt.Errorf("workloads: %s: %w", name, err)
 	}
 	defer s.stop()
-	log.Printf("workloads: etcd started (pid %d, %s)", s.cmd.Process.Pid, s.endpoint)
+	log.Printf("workloads: %s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
+	if err := warmUp(o, s); err != nil {
+		return nil, fmt.Errorf("workloads: %s: %w\n%s", name, err, s.log.String())
+	}
 	r, err := runWorkload(o, s, watchWorkload(o))
 	if err != nil {
-		return nil, fmt.Errorf("workloads: etcd: %w\n%s", err, s.log.String())
+		return nil, fmt.Errorf("workloads: %s: %w\n%s", name, err, s.log.String())
 	}
 	return r, nil
 }
@@ -119,9 +129,10 @@ func runWorkload(o *options, s *server, w workload) (*result, error) {
 // workloadsEstimate is how long the workloads step takes, roughly: per server a start, the
 // runs, and zkboom's setup of each.
 func workloadsEstimate(o *options) time.Duration {
-	var per time.Duration
-	for _, w := range workloadList(o) {
-		per += w.duration + 3*time.Second
+	var seq time.Duration
+	for _, w := range seqWorkloads(o) {
+		seq += w.duration + 3*time.Second
 	}
-	return 2*(per+10*time.Second) + o.work.watchDuration + 15*time.Second
+	watch := o.warmup + o.work.watchDuration + 15*time.Second
+	return 2*(seq+10*time.Second) + time.Duration(max(o.work.watchRounds, 1)*len(o.targetsOn))*watch
 }
