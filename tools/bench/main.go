@@ -659,22 +659,32 @@ func startZKServer(o *options, name string) (s *server, ok bool, err error) {
 func onEachZKServer(o *options, step string, run func(s *server) ([]result, error)) ([]result, error) {
 	var all []result
 	for _, name := range o.targetsOn {
-		s, ok, err := startZKServer(o, name)
-		if !ok {
+		if name == "etcd" {
 			continue
 		}
+		runs, err := onServer(o, step, name, run)
 		if err != nil {
 			return nil, err
-		}
-		log.Printf("%s: %s started (pid %d, %s)", step, name, s.cmd.Process.Pid, s.endpoint)
-		runs, err := run(s)
-		s.stop()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w\n%s", step, name, err, s.log.String())
 		}
 		all = append(all, runs...)
 	}
 	return all, nil
+}
+
+// onServer starts target name fresh, runs run against it, stops it, and returns the runs; an
+// error of run comes with the server's output. step names the step in logs and errors.
+func onServer(o *options, step, name string, run func(s *server) ([]result, error)) ([]result, error) {
+	s, err := startTarget(o, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", step, name, err)
+	}
+	log.Printf("%s: %s started (pid %d, %s)", step, name, s.cmd.Process.Pid, s.endpoint)
+	runs, err := run(s)
+	s.stop()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w\n%s", step, name, err, s.log.String())
+	}
+	return runs, nil
 }
 
 func startZooKeeper(o *options) (*server, error) {

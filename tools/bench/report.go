@@ -609,14 +609,14 @@ func watchMarkdown(b *strings.Builder, wr *workloadRuns) {
 	}
 }
 
-// median returns the median of xs (not empty); xs is sorted in place.
+// median returns the median of xs (not empty), leaving xs as it is.
 func median(xs []float64) float64 {
-	slices.Sort(xs)
-	n := len(xs)
+	sorted := slices.Sorted(slices.Values(xs))
+	n := len(sorted)
 	if n%2 == 1 {
-		return xs[n/2]
+		return sorted[n/2]
 	}
-	return (xs[n/2-1] + xs[n/2]) / 2
+	return (sorted[n/2-1] + sorted[n/2]) / 2
 }
 
 func p50(r *zkboomReport) string {

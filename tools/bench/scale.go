@@ -25,7 +25,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,8 +167,7 @@ func measureScale(o *options, name string) (*scaleRun, error) {
 			ft.Ms = append(ft.Ms, float64(d)/float64(time.Millisecond))
 			ft.Bytes = n
 		}
-		sorted := slices.Sorted(slices.Values(ft.Ms))
-		ft.MedianMs = sorted[len(sorted)/2]
+		ft.MedianMs = median(ft.Ms)
 		run.FourLetter = append(run.FourLetter, ft)
 		log.Printf("scale: %-9s %s: median %.2f ms of %d (%d bytes)", name, word, ft.MedianMs, sc.reps, ft.Bytes)
 	}

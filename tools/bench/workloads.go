@@ -17,7 +17,6 @@ package main
 
 import (
 	"fmt"
-	"log"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,20 +105,20 @@ func runWorkloads(shared *options) (*workloadRuns, error) {
 
 // runWatch runs the watch workload against target name, started fresh and warmed up.
 func runWatch(o *options, name string) (*result, error) {
-	s, err := startTarget(o, name)
+	runs, err := onServer(o, "workloads", name, func(s *server) ([]result, error) {
+		if err := warmUp(o, s); err != nil {
+			return nil, err
+		}
+		r, err := runWorkload(o, s, watchWorkload(o))
+		if err != nil {
+			return nil, err
+		}
+		return []result{*r}, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("workloads: %s: %w", name, err)
+		return nil, err
 	}
-	defer s.stop()
-	log.Printf("workloads: %s started (pid %d, %s)", name, s.cmd.Process.Pid, s.endpoint)
-	if err := warmUp(o, s); err != nil {
-		return nil, fmt.Errorf("workloads: %s: %w\n%s", name, err, s.log.String())
-	}
-	r, err := runWorkload(o, s, watchWorkload(o))
-	if err != nil {
-		return nil, fmt.Errorf("workloads: %s: %w\n%s", name, err, s.log.String())
-	}
-	return r, nil
+	return &runs[0], nil
 }
 
 func runWorkload(o *options, s *server, w workload) (*result, error) {
