@@ -432,3 +432,38 @@ func TestSaslResumeOnOtherZetcd(t *testing.T) {
 		t.Error("the session's ephemeral is gone")
 	}
 }
+
+// TestSaslFailedWithRequestsBehind: a client that sends requests right behind a SASL step
+// that fails (as the Java client does with its queued packets) still reads the AuthFailed
+// answer, and the server runs none of the requests behind it: it stops reading, as
+// ZooKeeper's processSasl does with disableRecv, and closes the connection.
+func TestSaslFailedWithRequestsBehind(t *testing.T) {
+	saslServers(t, testenv.SASLOptions{}, func(t *testing.T, addr string) {
+		for _, behind := range []int{1, 64, 2048} {
+			t.Run(fmt.Sprintf("%d requests", behind), func(t *testing.T) {
+				c := connectRaw(t, addr)
+				first := c.sasl([]byte{})
+				if first.closed || first.hdr.Err != 0 {
+					t.Fatalf("first step: %v", first)
+				}
+				resp, _ := digestClient{user: "bob", password: "wrong", cnonce: "abc"}.respond(string(first.token(t)))
+				c.xid++
+				saslXid := c.xid
+				frames := appendRequest(nil, saslXid, encoding.OpSasl, &encoding.GetSASLRequest{Token: []byte(resp)})
+				path := fmt.Sprintf("/behind%d", behind)
+				for i := 0; i < behind; i++ {
+					c.xid++
+					frames = appendRequest(frames, c.xid, encoding.OpCreate, &encoding.CreateRequest{Path: fmt.Sprintf("%s-%d", path, i), ACL: []encoding.ACL{worldACL(encoding.PermAll)}})
+				}
+				if _, err := c.conn.Write(frames); err != nil {
+					t.Fatalf("write the sasl step and %d requests: %v", behind, err)
+				}
+				c.expectSaslFailed(c.saslReplyTo(saslXid), encoding.ErrAuthFailed)
+				s := connectRaw(t, addr)
+				if s.exists(path+"-0") || s.exists(fmt.Sprintf("%s-%d", path, behind-1)) {
+					t.Errorf("a request sent behind the failed sasl step ran")
+				}
+			})
+		}
+	})
+}
