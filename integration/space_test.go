@@ -19,7 +19,7 @@ import (
 	"github.com/zetcd/zetcd/internal/testenv"
 )
 
-// Issue 14: zetcd's data stays below etcd's space quota. At its limit, writes that grow the
+// zetcd's data stays below etcd's space quota. At its limit, writes that grow the
 // data are refused with QuotaExceeded while reads, deletes, writes that do not grow it and
 // sessions keep working; once data is deleted, writes are accepted again with nothing done by
 // hand, and etcd never raises its NOSPACE alarm.
@@ -63,34 +63,46 @@ func TestSpaceFillAndRecover(t *testing.T) {
 		return c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: rawOpenACL}, &encoding.CreateResponse{})
 	}
 	c.mustCreate("/fill", nil, 0)
-	// Fill until creates are refused three times in a row, a few polls apart: zetcd counts
-	// what it writes between polls generously, so the first refusal can come a little early.
-	n, refusals := 0, 0
-	for n < 4*quota/len(val) && refusals < 3 {
-		switch code := create(fmt.Sprintf("/fill/n%03d", n), val); code {
-		case 0:
-			n, refusals = n+1, 0
-		case encoding.ErrQuotaExceeded:
-			refusals++
-			time.Sleep(300 * time.Millisecond)
-		default:
-			t.Fatalf("filling: create %d (%d MiB) answered %v", n, n*len(val)/mib, code)
+	// fill creates nodes of data under /fill, named prefix000, prefix001, ..., until creates
+	// are refused three times in a row, a few polls apart (zetcd counts what it writes
+	// between polls generously, so the first refusal can come a little early); it returns how
+	// many it created.
+	fill := func(prefix string, data []byte) int {
+		t.Helper()
+		n, refusals := 0, 0
+		for n < 4*quota/len(data) && refusals < 3 {
+			switch code := create(fmt.Sprintf("/fill/%s%03d", prefix, n), data); code {
+			case 0:
+				n, refusals = n+1, 0
+			case encoding.ErrQuotaExceeded:
+				refusals++
+				time.Sleep(300 * time.Millisecond)
+			default:
+				t.Fatalf("filling: create %s%03d (%d KiB each) answered %v", prefix, n, len(data)>>10, code)
+			}
 		}
+		if refusals < 3 {
+			t.Fatalf("filling: %d creates of %d KiB accepted, no QuotaExceeded", n, len(data)>>10)
+		}
+		return n
 	}
-	if refusals < 3 {
-		t.Fatalf("filling: %d creates (%d MiB) accepted, no QuotaExceeded", n, n*len(val)/mib)
-	}
+	n := fill("n", val)
+	// Topped off with small nodes: the room left is then under one of them. etcd's database in
+	// use moves by a few of the large values on its own (bbolt rewrites a leaf, values
+	// included, when a key in it changes, and frees the old pages only when no reader holds
+	// them), which would leave room for the writes below that must not fit.
+	small := fill("s", []byte(strings.Repeat("s", 16<<10)))
 	sp := z.Backend.Space()
-	t.Logf("full after %d creates of 256 KiB (%v): db size %.1f MiB, in use %.1f MiB, limit %.1f MiB, quota %d MiB",
-		n, time.Since(start).Round(time.Millisecond), float64(sp.DBSize)/mib, float64(sp.DBSizeInUse)/mib, float64(sp.Limit)/mib, quota/mib)
+	t.Logf("full after %d creates of 256 KiB and %d of 16 KiB (%v): db size %.1f MiB, in use %.1f MiB, limit %.1f MiB, quota %d MiB",
+		n, small, time.Since(start).Round(time.Millisecond), float64(sp.DBSize)/mib, float64(sp.DBSizeInUse)/mib, float64(sp.Limit)/mib, quota/mib)
 	if n*len(val) < quota/4 {
 		t.Fatalf("refused after only %d MiB of a %d MiB quota", n*len(val)/mib, quota/mib)
 	}
 
 	// At the limit: what grows the data is refused, with QuotaExceeded, as ZooKeeper with
-	// zookeeper.enforceQuota answers; checks that come first in ZooKeeper still win. (The
-	// room left moves by a fraction of a value as etcd compacts: the refused writes are
-	// larger.)
+	// zookeeper.enforceQuota answers; checks that come first in ZooKeeper still win. The
+	// refused writes grow the data by more than twice a large value, more than bbolt's own
+	// movement of the database in use.
 	big := []byte(strings.Repeat("b", 900<<10))
 	if code := create("/fill/more", big); code != encoding.ErrQuotaExceeded {
 		t.Errorf("create at the limit: %v, want QuotaExceeded", code)
@@ -115,8 +127,8 @@ func TestSpaceFillAndRecover(t *testing.T) {
 		t.Errorf("getData at the limit: %v, %d bytes", code, len(data.Data))
 	}
 	var children encoding.GetChildrenResponse
-	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/fill"}, &children); code != 0 || len(children.Children) != n {
-		t.Errorf("getChildren at the limit: %v, %d children, want %d", code, len(children.Children), n)
+	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/fill"}, &children); code != 0 || len(children.Children) != n+small {
+		t.Errorf("getChildren at the limit: %v, %d children, want %d", code, len(children.Children), n+small)
 	}
 	if st, _ := c.stat("/fill/n000"); st.Version != 0 {
 		t.Errorf("/fill/n000 at version %d: the refused multi changed it", st.Version)
