@@ -351,7 +351,7 @@ func runBench(o *options) error {
 	if _, err := os.Stat(o.png); err == nil && !plotted && !o.matrix {
 		plotted = true // no python here: the last plot is of the kept figures
 	}
-	report := markdown(o, data, plotted) + keptSections(o.out)
+	report := markdown(o, data, plotted)
 	if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
 		return err
 	}
@@ -931,22 +931,6 @@ func plot(o *options) bool {
 		return false
 	}
 	return true
-}
-
-// keptMarker starts the part of the report that is not generated here (figures from other
-// benchmarks, e.g. watch latency and memory from go test -bench); a new run keeps it.
-const keptMarker = "<!-- Everything below is kept by make bench. -->"
-
-// keptSections returns the kept part of the existing report at path, marker included, or "".
-func keptSections(path string) string {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	if i := strings.Index(string(old), keptMarker); i >= 0 {
-		return "\n" + string(old[i:])
-	}
-	return ""
 }
 
 // stepStart is when a step began and the machine's load then; every step after the matrix
