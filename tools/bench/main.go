@@ -5,8 +5,9 @@
 // (owncore.go: the reads with the server on one core and zkboom on another), the workloads step
 // (workloads.go: sequential creates in one parent, watch event latency), the scale step
 // (scale.go: four-letter words and a restart on a tree of a million znodes) and the memory step
-// (memory.go: RSS per znode, per session and per watch), and writes docs/benchmarks.md, the raw
-// figures as JSON, and a plot of throughput and p99 latency against concurrency.
+// (memory.go: RSS per znode, per session and per watch). It saves the figures as JSON
+// (docs/benchmarks.json), draws a plot of throughput and p99 latency against concurrency, and
+// writes docs/benchmarks.md whole from the figures (report.go; its Findings from findings.md).
 //
 //	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
 //	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --workloads=false --scale=false   # the memory step alone (make bench-memory)

@@ -303,7 +303,7 @@ func mib(kb int64) string {
 	return fmt.Sprintf("%.0f MiB", float64(kb)/1024)
 }
 
-// estimate is how long a run of the matrix and the memory step takes, roughly.
+// estimate is how long a run of every step takes, roughly.
 func estimate(o *options) time.Duration {
 	per := o.duration + 1500*time.Millisecond
 	cells := len(o.ops) * len(o.conns)
@@ -595,8 +595,8 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 // watchRound is one round of the watch workload: each server's run, nil where it has none.
 type watchRound struct{ zetcd, zk, etcd *result }
 
-// watchRounds groups the watch runs of rs by round, in round order (a run from before rounds,
-// Round 0, is a round of its own).
+// watchRounds groups the watch runs of rs by round, in round order (runs without a round
+// number, Round 0, make a round of their own).
 func watchRounds(rs []result) []watchRound {
 	byRound := map[int]*watchRound{}
 	var order []int
