@@ -5,12 +5,14 @@
 // (owncore.go: the reads with the server on one core and zkboom on another), the workloads step
 // (workloads.go: sequential creates in one parent, watch event latency), the scale step
 // (scale.go: four-letter words and a restart on a tree of a million znodes) and the memory step
-// (memory.go: RSS per znode, per session and per watch), and writes docs/benchmarks.md, the raw
-// figures as JSON, and a plot of throughput and p99 latency against concurrency.
+// (memory.go: RSS per znode, per session and per watch). It saves the figures as JSON
+// (docs/benchmarks.json), draws a plot of throughput and p99 latency against concurrency, and
+// writes docs/benchmarks.md whole from the figures (report.go; its Findings from findings.md).
 //
 //	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
 //	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --workloads=false --scale=false   # the memory step alone (make bench-memory)
 //	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --memory=false                    # workloads and scale (make bench-scale)
+//	go run ./tools/bench --report-only                                                                                 # the report again from docs/benchmarks.json, running nothing
 //
 // Each step can be left out (--matrix, --equal-load, --own-core, --workloads, --scale, --memory =false): a run
 // keeps the figures of the steps it leaves out from the existing JSON and rewrites the report with
@@ -131,6 +133,7 @@ func main() {
 	flag.IntVar(&o.sc.reps, "scale-reps", 5, "scale step: times each four-letter word is asked")
 	flag.DurationVar(&o.work.watchDuration, "watch-duration", 10*time.Second, "workloads step: length of the watch run")
 	flag.IntVar(&o.work.watchRounds, "watch-rounds", 3, "workloads step: rounds of the watch run, each server started fresh in each")
+	reportOnly := flag.Bool("report-only", false, "run nothing: write --out from the figures in --data (the plot at --png as it is)")
 	flag.Parse()
 	pair := func(flagName, v string) [2]int {
 		f := strings.Split(v, ",")
@@ -156,6 +159,12 @@ func main() {
 			log.Fatalf("--conns %q: want positive numbers", conns)
 		}
 		o.conns = append(o.conns, n)
+	}
+	if *reportOnly {
+		if err := writeReportOnly(&o); err != nil {
+			log.Fatal(err)
+		}
+		return
 	}
 	dir, err := os.MkdirTemp("", "zetcd-bench-")
 	if err != nil {
@@ -343,11 +352,30 @@ func runBench(o *options) error {
 	if _, err := os.Stat(o.png); err == nil && !plotted && !o.matrix {
 		plotted = true // no python here: the last plot is of the kept figures
 	}
-	report := markdown(o, data, plotted) + keptSections(o.out)
+	report := markdown(o, data, plotted)
 	if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
 		return err
 	}
 	log.Printf("wrote %s, %s%s", o.out, o.data, map[bool]string{true: ", " + o.png, false: ""}[plotted])
+	return nil
+}
+
+// writeReportOnly writes the report from the figures saved in o.data, running nothing; the
+// plot is referenced if o.png exists.
+func writeReportOnly(o *options) error {
+	raw, err := os.ReadFile(o.data)
+	if err != nil {
+		return err
+	}
+	data := &runData{}
+	if err := json.Unmarshal(raw, data); err != nil {
+		return fmt.Errorf("%s: %w", o.data, err)
+	}
+	_, err = os.Stat(o.png)
+	if err := os.WriteFile(o.out, []byte(markdown(o, data, err == nil)), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote %s from %s", o.out, o.data)
 	return nil
 }
 
@@ -904,22 +932,6 @@ func plot(o *options) bool {
 		return false
 	}
 	return true
-}
-
-// keptMarker starts the part of the report that is not generated here (figures from other
-// benchmarks, e.g. watch latency and memory from go test -bench); a new run keeps it.
-const keptMarker = "<!-- Everything below is kept by make bench. -->"
-
-// keptSections returns the kept part of the existing report at path, marker included, or "".
-func keptSections(path string) string {
-	old, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	if i := strings.Index(string(old), keptMarker); i >= 0 {
-		return "\n" + string(old[i:])
-	}
-	return ""
 }
 
 // stepStart is when a step began and the machine's load then; every step after the matrix

@@ -15,56 +15,169 @@ import (
 // targetTitle names the servers in the report.
 var targetTitle = map[string]string{"etcd": "etcd", "zetcd": "zetcd", "zookeeper": "ZooKeeper"}
 
-// markdown renders docs/benchmarks.md from one run's figures.
+// markdown renders docs/benchmarks.md, all of it, from the figures in d: the settings, ops and
+// connection counts the figures were measured with are taken from d, o's only where d lacks them.
 func markdown(o *options, d *runData, plotted bool) string {
+	o = reportOptions(o, d)
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	find := func(target, op string, conns int) *zkboomReport {
-		if r := findResult(d.Results, target, op, conns); r != nil {
-			return &r.Report
-		}
-		return nil
-	}
-
 	w("# Benchmarks\n\n")
-	w("Written by `make bench` (tools/bench) on %s from one run on this machine: a bare etcd,\n", d.Started.Format("2006-01-02 15:04 MST"))
-	w("zetcd on its embedded etcd, and a real Apache ZooKeeper, each started fresh and measured in turn\n")
-	w("with the same zkboom matrix. The raw figures are in [benchmarks.json](benchmarks.json).\n\n")
+	w("A bare etcd, zetcd on its embedded etcd, and a real Apache ZooKeeper, measured on one machine by\n")
+	w("`make bench` (tools/bench), which writes this report whole from the figures it saves in\n")
+	w("[benchmarks.json](benchmarks.json); `go run ./tools/bench --report-only` writes it again from them\n")
+	w("without running anything. Do not edit it by hand: its text is in tools/bench (report.go, findings.md).\n")
+	w("The matrix ran on %s.\n", d.Started.Format("2006-01-02 15:04 MST"))
+	machineMarkdown(&b, d)
+	methodMarkdown(&b, o, d)
+	matrixMarkdown(&b, o, d)
+	if d.EqualLoad != nil {
+		equalLoadMarkdown(&b, d.EqualLoad)
+	}
+	if d.OwnCore != nil {
+		ownCoreMarkdown(&b, d.OwnCore)
+	}
+	if d.Workloads != nil {
+		workloadsMarkdown(&b, o, d.Workloads)
+	}
+	if d.Scale != nil {
+		scaleMarkdown(&b, d.Scale)
+	}
+	if d.MemoryScaling != nil {
+		memoryMarkdown(&b, d.MemoryScaling)
+	}
+	if plotted {
+		w("\n## Plot\n\nThe matrix: throughput and p99 latency against connections, one panel per op.\n\n")
+		w("![throughput and p99 latency against connections](%s)\n", filepath.Base(o.png))
+	}
+	b.WriteString("\n")
+	b.WriteString(findings(d))
+	w("\n## Reproducing\n\n```\n")
+	w("make bench          # every step, about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n", int(math.Ceil(estimate(o).Minutes())))
+	w("make bench-memory   # the memory step alone, about %d minutes\n", int(math.Ceil(memEstimate(o).Minutes())))
+	w("make bench-scale    # the workloads and scale steps alone, about %d minutes\n", int(math.Ceil((workloadsEstimate(o) + scaleEstimate(o)).Minutes())))
+	w("go run ./tools/bench --report-only   # this report again from benchmarks.json, running nothing\n```\n")
+	w("\nA run that leaves steps out (`--matrix=false`, `--workloads=false`, ...) keeps their figures from\n")
+	w("benchmarks.json and writes the report with all of them.\n")
+	return b.String()
+}
 
-	w("## Machine\n\n| | |\n| --- | --- |\n")
+// reportOptions returns o with the matrix's ops and connection counts and the run's settings as d
+// records them, so that a report of saved figures describes how they were measured.
+func reportOptions(o *options, d *runData) *options {
+	r := *o
+	if ops, conns := matrixShape(d.Results); len(ops) > 0 {
+		r.ops, r.conns = ops, conns
+	}
+	s := d.Settings
+	if v, err := time.ParseDuration(s["duration per run"]); err == nil {
+		r.duration = v
+	}
+	if v, err := time.ParseDuration(s["warm-up per server"]); err == nil {
+		r.warmup = v
+	}
+	if v, err := strconv.Atoi(strings.TrimSuffix(s["value size"], " bytes")); err == nil {
+		r.valSize = v
+	}
+	if v, err := strconv.Atoi(s["nodes get/set pick from"]); err == nil {
+		r.keys = v
+	}
+	if v, err := strconv.Atoi(s["clients per connection"]); err == nil {
+		r.clients = v
+	}
+	return &r
+}
+
+// matrixShape returns the ops of the matrix's runs rs in the order they ran, and their
+// connection counts, ascending.
+func matrixShape(rs []result) (ops []string, conns []int) {
+	for _, r := range rs {
+		if !slices.Contains(ops, r.Op) {
+			ops = append(ops, r.Op)
+		}
+		if !slices.Contains(conns, r.Conns) {
+			conns = append(conns, r.Conns)
+		}
+	}
+	slices.Sort(conns)
+	return ops, conns
+}
+
+// machineMarkdown renders the machine and toolchains the matrix ran on.
+func machineMarkdown(b *strings.Builder, d *runData) {
+	fmt.Fprint(b, "\n## Machine\n\n| | |\n| --- | --- |\n")
 	keys := make([]string, 0, len(d.Machine))
 	for k := range d.Machine {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		w("| %s | %s |\n", k, d.Machine[k])
+		fmt.Fprintf(b, "| %s | %s |\n", k, d.Machine[k])
 	}
+}
 
+// methodMarkdown renders how every step measures: the servers, the load generator, where each
+// runs, and what a figure is.
+func methodMarkdown(b *strings.Builder, o *options, d *runData) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("\n## Method\n\n")
-	w("- **etcd**: a bare single-member etcd (`internal/embedetcd`, the same code and settings zetcd embeds, run alone by\n")
+	w("**Servers.**\n")
+	w("- **etcd**: a bare single-member etcd (`internal/embedetcd`, the code and settings zetcd embeds, run alone by\n")
 	w("  `tools/bench/benchetcd`), driven by `zkboom --etcd` with the raw etcd request closest to each ZooKeeper one:\n")
 	w("  create = a txn \"if the key is absent, put\" (ZooKeeper refuses an existing node); get = a linearizable get;\n")
 	w("  exists = a linearizable get with `WithCountOnly` (the answer is whether the key is there, not its value);\n")
 	w("  children = a linearizable range over the parent's prefix with `WithKeysOnly` (the names, not the data);\n")
 	w("  set = a put; delete = a delete of one key (its reply says whether the key was there, all ZooKeeper's NoNode\n")
-	w("  needs). The ceiling: zetcd can only add to what etcd does.\n")
+	w("  needs). What etcd costs alone: zetcd's writes can only add to it.\n")
 	w("- **zetcd**: the `zetcd` binary with its embedded etcd (data on the same disk), over the ZooKeeper protocol.\n")
-	w("- **ZooKeeper**: %s standalone, `-Xmx1g`, its transaction log fsynced like etcd's WAL.\n", orDash(d.Machine["zookeeper"]))
-	w("- Each cell is `zkboom --conns N --clients 1 --duration %s OP`: N sessions (etcd: N clients), one request in\n", o.duration)
-	w("  flight on each (closed loop), so concurrency = N. get, exists and set pick among %d existing nodes; children\n", o.keys)
-	w("  is getChildren2 of one node with 10 children (etcd: a prefix holding 10 keys); create makes new nodes under one\n")
-	w("  parent; delete deletes nodes zkboom created beforehand (not measured), as many as that server's create run at\n")
-	w("  the same N made in %s (`--total`), so it lasts about as long; mixed is 80%% get, 10%% set, 10%% create;\n", o.duration)
-	w("  values are %d bytes. Each server first gets %s of unmeasured mixed load (the JVM's JIT, etcd's and zetcd's\n", o.valSize, o.warmup)
-	w("  caches).\n")
-	w("- zkboom runs on the same cores as the server it measures: on a small machine the load generator takes a\n")
-	w("  real share of the CPU, and more so at 64 connections. The ratios compare servers under the same handicap.\n")
+	w("- **ZooKeeper**: %s standalone, `-Xmx1g` (the scale step: more), its transaction log fsynced like etcd's WAL.\n\n", orDash(d.Machine["zookeeper"]))
+	w("**Load.** `zkboom` (cmd/zkboom) runs a closed loop: `--conns N` sessions (etcd: N clients), each with %d\n", o.clients)
+	w("request in flight, so concurrency = N; a latency is from just before a request is sent to its reply, and\n")
+	w("throughput counts the successful requests a second. Each matrix cell is `zkboom --conns N --duration %s OP`.\n", o.duration)
+	w("get, exists and set pick among %d existing nodes; children is getChildren2 of a node with 10 children (etcd: a\n", o.keys)
+	w("prefix holding 10 keys); create makes new nodes under one parent; delete deletes nodes zkboom created\n")
+	w("beforehand (not measured), as many as that server's create at the same N made in %s (`--total`), so it lasts\n", o.duration)
+	w("about as long; mixed is 80%% get, 10%% set, 10%% create; values are %d bytes. The equal-load step runs open-loop\n", o.valSize)
+	w("instead (`--rate R`: requests sent at a fixed rate whatever the replies).\n\n")
+	w("**Fresh servers, one at a time.** Each step starts each server fresh on an empty data directory of its own;\n")
+	w("the servers run one after another, never together. Before the matrix, the equal-load, own-core and watch\n")
+	w("runs, a server gets %s of unmeasured mixed load (the JVM's JIT, etcd's and zetcd's caches). In the matrix\n", o.warmup)
+	w("a server runs all its cells in turn, so its later cells run on the tree its earlier ones grew, and bare\n")
+	w("etcd's cells run minutes before zetcd's.\n\n")
+	w("**Shared cores, or a core of its own.** In every step but the own-core step, zkboom runs on the same cores as\n")
+	w("the server (Go's default GOMAXPROCS, every core). On a small machine the load generator takes a real share of\n")
+	w("the CPU, more so at 64 connections, and a request's latency includes its wait for a core zkboom holds: the\n")
+	w("ratios compare servers under the same handicap. The own-core step runs the reads again with the server on\n")
+	w("one core and zkboom on another (`taskset -c`), zetcd and ZooKeeper alike.\n")
 	if procs := d.Settings[zkboomProcsSetting]; procs != "" && procs != "every core" {
-		w("  zkboom ran with `GOMAXPROCS=%s` (`--zkboom-procs`), leaving the rest of the cores to the server.\n", procs)
+		w("In this run zkboom ran with `GOMAXPROCS=%s` (`--zkboom-procs`), leaving the other cores to the server.\n", procs)
 	}
+	w("\n**Rounds.** The watch workload runs in rounds: in each, every server is started fresh, warmed up and\n")
+	w("measured in turn. A run's latency follows the machine's state from minute to minute (all servers together),\n")
+	w("so the report gives each round's ratios and their median.\n\n")
+	w("**zetcd's own figures.** Before and after each zetcd run its `/metrics` are scraped: etcd round trips per\n")
+	w("ZooKeeper request, writes per etcd transaction (group commit), and the mean time etcd took to answer a\n")
+	w("write batch's transaction (`zetcd_write_batch_commit_seconds`).\n\n")
+	w("**Busy share and CPU per request.** The CPU figures in the findings are measured by hand this way, not by\n")
+	w("`make bench`: a process's CPU per request is its user and system time (`/proc/PID/stat`) over a few seconds\n")
+	w("in the middle of a run, divided by the requests it answered meanwhile; the machine's busy share is one minus\n")
+	w("its idle share (`/proc/stat`) over the same seconds. With the server and zkboom on the same cores, the two\n")
+	w("processes' CPU says how the cores were shared.\n\n")
+	w("**Noise.** Every figure is one run of a few seconds on a machine that may be shared (each step gives the\n")
+	w("load average at its start): a cell moves by 10-25%% between runs. Steer by the ratios, which compare servers\n")
+	w("measured minutes apart in the same run.\n")
+}
 
-	w("\n## Results\n\nThroughput in successful requests per second; p99 latency in milliseconds.\n\n")
+// matrixMarkdown renders the matrix: throughput and p99 of each server, zetcd's round trips and
+// batch sizes, the ratios' geometric means, any errors, and each server's RSS.
+func matrixMarkdown(b *strings.Builder, o *options, d *runData) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	find := func(target, op string, conns int) *zkboomReport {
+		if r := findResult(d.Results, target, op, conns); r != nil {
+			return &r.Report
+		}
+		return nil
+	}
+	w("\n## Results\n\nThe matrix. Throughput in successful requests per second; p99 latency in milliseconds.\n\n")
 	w("| op | conns | etcd ops/s | zetcd ops/s | ZooKeeper ops/s | zetcd/etcd | zetcd/ZooKeeper | etcd p99 | zetcd p99 | ZooKeeper p99 |\n")
 	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	var vsEtcd, vsZK []float64
@@ -81,17 +194,6 @@ func markdown(o *options, d *runData, plotted bool) string {
 			}
 		}
 	}
-	w("\nzetcd's etcd round trips per ZooKeeper request, from its `/metrics` (`zetcd_etcd_round_trips_total` over\n")
-	w("`zetcd_requests_total`, pings left out, zkboom's own setup included) during each run:\n\n")
-	zetcdTable(&b, o, d, "%.2f", false, func(r result) float64 { return r.EtcdRoundTripsPerRequest })
-	w("\nzetcd's writes per etcd transaction (group commit: `zetcd_write_batch_size`, its sum over its count) during\n")
-	w("each run of a writing op (for delete, zkboom's creates of the nodes it deletes, one at a time, are counted too):\n\n")
-	zetcdTable(&b, o, d, "%.1f", true, func(r result) float64 {
-		if !slices.Contains([]string{"create", "set", "delete", "mixed", "multi"}, r.Op) {
-			return 0 // a reading op's run writes only zkboom's setup
-		}
-		return r.WritesPerBatch
-	})
 	w("\nAcross the matrix (geometric mean of the throughput ratios): **zetcd/etcd %s**, **zetcd/ZooKeeper %s**.\n",
 		geomean(vsEtcd), geomean(vsZK))
 	if len(errorsSeen) > 0 {
@@ -100,42 +202,30 @@ func markdown(o *options, d *runData, plotted bool) string {
 			w("- %s\n", e)
 		}
 	} else {
-		w("\nNo request failed.\n")
+		w("No request failed.\n")
 	}
-
-	w("\n## Memory\n\nResident memory of each server process at the end of its runs (from /proc).\n\n")
+	w("\nzetcd's etcd round trips per ZooKeeper request (`zetcd_etcd_round_trips_total` over `zetcd_requests_total`,\n")
+	w("pings left out, zkboom's own setup included) during each run:\n\n")
+	zetcdTable(b, o, d, "%.2f", false, func(r result) float64 { return r.EtcdRoundTripsPerRequest })
+	w("\nzetcd's writes per etcd transaction (`zetcd_write_batch_size`, its sum over its count) during each run of a\n")
+	w("writing op (for delete, zkboom's creates of the nodes it deletes, one at a time, are counted too):\n\n")
+	zetcdTable(b, o, d, "%.1f", true, func(r result) float64 {
+		if !writingOp(r.Op) {
+			return 0 // a reading op's run writes only zkboom's setup
+		}
+		return r.WritesPerBatch
+	})
+	w("\nResident memory of each server process at the end of its matrix runs (from /proc): zetcd's includes its\n")
+	w("embedded etcd, which the bare etcd is alone; ZooKeeper's is a JVM with `-Xmx1g`.\n\n")
 	w("| server | peak RSS | RSS at the end |\n| --- | ---: | ---: |\n")
 	for _, m := range d.Memory {
 		w("| %s | %s | %s |\n", targetTitle[m.Target], mib(m.PeakRSSKB), mib(m.EndRSSKB))
 	}
-	w("\nzetcd's figure includes its embedded etcd; the bare etcd is that etcd alone, so the difference is roughly\n")
-	w("what zetcd itself holds (sessions, connections, watch fan-out, buffers). ZooKeeper's is a JVM with `-Xmx1g`.\n")
+}
 
-	if d.EqualLoad != nil {
-		equalLoadMarkdown(&b, d.EqualLoad)
-	}
-	if d.OwnCore != nil {
-		ownCoreMarkdown(&b, d.OwnCore)
-	}
-	if d.Workloads != nil {
-		workloadsMarkdown(&b, o, d.Workloads)
-	}
-	if d.Scale != nil {
-		scaleMarkdown(&b, d.Scale)
-	}
-	if d.MemoryScaling != nil {
-		memoryMarkdown(&b, d.MemoryScaling)
-	}
-
-	if plotted {
-		w("\n## Plot\n\n![throughput and p99 latency against connections](%s)\n", filepath.Base(o.png))
-	}
-	w("\n## Reproducing\n\n```\nmake bench          # about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n", int(math.Ceil(estimate(o).Minutes())))
-	w("make bench-memory   # the memory step alone, about %d minutes\n", int(math.Ceil(memEstimate(o).Minutes())))
-	w("make bench-scale    # the workloads and scale steps alone, about %d minutes\n```\n", int(math.Ceil((workloadsEstimate(o) + scaleEstimate(o)).Minutes())))
-	w("\nOne run, short durations: differences of 10%% between runs are noise. Steer by the ratios, which come from the\n")
-	w("same run on the same machine.\n")
-	return b.String()
+// writingOp reports whether the matrix's op writes (its runs have write batches of their own).
+func writingOp(op string) bool {
+	return slices.Contains([]string{"create", "set", "delete", "mixed", "multi"}, op)
 }
 
 // zetcdTable writes a table of one figure of zetcd's runs (value; 0 when a run has none), one
@@ -213,7 +303,7 @@ func mib(kb int64) string {
 	return fmt.Sprintf("%.0f MiB", float64(kb)/1024)
 }
 
-// estimate is how long a run of the matrix and the memory step takes, roughly.
+// estimate is how long a run of every step takes, roughly.
 func estimate(o *options) time.Duration {
 	per := o.duration + 1500*time.Millisecond
 	cells := len(o.ops) * len(o.conns)
@@ -237,28 +327,14 @@ func memEstimate(o *options) time.Duration {
 // session and per watch derived from them.
 func memoryMarkdown(b *strings.Builder, ms *memScaling) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	runs := map[string]*memRun{}
-	for i := range ms.Runs {
-		runs[ms.Runs[i].Target] = &ms.Runs[i]
-	}
-	z, k := runs["zetcd"], runs["zookeeper"]
-	step := func(r *memRun, name string) *memStep {
-		if r == nil {
-			return nil
-		}
-		for i := range r.Steps {
-			if r.Steps[i].Name == name {
-				return &r.Steps[i]
-			}
-		}
-		return nil
-	}
+	z, k := ms.run("zetcd"), ms.run("zookeeper")
+	step := (*memRun).step
 	s0, s1 := ms.Sessions[0], ms.Sessions[1]
 	w0, w1 := ms.Watches[0], ms.Watches[1]
 
 	w("\n## Memory per znode, session and watch\n\n")
-	w("Measured %s. Each server is started fresh (zetcd with its embedded etcd: one process; ZooKeeper: one JVM,\n", ms.Started.Format("2006-01-02 15:04 MST"))
-	w("`-Xmx1g`) and filled in steps; after each, a garbage collection is forced (zetcd: `runtime.GC` through\n")
+	w("Measured %s. Each server (zetcd with its embedded etcd: one process; ZooKeeper: one JVM, `-Xmx1g`)\n", ms.Started.Format("2006-01-02 15:04 MST"))
+	w("is filled in steps; after each, a garbage collection is forced (zetcd: `runtime.GC` through\n")
 	w("`/debug/pprof/heap?gc=1`; ZooKeeper: `jcmd PID GC.run`) and, %s later, the process's resident memory read\n", memSettle)
 	w("from /proc. The sessions are raw sockets of the bench process (a separate process), pinging every %s.\n\n", memPingEvery)
 	w("1. **znodes**: %s persistent znodes of %d bytes (%d per parent).\n", thousands(ms.Znodes), ms.DataSize, memFanout)
@@ -288,17 +364,7 @@ func memoryMarkdown(b *strings.Builder, ms *memScaling) {
 			stepKB(zs, false), stepKB(zs, true), stacks, stepKB(ks, false), stepKB(ks, true))
 	}
 
-	// per is the growth between two steps divided by n, for RSS (heap false) or the heap.
-	per := func(r *memRun, from, to string, n int, heap bool) (float64, bool) {
-		a, c := step(r, from), step(r, to)
-		if a == nil || c == nil || n <= 0 {
-			return 0, false
-		}
-		if heap { // live memory: the heap, and a Go process's goroutine stacks
-			return float64(c.HeapKB+c.StackKB-a.HeapKB-a.StackKB) * 1024 / float64(n), true
-		}
-		return float64(c.RSSKB-a.RSSKB) * 1024 / float64(n), true
-	}
+	per := (*memRun).per
 	type row struct {
 		what, from, to string
 		n              int
@@ -330,8 +396,44 @@ func memoryMarkdown(b *strings.Builder, ms *memScaling) {
 		w("| %s | %s | %s | %s | %s | %s |\n", r.what, bytesOr(zr, zok), bytesOr(kr, kok), ratio, bytesOr(zh, zhok), bytesOr(kh, khok))
 	}
 	w("\nOne run: a few KiB per session or tens of bytes per watch between runs are noise (the garbage collectors\n")
-	w("decide how much of the freed memory goes back to the system). Where it goes in zetcd: see \"Memory per\n")
-	w("session and per watch\" below.\n")
+	w("decide how much of the freed memory goes back to the system).\n")
+}
+
+// run returns the memory step of target, or nil.
+func (ms *memScaling) run(target string) *memRun {
+	for i := range ms.Runs {
+		if ms.Runs[i].Target == target {
+			return &ms.Runs[i]
+		}
+	}
+	return nil
+}
+
+// step returns r's step named name, or nil (also when r is nil).
+func (r *memRun) step(name string) *memStep {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Steps {
+		if r.Steps[i].Name == name {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// per is r's growth between steps from and to divided by n, in bytes: of RSS (heap false) or
+// of live memory (heap true: the heap, and a Go process's goroutine stacks). ok is false when
+// r lacks either step.
+func (r *memRun) per(from, to string, n int, heap bool) (v float64, ok bool) {
+	a, c := r.step(from), r.step(to)
+	if a == nil || c == nil || n <= 0 {
+		return 0, false
+	}
+	if heap {
+		return float64(c.HeapKB+c.StackKB-a.HeapKB-a.StackKB) * 1024 / float64(n), true
+	}
+	return float64(c.RSSKB-a.RSSKB) * 1024 / float64(n), true
 }
 
 func stepKB(s *memStep, heap bool) string {
@@ -379,11 +481,9 @@ func thousands(n int) string {
 func equalLoadMarkdown(b *strings.Builder, er *equalLoadRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("\n## Latency at equal load\n\n")
-	w("%s), zetcd and ZooKeeper each started fresh and warmed up as in\n", er.measured())
-	w("the matrix. The matrix runs every server as fast as it answers, so a server that answers more requests also\n")
-	w("queues more and leaves the load generator, on the same cores, more to do: its latency is taken at a higher load.\n")
-	w("Here both are offered the same rate (`zkboom --conns %d --rate R`), %.0f%% of the lower of their matrix\n", er.Conns, 100*er.Share)
-	w("throughputs at %d connections, which both sustain. Milliseconds.\n\n", er.Conns)
+	w("%s). In the closed loop a server that answers more requests also\n", er.measured())
+	w("queues more, and leaves zkboom on its cores more to do: here zetcd and ZooKeeper are offered the same rate\n")
+	w("(`zkboom --conns %d --rate R`), %.0f%% of the lower of their matrix throughputs at %d connections. Milliseconds.\n\n", er.Conns, 100*er.Share, er.Conns)
 	w("| op | offered ops/s | zetcd ops/s | ZooKeeper ops/s | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd/ZooKeeper p99 |\n")
 	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, p := range pairedRuns(er.Results) {
@@ -425,10 +525,8 @@ func (p pairedRun) p99Ratio() string {
 func ownCoreMarkdown(b *strings.Builder, oc *ownCoreRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	w("\n## Reads with the load generator on a core of its own\n\n")
-	w("%s), zetcd and ZooKeeper each started fresh on CPUs %s\n", oc.measured(), oc.ServerCPUs)
-	w("(`taskset -c %s`) and warmed up as in the matrix, zkboom on CPUs %s: the matrix's reads at %d connections,\n", oc.ServerCPUs, oc.ZkboomCPUs, oc.Conns)
-	w("closed-loop, without the load generator's threads on the server's cores. In the matrix they share them, and a\n")
-	w("request's latency there includes its wait for a core the load generator holds. Milliseconds.\n\n")
+	w("%s). The matrix's reads at %d connections, the server on CPUs %s\n", oc.measured(), oc.Conns, oc.ServerCPUs)
+	w("(`taskset -c %s`) and zkboom on CPUs %s. Milliseconds.\n\n", oc.ServerCPUs, oc.ZkboomCPUs)
 	w("| op | zetcd ops/s | ZooKeeper ops/s | zetcd/ZooKeeper | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd/ZooKeeper p99 |\n")
 	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, p := range pairedRuns(oc.Results) {
@@ -465,16 +563,12 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 	}
 
 	w("\n## Sequential creates in one parent\n\n")
-	w("%s), zetcd and ZooKeeper each started\n", wr.measured())
-	w("fresh (the workloads step; `make bench-scale` runs it alone).\n")
-	w("`zkboom --conns %d --duration %s --sequential [--ephemeral] create`: %d sessions, one request in flight on each,\n", conns, wr.Duration, conns)
-	w("all creating sequential nodes of %d bytes under one parent, as the clients of a lock (EPHEMERAL_SEQUENTIAL) or\n", o.valSize)
-	w("queue (PERSISTENT_SEQUENTIAL) directory do. A sequential name comes from the parent's child counter; zetcd\n")
-	w("checks the creates waiting at one moment in order on its in-memory tree, naming each after the counter as the\n")
-	w("earlier ones left it, and commits them in one etcd transaction that guards the counter (group commit,\n")
-	w("etcdstore/commit.go); a commit that finds it moved (a create through another zetcd) is checked again. The etcd\n")
-	w("round trips per create (zetcd's `/metrics`, as in the matrix; zkboom's setup and the sessions' close\n")
-	w("included) count the transactions and those retries.\n\n")
+	w("%s; the workloads step). `zkboom --conns %d --duration %s\n", wr.measured(), conns, wr.Duration)
+	w("--sequential [--ephemeral] create`: %d sessions creating sequential nodes of %d bytes under one parent, as the\n", conns, o.valSize)
+	w("clients of a lock (EPHEMERAL_SEQUENTIAL) or queue (PERSISTENT_SEQUENTIAL) directory do. zetcd names the creates\n")
+	w("of a batch after the parent's counter as the batch's earlier ones left it and commits them in one etcd\n")
+	w("transaction that guards the counter (etcdstore/commit.go); the round trips count those transactions and the\n")
+	w("retries of a batch that finds the counter moved (a create through another zetcd).\n\n")
 	w("| mode | zetcd ops/s | ZooKeeper ops/s | zetcd/ZooKeeper | zetcd p50 | ZooKeeper p50 | zetcd p99 | ZooKeeper p99 | zetcd etcd round trips per create |\n")
 	w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, m := range []struct{ name, title string }{
@@ -501,8 +595,8 @@ func workloadsMarkdown(b *strings.Builder, o *options, wr *workloadRuns) {
 // watchRound is one round of the watch workload: each server's run, nil where it has none.
 type watchRound struct{ zetcd, zk, etcd *result }
 
-// watchRounds groups the watch runs of rs by round, in round order (a run from before rounds,
-// Round 0, is a round of its own).
+// watchRounds groups the watch runs of rs by round, in round order (runs without a round
+// number, Round 0, make a round of their own).
 func watchRounds(rs []result) []watchRound {
 	byRound := map[int]*watchRound{}
 	var order []int
@@ -554,11 +648,8 @@ func watchMarkdown(b *strings.Builder, wr *workloadRuns) {
 	w("each sample is the time from just before the setData is sent to the NodeDataChanged event's arrival at the\n")
 	w("watcher (stamped on arrival, whether it comes before or after the setData's reply). Milliseconds. Bare etcd\n")
 	w("(`zkboom --etcd`): %d clients each watch a key of their own while another client puts it, from just before\n", watchers)
-	w("the put to the event's arrival: what a write and its event cost on etcd alone. zetcd's event includes the\n")
-	w("setData's etcd transaction but not etcd's watch stream: zetcd fires it when the transaction answers.\n\n")
-	w("%d rounds; in each, every server is started fresh, given the matrix's unmeasured mixed load, and measured in\n", len(rounds))
-	w("turn. A run's latency moves with the machine's state from minute to minute (all three servers together):\n")
-	w("steer by the ratios within a round, and by their median over the rounds.\n\n")
+	w("the put to the event's arrival: what a write and its event cost on etcd alone. zetcd fires the event when the\n")
+	w("setData's etcd transaction answers. %d rounds (Method): steer by the ratios within a round and their median.\n\n", len(rounds))
 	w("| round | server | events | events/s | p50 | p90 | p99 | p99.9 | max |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for i, r := range rounds {
 		for _, res := range []*result{r.zetcd, r.zk, r.etcd} {
@@ -640,10 +731,9 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 		}
 	}
 	w("\n## A tree of %s znodes: four-letter words and restart\n\n", thousands(sr.Znodes))
-	w("%s; the scale step, `make bench-scale` runs it\n", sr.measured())
-	w("alone). zetcd (`--quota-backend-bytes %d GiB --4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each started\n", scaleQuota>>30, sr.Heap)
-	w("fresh and loaded with %s znodes of %d bytes,\n", thousands(sr.Znodes), sr.DataSize)
-	w("%d children per parent, by %d sessions at once, each sending multis of %d creates one at a time. Then\n", memFanout, sr.Loaders, sr.Batch)
+	w("%s; the scale step). zetcd (`--quota-backend-bytes %d GiB\n", sr.measured(), scaleQuota>>30)
+	w("--4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each loaded with %s znodes of %d bytes, %d children per\n", sr.Heap, thousands(sr.Znodes), sr.DataSize, memFanout)
+	w("parent, by %d sessions at once, each sending multis of %d creates one at a time. Then\n", sr.Loaders, sr.Batch)
 	w("a new session reads the last znode, and each four-letter word is asked %d times, each over a new connection\n", sr.Reps)
 	w("to the client port: the time from connecting to the end of the answer (the server closes the connection).\n")
 	w("Then the server is stopped (SIGTERM) and started again on the same data directory: the time from starting\n")
@@ -693,19 +783,6 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 	for _, r := range []*scaleRun{z, k} {
 		if r != nil && r.RestartError != "" {
 			w("\n**%s did not restart on the tree**: after %.1f s, %s\n", targetTitle[r.Target], r.RestartSeconds, r.RestartError)
-		}
-	}
-	w("\nEvery repetition (ms) and the answer's size:\n\n| server | word | repetitions | bytes |\n| --- | --- | --- | ---: |\n")
-	for _, r := range []*scaleRun{z, k} {
-		if r == nil {
-			continue
-		}
-		for _, f := range r.FourLetter {
-			reps := make([]string, len(f.Ms))
-			for i, v := range f.Ms {
-				reps[i] = fmt.Sprintf("%.2f", v)
-			}
-			w("| %s | %s | %s | %d |\n", targetTitle[r.Target], f.Word, strings.Join(reps, ", "), f.Bytes)
 		}
 	}
 	w("\nNo session and no watch is open while the words are asked (the loaders' sessions are closed): `dump` and\n")

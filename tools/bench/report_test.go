@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,24 +28,27 @@ func TestDeleteTotal(t *testing.T) {
 	}
 }
 
-// TestMarkdown renders a report from figures of every step and checks each step's section and
-// the new rows are there.
-func TestMarkdown(t *testing.T) {
-	o := &options{ops: []string{"exists", "children", "delete"}, conns: []int{1, 64}, duration: 6 * time.Second,
-		warmup: 3 * time.Second, valSize: 128, keys: 1000, targetsOn: []string{"etcd", "zetcd", "zookeeper"},
-		mem:  memOptions{znodes: 100000, sessions: [2]int{1000, 10000}, watches: [2]int{100, 10}},
-		work: workloadOptions{seqConns: 64, watchers: 16, watchRate: 500, watchDuration: 10 * time.Second, watchRounds: 2},
-		sc:   scaleOptions{znodes: 1000000, dataSize: 128, batch: 250, loaders: 8, reps: 5}}
+// testRunData is figures of every step, as a run saves them.
+func testRunData(o *options) *runData {
 	rep := func(ops, p50, p99 float64) zkboomReport {
 		r := zkboomReport{Requests: 100, OpsPerSec: ops}
 		r.LatencyMs.P50, r.LatencyMs.P99 = p50, p99
 		return r
 	}
-	d := &runData{Machine: map[string]string{"cpus (nproc)": "2"}}
+	d := &runData{Machine: map[string]string{"cpus (nproc)": "2", "zookeeper": "3.9.6"},
+		Settings: map[string]string{"duration per run": "6s", "warm-up per server": "3s", "value size": "128 bytes",
+			"nodes get/set pick from": "1000", "clients per connection": "1"}}
 	for _, target := range o.targetsOn {
 		for _, op := range o.ops {
 			for _, c := range o.conns {
-				d.Results = append(d.Results, result{Target: target, Op: op, Conns: c, Report: rep(1000, 1, 2), EtcdRoundTripsPerRequest: 1})
+				r := result{Target: target, Op: op, Conns: c, Report: rep(1000, 1, 2), EtcdRoundTripsPerRequest: 1}
+				if target == "zetcd" && op == "exists" {
+					r.Report.OpsPerSec, r.EtcdRoundTripsPerRequest = 2000+float64(c), 0.01*float64(c)
+				}
+				if target == "zetcd" && op == "delete" {
+					r.WritesPerBatch = float64(c) / 4
+				}
+				d.Results = append(d.Results, r)
 			}
 		}
 	}
@@ -72,11 +78,52 @@ func TestMarkdown(t *testing.T) {
 		{Target: "zookeeper", LoadSeconds: 20, RestartError: "zookeeper exited: OutOfMemoryError", FourLetter: []fourLetterTiming{{Word: "mntr", MedianMs: 20, Ms: []float64{21, 20, 19}, Bytes: 17000}},
 			RestartSeconds: 10, RestartRSSKB: 1 << 20},
 	}}
-	md := markdown(o, d, true)
+	step := func(name string, znodes, sessions, watches int, rssKB, heapKB int64) memStep {
+		return memStep{Name: name, Znodes: znodes, Sessions: sessions, Watches: watches, RSSKB: rssKB, HeapKB: heapKB}
+	}
+	d.MemoryScaling = &memScaling{Znodes: 1000, DataSize: 128, Sessions: [2]int{10, 100}, Watches: [2]int{10, 2}, Runs: []memRun{
+		{Target: "zetcd", Steps: []memStep{step("started", 0, 0, 0, 1000, 100), step("znodes", 1000, 0, 0, 3000, 1100),
+			step("sessions", 1000, 10, 0, 3100, 1150), step("watches", 1000, 10, 100, 3110, 1160), step("scale", 1000, 100, 280, 3200, 1200)}},
+		{Target: "zookeeper", Steps: []memStep{step("started", 0, 0, 0, 2000, 50), step("znodes", 1000, 0, 0, 3000, 550),
+			step("sessions", 1000, 10, 0, 3050, 600), step("watches", 1000, 10, 100, 3080, 620), step("scale", 1000, 100, 280, 3170, 700)}},
+	}}
+	return d
+}
+
+// testOptions are the options a report of testRunData is written with; the figures' settings
+// differ from them where the report must take the figures' own.
+func testOptions() *options {
+	return &options{ops: []string{"get"}, conns: []int{16}, duration: time.Minute, warmup: time.Minute, valSize: 9, keys: 9,
+		targetsOn: []string{"etcd", "zetcd", "zookeeper"}, png: "docs/benchmarks.png",
+		mem:  memOptions{znodes: 100000, sessions: [2]int{1000, 10000}, watches: [2]int{100, 10}},
+		work: workloadOptions{seqConns: 64, watchers: 16, watchRate: 500, watchDuration: 10 * time.Second, watchRounds: 2},
+		sc:   scaleOptions{znodes: 1000000, dataSize: 128, batch: 250, loaders: 8, reps: 5}}
+}
+
+// TestMarkdown renders a report from figures of every step and checks each section: the
+// matrix's shape and settings come from the figures, every step's table is there, and the
+// findings quote the run's figures.
+func TestMarkdown(t *testing.T) {
+	o := &options{ops: []string{"exists", "children", "delete"}, conns: []int{1, 64}, targetsOn: []string{"etcd", "zetcd", "zookeeper"}}
+	d := testRunData(o)
+	md := markdown(testOptions(), d, true)
 	for _, want := range []string{
-		"| exists | 64 | 1000 | 1000 | 1000 | 1.00 | 1.00 |",
+		"## Machine", "| zookeeper | 3.9.6 |",
+		"## Method",
+		"**ZooKeeper**: 3.9.6 standalone",
+		"Each matrix cell is `zkboom --conns N --duration 6s OP`", // the figures' setting, not the options'
+		"get, exists and set pick among 1000 existing nodes",
+		"values are 128 bytes",
+		"a server gets 3s of unmeasured mixed load",
+		"(`taskset -c`)",
+		"**Rounds.**",
+		"**Busy share and CPU per request.**",
+		"## Results",
+		"| exists | 64 | 1000 | 2064 | 1000 | 2.06 | 2.06 |",
 		"| children | 1 |",
+		"| op | 1 conns | 64 conns |",
 		"| delete | 1.00 | 1.00 |", // round trips
+		"| delete | 0.2 | 16.0 |",  // writes per batch
 		"exists = a linearizable get with `WithCountOnly`",
 		"## Sequential creates in one parent",
 		"| PERSISTENT_SEQUENTIAL | 1000 | 9000 | 0.11 | 50.00 | 5.00 | 90.00 | 20.00 | 1.25 |",
@@ -84,10 +131,10 @@ func TestMarkdown(t *testing.T) {
 		"## Latency at equal load",
 		"| get | 800 | 800 | 800 | 0.10 | 0.30 | 1.50 | 3.00 | 0.50 |",
 		"## Reads with the load generator on a core of its own",
-		"(`taskset -c 0`) and warmed up as in the matrix, zkboom on CPUs 1",
+		"(`taskset -c 0`) and zkboom on CPUs 1",
 		"| get | 2000 | 1000 | 2.00 | 0.50 | 1.00 | 1.50 | 6.00 | 0.25 |",
 		"## Watch event latency",
-		"2 rounds; in each, every server is started fresh",
+		"2 rounds (Method)",
 		"| 1 | etcd | 100 | 500 | 0.80 | 0.00 | 7.00 | 0.00 | 0.00 |",
 		"| 2 | zetcd | 100 | 500 | 0.90 | 0.00 | 7.00 | 0.00 | 0.00 |",
 		"| 1 | 2.00 | 1.00 | 1.50 | 1.33 |",
@@ -100,8 +147,24 @@ func TestMarkdown(t *testing.T) {
 		"| `dump`, median of 3 (ms) | — | — | — |",
 		"| restart: until a session reads a znode (s) | 30.0 | — | — |",
 		"**ZooKeeper did not restart on the tree**: after 10.0 s, zookeeper exited: OutOfMemoryError",
-		"| zetcd | mntr | 210.00, 200.00, 190.00 | 800 |",
-		"make bench-scale",
+		"## Memory per znode, session and watch",
+		"| per znode | 2048 B | 1024 B | 2.00 | 1024 B | 512 B |",
+		"## Plot", "![throughput and p99 latency against connections](benchmarks.png)",
+		"## Findings",
+		"(**0.01-1.00** per read in the", // exists' and children's round trips
+		"reads at **1.00-2.06×** ZooKeeper's throughput",
+		"(**—** writes per\ntransaction at 64 connections", // delete's batches hold zkboom's creates: not quoted
+		"(**0.80 ms** on average",
+		"etcd/ZooKeeper p50 **1.17**", "comes at **1.20** of bare etcd's", "(zetcd/ZooKeeper **1.45**)",
+		"zetcd then serves **2.00×** ZooKeeper's reads at **0.25×** its p99",
+		"its read p99 is **0.50×** ZooKeeper's",
+		"**2048 B** of RSS per znode against ZooKeeper's\n**1024 B** (**1024 B** live against **512 B**)",
+		"a session takes **1024 B** of RSS (ZooKeeper **1024 B**)",
+		"**102 B** live (ZooKeeper **205 B**)",
+		"**30.0 s** on 1,000,000 znodes", "ZooKeeper's **— s**", // ZooKeeper did not restart
+		"**200.00\nms** on that tree (ZooKeeper **20.00 ms**)",
+		"**0.20×** ZooKeeper's rate",
+		"## Reproducing", "make bench-scale", "go run ./tools/bench --report-only",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)
@@ -109,6 +172,11 @@ func TestMarkdown(t *testing.T) {
 	}
 	if strings.Contains(md, "| exists | 2000 |") {
 		t.Error("the own-core table has a row for exists, which ZooKeeper did not run")
+	}
+	for _, unwanted := range []string{"| get | 16 |", "{{", "<!--", "kept by make bench"} {
+		if strings.Contains(md, unwanted) {
+			t.Errorf("report has %q", unwanted)
+		}
 	}
 	if t.Failed() {
 		t.Log(md)
@@ -159,5 +227,88 @@ func TestEqualRate(t *testing.T) {
 	}
 	if got := equalRate(matrix, "set", 64, 0.8); got != 0 {
 		t.Errorf("set, which ZooKeeper did not run: %v, want 0", got)
+	}
+}
+
+// TestWriteReportOnly: --report-only writes the report of the saved figures, whole, with the
+// plot only if its file is there.
+func TestWriteReportOnly(t *testing.T) {
+	dir := t.TempDir()
+	o := testOptions()
+	o.data, o.out, o.png = filepath.Join(dir, "b.json"), filepath.Join(dir, "b.md"), filepath.Join(dir, "b.png")
+	d := testRunData(&options{ops: []string{"get", "set"}, conns: []int{1, 16}, targetsOn: o.targetsOn})
+	raw, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(o.data, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(o.out, []byte("# an old report\n\nhand-written text\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, plotted := range []bool{false, true} {
+		if plotted {
+			if err := os.WriteFile(o.png, []byte("png"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := writeReportOnly(o); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(o.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := markdown(o, d, plotted); string(got) != want {
+			t.Errorf("plot %v: the report differs from markdown's", plotted)
+		}
+		if strings.Contains(string(got), "hand-written") {
+			t.Errorf("plot %v: the old report's text was kept", plotted)
+		}
+		if strings.Contains(string(got), "![") != plotted {
+			t.Errorf("plot %v: the plot referenced: %v", plotted, !plotted)
+		}
+		if !strings.Contains(string(got), "| set | 16 | 1000 | 1000 | 1000 |") {
+			t.Errorf("plot %v: no set row at 16 connections, from the figures", plotted)
+		}
+	}
+	o.data = filepath.Join(dir, "missing.json")
+	if err := writeReportOnly(o); err == nil {
+		t.Error("no error without the figures")
+	}
+}
+
+// TestFindingsWithoutSteps: figures of the matrix alone give the findings with a dash for every
+// figure of the steps left out.
+func TestFindingsWithoutSteps(t *testing.T) {
+	d := testRunData(&options{ops: []string{"get", "create"}, conns: []int{1, 64}, targetsOn: []string{"zetcd", "zookeeper"}})
+	d.EqualLoad, d.OwnCore, d.Workloads, d.Scale, d.MemoryScaling = nil, nil, nil, nil, nil
+	d.Results[2].WritesPerBatch, d.Results[3].WritesPerBatch = 1, 21.4 // zetcd's create at 1 and 64 connections
+	f := findings(d)
+	for _, want := range []string{
+		"(**1.00** per read in the\nmatrix", "(**21** writes per\ntransaction at 64 connections",
+		"(**— ms** on average", "zetcd then serves **—×**", "**—** of RSS per znode" /* no memory step */, "**— s** on — znodes",
+	} {
+		if !strings.Contains(f, want) {
+			t.Errorf("findings lack %q", want)
+		}
+	}
+	if strings.Contains(f, "<no value>") {
+		t.Error("findings have a figure left out")
+	}
+	if t.Failed() {
+		t.Log(f)
+	}
+}
+
+func TestSpan(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want string
+	}{{nil, "—"}, {[]float64{2}, "2.00"}, {[]float64{1.004, 0.996}, "1.00"}, {[]float64{3, 1.5, 2}, "1.50-3.00"}} {
+		if got := span(c.xs, "%.2f"); got != c.want {
+			t.Errorf("span(%v) = %q, want %q", c.xs, got, c.want)
+		}
 	}
 }

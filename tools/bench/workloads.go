@@ -11,9 +11,10 @@ package main
 //	                       event's arrival (etcd: a put, and the event on another client's
 //	                       watch of the key: the floor of a write's event on etcd)
 //
-// For zetcd each run also gives the etcd round trips per request from /metrics: a sequential
-// create reads its parent's child counter, so concurrent creates in one parent conflict and
-// retry, and that shows as more than one round trip per create.
+// For zetcd each run also gives the etcd round trips per request from /metrics: the committer
+// names a batch's sequential creates after their parent's child counter and commits them in one
+// transaction that guards it, so a round trip per create is a transaction per create, and a
+// batch that finds the counter moved (a create through another zetcd) is one more.
 
 import (
 	"fmt"
