@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/etcdstore"
+	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/gomaxprocs"
+	"github.com/zetcd/zetcd/xchk"
+	"github.com/zetcd/zetcd/zetcd"
+)
+
+type options struct {
+	zkAddr            string
+	endpoints         string
+	dataDir           string
+	embeddedClientURL string
+	prefix            string
+	minSessionTimeout time.Duration
+	maxSessionTimeout time.Duration
+	maxFrameBytes     int
+	maxConnQueued     int64 // --max-conn-queued-bytes
+	maxQueued         int64 // --max-queued-bytes
+	maxClientCnxns    int   // --max-client-cnxns
+	logLevel          string
+	logRequests       bool        // --log-requests: zetcd.WithLogging around the served backend
+	oracle            string      // --oracle: cross-check against this ZooKeeper
+	oracleAnswerName  string      // --oracle-answer as given
+	oracleAnswer      xchk.Answer // --oracle-answer
+	oracleFailFast    bool        // --oracle-fail-fast
+	fourLetterList    string      // --4lw-whitelist as given
+	fourLetterWords   []string
+	metricsAddr       string
+	pprof             bool
+	drainTimeout      time.Duration
+	reapInterval      time.Duration // --reap-interval
+	quotaBytes        int64         // --quota-backend-bytes
+	dataLimitBytes    int64         // --data-limit-bytes
+	etcdMaxTxnOps     int           // --etcd-max-txn-ops
+	etcdKeepAlive     time.Duration // --etcd-keepalive-time
+	etcdKeepAliveWait time.Duration // --etcd-keepalive-timeout
+	etcdSilence       time.Duration // --etcd-member-silence
+	adaptProcs        bool          // --adapt-gomaxprocs
+	security          securityOptions
+	sasl              saslOptions
+}
+
+// parseFlags parses zetcd's command line (args without the program name) and checks it.
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("zetcd", flag.ContinueOnError)
+	o.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := o.resolve(func(name string) bool { return set[name] }); err != nil {
+		return o, err
+	}
+	return o, o.check(fs.Args())
+}
+
+// register defines zetcd's flags on fs, with their defaults.
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.zkAddr, "zkaddr", "127.0.0.1:2181", "address to serve the ZooKeeper client protocol on; empty: none (with --tls-zkaddr)")
+	fs.StringVar(&o.endpoints, "endpoints", "", "comma-separated etcd client URLs; empty starts an embedded etcd")
+	fs.StringVar(&o.dataDir, "data-dir", "zetcd.data", "data directory of the embedded etcd (ignored with --endpoints)")
+	fs.StringVar(&o.embeddedClientURL, "embedded-client-url", "http://127.0.0.1:0", "where the embedded etcd serves etcd clients (loopback; port 0 picks a free port)")
+	fs.StringVar(&o.prefix, "prefix", "/zk/", "etcd key prefix holding everything zetcd stores")
+	fs.DurationVar(&o.minSessionTimeout, "min-session-timeout", 4*time.Second, "smallest session timeout granted to clients")
+	fs.DurationVar(&o.maxSessionTimeout, "max-session-timeout", 40*time.Second, "largest session timeout granted to clients")
+	fs.IntVar(&o.maxFrameBytes, "max-frame-bytes", encoding.DefaultMaxFrameBytes, "largest request frame accepted (ZooKeeper's jute.maxbuffer); larger closes the connection")
+	fs.IntVar(&o.maxClientCnxns, "max-client-cnxns", 0, "connections one client IP address may hold at once, four-letter-word ones included (ZooKeeper's maxClientCnxns, whose default is 60); past it a new connection is closed as soon as it is accepted; 0: no limit")
+	fs.Int64Var(&o.maxConnQueued, "max-conn-queued-bytes", zetcd.DefaultMaxConnQueuedBytes, "bytes one connection may hold for its client (requests read, replies and watch events not yet written); past it zetcd stops reading that connection until the client reads, and closes it if the client does not read within its session timeout")
+	fs.Int64Var(&o.maxQueued, "max-queued-bytes", zetcd.DefaultMaxQueuedBytes, "those bytes over all connections; past it only connections with nothing queued are served")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&o.logRequests, "log-requests", false, "log every request (session, op, path, zxid, code, latency) at debug level, so with --log-level debug; a request that fails without a ZooKeeper code at warn")
+	fs.StringVar(&o.fourLetterList, "4lw-whitelist", strings.Join(zetcd.DefaultFourLetterWords, ","), "comma-separated four-letter words answered on the client port, * for all (srvr is always answered)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint serving /metrics, /healthz and /readyz; empty disables it")
+	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish the requests already read before they are closed")
+	fs.DurationVar(&o.reapInterval, "reap-interval", etcdstore.DefaultReapInterval, "how often empty containers and expired TTL nodes are deleted (ZooKeeper's znode.container.checkIntervalMs); one zetcd per etcd cluster and prefix, elected, does it (and ends the sessions of dead zetcd processes); 0 keeps this process out of that election")
+	fs.Int64Var(&o.quotaBytes, "quota-backend-bytes", embedetcd.DefaultQuotaBytes, "the embedded etcd's space quota (etcd's --quota-backend-bytes), in bytes; with --endpoints, the external etcd's quota if it does not report its own (etcd before 3.6)")
+	fs.DurationVar(&o.etcdKeepAlive, "etcd-keepalive-time", 10*time.Second, "with --endpoints, how long a connection to an etcd member may be silent before zetcd pings it (gRPC keepalive; gRPC takes no less than 10s)")
+	fs.DurationVar(&o.etcdKeepAliveWait, "etcd-keepalive-timeout", 3*time.Second, "with --endpoints, how long zetcd waits for a member to answer its ping before it gives up on the member (a frozen or cut-off member) and sends the requests and streams that were on it to the others")
+	fs.DurationVar(&o.etcdSilence, "etcd-member-silence", 2*time.Second, "with --endpoints naming more than one etcd member, how long a member may leave zetcd's probes (a linearizable read) unanswered, while another answers, before zetcd sends its requests to the others and closes its connections to it, failing what was in flight there at once; taken back once it answers. 0: only the keepalive gives a silent member up")
+	fs.IntVar(&o.etcdMaxTxnOps, "etcd-max-txn-ops", 128, "with --endpoints, the external etcd's --max-txn-ops: zetcd commits many clients' writes in one etcd transaction and keeps it within this (the embedded etcd takes more)")
+	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "zetcd's data limit below etcd's quota, in bytes: writes that would grow etcd's database in use past it are refused with QuotaExceeded; 0: three quarters of etcd's quota; negative: no limit")
+	fs.BoolVar(&o.adaptProcs, "adapt-gomaxprocs", true, fmt.Sprintf("run on one P (GOMAXPROCS=1) while zetcd uses under %g cores of CPU (a second's average), and on all cores from %g: at low load one P spares the wake-ups of idle threads (lower latency, less CPU); the GOMAXPROCS environment variable turns it off", gomaxprocs.DefaultDownCores, gomaxprocs.DefaultUpCores))
+	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a real ZooKeeper (with the same tree, e.g. fresh) that mirrors every session and request; differences are logged and counted in zetcd_xchk_mismatches_total")
+	fs.StringVar(&o.oracleAnswerName, "oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")
+	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
+	o.security.register(fs)
+	o.sasl.register(fs)
+}
+
+// resolve reads the secrets (set reports whether a flag was on the command line), checks the
+// security flags together, and parses the flags that name things: --oracle-answer and
+// --4lw-whitelist.
+func (o *options) resolve(set func(name string) bool) error {
+	if err := o.security.readSecrets(set, os.LookupEnv); err != nil {
+		return err
+	}
+	if err := o.security.check(o.zkAddr, o.endpoints); err != nil {
+		return err
+	}
+	if err := o.sasl.check(o.security.x509()); err != nil {
+		return err
+	}
+	if o.oracle != "" && o.sasl.on() {
+		// The oracle's twin sessions cannot run the clients' SASL exchanges (their nonces
+		// differ), so they would lack the sasl identities and every ACL answer would differ.
+		return errors.New("--oracle cannot mirror SASL authentication; leave out --sasl-jaas-config")
+	}
+	answer, err := xchk.ParseAnswer(o.oracleAnswerName)
+	if err != nil {
+		return fmt.Errorf("--oracle-answer: %w", err)
+	}
+	o.oracleAnswer = answer
+	words, err := zetcd.ParseFourLetterWords(o.fourLetterList)
+	if err != nil {
+		return fmt.Errorf("--4lw-whitelist: %w", err)
+	}
+	o.fourLetterWords = words
+	return nil
+}
+
+// check checks the flags' values and that no argument (extra) follows them.
+func (o *options) check(extra []string) error {
+	if o.drainTimeout < 0 {
+		return fmt.Errorf("--drain-timeout must not be negative")
+	}
+	if o.reapInterval < 0 {
+		return fmt.Errorf("--reap-interval must not be negative")
+	}
+	if o.quotaBytes <= 0 {
+		return fmt.Errorf("--quota-backend-bytes must be positive")
+	}
+	if o.dataLimitBytes >= o.quotaBytes && o.endpoints == "" {
+		return fmt.Errorf("--data-limit-bytes (%d) must be below --quota-backend-bytes (%d)", o.dataLimitBytes, o.quotaBytes)
+	}
+	if o.pprof && o.metricsAddr == "" {
+		return fmt.Errorf("--pprof needs --metrics-addr")
+	}
+	if len(extra) > 0 {
+		return fmt.Errorf("unexpected arguments: %v", extra)
+	}
+	if o.minSessionTimeout <= 0 || o.maxSessionTimeout < o.minSessionTimeout {
+		return fmt.Errorf("need 0 < --min-session-timeout (%v) <= --max-session-timeout (%v)", o.minSessionTimeout, o.maxSessionTimeout)
+	}
+	if o.maxFrameBytes <= 0 {
+		return fmt.Errorf("--max-frame-bytes must be positive")
+	}
+	if o.maxConnQueued <= 0 || o.maxQueued <= 0 {
+		return fmt.Errorf("--max-conn-queued-bytes and --max-queued-bytes must be positive")
+	}
+	if o.maxClientCnxns < 0 {
+		return fmt.Errorf("--max-client-cnxns must not be negative")
+	}
+	if !strings.HasSuffix(o.prefix, "/") {
+		return fmt.Errorf("--prefix %q must end with '/'", o.prefix)
+	}
+	return nil
+}
