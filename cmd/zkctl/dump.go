@@ -23,13 +23,13 @@ import (
 // What a client can and cannot see:
 //   - Ephemeral nodes (ephemeralOwner != 0) belong to a live session elsewhere; they are left
 //     out and listed.
-//   - Container and TTL nodes report ephemeralOwner 0, exactly like persistent nodes (ZooKeeper
-//     hides its internal markers, PROTOCOL.md §4.1), so no client can tell them apart. dump and
+//   - Container and TTL nodes report ephemeralOwner 0, exactly like persistent nodes (ZooKeeper's
+//     DataTree hides its internal markers), so no client can tell them apart. dump and
 //     copy take the modes from the caller instead: --container PATTERN and --ttl PATTERN=TTL,
 //     PATTERN a path.Match glob ('*' stays within one path segment). A dump file records each
 //     node's mode and can be edited before load. A TTL restarts from the copy's mtime.
 //   - Sequential counters: ZooKeeper names a sequential child after the parent's create counter
-//     C = (cversion + numChildren) / 2, the number of children ever created under it (§4.3).
+//     C = (cversion + numChildren) / 2, the number of children ever created under it (PrepRequestProcessor).
 //     Creating the copied children advances the target's counter by one each; where the
 //     source's counter is higher (children were deleted, or ephemerals left out), the copy
 //     creates and deletes placeholder children until it matches, in multi batches when the
