@@ -16,6 +16,7 @@ import (
 	"github.com/zetcd/zetcd/zetcd"
 )
 
+// options are zetcd's command line, parsed and checked.
 type options struct {
 	zkAddr            string
 	endpoints         string
