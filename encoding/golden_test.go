@@ -21,8 +21,8 @@ func unhex(t testing.TB, s string) []byte {
 
 var pw16 = []byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
 
-// goldens are derived by hand from zookeeper.jute field order (PROTOCOL.md
-// §1-§3); each group of hex digits is one field.
+// goldens are derived by hand from zookeeper.jute field order; each group of
+// hex digits is one field.
 var goldens = []struct {
 	name string
 	hex  string

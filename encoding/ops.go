@@ -67,7 +67,7 @@ func NewRequest(op Op) (Record, bool) {
 }
 
 // NewResponse returns a fresh zero record for the body of a successful reply
-// to op (PROTOCOL.md §2). Replies that are a header only get *Empty. A failed
+// to op (ZooDefs.OpCode, zookeeper.jute). Replies that are a header only get *Empty. A failed
 // reply has no body at all, whatever the op.
 //
 // Two entries are not replies to a request but are included because a
@@ -120,7 +120,7 @@ func NewResponse(op Op) (Record, bool) {
 }
 
 // fourLetterWords are the commands ZooKeeper recognises in place of a frame
-// length on a fresh connection (PROTOCOL.md §9).
+// length on a fresh connection (FourLetterCommands).
 var fourLetterWords = map[string]bool{
 	"conf": true, "cons": true, "crst": true, "dirs": true, "dump": true, "envi": true,
 	"gtmk": true, "hash": true, "isro": true, "mntr": true, "ruok": true, "srst": true,

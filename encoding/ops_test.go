@@ -8,7 +8,7 @@ import (
 )
 
 // opTable is the expected request and response record of every opcode
-// (PROTOCOL.md §2). nil means NewRequest/NewResponse must report !ok.
+// (ZooDefs.OpCode). nil means NewRequest/NewResponse must report !ok.
 var opTable = []struct {
 	op       Op
 	name     string

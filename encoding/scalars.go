@@ -9,7 +9,7 @@ import (
 // values are reserved for the special packets below.
 type Xid int32
 
-// Special xids (PROTOCOL.md §1.4).
+// Special xids, as ClientCnxn uses them.
 const (
 	XidNotification Xid = -1 // server → client watch event
 	XidPing         Xid = -2
@@ -65,7 +65,7 @@ func (s SessionID) String() string {
 // MultiHeader.
 type Op int32
 
-// Opcodes (PROTOCOL.md §2).
+// Opcodes (ZooDefs.OpCode).
 const (
 	OpNotification         Op = 0
 	OpCreate               Op = 1
@@ -147,7 +147,7 @@ func (o Op) String() string { return name(opNames, o, "Op") }
 // return a code directly; ErrOK must never be returned as a non-nil error.
 type ErrCode int32
 
-// Result codes (PROTOCOL.md §3.1).
+// Result codes (KeeperException.Code).
 const (
 	ErrOK                           ErrCode = 0
 	ErrSystemError                  ErrCode = -1
@@ -229,7 +229,7 @@ func (e ErrCode) Error() string {
 // EventType is the type of a WatcherEvent.
 type EventType int32
 
-// Event types (PROTOCOL.md §6.6). The server only sends 1–4; the rest are
+// Event types (Watcher.Event.EventType). The server only sends 1–4; the rest are
 // synthesised by client libraries.
 const (
 	EventNone                   EventType = -1
@@ -258,7 +258,7 @@ func (t EventType) String() string { return name(eventNames, t, "EventType") }
 // KeeperState is the connection state carried in a WatcherEvent.
 type KeeperState int32
 
-// Keeper states (PROTOCOL.md §6.6). The server only ever sends
+// Keeper states (Watcher.Event.KeeperState). The server only ever sends
 // StateSyncConnected in events.
 const (
 	StateUnknown           KeeperState = -1
@@ -291,7 +291,7 @@ func (s KeeperState) String() string { return name(stateNames, s, "KeeperState")
 // with BadArguments (check Valid).
 type CreateMode int32
 
-// Create modes (PROTOCOL.md §2).
+// Create modes (CreateMode).
 const (
 	ModePersistent                  CreateMode = 0
 	ModeEphemeral                   CreateMode = 1
@@ -337,7 +337,7 @@ func (m CreateMode) IsTTL() bool {
 // WatcherType selects which watches checkWatches/removeWatches look at.
 type WatcherType int32
 
-// Watcher types (PROTOCOL.md §6.5).
+// Watcher types (Watcher.WatcherType).
 const (
 	WatcherChildren            WatcherType = 1
 	WatcherData                WatcherType = 2

@@ -265,7 +265,7 @@ func (c *clientConn) teardown() {
 	c.closeSocket()
 }
 
-// requestsStand reports whether the requests read still take effect now that the reader has
+// requestsStand reports whether the requests read still take effect once the reader has
 // stopped. In ZooKeeper a request read is a request submitted, whatever ends the connection
 // after it: the client closing or resetting it, a frame cut short, a length or a header the
 // server refuses, a write that fails, the server draining (Server.Shutdown). They do not when

@@ -9,7 +9,7 @@ import (
 )
 
 // Watch events and replies share one queue to the writer; their order there is ZooKeeper's
-// (PROTOCOL.md §6.3) only if two rules hold:
+// (docs/design.md, "Watches") only if two rules hold:
 //
 //   - a client sees an event before any reply that reflects the change that fired it: the
 //     executor waits for the backend to have handed over every event up to the reply's zxid

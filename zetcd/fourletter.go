@@ -23,7 +23,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// Four-letter words (PROTOCOL.md §9): a fresh connection whose first four bytes spell a command
+// Four-letter words (FourLetterCommands): a fresh connection whose first four bytes spell a command
 // gets plain text in ZooKeeper 3.9's exact format, then the connection is closed. Labels, keys
 // and line order are ZooKeeper's, so that its tools (zkServer.sh status, kazoo's
 // server_version, Solr's and HBase's status pages, Prometheus exporters scraping mntr) read

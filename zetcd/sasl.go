@@ -10,8 +10,8 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// SASL authentication and enforced authentication (PROTOCOL.md §8), in the front as ZooKeeper
-// has them in ZooKeeperServer.processPacket, before any request reaches the pipeline:
+// SASL authentication and enforced authentication, in the front as ZooKeeper has them in
+// ZooKeeperServer.processPacket, before any request reaches the pipeline:
 //
 //   - The sasl request (102) is one step of the connection's SASL exchange. Its reply has zxid
 //     0 and the server's token; when the exchange completes, the connection holds

@@ -28,7 +28,7 @@ import (
 //     the client to resume.
 //
 // Requests arrive decoded but unvalidated: paths, flags and ACLs are checked by the implementation,
-// in ZooKeeper's order (PROTOCOL.md §3.2).
+// in ZooKeeper's order (PrepRequestProcessor).
 type Handler interface {
 	Create(ctx context.Context, req *encoding.CreateRequest) (*encoding.CreateResponse, encoding.Zxid, error)
 	Create2(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error)
@@ -42,7 +42,7 @@ type Handler interface {
 	GetChildren2(ctx context.Context, req *encoding.GetChildren2Request) (*encoding.GetChildren2Response, encoding.Zxid, error)
 	Sync(ctx context.Context, req *encoding.SyncRequest) (*encoding.SyncResponse, encoding.Zxid, error)
 
-	// Watches (PROTOCOL.md §6). Reads with Watch set register on this connection; every event
+	// Watches (WatchManager). Reads with Watch set register on this connection; every event
 	// goes to the connection's EventSink. Events produced by a method itself (setWatches
 	// catch-up) are handed to the sink before it returns; for the others, see
 	// Session.AwaitEvents.
@@ -53,7 +53,7 @@ type Handler interface {
 	CheckWatches(ctx context.Context, req *encoding.CheckWatchesRequest) (encoding.Zxid, error)
 	RemoveWatches(ctx context.Context, req *encoding.RemoveWatchesRequest) (encoding.Zxid, error)
 
-	// Transactions and the 3.5–3.9 operations (PROTOCOL.md §2–4).
+	// Transactions and the 3.5–3.9 operations (ZooDefs.OpCode).
 	Multi(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error)
 	MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error)
 	CreateContainer(ctx context.Context, req *encoding.CreateRequest) (*encoding.Create2Response, encoding.Zxid, error)
@@ -65,7 +65,7 @@ type Handler interface {
 	Reconfig(ctx context.Context, req *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error)
 	Sasl(ctx context.Context, req *encoding.GetSASLRequest) (*encoding.SetSASLResponse, encoding.Zxid, error)
 
-	// Auth adds an identity to the connection (PROTOCOL.md §8). ErrAuthFailed is answered and
+	// Auth adds an identity to the connection (ZooKeeperServer.processPacket). ErrAuthFailed is answered and
 	// then the connection is closed, as ZooKeeper does.
 	Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error)
 }
@@ -97,7 +97,7 @@ type Session interface {
 	// AwaitEvents returns once every watch event of this connection fired by a change at a zxid
 	// <= zxid has been handed to the EventSink. The server calls it after each Handler call and
 	// before queuing the reply, so a client sees an event before any reply that reflects the
-	// change that fired it (PROTOCOL.md §6.3). An error (context ended) is logged; the reply is
+	// change that fired it (docs/design.md, "Watches"). An error (context ended) is logged; the reply is
 	// still sent.
 	AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 	// LastZxid is ZooKeeper's last processed zxid as this server sees it, without a round trip

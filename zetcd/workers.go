@@ -12,7 +12,7 @@ import (
 // (6% of the CPU of setData at 64 connections). A parked worker keeps the stack earlier tasks
 // grew. Workers park in LIFO order, so the busiest few stay warm; one parked longer than
 // maxWorkerIdle exits, as does one that finds maxIdleWorkers parked already, so that a burst
-// of many connections leaves no goroutines behind (idle connections hold none: issue 14).
+// of many connections leaves no goroutines behind (idle connections hold none).
 type workerPool struct {
 	mu sync.Mutex
 	// idle holds the parked workers, newest last; guarded by mu.

@@ -31,15 +31,15 @@ type saslOptions struct {
 }
 
 func (s *saslOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.jaasConfig, "sasl-jaas-config", "", "JAAS file whose Server section (DigestLoginModule with user_<name>=\"<password>\" options) turns on SASL DIGEST-MD5 authentication and the sasl ACL scheme, as ZooKeeper's java.security.auth.login.config with authProvider SASLAuthenticationProvider")
-	fs.StringVar(&s.jaasSection, "sasl-jaas-section", "Server", "section of --sasl-jaas-config with the users (ZooKeeper's zookeeper.sasl.serverconfig)")
-	fs.StringVar(&s.superUser, "sasl-super-user", "", "SASL principal that also gets the super identity, which passes every ACL check (ZooKeeper's zookeeper.superUser)")
-	fs.BoolVar(&s.required, "sasl-required", false, "close the connection of a client that sends any request before authenticating by SASL, and answer a failed SASL step with SessionClosedRequireSaslAuth (ZooKeeper's zookeeper.sessionRequireClientSASLAuth)")
-	fs.StringVar(&s.enforceSchemes, "enforce-auth-schemes", "", "comma-separated auth schemes (sasl, digest, x509, ip) one of which a connection must hold an identity of before any request other than auth and sasl; empty: none (ZooKeeper's zookeeper.enforce.auth.enabled and zookeeper.enforce.auth.schemes)")
-	fs.BoolVar(&s.allowFailed, "sasl-allow-failed-clients", false, "keep the connection of a client whose SASL authentication failed, unauthenticated (ZooKeeper's zookeeper.allowSaslFailedClients)")
-	fs.BoolVar(&s.removeHost, "kerberos-remove-host-from-principal", false, "drop the host of a service/host@REALM principal from its sasl identity (ZooKeeper's zookeeper.kerberos.removeHostFromPrincipal)")
-	fs.BoolVar(&s.removeRealm, "kerberos-remove-realm-from-principal", false, "drop the realm of a principal of the default realm from its sasl identity (ZooKeeper's zookeeper.kerberos.removeRealmFromPrincipal)")
-	fs.StringVar(&s.defaultRealm, "kerberos-default-realm", "", "the default Kerberos realm (krb5.conf's default_realm) for the principal mapping; empty as ZooKeeper without a Kerberos configuration")
+	fs.StringVar(&s.jaasConfig, "sasl-jaas-config", "", "JAAS file whose users turn on SASL DIGEST-MD5 and the sasl scheme; see docs/operating.md, \"Security\"")
+	fs.StringVar(&s.jaasSection, "sasl-jaas-section", "Server", "section of --sasl-jaas-config with the users (zookeeper.sasl.serverconfig)")
+	fs.StringVar(&s.superUser, "sasl-super-user", "", "SASL principal that also passes every ACL check (zookeeper.superUser)")
+	fs.BoolVar(&s.required, "sasl-required", false, "close a connection that sends a request before SASL (zookeeper.sessionRequireClientSASLAuth)")
+	fs.StringVar(&s.enforceSchemes, "enforce-auth-schemes", "", "comma-separated schemes (sasl, digest, x509, ip) a connection must hold one of; see docs/operating.md, \"Security\"")
+	fs.BoolVar(&s.allowFailed, "sasl-allow-failed-clients", false, "keep a client whose SASL failed, unauthenticated (zookeeper.allowSaslFailedClients)")
+	fs.BoolVar(&s.removeHost, "kerberos-remove-host-from-principal", false, "drop service/host@REALM's host from the sasl identity (zookeeper.kerberos.removeHostFromPrincipal)")
+	fs.BoolVar(&s.removeRealm, "kerberos-remove-realm-from-principal", false, "drop the default realm from the sasl identity (zookeeper.kerberos.removeRealmFromPrincipal)")
+	fs.StringVar(&s.defaultRealm, "kerberos-default-realm", "", "default Kerberos realm (krb5.conf's default_realm) for the principal mapping")
 }
 
 // check reads the JAAS file and validates the combination of flags. x509 says whether clients

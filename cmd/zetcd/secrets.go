@@ -41,12 +41,12 @@ func (s *securityOptions) secretFlags() []secretFlag {
 // them after parsing.
 func (s *securityOptions) registerSecrets(fs *flag.FlagSet) {
 	help := map[string]string{
-		"super-digest":  "ZooKeeper's superDigest, user:BASE64(SHA1(user:password)): a client that authenticates with that digest passes every ACL check",
+		"super-digest":  "ZooKeeper's superDigest, user:BASE64(SHA1(user:password))",
 		"etcd-password": "password of --etcd-user",
 	}
 	for _, f := range s.secretFlags() {
-		fs.StringVar(f.dst, f.name, "", fmt.Sprintf("%s. Visible to local users in ps: prefer --%s-file or $%s", help[f.name], f.name, f.env))
-		fs.StringVar(f.file, f.name+"-file", "", fmt.Sprintf("file holding --%s's value (a trailing newline is ignored); or set $%s", f.name, f.env))
+		fs.StringVar(f.dst, f.name, "", fmt.Sprintf("%s; visible in ps: prefer --%s-file or $%s", help[f.name], f.name, f.env))
+		fs.StringVar(f.file, f.name+"-file", "", fmt.Sprintf("file holding --%s (one trailing newline ignored); or set $%s", f.name, f.env))
 	}
 }
 

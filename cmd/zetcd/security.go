@@ -31,10 +31,10 @@ type securityOptions struct {
 }
 
 func (s *securityOptions) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.tlsZkAddr, "tls-zkaddr", "", "address to serve the ZooKeeper client protocol on over TLS (ZooKeeper's secureClientPort); needs --tls-cert and --tls-key")
+	fs.StringVar(&s.tlsZkAddr, "tls-zkaddr", "", "address to serve ZooKeeper clients on over TLS (secureClientPort); needs --tls-cert, --tls-key")
 	fs.StringVar(&s.tlsCert, "tls-cert", "", "PEM certificate (chain) of the TLS client port")
 	fs.StringVar(&s.tlsKey, "tls-key", "", "PEM private key of the TLS client port")
-	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates: the TLS client port requires client certificates signed by them, and a client holds the identity x509:<subject DN> of its certificate")
+	fs.StringVar(&s.tlsCA, "tls-ca", "", "PEM CA certificates the TLS client port requires client certificates from; see docs/operating.md, \"Security\"")
 	fs.StringVar(&s.etcdCert, "etcd-cert", "", "PEM client certificate zetcd presents to etcd (with --endpoints)")
 	fs.StringVar(&s.etcdKey, "etcd-key", "", "PEM private key of --etcd-cert")
 	fs.StringVar(&s.etcdCACert, "etcd-cacert", "", "PEM CA certificates that verify etcd's server certificate (default: the system's)")

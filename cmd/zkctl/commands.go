@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"path"
 	"sort"
@@ -27,18 +26,6 @@ func init() {
 	commands["getacl"] = command{"PATH", "print the ACL of PATH, one scheme:id:perms per line", cmdGetACL}
 	commands["setacl"] = command{"[-v ACLVERSION] PATH ACL", "set the ACL of PATH: scheme:id:perms[,scheme:id:perms...]", cmdSetACL}
 	commands["sync"] = command{"PATH", "make the server catch up with the leader for PATH", cmdSync}
-}
-
-// dial opens the session of the global flags.
-func (e *env) dial() (*client, error) { return connect(e.server, e.auth, e.timeout) }
-
-// dialFor checks the path a command was given before connecting for it, so that a malformed
-// path is a usage error rather than a server round trip.
-func (e *env) dialFor(path string) (*client, error) {
-	if err := validatePath(path); err != nil {
-		return nil, err
-	}
-	return e.dial()
 }
 
 // statJSON is a Stat as --json prints it.
@@ -84,59 +71,61 @@ func dataJSON(obj map[string]any, data []byte) {
 }
 
 func cmdLs(e *env, args []string) error {
-	fs := flag.NewFlagSet("ls", flag.ContinueOnError)
-	withStat := fs.Bool("s", false, "")
-	recursive := fs.Bool("R", false, "")
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("ls", 1, 1)
+	withStat := l.Bool("s", false, "")
+	recursive := l.Bool("R", false, "")
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	p := fs.Arg(0)
-	c, err := e.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if *recursive {
-		var paths []string
-		err := c.walk(p, func(p string, _ []string) error {
-			paths = append(paths, p)
-			return nil
-		})
+	p := l.path()
+	return e.onPath(p, func(c *client) error {
+		if *recursive {
+			return e.lsRecursive(c, p, *withStat)
+		}
+		children, st, err := c.children(p)
 		if err != nil {
 			return err
 		}
-		var st *zk.Stat
-		if *withStat {
-			if st, err = c.stat(p); err != nil {
-				return err
-			}
-		}
 		if e.json {
-			return e.printJSON(map[string]any{"path": p, "paths": paths, "stat": toStatJSON(st)})
+			obj := map[string]any{"path": p, "children": children}
+			if *withStat {
+				obj["stat"] = toStatJSON(st)
+			}
+			return e.printJSON(obj)
 		}
-		for _, q := range paths {
-			fmt.Fprintln(e.stdout, q)
+		for _, ch := range children {
+			fmt.Fprintln(e.stdout, ch)
 		}
-		if st != nil {
+		if *withStat {
 			e.printStat(st)
 		}
 		return nil
-	}
-	children, st, err := c.children(p)
+	})
+}
+
+// lsRecursive is ls -R: the path of p and of every node under it, then p's stat (-s).
+func (e *env) lsRecursive(c *client, p string, withStat bool) error {
+	var paths []string
+	err := c.walk(p, func(p string, _ []string) error {
+		paths = append(paths, p)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if e.json {
-		obj := map[string]any{"path": p, "children": children}
-		if *withStat {
-			obj["stat"] = toStatJSON(st)
+	var st *zk.Stat
+	if withStat {
+		if st, err = c.stat(p); err != nil {
+			return err
 		}
-		return e.printJSON(obj)
 	}
-	for _, ch := range children {
-		fmt.Fprintln(e.stdout, ch)
+	if e.json {
+		return e.printJSON(map[string]any{"path": p, "paths": paths, "stat": toStatJSON(st)})
 	}
-	if *withStat {
+	for _, q := range paths {
+		fmt.Fprintln(e.stdout, q)
+	}
+	if st != nil {
 		e.printStat(st)
 	}
 	return nil
@@ -191,59 +180,62 @@ func (c *client) walk(p string, f func(p string, children []string) error) error
 }
 
 func cmdGet(e *env, args []string) error {
-	fs := flag.NewFlagSet("get", flag.ContinueOnError)
-	withStat := fs.Bool("s", false, "")
-	watch := fs.Bool("w", false, "")
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("get", 1, 1)
+	withStat := l.Bool("s", false, "")
+	watch := l.Bool("w", false, "")
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	p := fs.Arg(0)
-	c, err := e.dialFor(p)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var (
-		data   []byte
-		st     *zk.Stat
-		events <-chan zk.Event
-	)
-	if *watch {
-		data, st, events, err = c.conn.GetW(c.abs(p))
-	} else {
-		data, st, err = c.conn.Get(c.abs(p))
-	}
-	if err != nil {
-		return opErr("get", p, err)
-	}
+	p := l.path()
+	return e.onPath(p, func(c *client) error {
+		var (
+			data   []byte
+			st     *zk.Stat
+			events <-chan zk.Event
+			err    error
+		)
+		if *watch {
+			data, st, events, err = c.conn.GetW(c.abs(p))
+		} else {
+			data, st, err = c.conn.Get(c.abs(p))
+		}
+		if err != nil {
+			return opErr("get", p, err)
+		}
+		if err := e.printData(p, data, st, *withStat); err != nil {
+			return err
+		}
+		if !*watch {
+			return nil
+		}
+		select {
+		case ev := <-events:
+			if ev.Err != nil {
+				return opErr("get -w", p, ev.Err)
+			}
+			return e.printEvent(strings.TrimPrefix(ev.Type.String(), "Event"), c.rel(ev.Path))
+		case <-e.ctx.Done():
+			return nil
+		}
+	})
+}
+
+// printData prints what get read: the data alone, then the stat with -s.
+func (e *env) printData(p string, data []byte, st *zk.Stat, withStat bool) error {
 	if e.json {
 		obj := map[string]any{"path": p}
 		dataJSON(obj, data)
-		if *withStat {
+		if withStat {
 			obj["stat"] = toStatJSON(st)
 		}
-		if err := e.printJSON(obj); err != nil {
-			return err
-		}
-	} else {
-		e.stdout.Write(data)
-		fmt.Fprintln(e.stdout)
-		if *withStat {
-			e.printStat(st)
-		}
+		return e.printJSON(obj)
 	}
-	if !*watch {
-		return nil
+	e.stdout.Write(data)
+	fmt.Fprintln(e.stdout)
+	if withStat {
+		e.printStat(st)
 	}
-	select {
-	case ev := <-events:
-		if ev.Err != nil {
-			return opErr("get -w", p, ev.Err)
-		}
-		return e.printEvent(strings.TrimPrefix(ev.Type.String(), "Event"), c.rel(ev.Path))
-	case <-e.ctx.Done():
-		return nil
-	}
+	return nil
 }
 
 // printEvent prints one watch event: "NodeDataChanged /a" or its JSON object.
@@ -255,46 +247,26 @@ func (e *env) printEvent(typ, p string) error {
 	return err
 }
 
-// parseVersion parses a -v flag's value; "" is -1, any version.
-func parseVersion(s string) (int32, error) {
-	if s == "" {
-		return -1, nil
-	}
-	v, err := strconv.ParseInt(s, 10, 32)
-	if err != nil {
-		return 0, usagef("-v %q: not a version", s)
-	}
-	return int32(v), nil
-}
-
 func cmdSet(e *env, args []string) error {
-	fs := flag.NewFlagSet("set", flag.ContinueOnError)
-	withStat := fs.Bool("s", false, "")
-	version := fs.String("v", "", "")
-	if err := parseArgs(fs, args, 2, 2); err != nil {
+	l := newCmdLine("set", 2, 2).withVersion()
+	withStat := l.Bool("s", false, "")
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	v, err := parseVersion(*version)
-	if err != nil {
-		return err
-	}
-	p := fs.Arg(0)
-	c, err := e.dialFor(p)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.conn.Set(c.abs(p), []byte(fs.Arg(1)), v)
-	if err != nil {
-		return opErr("set", p, err)
-	}
-	if e.json {
-		return e.printJSON(map[string]any{"path": p, "stat": toStatJSON(st)})
-	}
-	if *withStat {
-		e.printStat(st)
-	}
-	return nil
+	p := l.path()
+	return e.onPath(p, func(c *client) error {
+		st, err := c.conn.Set(c.abs(p), []byte(l.Arg(1)), l.version)
+		if err != nil {
+			return opErr("set", p, err)
+		}
+		if e.json {
+			return e.printJSON(map[string]any{"path": p, "stat": toStatJSON(st)})
+		}
+		if *withStat {
+			e.printStat(st)
+		}
+		return nil
+	})
 }
 
 // parseTTL reads -t: milliseconds as zkCli takes them, or a Go duration ("10s").
@@ -309,115 +281,120 @@ func parseTTL(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// createArgs is what a create command line asks for.
+type createArgs struct {
+	path                             string
+	data                             []byte
+	acl                              []zk.ACL
+	ephemeral, sequential, container bool
+	withTTL                          bool // -t
+	ttl                              time.Duration
+}
+
 func cmdCreate(e *env, args []string) error {
-	fs := flag.NewFlagSet("create", flag.ContinueOnError)
-	ephemeral := fs.Bool("e", false, "")
-	sequential := fs.Bool("s", false, "")
-	container := fs.Bool("c", false, "")
-	ttlFlag := fs.String("t", "", "")
-	if err := parseArgs(fs, args, 1, 3); err != nil {
-		return err
-	}
-	var ttl time.Duration
-	if *ttlFlag != "" {
-		var err error
-		if ttl, err = parseTTL(*ttlFlag); err != nil {
-			return err
-		}
-	}
-	switch {
-	case *container && (*ephemeral || *sequential || *ttlFlag != ""):
-		return usagef("-c cannot be combined with -e, -s or -t")
-	case *ephemeral && *ttlFlag != "":
-		return usagef("-t cannot be combined with -e")
-	}
-	p := fs.Arg(0)
-	if p == "" || p[0] != '/' {
-		return fmt.Errorf("path %q must start with '/'", p)
-	}
-	var data []byte
-	if fs.NArg() > 1 {
-		data = []byte(fs.Arg(1))
-	}
-	acl := zk.WorldACL(zk.PermAll)
-	if fs.NArg() > 2 {
-		var err error
-		if acl, err = parseACL(fs.Arg(2)); err != nil {
-			return err
-		}
-	}
-	c, err := e.dial()
+	a, err := parseCreate(args)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	var flags int32
-	if *ephemeral {
-		flags |= zk.FlagEphemeral
+	return e.session(func(c *client) error {
+		created, err := c.create(a)
+		if err != nil {
+			return opErr("create", a.path, err)
+		}
+		created = c.rel(created)
+		if e.json {
+			return e.printJSON(map[string]any{"path": created})
+		}
+		fmt.Fprintln(e.stdout, created)
+		if a.ephemeral {
+			fmt.Fprintf(e.stderr, "zkctl: note: %s is ephemeral and is deleted as zkctl's session ends now\n", created)
+		}
+		return nil
+	})
+}
+
+// parseCreate reads create's command line: [-e] [-s] [-c] [-t TTL] PATH [DATA [ACL]].
+func parseCreate(args []string) (createArgs, error) {
+	var a createArgs
+	l := newCmdLine("create", 1, 3)
+	l.BoolVar(&a.ephemeral, "e", false, "")
+	l.BoolVar(&a.sequential, "s", false, "")
+	l.BoolVar(&a.container, "c", false, "")
+	ttlFlag := l.String("t", "", "")
+	if err := l.parse(args); err != nil {
+		return a, err
 	}
-	if *sequential {
-		flags |= zk.FlagSequence
+	if a.withTTL = *ttlFlag != ""; a.withTTL {
+		var err error
+		if a.ttl, err = parseTTL(*ttlFlag); err != nil {
+			return a, err
+		}
 	}
-	var created string
 	switch {
-	case *container:
-		created, err = c.conn.CreateContainer(c.abs(p), data, zk.FlagContainer, acl)
-	case *ttlFlag != "":
-		flags = zk.FlagTTL
-		if *sequential {
+	case a.container && (a.ephemeral || a.sequential || a.withTTL):
+		return a, usagef("-c cannot be combined with -e, -s or -t")
+	case a.ephemeral && a.withTTL:
+		return a, usagef("-t cannot be combined with -e")
+	}
+	a.path = l.path()
+	if a.path == "" || a.path[0] != '/' {
+		return a, fmt.Errorf("path %q must start with '/'", a.path)
+	}
+	if l.NArg() > 1 {
+		a.data = []byte(l.Arg(1))
+	}
+	a.acl = zk.WorldACL(zk.PermAll)
+	if l.NArg() > 2 {
+		var err error
+		if a.acl, err = parseACL(l.Arg(2)); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
+}
+
+// create creates the node a asks for and returns its path (sequential: with the suffix).
+func (c *client) create(a createArgs) (string, error) {
+	switch {
+	case a.container:
+		return c.conn.CreateContainer(c.abs(a.path), a.data, zk.FlagContainer, a.acl)
+	case a.withTTL:
+		flags := int32(zk.FlagTTL)
+		if a.sequential {
 			flags = zk.FlagPersistentSequentialWithTTL
 		}
-		created, err = c.conn.CreateTTL(c.abs(p), data, flags, acl, ttl)
-	default:
-		created, err = c.conn.Create(c.abs(p), data, flags, acl)
+		return c.conn.CreateTTL(c.abs(a.path), a.data, flags, a.acl, a.ttl)
 	}
-	if err != nil {
-		return opErr("create", p, err)
+	var flags int32
+	if a.ephemeral {
+		flags |= zk.FlagEphemeral
 	}
-	created = c.rel(created)
-	if e.json {
-		return e.printJSON(map[string]any{"path": created})
+	if a.sequential {
+		flags |= zk.FlagSequence
 	}
-	fmt.Fprintln(e.stdout, created)
-	if *ephemeral {
-		fmt.Fprintf(e.stderr, "zkctl: note: %s is ephemeral and is deleted as zkctl's session ends now\n", created)
-	}
-	return nil
+	return c.conn.Create(c.abs(a.path), a.data, flags, a.acl)
 }
 
 func cmdDelete(e *env, args []string) error {
-	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
-	version := fs.String("v", "", "")
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("delete", 1, 1).withVersion()
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	v, err := parseVersion(*version)
-	if err != nil {
-		return err
-	}
-	p := fs.Arg(0)
-	c, err := e.dialFor(p)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.conn.Delete(c.abs(p), v); err != nil {
-		return opErr("delete", p, err)
-	}
-	return nil
+	p := l.path()
+	return e.onPath(p, func(c *client) error {
+		if err := c.conn.Delete(c.abs(p), l.version); err != nil {
+			return opErr("delete", p, err)
+		}
+		return nil
+	})
 }
 
 func cmdDeleteAll(e *env, args []string) error {
-	fs := flag.NewFlagSet("deleteall", flag.ContinueOnError)
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("deleteall", 1, 1)
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	c, err := e.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.deleteAll(fs.Arg(0))
+	return e.onPath(l.path(), func(c *client) error { return c.deleteAll(l.path()) })
 }
 
 // deleteAll deletes p and its subtree, children first. Nodes that vanish meanwhile are fine;
@@ -444,24 +421,22 @@ func (c *client) deleteAll(p string) error {
 }
 
 func cmdStat(e *env, args []string) error {
-	fs := flag.NewFlagSet("stat", flag.ContinueOnError)
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("stat", 1, 1)
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	c, err := e.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.stat(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(map[string]any{"path": fs.Arg(0), "stat": toStatJSON(st)})
-	}
-	e.printStat(st)
-	return nil
+	p := l.path()
+	return e.onPath(p, func(c *client) error {
+		st, err := c.stat(p)
+		if err != nil {
+			return err
+		}
+		if e.json {
+			return e.printJSON(map[string]any{"path": p, "stat": toStatJSON(st)})
+		}
+		e.printStat(st)
+		return nil
+	})
 }
 
 // treeNode is a node of `tree --json`.
@@ -471,18 +446,29 @@ type treeNode struct {
 }
 
 func cmdTree(e *env, args []string) error {
-	fs := flag.NewFlagSet("tree", flag.ContinueOnError)
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("tree", 1, 1)
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	c, err := e.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	root := fs.Arg(0)
+	root := l.path()
+	return e.onPath(root, func(c *client) error {
+		tree, err := c.tree(root)
+		if err != nil {
+			return err
+		}
+		if e.json {
+			return e.printJSON(tree)
+		}
+		fmt.Fprintln(e.stdout, root)
+		printTree(e, tree.Children, "")
+		return nil
+	})
+}
+
+// tree reads the names under root; the root node's name is root itself.
+func (c *client) tree(root string) (*treeNode, error) {
 	nodes := map[string]*treeNode{}
-	err = c.walk(root, func(p string, children []string) error {
+	err := c.walk(root, func(p string, children []string) error {
 		n := &treeNode{Name: p}
 		if p != root {
 			n.Name = path.Base(p)
@@ -493,15 +479,7 @@ func cmdTree(e *env, args []string) error {
 		nodes[p] = n
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(nodes[root])
-	}
-	fmt.Fprintln(e.stdout, root)
-	printTree(e, nodes[root].Children, "")
-	return nil
+	return nodes[root], err
 }
 
 func printTree(e *env, nodes []*treeNode, indent string) {
@@ -592,78 +570,64 @@ func parsePerms(s string) (int32, error) {
 }
 
 func cmdGetACL(e *env, args []string) error {
-	fs := flag.NewFlagSet("getacl", flag.ContinueOnError)
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("getacl", 1, 1)
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	p := fs.Arg(0)
-	c, err := e.dialFor(p)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	acl, st, err := c.conn.GetACL(c.abs(p))
-	if err != nil {
-		return opErr("getacl", p, err)
-	}
-	if e.json {
-		return e.printJSON(map[string]any{"path": p, "acl": toACLJSON(acl), "aclVersion": st.Aversion})
-	}
-	for _, a := range acl {
-		fmt.Fprintln(e.stdout, formatACL(a))
-	}
-	return nil
+	p := l.path()
+	return e.onPath(p, func(c *client) error {
+		acl, st, err := c.conn.GetACL(c.abs(p))
+		if err != nil {
+			return opErr("getacl", p, err)
+		}
+		if e.json {
+			return e.printJSON(map[string]any{"path": p, "acl": toACLJSON(acl), "aclVersion": st.Aversion})
+		}
+		for _, a := range acl {
+			fmt.Fprintln(e.stdout, formatACL(a))
+		}
+		return nil
+	})
 }
 
 func cmdSetACL(e *env, args []string) error {
-	fs := flag.NewFlagSet("setacl", flag.ContinueOnError)
-	version := fs.String("v", "", "")
-	if err := parseArgs(fs, args, 2, 2); err != nil {
+	l := newCmdLine("setacl", 2, 2).withVersion()
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	v, err := parseVersion(*version)
-	if err != nil {
-		return err
-	}
-	p := fs.Arg(0)
+	p := l.path()
 	if err := validatePath(p); err != nil {
 		return err
 	}
-	acl, err := parseACL(fs.Arg(1))
+	acl, err := parseACL(l.Arg(1))
 	if err != nil {
 		return err
 	}
-	c, err := e.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.conn.SetACL(c.abs(p), acl, v)
-	if err != nil {
-		return opErr("setacl", p, err)
-	}
-	if e.json {
-		return e.printJSON(map[string]any{"path": p, "stat": toStatJSON(st)})
-	}
-	return nil
+	return e.session(func(c *client) error {
+		st, err := c.conn.SetACL(c.abs(p), acl, l.version)
+		if err != nil {
+			return opErr("setacl", p, err)
+		}
+		if e.json {
+			return e.printJSON(map[string]any{"path": p, "stat": toStatJSON(st)})
+		}
+		return nil
+	})
 }
 
 func cmdSync(e *env, args []string) error {
-	fs := flag.NewFlagSet("sync", flag.ContinueOnError)
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("sync", 1, 1)
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	p := fs.Arg(0)
-	c, err := e.dialFor(p)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if _, err := c.conn.Sync(c.abs(p)); err != nil {
-		return opErr("sync", p, err)
-	}
-	if e.json {
-		return e.printJSON(map[string]any{"path": p, "synced": true})
-	}
-	return nil
+	p := l.path()
+	return e.onPath(p, func(c *client) error {
+		if _, err := c.conn.Sync(c.abs(p)); err != nil {
+			return opErr("sync", p, err)
+		}
+		if e.json {
+			return e.printJSON(map[string]any{"path": p, "synced": true})
+		}
+		return nil
+	})
 }

@@ -23,13 +23,13 @@ import (
 // What a client can and cannot see:
 //   - Ephemeral nodes (ephemeralOwner != 0) belong to a live session elsewhere; they are left
 //     out and listed.
-//   - Container and TTL nodes report ephemeralOwner 0, exactly like persistent nodes (ZooKeeper
-//     hides its internal markers, PROTOCOL.md §4.1), so no client can tell them apart. dump and
+//   - Container and TTL nodes report ephemeralOwner 0, exactly like persistent nodes (ZooKeeper's
+//     DataTree hides its internal markers), so no client can tell them apart. dump and
 //     copy take the modes from the caller instead: --container PATTERN and --ttl PATTERN=TTL,
 //     PATTERN a path.Match glob ('*' stays within one path segment). A dump file records each
 //     node's mode and can be edited before load. A TTL restarts from the copy's mtime.
 //   - Sequential counters: ZooKeeper names a sequential child after the parent's create counter
-//     C = (cversion + numChildren) / 2, the number of children ever created under it (§4.3).
+//     C = (cversion + numChildren) / 2, the number of children ever created under it (PrepRequestProcessor).
 //     Creating the copied children advances the target's counter by one each; where the
 //     source's counter is higher (children were deleted, or ephemerals left out), the copy
 //     creates and deletes placeholder children until it matches, in multi batches when the
@@ -453,35 +453,32 @@ func (c *client) advanceCounter(p string, want int32) (int, error) {
 }
 
 func cmdDump(e *env, args []string) error {
-	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	l := newCmdLine("dump", 1, 1)
 	var modes modeRules
-	modes.register(fs)
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	modes.register(l.FlagSet)
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	c, err := e.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	f, err := c.readTree(fs.Arg(0), &modes)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(e.stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(f); err != nil {
-		return err
-	}
-	if n := len(f.SkippedEphemerals); n > 0 {
-		fmt.Fprintf(e.stderr, "zkctl: dumped %d nodes; left out %d ephemeral nodes\n", len(f.Nodes), n)
-	}
-	return nil
+	return e.onPath(l.path(), func(c *client) error {
+		f, err := c.readTree(l.path(), &modes)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(f); err != nil {
+			return err
+		}
+		if n := len(f.SkippedEphemerals); n > 0 {
+			fmt.Fprintf(e.stderr, "zkctl: dumped %d nodes; left out %d ephemeral nodes\n", len(f.Nodes), n)
+		}
+		return nil
+	})
 }
 
 func cmdLoad(e *env, args []string) error {
-	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("load", 1, 1)
+	if err := l.parse(args); err != nil {
 		return err
 	}
 	var f dumpFile
@@ -489,35 +486,32 @@ func cmdLoad(e *env, args []string) error {
 	if err := dec.Decode(&f); err != nil {
 		return fmt.Errorf("load: reading the dump from stdin: %v", err)
 	}
-	c, err := e.dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	stats, err := c.writeTree(fs.Arg(0), &f)
-	if err != nil {
-		return err
-	}
-	return e.report("loaded", stats)
+	return e.onPath(l.path(), func(c *client) error {
+		stats, err := c.writeTree(l.path(), &f)
+		if err != nil {
+			return err
+		}
+		return e.report("loaded", stats)
+	})
 }
 
 func cmdCopy(e *env, args []string) error {
-	fs := flag.NewFlagSet("copy", flag.ContinueOnError)
-	from := fs.String("from", e.server, "")
-	to := fs.String("to", "", "")
-	fromAuth := fs.String("from-auth", e.auth, "")
-	toAuth := fs.String("to-auth", e.auth, "")
+	l := newCmdLine("copy", 1, 2)
+	from := l.String("from", e.server, "")
+	to := l.String("to", "", "")
+	fromAuth := l.String("from-auth", e.auth, "")
+	toAuth := l.String("to-auth", e.auth, "")
 	var modes modeRules
-	modes.register(fs)
-	if err := parseArgs(fs, args, 1, 2); err != nil {
+	modes.register(l.FlagSet)
+	if err := l.parse(args); err != nil {
 		return err
 	}
 	if *to == "" {
 		return usagef("--to is required")
 	}
-	src, dst := fs.Arg(0), fs.Arg(0)
-	if fs.NArg() == 2 {
-		dst = fs.Arg(1)
+	src, dst := l.Arg(0), l.Arg(0)
+	if l.NArg() == 2 {
+		dst = l.Arg(1)
 	}
 	sc, err := connect(*from, *fromAuth, e.timeout)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -167,17 +168,76 @@ func (e *env) printJSON(v any) error {
 	return err
 }
 
-// parseArgs parses a command's own flags, which come before its arguments as in zkCli, then
-// checks that min to max positional arguments follow them. Either failure is a usage error.
-func parseArgs(fs *flag.FlagSet, args []string, min, max int) error {
+// cmdLine is one zkCli-style command line: the command's own flags, declared on the embedded
+// FlagSet, come before its arguments, as in zkCli.
+type cmdLine struct {
+	*flag.FlagSet
+	min, max int     // how many arguments the command takes
+	v        *string // -v VERSION, for the commands that declare it (withVersion)
+	version  int32   // -v's value after parse; -1 (any version) without it
+}
+
+func newCmdLine(name string, min, max int) *cmdLine {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
+	return &cmdLine{FlagSet: fs, min: min, max: max, version: -1}
+}
+
+// withVersion declares -v VERSION, the version a write is conditional on.
+func (l *cmdLine) withVersion() *cmdLine {
+	l.v = l.String("v", "", "")
+	return l
+}
+
+// parse parses the flags, checks that min to max arguments follow them and reads -v. Any
+// failure is a usage error.
+func (l *cmdLine) parse(args []string) error {
+	if err := l.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
-	if n := fs.NArg(); n < min || n > max {
-		return usagef("want %s, got %d", plural(min, max), n)
+	if n := l.NArg(); n < l.min || n > l.max {
+		return usagef("want %s, got %d", plural(l.min, l.max), n)
 	}
-	return nil
+	if l.v == nil {
+		return nil
+	}
+	var err error
+	l.version, err = parseVersion(*l.v)
+	return err
+}
+
+// path is the first argument: the node the command works on.
+func (l *cmdLine) path() string { return l.Arg(0) }
+
+// parseVersion parses a -v flag's value; "" is -1, any version.
+func parseVersion(s string) (int32, error) {
+	if s == "" {
+		return -1, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return 0, usagef("-v %q: not a version", s)
+	}
+	return int32(v), nil
+}
+
+// session opens the session of the global flags, runs do on it and closes it.
+func (e *env) session(do func(c *client) error) error {
+	c, err := connect(e.server, e.auth, e.timeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return do(c)
+}
+
+// onPath is session for a command on path p: it checks p first, so that a malformed path is an
+// error without a server round trip.
+func (e *env) onPath(p string, do func(c *client) error) error {
+	if err := validatePath(p); err != nil {
+		return err
+	}
+	return e.session(do)
 }
 
 func plural(min, max int) string {

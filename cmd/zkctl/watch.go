@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"sync"
@@ -21,13 +20,13 @@ func init() {
 // change is missed between events. go-zookeeper has no addWatch, so this command speaks the
 // protocol itself through the project's encoding package, on a session of its own.
 func cmdWatch(e *env, args []string) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	recursive := fs.Bool("R", false, "")
-	count := fs.Int("n", 0, "")
-	if err := parseArgs(fs, args, 1, 1); err != nil {
+	l := newCmdLine("watch", 1, 1)
+	recursive := l.Bool("R", false, "")
+	count := l.Int("n", 0, "")
+	if err := l.parse(args); err != nil {
 		return err
 	}
-	p := fs.Arg(0)
+	p := l.path()
 	if err := validatePath(p); err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func noSpaceAlarm(t *testing.T, cli *clientv3.Client) bool {
 	return false
 }
 
-// TestCompactorKeepsOverwritesUnderQuota is issue 14's load on a small quota: one key
+// TestCompactorKeepsOverwritesUnderQuota is a load of overwrites on a small quota: one key
 // overwritten with large values, twice the quota written in all. History compacted by
 // size keeps etcd from ever raising its NOSPACE alarm.
 func TestCompactorKeepsOverwritesUnderQuota(t *testing.T) {

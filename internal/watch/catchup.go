@@ -13,8 +13,8 @@ type State struct {
 	ACL                 []encoding.ACL // decides whether a catch-up event is delivered
 }
 
-// CatchUpEvent applies the rules of PROTOCOL.md §6.4 to one watch armed at zxid since: the
-// event to fire now, or ok=false to keep (re-arm) the watch.
+// CatchUpEvent applies the rules of ZooKeeper's DataTree.setWatches to one watch armed at zxid
+// since: the event to fire now, or ok=false to keep (re-arm) the watch.
 func CatchUpEvent(kind Kind, path string, since encoding.Zxid, st State) (encoding.WatcherEvent, bool) {
 	ev := encoding.WatcherEvent{State: encoding.StateSyncConnected, Path: path}
 	switch kind {

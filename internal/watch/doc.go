@@ -1,4 +1,4 @@
-// Package watch is the in-memory side of ZooKeeper watches (PROTOCOL.md §6): one Registry per
+// Package watch is the in-memory side of ZooKeeper watches (WatchManager): one Registry per
 // process holds every connection's watches by kind and path, the trigger table (EventFor)
 // decides which change fires which watch, and a history of recent changes closes the gap
 // between a read at some zxid and the registration of the watch it set. Catch-up after lost

@@ -45,7 +45,7 @@ type Change struct {
 	// ACL, if set, returns the ACL of the changed node (parent false) or of its parent (true)
 	// as it was at the change. ZooKeeper 3.9.2+ delivers an event only to a connection with
 	// READ on the node whose ACL applies: the changed node, the parent for NodeChildrenChanged
-	// (PROTOCOL.md §6.2). ok false means the ACL cannot be known: the event is not delivered.
+	// (WatchManager). ok false means the ACL cannot be known: the event is not delivered.
 	// nil means no check. It may block (the store reads etcd on a cache miss): it is only
 	// called without the registry's lock held.
 	ACL func(parent bool) (acl []encoding.ACL, ok bool)

@@ -8,7 +8,7 @@ import (
 )
 
 // EventFor says whether a change fires a watch of kind on path, and with which event. It is the
-// trigger table of PROTOCOL.md §6.2 for one watch.
+// trigger table of ZooKeeper's DataTree (which change fires which WatcherType) for one watch.
 func EventFor(kind Kind, path string, c Change) (encoding.WatcherEvent, bool) {
 	ev := encoding.WatcherEvent{State: encoding.StateSyncConnected, Path: c.Path}
 	parent, _ := znode.Parent(c.Path)

@@ -13,10 +13,10 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// ACLs and authentication as ZooKeeper 3.9 does them (PROTOCOL.md §8), without etcd: the
-// identities of a connection, the permission check, the digest, ip, x509 and sasl schemes, and the
-// masking of getACL. Every rule here was checked against ZooKeeper 3.9.6; where ZooKeeper's
-// answer is surprising, the comment says so.
+// ACLs and authentication as ZooKeeper 3.9 does them (ProviderRegistry and its providers),
+// without etcd: the identities of a connection, the permission check, the digest, ip, x509 and
+// sasl schemes, and the masking of getACL. Every rule here was checked against ZooKeeper 3.9.6;
+// where ZooKeeper's answer is surprising, the comment says so.
 
 // Scheme names.
 const (
@@ -626,7 +626,7 @@ func RemoteIP(a net.Addr) string {
 }
 
 // FixupACL validates the ACL of a create or setACL and expands the "auth" scheme, the way
-// ZooKeeper 3.9's PrepRequestProcessor.fixupACL does (checked against 3.9.6; PROTOCOL.md §8):
+// ZooKeeper 3.9's PrepRequestProcessor.fixupACL does (checked against 3.9.6):
 //   - exact duplicates are removed from the whole list first (the first one stays), and an
 //     empty list is InvalidACL;
 //   - world:anyone is kept; any other world id is InvalidACL;
@@ -658,7 +658,7 @@ func FixupACL(acl []encoding.ACL, authIDs []encoding.ID, p Providers) ([]encodin
 	}
 	expands := false
 	for i, a := range acl {
-		if slices.Contains(acl[:i], a) { // javaDuplicate, now that no comparison meets a null
+		if slices.Contains(acl[:i], a) { // javaDuplicate: the loop above met no null
 			continue
 		}
 		switch {

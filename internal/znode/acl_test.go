@@ -179,12 +179,12 @@ func TestMaskACL(t *testing.T) {
 	}
 }
 
-// TestFixupACL: the cases ZooKeeper 3.9.6 answered (PROTOCOL.md §8 and acl.go).
 // aclEntry is one ACL entry.
 func aclEntry(perms encoding.Perm, scheme, id string) encoding.ACL {
 	return encoding.ACL{Perms: perms, ID: encoding.ID{Scheme: scheme, ID: id}}
 }
 
+// TestFixupACL: the cases ZooKeeper 3.9.6's PrepRequestProcessor.fixupACL answered.
 func TestFixupACL(t *testing.T) {
 	acl := aclEntry
 	world := acl(31, SchemeWorld, "anyone")

@@ -6,9 +6,9 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
-// The order of a write's checks, as ZooKeeper's PrepRequestProcessor runs them (PROTOCOL.md
-// §3.2): the first failing check decides the error code. Each function here is that order for
-// one write op, over a View of the nodes involved, and is the only place the order is written:
+// The order of a write's checks, as ZooKeeper's PrepRequestProcessor runs them: the first
+// failing check decides the error code. Each function here is that order for one write op, over
+// a View of the nodes involved, and is the only place the order is written:
 // the store asks it both to classify a failed guarded transaction (a View built from what the
 // transaction's Else branch read) and for each op of a multi (a View of the tree with the
 // multi's earlier ops applied).
@@ -52,9 +52,10 @@ type CreateOp struct {
 	TTL int64
 }
 
-// CheckCreateRequest runs the checks of a create that need no node (steps 1 to 5 of §3.2): the
-// flags, the TTL, the parent's path (a null one, encoding.NullString, is MarshallingError), and
-// the ACL fixup (InvalidACL, or MarshallingError for some nulls, comes before any lookup).
+// CheckCreateRequest runs the checks of a create that need no node, PrepRequestProcessor's first
+// five: the flags, the TTL, the parent's path (a null one, encoding.NullString, is
+// MarshallingError), and the ACL fixup (InvalidACL, or MarshallingError for some nulls, comes
+// before any lookup).
 // It returns the parent's path and the fixed ACL. who is the caller's identities (the "auth"
 // scheme expands to them); p says which optional schemes ACLs may name.
 func CheckCreateRequest(c CreateOp, who *Identities, p Providers) (parent string, acl []encoding.ACL, code encoding.ErrCode) {

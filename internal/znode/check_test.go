@@ -26,7 +26,7 @@ func tree() Nodes {
 	}
 }
 
-// TestCheckCreateOrder walks PROTOCOL.md §3.2's create order, each case failing one check
+// TestCheckCreateOrder walks PrepRequestProcessor's create order, each case failing one check
 // that comes before others that would fail too.
 func TestCheckCreateOrder(t *testing.T) {
 	for _, c := range []struct {

@@ -4,6 +4,7 @@
 // store (etcdstore) and the watch registry (internal/watch) ask it, so that each rule is
 // written once and table-tested without etcd.
 //
-// Every rule follows ZooKeeper 3.9 (the shared PROTOCOL.md is the reference); where ZooKeeper's
-// answer is surprising, the comment beside the rule says so.
+// Every rule follows ZooKeeper 3.9, and the comment beside it names the ZooKeeper class that owns
+// it (PrepRequestProcessor, DataTree, PathUtils, ...); where ZooKeeper's answer is surprising, that
+// comment says so.
 package znode

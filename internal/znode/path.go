@@ -6,9 +6,9 @@ import (
 	"unicode/utf8"
 )
 
-// ValidatePath reports whether path is a valid znode path by ZooKeeper's PathUtils.validatePath
-// (PROTOCOL.md §5). Java checks UTF-16 code units; in Go every rune above U+FFFF (a surrogate
-// pair in Java) is rejected, and invalid UTF-8 decodes to U+FFFD, which is rejected too.
+// ValidatePath reports whether path is a valid znode path by ZooKeeper's PathUtils.validatePath.
+// Java checks UTF-16 code units; in Go every rune above U+FFFF (a surrogate pair in Java) is
+// rejected, and invalid UTF-8 decodes to U+FFFD, which is rejected too.
 func ValidatePath(path string) bool {
 	if path == "" || path[0] != '/' {
 		return false
