@@ -45,7 +45,7 @@ func metaOfKVs(path string, data, acl *mvccpb.KeyValue) (aclValue, error) {
 	if err := nk.decodeErr(); err != nil {
 		return aclValue{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return nk.meta, nk.metaMissing(path)
+	return nk.meta, nil
 }
 
 // aclAtChange returns the ACL of path for the watch feed, at revision rev, or just before it if

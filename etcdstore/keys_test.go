@@ -71,18 +71,13 @@ func TestValuesRoundTrip(t *testing.T) {
 	}
 	for _, data := range [][]byte{nil, {}, []byte("x"), bytes.Repeat([]byte{0, 1, 2}, 1000)} {
 		for _, ix := range []zxidIndexes{{}, {czxid: 3}, {mzxid: 65535}, {czxid: 1, mzxid: 2}} {
-			for _, meta := range []*aclValue{nil, &acl} {
+			for _, meta := range []aclValue{{}, acl} {
 				got, mtime, gotIx, gotMeta, err := decodeDataValue([]byte(encodeDataValue(data, 1234567, ix, meta)))
 				if err != nil || !bytes.Equal(got, data) || (got == nil) != (data == nil) || mtime != 1234567 || gotIx != ix {
 					t.Errorf("data value of %d bytes, indexes %+v: %d bytes, mtime %d, indexes %+v, %v", len(data), ix, len(got), mtime, gotIx, err)
 				}
-				if meta == nil && gotMeta != nil {
-					t.Errorf("data value without meta: meta %q", gotMeta)
-				}
-				if meta != nil {
-					if v, err := decodeACLValue(gotMeta, nil); err != nil || !reflect.DeepEqual(v, *meta) {
-						t.Errorf("data value's meta: %+v, %v; want %+v", v, err, *meta)
-					}
+				if v, err := decodeACLValue(gotMeta, nil); err != nil || !reflect.DeepEqual(v, meta) {
+					t.Errorf("data value's meta: %+v, %v; want %+v", v, err, meta)
 				}
 			}
 		}
@@ -90,11 +85,14 @@ func TestValuesRoundTrip(t *testing.T) {
 	if _, _, _, _, err := decodeDataValue([]byte{1}); err == nil {
 		t.Error("a truncated data value decoded")
 	}
-	if _, _, _, _, err := decodeDataValue([]byte(encodeDataValue(nil, 1, zxidIndexes{czxid: 1}, nil))[:11]); err == nil {
+	if _, _, _, _, err := decodeDataValue([]byte(encodeDataValue(nil, 1, zxidIndexes{czxid: 1}, acl))[:11]); err == nil {
 		t.Error("a data value with truncated indexes decoded")
 	}
-	if _, _, _, _, err := decodeDataValue([]byte(encodeDataValue(nil, 1, zxidIndexes{}, &acl))[:20]); err == nil {
+	if _, _, _, _, err := decodeDataValue([]byte(encodeDataValue(nil, 1, zxidIndexes{}, acl))[:20]); err == nil {
 		t.Error("a data value with truncated meta decoded")
+	}
+	if _, _, _, _, err := decodeDataValue([]byte{0, 0, 0, 0, 0, 0, 0, 0, 1}); err == nil {
+		t.Error("a data value without meta decoded")
 	}
 	for _, ix := range []uint16{0, 1, 65535} {
 		if got, err := decodeIndexValue([]byte(encodeIndexValue(ix))); err != nil || got != ix {

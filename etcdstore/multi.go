@@ -529,14 +529,6 @@ func (m *multiState) writes() []txnWrite {
 		recreated := n.created && n.keys.exists()
 		more := n.keys.moreOrZero()
 
-		// A node created before the meta moved into the data key keeps its ACL key, and its
-		// data key's value stays without meta: aversion counts from the ACL key's first put.
-		var meta *aclValue
-		aclBase := int64(1)
-		if n.created || n.keys.metaInData {
-			meta, aclBase = &n.meta, 0
-		}
-
 		// Data key: a created node gets its lease (or none, detaching a recreated node's old
 		// one); a setData keeps the lease read, named rather than kept with WithIgnoreLease,
 		// which makes etcd read the key twice more while it applies the transaction (a
@@ -550,7 +542,7 @@ func (m *multiState) writes() []txnWrite {
 			if n.created {
 				dataLease, ix.czxid = lease, n.createdIx
 			}
-			ops = append(ops, txnWrite{key: k.data(p), value: encodeDataValue(n.data, n.stat.Mtime, ix, meta), lease: dataLease})
+			ops = append(ops, txnWrite{key: k.data(p), value: encodeDataValue(n.data, n.stat.Mtime, ix, n.meta), lease: dataLease})
 		}
 		dataVersion := n.keys.data.version
 		if putData {
@@ -577,7 +569,7 @@ func (m *multiState) writes() []txnWrite {
 		}
 		want := offsetsValue{
 			Version:  dataVersion - 1 - int64(n.stat.Version),
-			Aversion: aclVersion - aclBase + int64(aversionOffset(p)) - int64(n.stat.Aversion),
+			Aversion: aclVersion + int64(aversionOffset(p)) - int64(n.stat.Aversion),
 			Creates:  n.c - createsVersion,
 		}
 		switch {

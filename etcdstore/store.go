@@ -304,7 +304,7 @@ func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 		if p == "/zookeeper/config" {
 			acl = read
 		}
-		puts = append(puts, clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0, zxidIndexes{}, &aclValue{ACL: acl})))
+		puts = append(puts, clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0, zxidIndexes{}, aclValue{ACL: acl})))
 	}
 	r, err := b.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(b.keys.data("/")), "=", 0)).

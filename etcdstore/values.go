@@ -107,8 +107,7 @@ func decodeJournal(v []byte, rev int64) ([]watch.Change, error) {
 // int64), if bit 1 is set the node's zxidIndexes (two big-endian uint16: czxid's, then
 // mzxid's), if bit 2 is set the length of the meta (big-endian uint32) and the meta as an ACL
 // key's value (aclValue: ctime, mode, TTL and the ACL list the node was created with), then the
-// data. Every node created since the meta moved into the data key has bit 2 set on every
-// version of its data key; a node created before keeps its ACL key, and bit 2 clear (keys.go).
+// data. zetcd sets bit 2 on every data value it writes; a value without it does not decode.
 const (
 	dataHeaderLen        = 9
 	dataFlagNull         = 1
@@ -122,9 +121,8 @@ const (
 // that created the node, and of the one that last set its data, in their revisions.
 type zxidIndexes struct{ czxid, mzxid uint16 }
 
-// encodeDataValue encodes a data key's value; meta is nil for a node created before the meta
-// moved into the data key (it keeps its ACL key).
-func encodeDataValue(data []byte, mtime int64, ix zxidIndexes, meta *aclValue) string {
+// encodeDataValue encodes a data key's value.
+func encodeDataValue(data []byte, mtime int64, ix zxidIndexes, meta aclValue) string {
 	header := dataHeaderLen
 	if ix != (zxidIndexes{}) {
 		header = dataHeaderLenIndexes
@@ -139,27 +137,22 @@ func encodeDataValue(data []byte, mtime int64, ix zxidIndexes, meta *aclValue) s
 		binary.BigEndian.PutUint16(h[9:11], ix.czxid)
 		binary.BigEndian.PutUint16(h[11:13], ix.mzxid)
 	}
-	var metaLen int
-	if meta != nil {
-		h[0] |= dataFlagMeta
-		metaLen = aclValueLen(*meta)
-		header += 4 // the meta's length, written once the meta is
-	}
+	h[0] |= dataFlagMeta
+	metaLen := aclValueLen(meta)
+	header += 4 // the meta's length, written once the meta is
 	// One allocation, handed out as the string without a copy (as strings.Builder does): b is
 	// never written after.
 	b := make([]byte, 0, header+metaLen+len(data))
 	b = append(b, h[:header]...)
-	if meta != nil {
-		b = appendACLValue(b, *meta)
-		binary.BigEndian.PutUint32(b[header-4:], uint32(len(b)-header))
-	}
+	b = appendACLValue(b, meta)
+	binary.BigEndian.PutUint32(b[header-4:], uint32(len(b)-header))
 	b = append(b, data...)
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // decodeDataValue returns the node's data (nil for null data, non-nil empty for empty data),
-// mtime, zxid indexes and its meta as encoded (nil if the value holds none; decodeACLValue
-// decodes it). The returned slices alias v.
+// mtime, zxid indexes and its meta as encoded (decodeACLValue decodes it). The returned slices
+// alias v.
 func decodeDataValue(v []byte) (data []byte, mtime int64, ix zxidIndexes, meta []byte, err error) {
 	if len(v) < dataHeaderLen {
 		return nil, 0, ix, nil, errors.New("zetcd: corrupt data value: too short")
@@ -173,13 +166,14 @@ func decodeDataValue(v []byte) (data []byte, mtime int64, ix zxidIndexes, meta [
 		ix = zxidIndexes{czxid: binary.BigEndian.Uint16(rest[0:2]), mzxid: binary.BigEndian.Uint16(rest[2:4])}
 		rest = rest[dataIndexesLen:]
 	}
-	if v[0]&dataFlagMeta != 0 {
-		if len(rest) < 4 || uint64(len(rest)-4) < uint64(binary.BigEndian.Uint32(rest)) {
-			return nil, 0, ix, nil, errors.New("zetcd: corrupt data value: short meta")
-		}
-		n := 4 + int(binary.BigEndian.Uint32(rest))
-		meta, rest = rest[4:n:n], rest[n:]
+	if v[0]&dataFlagMeta == 0 {
+		return nil, 0, ix, nil, errors.New("zetcd: corrupt data value: no meta")
 	}
+	if len(rest) < 4 || uint64(len(rest)-4) < uint64(binary.BigEndian.Uint32(rest)) {
+		return nil, 0, ix, nil, errors.New("zetcd: corrupt data value: short meta")
+	}
+	n := 4 + int(binary.BigEndian.Uint32(rest))
+	meta, rest = rest[4:n:n], rest[n:]
 	if v[0]&dataFlagNull != 0 {
 		return nil, mtime, ix, meta, nil
 	}
@@ -303,7 +297,7 @@ func aversionOffset(path string) int32 {
 // ZooKeeper's for one node (see the offsets key above). The zero value changes nothing.
 type offsetsValue struct {
 	Version  int64 // ZooKeeper version  = data Version - 1 - Version
-	Aversion int64 // ZooKeeper aversion = ACL Version - aclBase - Aversion
+	Aversion int64 // ZooKeeper aversion = ACL Version - Aversion
 	Creates  int64 // create counter C   = child-create Version + Creates
 	// Czxid replaces the czxid derived from the data key after a multi deleted the node and
 	// created it again (the data key survived the pair): negative means the offsets key's own
@@ -361,11 +355,8 @@ type nodeKeys struct {
 	lease int64   // the data key's lease: the ephemeral owner
 	mtime int64
 	ix    zxidIndexes // from the data key's value
-	// metaInData: the data key's value holds the node's meta (dataValue); false for a node
-	// created before the meta moved into the data key, whose ACL key was put with it.
-	metaInData bool
-	value      []byte  // the node's data (nil for null data)
-	acl        keyRevs // the ACL key: absent unless a setACL put it, or metaInData is false
+	value []byte      // the node's data (nil for null data)
+	acl   keyRevs     // the ACL key: absent unless a setACL put it
 	// meta is the node's ctime, mode, TTL and ACL: the ACL key's value if there is one, else
 	// the data key's.
 	meta aclValue
@@ -474,7 +465,7 @@ func (n *nodeKeys) deleteMeta(name byte) {
 // an ACL key is deleted only with its data key).
 func (n *nodeKeys) putData(kv *mvccpb.KeyValue, acls *aclTable) {
 	data, mtime, ix, meta, err := decodeDataValue(kv.Value)
-	if err == nil && meta != nil && n.acl.mod == 0 {
+	if err == nil && n.acl.mod == 0 {
 		n.meta, err = decodeACLValue(meta, acls)
 	}
 	if err != nil {
@@ -483,32 +474,14 @@ func (n *nodeKeys) putData(kv *mvccpb.KeyValue, acls *aclTable) {
 		n.setMore(m)
 	}
 	n.data, n.lease, n.mtime, n.ix, n.value = revsOf(kv), kv.Lease, mtime, ix, data
-	n.metaInData = meta != nil
 }
 
 // deleteData records the delete of the node's data key.
 func (n *nodeKeys) deleteData() {
-	n.data, n.lease, n.mtime, n.ix, n.value, n.metaInData = keyRevs{}, 0, 0, zxidIndexes{}, nil, false
+	n.data, n.lease, n.mtime, n.ix, n.value = keyRevs{}, 0, 0, zxidIndexes{}, nil
 	if n.acl.mod == 0 {
 		n.meta = aclValue{}
 	}
-}
-
-// metaMissing is the error of a node whose meta is in neither its data key nor an ACL key.
-func (n *nodeKeys) metaMissing(path string) error {
-	if n.metaInData || n.acl.mod != 0 {
-		return nil
-	}
-	return fmt.Errorf("zetcd: %s: ACL key missing", path)
-}
-
-// aclBase is what the ACL key's etcd Version counts beyond setACLs: its put with the node,
-// for a node created before the meta moved into the data key.
-func (n *nodeKeys) aclBase() int64 {
-	if n.metaInData {
-		return 0
-	}
-	return 1
 }
 
 // exists reports whether the node's data key exists.
@@ -590,7 +563,7 @@ func (n *nodeKeys) decodeErr() error {
 // node derives the znode's Stat (PROTOCOL.md §4.1), data and ACL from its keys:
 //
 //	czxid, mzxid, pzxid: nodeKeys.zxids                             version = data.Version-1
-//	ctime = meta                       mtime = data value            aversion = acl.Version-aclBase
+//	ctime = meta                       mtime = data value            aversion = acl.Version
 //	C = creates.Version (0 if absent)  cversion = 2C - numChildren   numChildren = counted
 //	ephemeralOwner = data.Lease (0 for persistent, container and TTL nodes)
 //
@@ -605,9 +578,6 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 		return node{}, fmt.Errorf("%s: %w", path, m.err)
 	case !n.exists():
 		return node{}, fmt.Errorf("zetcd: %s: data key missing", path)
-	}
-	if err := n.metaMissing(path); err != nil {
-		return node{}, err
 	}
 	czxid, mzxid, pzxid := n.zxids()
 	zx := func(z encoding.Zxid) encoding.Zxid { return z }
@@ -631,7 +601,7 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 			Mtime:          n.mtime,
 			Version:        int32(n.data.version - 1 - m.offs.Version),
 			Cversion:       int32(2*c - numChildren),
-			Aversion:       int32(n.acl.version-n.aclBase()-m.offs.Aversion) + aversionOffset(path),
+			Aversion:       int32(n.acl.version-m.offs.Aversion) + aversionOffset(path),
 			EphemeralOwner: encoding.SessionID(n.lease),
 			DataLength:     int32(len(n.value)),
 			NumChildren:    int32(numChildren),
