@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -292,4 +293,147 @@ func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*enc
 func storeErr[R any](s *etcdSession, op, path string, err error) (*R, encoding.Zxid, error) {
 	z, err := s.etcdFailure(op, path, err)
 	return nil, z, err
+}
+
+// GetEphemerals (103) lists the session's ephemeral nodes, from the replica. Like ZooKeeper, a
+// prefix that is blank or "/" (after trimming) selects all of them, any other prefix is matched
+// as a string, not as a path ("/a" matches "/ab").
+func (s *etcdSession) GetEphemerals(ctx context.Context, req *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
+	if err := s.awaitTree(ctx, "getEphemerals", req.PrefixPath); err != nil {
+		return nil, 0, err
+	}
+	var all []string
+	rev := s.b.tree.read(func(v replicaView) { all = v.ephemerals(int64(s.id)) })
+	trimmed := strings.TrimFunc(req.PrefixPath, func(r rune) bool { return r <= ' ' })
+	everything := trimmed == "" || trimmed == "/"
+	paths := []string{}
+	for _, p := range all {
+		if everything || strings.HasPrefix(p, req.PrefixPath) {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	return &encoding.GetEphemeralsResponse{Ephemerals: paths}, s.zxid(rev), nil
+}
+
+// GetAllChildrenNumber (104) counts every descendant of a node, from the replica: the node's
+// READ check, then its descendants counted along the children lists, at one revision. Like
+// ZooKeeper, "/" counts every node but the root (3 on a fresh server) and "" counts one more
+// (ZooKeeper's root alias).
+func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
+	path := znode.NormalizeRead(req.Path)
+	if err := s.awaitTree(ctx, "getAllChildrenNumber", path); err != nil {
+		return nil, 0, err
+	}
+	var (
+		n     node
+		ok    bool
+		err   error
+		total int64
+	)
+	rev := s.b.tree.read(func(v replicaView) {
+		if n, _, ok, err = v.node(path, false); ok && err == nil {
+			total = v.descendants(path)
+		}
+	})
+	z := s.zxid(rev)
+	if err != nil {
+		return nil, z, fmt.Errorf("session %s: getAllChildrenNumber %q: %w", s.id, path, err)
+	}
+	if !ok {
+		return nil, z, encoding.ErrNoNode
+	}
+	if !s.readAllowed(n, encoding.PermRead) {
+		return nil, z, encoding.ErrNoAuth
+	}
+	if req.Path == "" {
+		total++
+	}
+	return &encoding.GetAllChildrenNumberResponse{TotalNumber: int32(total)}, z, nil
+}
+
+// MultiRead runs getData and getChildren ops (22) independently at one state: each op that fails
+// answers its code in place and the others still answer (PROTOCOL.md §3.4). Any other op is
+// MarshallingError, which in ZooKeeper consumes no zxid for multiRead. It reads the replica
+// (one read lock, so one revision) once it has reached the session's floor (awaitTree).
+func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	for _, o := range req.Ops {
+		switch o.Record.(type) {
+		case *encoding.GetDataRequest, *encoding.GetChildrenRequest:
+		default:
+			return nil, s.zxid(0), encoding.ErrMarshallingError
+		}
+	}
+	if len(req.Ops) == 0 {
+		return &encoding.MultiResponse{}, s.zxid(0), nil
+	}
+	if err := s.awaitTree(ctx, "multiRead", ""); err != nil {
+		return nil, 0, err
+	}
+	read := make([]readNodeResult, len(req.Ops))
+	rev := s.b.tree.read(func(v replicaView) {
+		for i, o := range req.Ops {
+			r := &read[i]
+			var children bool
+			r.path, children = multiReadPath(o)
+			r.n, r.children, r.exists, r.err = v.node(r.path, children)
+		}
+	})
+	return s.multiReadAnswers(req, read, s.zxid(rev))
+}
+
+// readNodeResult is what a multiRead op read of its node: whether it exists, the node and, for
+// getChildren, its children's names; err if its keys do not decode.
+type readNodeResult struct {
+	path     string
+	exists   bool
+	n        node
+	children []string
+	err      error
+}
+
+// multiReadPath is the node an op of a multiRead reads, and whether it lists its children.
+func multiReadPath(o encoding.MultiOp) (string, bool) {
+	switch r := o.Record.(type) {
+	case *encoding.GetDataRequest:
+		return znode.NormalizeRead(r.Path), false
+	case *encoding.GetChildrenRequest:
+		return znode.NormalizeRead(r.Path), true
+	}
+	return "", false
+}
+
+// multiReadAnswers answers each op of a multiRead from what it read.
+func (s *etcdSession) multiReadAnswers(req *encoding.MultiRequest, read []readNodeResult, z encoding.Zxid) (*encoding.MultiResponse, encoding.Zxid, error) {
+	resp := &encoding.MultiResponse{Results: make([]encoding.MultiResult, len(req.Ops))}
+	for i, o := range req.Ops {
+		if err := read[i].err; err != nil {
+			return nil, z, fmt.Errorf("session %s: multiRead %v %q: %w", s.id, o.Op, read[i].path, err)
+		}
+		resp.Results[i] = s.multiReadAnswer(o, read[i])
+	}
+	return resp, z, nil
+}
+
+// multiReadAnswer answers one op: NoNode, NoAuth (READ), or its result.
+func (s *etcdSession) multiReadAnswer(o encoding.MultiOp, read readNodeResult) encoding.MultiResult {
+	if !read.exists {
+		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}
+	}
+	if !s.readAllowed(read.n, encoding.PermRead) {
+		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoAuth}
+	}
+	if _, children := multiReadPath(o); children {
+		names := read.children
+		if names == nil {
+			names = []string{}
+		}
+		return encoding.MultiResult{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenResponse{Children: names}}
+	}
+	return encoding.MultiResult{Op: encoding.OpGetData, Record: &encoding.GetDataResponse{Data: read.n.Data, Stat: read.n.Stat}}
+}
+
+// readAllowed checks READ (or another perm) on the ACL of the node a read returned.
+func (s *etcdSession) readAllowed(n node, perm encoding.Perm) bool {
+	return s.auth.Allowed(n.Meta.ACL, perm)
 }

@@ -320,14 +320,6 @@ func (s *etcdSession) ID() encoding.SessionID { return s.id }
 func (s *etcdSession) Password() []byte       { return s.passwd }
 func (s *etcdSession) Timeout() time.Duration { return s.timeout }
 
-// AddAuthIDs adds identities the front established (a completed SASL exchange) to the
-// connection's identities.
-func (s *etcdSession) AddAuthIDs(ids []encoding.ID) {
-	for _, id := range ids {
-		s.auth.Add(id)
-	}
-}
-
 // Detach lets the connection go; the session lives on in etcd until it expires or is resumed.
 // A write the connection gave up on may still wait in the committer: the object stays among
 // the local ones, where the feed marks it moved or gone (observeSessionKeys), until its writes
