@@ -26,33 +26,6 @@ import (
 // against etcd's (checkOwn): a difference is a bug, logged as an error, and the replica is
 // loaded again from etcd (as after lost history), so that it never stays wrong.
 
-// txnWrite is one write of a committer's transaction: a put of value (with lease, 0 for none),
-// or a delete of key, or of every key with the prefix key if prefix is set. The committer makes
-// its etcd ops of them and, once the transaction commits, the events of its revision.
-type txnWrite struct {
-	key, value  string
-	lease       int64
-	del, prefix bool
-}
-
-func (w txnWrite) op() clientv3.Op {
-	switch {
-	case w.del && w.prefix:
-		return clientv3.OpDelete(w.key, clientv3.WithPrefix())
-	case w.del:
-		return clientv3.OpDelete(w.key)
-	}
-	return clientv3.OpPut(w.key, w.value, clientv3.WithLease(clientv3.LeaseID(w.lease)))
-}
-
-func txnOps(writes []txnWrite) []clientv3.Op {
-	ops := make([]clientv3.Op, len(writes))
-	for i, w := range writes {
-		ops[i] = w.op()
-	}
-	return ops
-}
-
 // maxOwnKept and maxOwnBytes bound the revisions, and their keys and values, kept for the
 // feed's check: the committer no longer waits for the feed, which may fall behind (etcd's watch
 // stream slow); the revisions applied meanwhile go unchecked.
