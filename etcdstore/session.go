@@ -303,19 +303,6 @@ func (s *etcdSession) RefuseWrite(ctx context.Context, op encoding.Op) (encoding
 
 var _ zetcd.Session = (*etcdSession)(nil)
 
-// startSession serves session id from this process; its lease was known alive at confirmed.
-func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, confirmed time.Time, events zetcd.EventSink) *etcdSession {
-	if events == nil {
-		events = discardEvents{}
-	}
-	// Replies never carry a zxid older than the session's own creation or resumption.
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, lastZxid: zxidOf(ownerRev, 0), auth: &znode.Identities{}}
-	s.watcher = watch.NewWatcher(events, id, s.auth)
-	b.local.add(s)
-	b.keeper.add(clientv3.LeaseID(id), timeout, b.leaseTTL(timeout), confirmed)
-	return s
-}
-
 func (s *etcdSession) ID() encoding.SessionID { return s.id }
 func (s *etcdSession) Password() []byte       { return s.passwd }
 func (s *etcdSession) Timeout() time.Duration { return s.timeout }
