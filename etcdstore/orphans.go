@@ -3,7 +3,6 @@ package etcdstore
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -35,9 +34,6 @@ import (
 // endSession).
 
 const (
-	// processTTL is the lease TTL (seconds) of a process key: how soon after a zetcd dies the
-	// leader learns its sessions are orphaned (leaseTTL counts on it).
-	processTTL = 3
 	// orphanScanInterval is the leader's periodic scan, behind the scans the watch feed
 	// triggers; it bounds the delay when a trigger was missed (a leader change in between).
 	orphanScanInterval = 10 * time.Second
@@ -213,15 +209,6 @@ func (b *Store) watchOrphan(ctx context.Context, id encoding.SessionID, ownerRev
 		case <-time.After(wait):
 		}
 	}
-}
-
-// orphanEndTTL is the remaining TTL (whole seconds, truncated, as etcd reports it) at or below
-// which the leader ends an orphan whose lease was granted granted seconds: by then the last
-// keepalive is more than granted-ttl-1 seconds old, at least the keepalive cadence plus the
-// session timeout, however long the lease. leaseTTL makes it 2 plus its margin; 0 leaves the
-// session to etcd's own expiry.
-func orphanEndTTL(granted int64, timeout time.Duration) int64 {
-	return max(int64(math.Floor(float64(granted)-1-keepAliveCadence(timeout).Seconds()-timeout.Seconds())), 0)
 }
 
 // orphan is what watchOrphan reads of an adopted session.

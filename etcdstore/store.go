@@ -310,26 +310,3 @@ func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 	}
 	return r.Header.Revision, nil
 }
-
-// defaultLeaseMargin is Config.LeaseMargin's default; see leaseTTL.
-const defaultLeaseMargin = 60 * time.Second
-
-// leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout: timeout + the
-// keepalive cadence + 3 s + the margin, that is 1.5×timeout + 7 s + the margin.
-//
-// Neither etcd's own expiry of a lease nor the leader's end of an orphan (orphanEndTTL) may
-// come before the client's timeout has passed since its process last heard it. A process that
-// stopped at t refreshed its leases last after t - keepAliveCadence; the leader ends an orphan
-// once its lease shows no refresh for timeout + cadence + 1 s, which 2 s more keep ahead of
-// etcd's expiry, so that the session ends with exact parent stats.
-//
-// The margin is for etcd: a leader that stalls for longer than a lease's TTL revokes the lease
-// as it resumes, though the others elected a new leader meanwhile and the lease was refreshed
-// there (its lessor acts before it learns so; etcd issue 15247). With a margin of a minute, a
-// session outlives a stall of a minute and more. The price: once every zetcd has died, etcd
-// removes a session's ephemerals up to the margin later; no client sees it, as no zetcd serves
-// meanwhile, and the next one elected ends the orphans at their time.
-func (b *Store) leaseTTL(timeout time.Duration) int64 {
-	ttl := timeout + keepAliveCadence(timeout) + 3*time.Second + b.leaseMargin
-	return int64((ttl + time.Second - 1) / time.Second)
-}
