@@ -233,3 +233,15 @@ func (k keySchema) pathOfDataKey(key string) (string, bool) {
 	}
 	return rest[i:], true
 }
+
+// ownEventKey reports whether ownEvents makes the events of key: the keys the replica and the
+// feed read (data, meta, error and journal keys) and no other the committer writes (the fence
+// and reap index keys).
+func (k keySchema) ownEventKey(key string) bool {
+	_, _, ok := k.pathOfNodeKey(key)
+	return ok || k.recordKey(key)
+}
+
+// recordKey reports whether key is one of the keys that record a revision's writes rather than
+// a znode's state: the error and journal keys.
+func (k keySchema) recordKey(key string) bool { return key == k.errorKey() || key == k.journal() }

@@ -140,18 +140,6 @@ func sameEvents(mine, theirs []*clientv3.Event) (i int, same bool) {
 	return i, len(mine) == len(theirs)
 }
 
-// ownEventKey reports whether ownEvents makes the events of key: the keys the replica and the
-// feed read (data, meta, error and journal keys) and no other the committer writes (the fence
-// and reap index keys).
-func (k keySchema) ownEventKey(key string) bool {
-	_, _, ok := k.pathOfNodeKey(key)
-	return ok || k.recordKey(key)
-}
-
-// recordKey reports whether key is one of the keys that record a revision's writes rather than
-// a znode's state: the error and journal keys.
-func (k keySchema) recordKey(key string) bool { return key == k.errorKey() || key == k.journal() }
-
 // applyOwn applies revision rev, made of writes, if the replica is at rev-1: the events etcd
 // reports for it (ownEvents), and the ACLs it replaces (as apply).
 func (r *replica) applyOwn(rev int64, writes []txnWrite) ([]*clientv3.Event, aclsBefore, bool) {

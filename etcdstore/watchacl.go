@@ -26,9 +26,6 @@ import (
 //     returns as it applies the revision (aclsBefore); etcd, read at the revision, for a change
 //     older than what the replica holds.
 
-// maxInternedACLs bounds the ACL lists the replica shares (aclTable).
-const maxInternedACLs = 1 << 10
-
 // metaOfKVs decodes the meta (ctime, mode, TTL, ACL) of the existing node at path from its data
 // key and its ACL key (nil if absent) as a read returned them.
 func metaOfKVs(path string, data, acl *mvccpb.KeyValue) (aclValue, error) {
