@@ -11,13 +11,13 @@ import (
 
 // The auth schemes a connection can authenticate with (auth packets, opcode 100).
 
-// Auth adds identities to the connection (PROTOCOL.md §8), as ZooKeeper 3.9 with its default
-// providers answers (checked against 3.9.6): "digest" succeeds whatever the bytes (but null), and
-// adds digest:<user>:<hash> (and super first, for the configured super digest); "ip" succeeds
-// and adds the client's address again (a no-op); "x509" succeeds only on a connection with a
-// verified client certificate when x509 is enabled. Any other scheme is AuthFailed, and the
-// server then closes the connection (zetcd/executor.go); the session survives. The reply zxid is 0,
-// as ZooKeeper's.
+// Auth adds identities to the connection (ZooKeeperServer.processPacket, ProviderRegistry), as
+// ZooKeeper 3.9 with its default providers answers (checked against 3.9.6): "digest" succeeds
+// whatever the bytes (but null), and adds digest:<user>:<hash> (and super first, for the
+// configured super digest); "ip" succeeds and adds the client's address again (a no-op); "x509"
+// succeeds only on a connection with a verified client certificate when x509 is enabled. Any
+// other scheme is AuthFailed, and the server then closes the connection (zetcd/executor.go);
+// the session survives. The reply zxid is 0, as ZooKeeper's.
 func (s *etcdSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error) {
 	switch req.Scheme {
 	case znode.SchemeDigest:
@@ -55,9 +55,9 @@ func (s *etcdSession) AddAuthIDs(ids []encoding.ID) {
 }
 
 // WhoAmI (107) lists the connection's identities as ZooKeeper 3.9 does (checked against
-// 3.9.6): every identity in the order ZooKeeper keeps them (acl.go), as (scheme, user): ip and
-// x509 with their id, digest with the user name only, super with "". A plain connection is
-// ("ip", the client's address).
+// 3.9.6): every identity in the order ZooKeeper keeps them (znode.Identities), as (scheme,
+// user): ip and x509 with their id, digest with the user name only, super with "". A plain
+// connection is ("ip", the client's address).
 func (s *etcdSession) WhoAmI(ctx context.Context, req *encoding.Empty) (*encoding.WhoAmIResponse, encoding.Zxid, error) {
 	infos := []encoding.ClientInfo{}
 	for _, id := range s.auth.List() {

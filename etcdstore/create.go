@@ -26,7 +26,7 @@ func (s *etcdSession) Create2(ctx context.Context, req *encoding.CreateRequest) 
 }
 
 // create runs one create of kind op (OpCreate, OpCreate2, OpCreateContainer or OpCreateTTL;
-// ttl is -1 for every opcode but createTTL) in ZooKeeper's check order (PROTOCOL.md §3.2),
+// ttl is -1 for every opcode but createTTL) in ZooKeeper's check order (PrepRequestProcessor),
 // and returns the name of the node made and its Stat.
 func (s *etcdSession) create(ctx context.Context, opName string, op encoding.Op, path string, data []byte, acl []encoding.ACL, flags encoding.CreateMode, ttl int64) (string, encoding.Stat, encoding.Zxid, error) {
 	if op == encoding.OpCreate {

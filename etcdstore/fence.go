@@ -38,9 +38,9 @@ func (b *Store) fenceConflict() {
 }
 
 // fenceWatch turns fence guards off for good when the revision rev puts a data or meta key
-// without the fence key: a writer that does not put it (another program, an older zetcd) would
-// otherwise go unseen by the guards. A revision of deletes alone is an expiring lease's, which
-// the guards cover by the znodes' own compares.
+// without the fence key: a writer that does not put it (another program, or a zetcd that does
+// not know the fence key) would otherwise go unseen by the guards. A revision of deletes alone
+// is an expiring lease's, which the guards cover by the znodes' own compares.
 func (b *Store) fenceWatch(rev int64, evs []*clientv3.Event) {
 	if !b.fenceGuards.Load() {
 		return

@@ -15,7 +15,7 @@ import (
 //     from the replica at one revision (its keys as nodeKeys, and its number of children), once
 //     the replica has reached the writes' floors; from etcd in one read Txn if it cannot.
 //  2. The ops are simulated in order on an in-memory overlay of that state with ZooKeeper's
-//     per-op checks (PROTOCOL.md §3.2), so every op sees the effects of the earlier ones. The
+//     per-op checks (PrepRequestProcessor), so every op sees the effects of the earlier ones. The
 //     outcome is either the failing op and its code, or each op's result and the final state of
 //     every touched node.
 //  3. The commit's compares pin every key that was read (its ModRevision, 0 for an absent key;
@@ -213,8 +213,8 @@ func journalOf(ops []mop, results []encoding.MultiResult, index uint16, auth *zn
 	return out
 }
 
-// Multi runs a write multi (14): all ops or none, at one zxid (PROTOCOL.md §3.4). A failed multi
-// is answered with header err 0 and the per-op error list.
+// Multi runs a write multi (14): all ops or none, at one zxid (PrepRequestProcessor). A failed
+// multi is answered with header err 0 and the per-op error list.
 func (s *etcdSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
 	ops, refused := parseMulti(req.Ops)
 	switch refused {

@@ -19,7 +19,7 @@ import (
 // The committer knows what its transaction wrote (txnWrite) and the replica knows the keys as
 // they were, so the events etcd reports for the revision follow (replica.ownEvents). That holds
 // only if the replica is at the revision just before: else a revision it has not applied (made
-// elsewhere, or a lease's expiry) comes first, and the feed applies both in order as before.
+// elsewhere, or a lease's expiry) comes first, and the feed applies both in order.
 // applyMu makes "apply a revision to the replica, fire its watches" one step, whoever takes it.
 //
 // The feed still receives every revision, and checks the events of those the committer applied
@@ -27,7 +27,7 @@ import (
 // loaded again from etcd (as after lost history), so that it never stays wrong.
 
 // maxOwnKept and maxOwnBytes bound the revisions, and their keys and values, kept for the
-// feed's check: the committer no longer waits for the feed, which may fall behind (etcd's watch
+// feed's check: the committer does not wait for the feed, which may fall behind (etcd's watch
 // stream slow); the revisions applied meanwhile go unchecked.
 const (
 	maxOwnKept  = 4096

@@ -121,7 +121,7 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 	}
 	var arm armFunc
 	if req.Watch {
-		// An exists watch is set whether or not the node exists (PROTOCOL.md §6.1), but not
+		// An exists watch is set whether or not the node exists (DataTree.statNode), but not
 		// on a node the session may not READ.
 		arm = func(n node, exists bool) (watch.Kind, bool) {
 			if !exists {
@@ -182,7 +182,7 @@ func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (
 	if err != nil {
 		return nil, z, err
 	}
-	// READ or ADMIN; without ADMIN, digest ids are masked (PROTOCOL.md §3.3).
+	// READ or ADMIN; without ADMIN, digest ids are masked (FinalRequestProcessor).
 	if !s.readAllowed(n, encoding.PermRead|encoding.PermAdmin) {
 		return nil, z, encoding.ErrNoAuth
 	}
@@ -282,7 +282,7 @@ func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.Ge
 }
 
 // MultiRead runs getData and getChildren ops (22) independently at one state: each op that fails
-// answers its code in place and the others still answer (PROTOCOL.md §3.4). Any other op is
+// answers its code in place and the others still answer (FinalRequestProcessor). Any other op is
 // MarshallingError, which in ZooKeeper consumes no zxid for multiRead. It reads the replica
 // (one read lock, so one revision) once it has reached the session's floor (awaitTree).
 func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {

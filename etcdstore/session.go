@@ -56,7 +56,7 @@ type etcdSession struct {
 	watcher *watch.Watcher
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
 	remote net.Addr
-	// auth holds the connection's identities (acl.go); shared with watcher.
+	// auth holds the connection's identities (auth.go); shared with watcher.
 	auth *znode.Identities
 
 	detached sync.Once // Detach's work

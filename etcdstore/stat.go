@@ -215,7 +215,7 @@ func (n *nodeKeys) decodeErr() error {
 	return n.more.err
 }
 
-// node derives the znode's Stat (PROTOCOL.md §4.1), data and ACL from its keys:
+// node derives the znode's Stat (as DataTree keeps it), data and ACL from its keys:
 //
 //	czxid, mzxid, pzxid: nodeKeys.zxids                             version = data.Version-1
 //	ctime = meta                       mtime = data value            aversion = acl.Version

@@ -251,8 +251,8 @@ func decodeACLValue(b []byte, acls *aclTable) (aclValue, error) {
 }
 
 // sessionValue is the value of a session key: the 16-byte password, the negotiated timeout in
-// ms (int32), then the process id of the zetcd serving the session (uint64). Values written
-// before the process id existed (20 bytes) decode with process id 0, which names no process.
+// ms (int32), then the process id of the zetcd serving the session (uint64). A 20-byte
+// value, without the process id, decodes with process id 0, which names no process.
 type sessionValue struct {
 	passwd    []byte
 	timeoutMs int32
@@ -301,7 +301,7 @@ type offsetsValue struct {
 func czxidOwn(index uint16) int64 { return -1 - int64(index) }
 
 // offsetsValue is a format byte and four big-endian int64s. Format 2 holds Czxid as above;
-// format 1, written before zxids had indexes, holds a positive Czxid as a revision.
+// format 1 holds a positive Czxid as a revision (its write's index 0).
 const offsetsValueLen = 33
 
 func encodeOffsetsValue(o offsetsValue) string {

@@ -15,7 +15,7 @@ import (
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
-// ACL enforcement on etcd without an extra round trip (DESIGN.md):
+// ACL enforcement on etcd without an extra round trip (docs/design.md, "Watches"):
 //
 //   - Reads check the ACL of the node they read, from the replica (or from etcd, with the node).
 //   - Creates, deletes, setData, setACL and multis decide on the ACLs of the committer's overlay

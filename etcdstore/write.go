@@ -9,7 +9,7 @@ import (
 )
 
 // Delete and SetData are one op each for the committer (commit.go), checked on the replica as a
-// multi's ops are (PROTOCOL.md §3.2): delete checks NoNode of the parent, NoAuth (DELETE on the
+// multi's ops are (PrepRequestProcessor): delete checks NoNode of the parent, NoAuth (DELETE on the
 // parent), NoNode, BadVersion, NotEmpty; setData NoNode, NoAuth (WRITE), BadVersion, in that
 // order.
 
