@@ -26,7 +26,7 @@ import (
 // leader closes its clients' connections, the keeper reports a lease whose refresh etcd has
 // not confirmed within the window (lapsed), and the session's connection is closed: at least
 // the timeout before anyone can end the session, so the client, told it is disconnected, can
-// resume it on a zetcd that reaches etcd.
+// resume it on a zetcd that reaches etcd. The formulas of these timings are timing.go.
 
 const (
 	// keepAliveTick is how often the keeper looks for leases due for a refresh, and for lapsed

@@ -31,7 +31,7 @@ import (
 // process key lost to an etcd stall, say) keeps its sessions' leases refreshed, and the leader
 // never ends them; a stall shorter than the timeout cannot age a lease that far. An orphan
 // resumed elsewhere has a rewritten session key, which ends the adoption (and guards
-// endSession).
+// endSession). The formulas of these timings are timing.go.
 
 const (
 	// orphanScanInterval is the leader's periodic scan, behind the scans the watch feed
