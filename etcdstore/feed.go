@@ -207,7 +207,7 @@ func (b *Store) applyEvents(evs []*clientv3.Event) bool {
 // fireRevision fires the znode changes of one revision: the multi journal when the revision has
 // one (its per-op changes, in op order), else the events on data keys.
 //
-// Each change carries the ACLs that decide whether its events may be delivered (acl.go): from
+// Each change carries the ACLs that decide whether its events may be delivered (watchacl.go): from
 // the replica, which has applied the revision, and before, the ACLs the revision replaced.
 func (b *Store) fireRevision(evs []*clientv3.Event, before aclsBefore) {
 	b.observeProcessKeys(evs)

@@ -107,7 +107,7 @@ func TestFenceGuardsOffAfterUnfencedWrite(t *testing.T) {
 	if !b.fenceGuards.Load() {
 		t.Fatal("an expired lease's deletes turned fence guards off")
 	}
-	put, err := cli.Put(ctx, b.keys.data("/x"), string(encodeDataValue([]byte("d"), 0, zxidIndexes{}, &aclValue{ACL: openACL})))
+	put, err := cli.Put(ctx, b.keys.data("/x"), string(encodeDataValue([]byte("d"), 0, zxidIndexes{}, aclValue{ACL: openACL})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 // leader closes its clients' connections, the keeper reports a lease whose refresh etcd has
 // not confirmed within the window (lapsed), and the session's connection is closed: at least
 // the timeout before anyone can end the session, so the client, told it is disconnected, can
-// resume it on a zetcd that reaches etcd.
+// resume it on a zetcd that reaches etcd. The formulas of these timings are timing.go.
 
 const (
 	// keepAliveTick is how often the keeper looks for leases due for a refresh, and for lapsed
@@ -36,33 +36,7 @@ const (
 	// a stream on a member that stopped answering (frozen, cut off) holds every refresh, and a
 	// new stream may be balanced onto another member.
 	keepAliveStall = 1500 * time.Millisecond
-	// lapseMargin is taken off the serving window for the tick that notices a lapse and the
-	// closing of the connection.
-	lapseMargin = time.Second
 )
-
-// keepAliveCadence bounds the age of a live lease's last refresh, for a session of timeout
-// timeout, that orphanEndTTL and leaseTTL count on. It depends on the timeout alone, not on the
-// lease's TTL, so that a long TTL (leaseTTL's margin) does not make the elected zetcd end an
-// orphan later: the keeper refreshes every third of the serving window (answered), well within
-// it. (It is what the etcd client's refresh every TTL/3, plus its send loop's tick and a second
-// for the round trip, came to for the TTL of 1.5×timeout + 7 s that sessions used to have.)
-func keepAliveCadence(timeout time.Duration) time.Duration {
-	return timeout/2 + 4*time.Second
-}
-
-// servingWindow is how long after sending a refresh that etcd answered this process may serve
-// the session of a lease granted TTL granted seconds, with timeout timeout: the earliest anyone
-// can end the session after that refresh (the elected zetcd's end of an orphan, else etcd's
-// expiry), less the session's timeout, less lapseMargin. The session then never ends sooner
-// than its timeout after this process last served its client.
-func servingWindow(granted int64, timeout time.Duration) time.Duration {
-	end := time.Duration(granted) * time.Second
-	if orphanEndTTL(granted, timeout) > 0 {
-		end = timeout + keepAliveCadence(timeout)
-	}
-	return max(end-timeout-lapseMargin, 2*keepAliveTick)
-}
 
 // leaseKeeper refreshes registered leases until they are removed or etcd reports them gone, and
 // reports the leases that lapsed.
@@ -175,7 +149,7 @@ func (k *leaseKeeper) answered(id clientv3.LeaseID, ttl int64, now time.Time) {
 		l.confirmed, l.sent = l.sent, time.Time{}
 	}
 	l.window, l.lapsed = servingWindow(ttl, l.timeout), false
-	l.next = now.Add(l.window / 3)
+	l.next = now.Add(refreshDelay(l.window))
 }
 
 // lapsedLease is a lease inspect reports, and how long ago etcd last confirmed it.

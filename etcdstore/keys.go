@@ -16,12 +16,9 @@ package etcdstore
 //	                       "P n/3/a/b/", so one range lists (or counts) them and nothing deeper.
 //	P m/<d><path>\x00a     ACL key, absent until a setACL puts it: the node's meta with the ACL
 //	                       the setACL gave (aclValue), so that mzxid does not move on setACL.
-//	                       Its Version is aversion. A node created before the meta moved into
-//	                       the data key has an ACL key put with it and a data value without
-//	                       meta, and keeps that layout (setData keeps it): its aversion is
-//	                       Version-1 (nodeKeys.aclBase). An ACL key is deleted only with its
-//	                       data key; a node created again in the revision that deleted it puts
-//	                       the old one's ACL key again.
+//	                       Its Version is aversion. An ACL key is deleted only with its data
+//	                       key; a node created again in the revision that deleted it puts the
+//	                       old one's ACL key again.
 //	P m/<d><path>\x00c     child-create key: rewritten on every child create, its value the
 //	                       index of that write in its revision (encodeIndexValue). Its Version is ZooKeeper's per-node create counter C, which
 //	                       names sequential children; ZooKeeper reports cversion = 2C - numChildren.
@@ -236,3 +233,15 @@ func (k keySchema) pathOfDataKey(key string) (string, bool) {
 	}
 	return rest[i:], true
 }
+
+// ownEventKey reports whether ownEvents makes the events of key: the keys the replica and the
+// feed read (data, meta, error and journal keys) and no other the committer writes (the fence
+// and reap index keys).
+func (k keySchema) ownEventKey(key string) bool {
+	_, _, ok := k.pathOfNodeKey(key)
+	return ok || k.recordKey(key)
+}
+
+// recordKey reports whether key is one of the keys that record a revision's writes rather than
+// a znode's state: the error and journal keys.
+func (k keySchema) recordKey(key string) bool { return key == k.errorKey() || key == k.journal() }

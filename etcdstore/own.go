@@ -19,42 +19,15 @@ import (
 // The committer knows what its transaction wrote (txnWrite) and the replica knows the keys as
 // they were, so the events etcd reports for the revision follow (replica.ownEvents). That holds
 // only if the replica is at the revision just before: else a revision it has not applied (made
-// elsewhere, or a lease's expiry) comes first, and the feed applies both in order as before.
+// elsewhere, or a lease's expiry) comes first, and the feed applies both in order.
 // applyMu makes "apply a revision to the replica, fire its watches" one step, whoever takes it.
 //
 // The feed still receives every revision, and checks the events of those the committer applied
 // against etcd's (checkOwn): a difference is a bug, logged as an error, and the replica is
 // loaded again from etcd (as after lost history), so that it never stays wrong.
 
-// txnWrite is one write of a committer's transaction: a put of value (with lease, 0 for none),
-// or a delete of key, or of every key with the prefix key if prefix is set. The committer makes
-// its etcd ops of them and, once the transaction commits, the events of its revision.
-type txnWrite struct {
-	key, value  string
-	lease       int64
-	del, prefix bool
-}
-
-func (w txnWrite) op() clientv3.Op {
-	switch {
-	case w.del && w.prefix:
-		return clientv3.OpDelete(w.key, clientv3.WithPrefix())
-	case w.del:
-		return clientv3.OpDelete(w.key)
-	}
-	return clientv3.OpPut(w.key, w.value, clientv3.WithLease(clientv3.LeaseID(w.lease)))
-}
-
-func txnOps(writes []txnWrite) []clientv3.Op {
-	ops := make([]clientv3.Op, len(writes))
-	for i, w := range writes {
-		ops[i] = w.op()
-	}
-	return ops
-}
-
 // maxOwnKept and maxOwnBytes bound the revisions, and their keys and values, kept for the
-// feed's check: the committer no longer waits for the feed, which may fall behind (etcd's watch
+// feed's check: the committer does not wait for the feed, which may fall behind (etcd's watch
 // stream slow); the revisions applied meanwhile go unchecked.
 const (
 	maxOwnKept  = 4096
@@ -166,18 +139,6 @@ func sameEvents(mine, theirs []*clientv3.Event) (i int, same bool) {
 	}
 	return i, len(mine) == len(theirs)
 }
-
-// ownEventKey reports whether ownEvents makes the events of key: the keys the replica and the
-// feed read (data, meta, error and journal keys) and no other the committer writes (the fence
-// and reap index keys).
-func (k keySchema) ownEventKey(key string) bool {
-	_, _, ok := k.pathOfNodeKey(key)
-	return ok || k.recordKey(key)
-}
-
-// recordKey reports whether key is one of the keys that record a revision's writes rather than
-// a znode's state: the error and journal keys.
-func (k keySchema) recordKey(key string) bool { return key == k.errorKey() || key == k.journal() }
 
 // applyOwn applies revision rev, made of writes, if the replica is at rev-1: the events etcd
 // reports for it (ownEvents), and the ACLs it replaces (as apply).

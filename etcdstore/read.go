@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,69 +13,6 @@ import (
 	"github.com/zetcd/zetcd/internal/znode"
 	"github.com/zetcd/zetcd/zetcd"
 )
-
-// The Handler of an etcdSession: reads are answered from the replica once it has reached the
-// session's floor (ErrNotServing when it cannot, see awaitTree); writes go through the committer
-// (commit.go); a write refused before any check (fail) puts the error key, so that it consumes a
-// zxid.
-
-// zxid records that the session was answered from the state at revision rev and returns the
-// reply's zxid; replies never go back in zxid. With rev 0 (a request refused without a
-// transaction of its own, or answered from no particular state) the zxid is the newest this
-// process has applied or answered (newestZxid): ZooKeeper puts its lastProcessedZxid in every
-// reply, so such a reply shows the other sessions' writes too, not only this session's. (The
-// front waits for its events before it sends the reply: AwaitEvents.)
-func (s *etcdSession) zxid(rev int64) encoding.Zxid {
-	if rev == 0 {
-		z := s.b.newestZxid()
-		return s.seen(revOf(z), z)
-	}
-	return s.seen(rev, s.b.tree.stateZxid(rev))
-}
-
-// writeZxid records that the session's write numbered index in revision rev committed (or
-// failed, consuming that zxid) and returns the reply's zxid, the write's own.
-func (s *etcdSession) writeZxid(rev int64, index uint16) encoding.Zxid {
-	return s.seen(rev, zxidOf(rev, int(index)))
-}
-
-// seen raises the session's floor to rev and its last zxid to z, and returns its last zxid.
-func (s *etcdSession) seen(rev int64, z encoding.Zxid) encoding.Zxid {
-	s.lastRev = max(s.lastRev, rev)
-	if z > s.lastZxid {
-		s.lastZxid = z
-		s.b.answered(z)
-	}
-	return s.lastZxid
-}
-
-// fail answers a failed write that was refused before reaching a transaction: it consumes a
-// revision through the error key, as ZooKeeper logs an error txn.
-func (s *etcdSession) fail(ctx context.Context, op string, path string, code encoding.ErrCode) (encoding.Zxid, error) {
-	put, err := s.b.kv.Put(ctx, s.b.keys.errorKey(), "")
-	if isNoSpace(err) {
-		// etcd's NOSPACE alarm: the refusal stands, without a zxid of its own.
-		s.b.space.sawNoSpace()
-		return s.zxid(0), code
-	}
-	if err != nil {
-		return 0, fmt.Errorf("session %s: %s %q: record failure: %w", s.id, op, path, err)
-	}
-	return s.writeZxid(put.Header.Revision, 0), code
-}
-
-// etcdFailure wraps a transport error, turning a vanished lease into SessionExpired and etcd's
-// NOSPACE refusal into QuotaExceeded (space.go).
-func (s *etcdSession) etcdFailure(op, path string, err error) (encoding.Zxid, error) {
-	if isLeaseGone(err) {
-		return s.zxid(0), encoding.ErrSessionExpired
-	}
-	if isNoSpace(err) {
-		s.b.space.sawNoSpace()
-		return s.zxid(0), encoding.ErrQuotaExceeded
-	}
-	return 0, fmt.Errorf("session %s: %s %q: %w", s.id, op, path, err)
-}
 
 // readNode reads one node from the replica, once it has reached the session's floor (see
 // awaitTree). If arm names a watch for what was read (ok true), readNode arms it on reqPath,
@@ -183,7 +121,7 @@ func (s *etcdSession) Exists(ctx context.Context, req *encoding.ExistsRequest) (
 	}
 	var arm armFunc
 	if req.Watch {
-		// An exists watch is set whether or not the node exists (PROTOCOL.md §6.1), but not
+		// An exists watch is set whether or not the node exists (DataTree.statNode), but not
 		// on a node the session may not READ.
 		arm = func(n node, exists bool) (watch.Kind, bool) {
 			if !exists {
@@ -244,7 +182,7 @@ func (s *etcdSession) GetACL(ctx context.Context, req *encoding.GetACLRequest) (
 	if err != nil {
 		return nil, z, err
 	}
-	// READ or ADMIN; without ADMIN, digest ids are masked (PROTOCOL.md §3.3).
+	// READ or ADMIN; without ADMIN, digest ids are masked (FinalRequestProcessor).
 	if !s.readAllowed(n, encoding.PermRead|encoding.PermAdmin) {
 		return nil, z, encoding.ErrNoAuth
 	}
@@ -286,10 +224,145 @@ func (s *etcdSession) Sync(ctx context.Context, req *encoding.SyncRequest) (*enc
 	return &encoding.SyncResponse{Path: req.Path}, s.zxid(rev), nil
 }
 
-// storeErr is the reply of a Handler method whose etcd request failed: no response, and
-// etcdFailure's zxid and error (a vanished lease is SessionExpired; any other error closes the
-// connection, and the session survives).
-func storeErr[R any](s *etcdSession, op, path string, err error) (*R, encoding.Zxid, error) {
-	z, err := s.etcdFailure(op, path, err)
-	return nil, z, err
+// GetEphemerals (103) lists the session's ephemeral nodes, from the replica. Like ZooKeeper, a
+// prefix that is blank or "/" (after trimming) selects all of them, any other prefix is matched
+// as a string, not as a path ("/a" matches "/ab").
+func (s *etcdSession) GetEphemerals(ctx context.Context, req *encoding.GetEphemeralsRequest) (*encoding.GetEphemeralsResponse, encoding.Zxid, error) {
+	if err := s.awaitTree(ctx, "getEphemerals", req.PrefixPath); err != nil {
+		return nil, 0, err
+	}
+	var all []string
+	rev := s.b.tree.read(func(v replicaView) { all = v.ephemerals(int64(s.id)) })
+	trimmed := strings.TrimFunc(req.PrefixPath, func(r rune) bool { return r <= ' ' })
+	everything := trimmed == "" || trimmed == "/"
+	paths := []string{}
+	for _, p := range all {
+		if everything || strings.HasPrefix(p, req.PrefixPath) {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	return &encoding.GetEphemeralsResponse{Ephemerals: paths}, s.zxid(rev), nil
+}
+
+// GetAllChildrenNumber (104) counts every descendant of a node, from the replica: the node's
+// READ check, then its descendants counted along the children lists, at one revision. Like
+// ZooKeeper, "/" counts every node but the root (3 on a fresh server) and "" counts one more
+// (ZooKeeper's root alias).
+func (s *etcdSession) GetAllChildrenNumber(ctx context.Context, req *encoding.GetAllChildrenNumberRequest) (*encoding.GetAllChildrenNumberResponse, encoding.Zxid, error) {
+	path := znode.NormalizeRead(req.Path)
+	if err := s.awaitTree(ctx, "getAllChildrenNumber", path); err != nil {
+		return nil, 0, err
+	}
+	var (
+		n     node
+		ok    bool
+		err   error
+		total int64
+	)
+	rev := s.b.tree.read(func(v replicaView) {
+		if n, _, ok, err = v.node(path, false); ok && err == nil {
+			total = v.descendants(path)
+		}
+	})
+	z := s.zxid(rev)
+	if err != nil {
+		return nil, z, fmt.Errorf("session %s: getAllChildrenNumber %q: %w", s.id, path, err)
+	}
+	if !ok {
+		return nil, z, encoding.ErrNoNode
+	}
+	if !s.readAllowed(n, encoding.PermRead) {
+		return nil, z, encoding.ErrNoAuth
+	}
+	if req.Path == "" {
+		total++
+	}
+	return &encoding.GetAllChildrenNumberResponse{TotalNumber: int32(total)}, z, nil
+}
+
+// MultiRead runs getData and getChildren ops (22) independently at one state: each op that fails
+// answers its code in place and the others still answer (FinalRequestProcessor). Any other op is
+// MarshallingError, which in ZooKeeper consumes no zxid for multiRead. It reads the replica
+// (one read lock, so one revision) once it has reached the session's floor (awaitTree).
+func (s *etcdSession) MultiRead(ctx context.Context, req *encoding.MultiRequest) (*encoding.MultiResponse, encoding.Zxid, error) {
+	for _, o := range req.Ops {
+		switch o.Record.(type) {
+		case *encoding.GetDataRequest, *encoding.GetChildrenRequest:
+		default:
+			return nil, s.zxid(0), encoding.ErrMarshallingError
+		}
+	}
+	if len(req.Ops) == 0 {
+		return &encoding.MultiResponse{}, s.zxid(0), nil
+	}
+	if err := s.awaitTree(ctx, "multiRead", ""); err != nil {
+		return nil, 0, err
+	}
+	read := make([]readNodeResult, len(req.Ops))
+	rev := s.b.tree.read(func(v replicaView) {
+		for i, o := range req.Ops {
+			r := &read[i]
+			var children bool
+			r.path, children = multiReadPath(o)
+			r.n, r.children, r.exists, r.err = v.node(r.path, children)
+		}
+	})
+	return s.multiReadAnswers(req, read, s.zxid(rev))
+}
+
+// readNodeResult is what a multiRead op read of its node: whether it exists, the node and, for
+// getChildren, its children's names; err if its keys do not decode.
+type readNodeResult struct {
+	path     string
+	exists   bool
+	n        node
+	children []string
+	err      error
+}
+
+// multiReadPath is the node an op of a multiRead reads, and whether it lists its children.
+func multiReadPath(o encoding.MultiOp) (string, bool) {
+	switch r := o.Record.(type) {
+	case *encoding.GetDataRequest:
+		return znode.NormalizeRead(r.Path), false
+	case *encoding.GetChildrenRequest:
+		return znode.NormalizeRead(r.Path), true
+	}
+	return "", false
+}
+
+// multiReadAnswers answers each op of a multiRead from what it read.
+func (s *etcdSession) multiReadAnswers(req *encoding.MultiRequest, read []readNodeResult, z encoding.Zxid) (*encoding.MultiResponse, encoding.Zxid, error) {
+	resp := &encoding.MultiResponse{Results: make([]encoding.MultiResult, len(req.Ops))}
+	for i, o := range req.Ops {
+		if err := read[i].err; err != nil {
+			return nil, z, fmt.Errorf("session %s: multiRead %v %q: %w", s.id, o.Op, read[i].path, err)
+		}
+		resp.Results[i] = s.multiReadAnswer(o, read[i])
+	}
+	return resp, z, nil
+}
+
+// multiReadAnswer answers one op: NoNode, NoAuth (READ), or its result.
+func (s *etcdSession) multiReadAnswer(o encoding.MultiOp, read readNodeResult) encoding.MultiResult {
+	if !read.exists {
+		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoNode}
+	}
+	if !s.readAllowed(read.n, encoding.PermRead) {
+		return encoding.MultiResult{Op: encoding.OpError, Err: encoding.ErrNoAuth}
+	}
+	if _, children := multiReadPath(o); children {
+		names := read.children
+		if names == nil {
+			names = []string{}
+		}
+		return encoding.MultiResult{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenResponse{Children: names}}
+	}
+	return encoding.MultiResult{Op: encoding.OpGetData, Record: &encoding.GetDataResponse{Data: read.n.Data, Stat: read.n.Stat}}
+}
+
+// readAllowed checks READ (or another perm) on the ACL of the node a read returned.
+func (s *etcdSession) readAllowed(n node, perm encoding.Perm) bool {
+	return s.auth.Allowed(n.Meta.ACL, perm)
 }

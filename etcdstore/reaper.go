@@ -14,15 +14,15 @@ import (
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
-// The reaper deletes containers and TTL nodes as ZooKeeper's ContainerManager does
-// (PROTOCOL.md §4.4): a container with no children whose create counter is above 0 (it once had
-// a child), and a TTL node with no children whose mtime is older than its TTL. Exactly one zetcd
-// process per etcd cluster and prefix reaps: the one elected through client/v3/concurrency under
-// the prefix. Every interval it lists the reap index keys (one per container and TTL node,
-// keys.go), reads the candidates from the replica, and deletes each one that qualifies with a
-// guarded Txn (still no children, data key unchanged since read), so a concurrent create of a
-// child or setData wins. Each deletion is one revision, like the deleteContainer txn ZooKeeper's leader
-// logs. The elected process also ends orphaned sessions (orphans.go).
+// The reaper deletes containers and TTL nodes as ZooKeeper's ContainerManager does: a container
+// with no children whose create counter is above 0 (it once had a child), and a TTL node with
+// no children whose mtime is older than its TTL. Exactly one zetcd process per etcd cluster and
+// prefix reaps: the one elected through client/v3/concurrency under the prefix. Every interval
+// it lists the reap index keys (one per container and TTL node, keys.go), reads the candidates
+// from the replica, and deletes each one that qualifies with a guarded Txn (still no children,
+// data key unchanged since read), so a concurrent create of a child or setData wins. Each
+// deletion is one revision, like the deleteContainer txn ZooKeeper's leader logs. The elected
+// process also ends orphaned sessions (orphans.go).
 
 const (
 	// DefaultReapInterval is ZooKeeper's znode.container.checkIntervalMs.

@@ -457,8 +457,7 @@ func TestReplicaLoadFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := b.kv.Txn(ctx).Then(
-		clientv3.OpPut(b.keys.data("/a/b"), encodeDataValue([]byte("x"), 1, zxidIndexes{}, nil)),
-		clientv3.OpPut(b.keys.acl("/a/b"), encodeACLValue(aclValue{ACL: openACL})),
+		clientv3.OpPut(b.keys.data("/a/b"), encodeDataValue([]byte("x"), 1, zxidIndexes{}, aclValue{ACL: openACL})),
 	).Commit()
 	if err != nil {
 		t.Fatal(err)

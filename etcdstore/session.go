@@ -56,7 +56,7 @@ type etcdSession struct {
 	watcher *watch.Watcher
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
 	remote net.Addr
-	// auth holds the connection's identities (acl.go); shared with watcher.
+	// auth holds the connection's identities (auth.go); shared with watcher.
 	auth *znode.Identities
 
 	detached sync.Once // Detach's work
@@ -303,30 +303,9 @@ func (s *etcdSession) RefuseWrite(ctx context.Context, op encoding.Op) (encoding
 
 var _ zetcd.Session = (*etcdSession)(nil)
 
-// startSession serves session id from this process; its lease was known alive at confirmed.
-func (b *Store) startSession(id encoding.SessionID, passwd []byte, timeout time.Duration, ownerRev int64, confirmed time.Time, events zetcd.EventSink) *etcdSession {
-	if events == nil {
-		events = discardEvents{}
-	}
-	// Replies never carry a zxid older than the session's own creation or resumption.
-	s := &etcdSession{b: b, id: id, passwd: passwd, timeout: timeout, ownerRev: ownerRev, lastRev: ownerRev, lastZxid: zxidOf(ownerRev, 0), auth: &znode.Identities{}}
-	s.watcher = watch.NewWatcher(events, id, s.auth)
-	b.local.add(s)
-	b.keeper.add(clientv3.LeaseID(id), timeout, b.leaseTTL(timeout), confirmed)
-	return s
-}
-
 func (s *etcdSession) ID() encoding.SessionID { return s.id }
 func (s *etcdSession) Password() []byte       { return s.passwd }
 func (s *etcdSession) Timeout() time.Duration { return s.timeout }
-
-// AddAuthIDs adds identities the front established (a completed SASL exchange) to the
-// connection's identities.
-func (s *etcdSession) AddAuthIDs(ids []encoding.ID) {
-	for _, id := range ids {
-		s.auth.Add(id)
-	}
-}
 
 // Detach lets the connection go; the session lives on in etcd until it expires or is resumed.
 // A write the connection gave up on may still wait in the committer: the object stays among

@@ -1,21 +1,16 @@
 package etcdstore
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -304,7 +299,7 @@ func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 		if p == "/zookeeper/config" {
 			acl = read
 		}
-		puts = append(puts, clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0, zxidIndexes{}, &aclValue{ACL: acl})))
+		puts = append(puts, clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0, zxidIndexes{}, aclValue{ACL: acl})))
 	}
 	r, err := b.kv.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(b.keys.data("/")), "=", 0)).
@@ -314,188 +309,4 @@ func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("zetcd: bootstrap system nodes under %q: %w", b.keys.prefix, err)
 	}
 	return r.Header.Revision, nil
-}
-
-// Connect opens or resumes a session (see Backend).
-func (b *Store) Connect(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
-	open := b.resumeSession
-	if p.SessionID == 0 {
-		open = b.openSession
-	}
-	sess, err := open(ctx, p)
-	if s, ok := sess.(*etcdSession); ok && err == nil {
-		s.remote = p.RemoteAddr
-		// Every connection holds ip:<its address>, and what its transport established.
-		if ip := znode.RemoteIP(p.RemoteAddr); ip != "" {
-			s.auth.Add(encoding.ID{Scheme: znode.SchemeIP, ID: ip})
-		}
-		for _, id := range p.AuthIDs {
-			s.auth.Add(id)
-		}
-	}
-	return sess, err
-}
-
-// defaultLeaseMargin is Config.LeaseMargin's default; see leaseTTL.
-const defaultLeaseMargin = 60 * time.Second
-
-// leaseTTL is the etcd lease TTL, in whole seconds, for a session timeout: timeout + the
-// keepalive cadence + 3 s + the margin, that is 1.5×timeout + 7 s + the margin.
-//
-// Neither etcd's own expiry of a lease nor the leader's end of an orphan (orphanEndTTL) may
-// come before the client's timeout has passed since its process last heard it. A process that
-// stopped at t refreshed its leases last after t - keepAliveCadence; the leader ends an orphan
-// once its lease shows no refresh for timeout + cadence + 1 s, which 2 s more keep ahead of
-// etcd's expiry, so that the session ends with exact parent stats.
-//
-// The margin is for etcd: a leader that stalls for longer than a lease's TTL revokes the lease
-// as it resumes, though the others elected a new leader meanwhile and the lease was refreshed
-// there (its lessor acts before it learns so; etcd issue 15247). With a margin of a minute, a
-// session outlives a stall of a minute and more. The price: once every zetcd has died, etcd
-// removes a session's ephemerals up to the margin later; no client sees it, as no zetcd serves
-// meanwhile, and the next one elected ends the orphans at their time.
-func (b *Store) leaseTTL(timeout time.Duration) int64 {
-	ttl := timeout + keepAliveCadence(timeout) + 3*time.Second + b.leaseMargin
-	return int64((ttl + time.Second - 1) / time.Second)
-}
-
-// openSession grants the lease (its id is the session id) and writes the session key: one
-// revision, as createSession is one zxid in ZooKeeper.
-func (b *Store) openSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
-	asked := time.Now()
-	grant, err := b.lease.Grant(ctx, b.leaseTTL(p.Timeout))
-	if err != nil {
-		return nil, fmt.Errorf("zetcd: create session: grant lease: %w", err)
-	}
-	id := encoding.SessionID(grant.ID)
-	passwd := make([]byte, 16)
-	if _, err := rand.Read(passwd); err != nil {
-		return nil, fmt.Errorf("zetcd: create session: password: %w", err)
-	}
-	timeoutMs := int32(p.Timeout / time.Millisecond)
-	val := encodeSessionValue(sessionValue{passwd: passwd, timeoutMs: timeoutMs, owner: b.process.id})
-	put, err := b.kv.Put(ctx, b.keys.session(id), val, clientv3.WithLease(grant.ID))
-	if err != nil {
-		b.revokeQuietly(grant.ID)
-		return nil, fmt.Errorf("zetcd: create session %s: %w", id, err)
-	}
-	if revOf(p.LastZxidSeen) > put.Header.Revision {
-		b.revokeQuietly(grant.ID)
-		return nil, zetcd.ErrZxidAhead
-	}
-	return b.startSession(id, passwd, time.Duration(timeoutMs)*time.Millisecond, put.Header.Revision, asked, p.Events), nil
-}
-
-// resumeSession checks the password against the session key and takes ownership of the session
-// by rewriting the key with this process as its owner: the session key's ModRevision names the
-// connection that owns it, so a zetcd that lost the session to another connection (or the leader
-// that adopted it as an orphan) will not expire it.
-func (b *Store) resumeSession(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
-	key := b.keys.session(p.SessionID)
-	asked := time.Now()
-	get, err := b.kv.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
-	}
-	if len(get.Kvs) == 0 {
-		return nil, zetcd.ErrSessionExpired
-	}
-	kv := get.Kvs[0]
-	sv, err := decodeSessionValue(kv.Value)
-	if err != nil {
-		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
-	}
-	if !bytes.Equal(sv.passwd, p.Passwd) {
-		return nil, zetcd.ErrSessionExpired
-	}
-	if revOf(p.LastZxidSeen) > get.Header.Revision {
-		return nil, zetcd.ErrZxidAhead
-	}
-	txn, err := b.kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(key, encodeSessionValue(sessionValue{passwd: sv.passwd, timeoutMs: sv.timeoutMs, owner: b.process.id}), clientv3.WithIgnoreLease()),
-			b.takenFrom(sv.owner)).
-		Commit()
-	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, zetcd.ErrSessionExpired
-		}
-		return nil, fmt.Errorf("zetcd: resume session %s: %w", p.SessionID, err)
-	}
-	if !txn.Succeeded {
-		// Another connection resumed or ended it at the same moment; the client retries.
-		return nil, fmt.Errorf("zetcd: resume session %s: raced with another connection", p.SessionID)
-	}
-	return b.startSession(p.SessionID, sv.passwd, time.Duration(sv.timeoutMs)*time.Millisecond, txn.Header.Revision, asked, p.Events), nil
-}
-
-func (b *Store) revokeQuietly(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(b.bgCtx, 5*time.Second)
-	defer cancel()
-	if _, err := b.lease.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		b.log.Warn("revoke session lease", zap.String("session", encoding.SessionID(id).String()), zap.Error(err))
-	}
-}
-
-// takenFrom is the put of process owner's taken key (keys.go) that goes with taking a session
-// from it, which fails every write transaction of owner's checked before (processGuards). A resume
-// on another connection of this process puts this process's own key: its committer may have the
-// session's write on its way over one connection to etcd while the resume goes over another.
-func (b *Store) takenFrom(owner uint64) clientv3.Op {
-	return clientv3.OpPut(b.keys.taken(owner), "")
-}
-
-// fenceOp is the put of the fence key (keys.go) that goes with every transaction that puts or
-// deletes data or meta keys.
-func (b *Store) fenceOp() clientv3.Op { return b.fenceWrite().op() }
-
-func (b *Store) fenceWrite() txnWrite {
-	return txnWrite{key: b.keys.fence(), value: strconv.FormatUint(b.process.id, 16)}
-}
-
-// fenceHoldoff is how long the committer guards znode by znode after a batch failed its fence
-// guard: another writer is at work (another zetcd on this etcd; this one's setACL, session ends
-// or reaper), with whose writes a fence conflicts though they touch other znodes.
-const fenceHoldoff = 5 * time.Second
-
-// fenceGuardsNow reports whether the committer's next batch is guarded by the fence. A batch
-// that fails its fence guard is checked again and guarded znode by znode (commitBatch), so a
-// fence costs at most one transaction more, and none during fenceHoldoff after it did.
-func (b *Store) fenceGuardsNow() bool {
-	return b.fenceGuards.Load() && time.Now().UnixNano() >= b.fenceResumes.Load()
-}
-
-// fenceConflict records that a batch failed its fence guard.
-func (b *Store) fenceConflict() {
-	b.fenceResumes.Store(time.Now().Add(fenceHoldoff).UnixNano())
-}
-
-// fenceWatch turns fence guards off for good when the revision rev puts a data or meta key
-// without the fence key: a writer that does not put it (another program, an older zetcd) would
-// otherwise go unseen by the guards. A revision of deletes alone is an expiring lease's, which
-// the guards cover by the znodes' own compares.
-func (b *Store) fenceWatch(rev int64, evs []*clientv3.Event) {
-	if !b.fenceGuards.Load() {
-		return
-	}
-	fence, unfenced := b.keys.fence(), ""
-	for _, ev := range evs {
-		if string(ev.Kv.Key) == fence { // compared without a copy
-			return
-		}
-		if ev.Type != mvccpb.PUT || unfenced != "" {
-			continue
-		}
-		key := string(ev.Kv.Key)
-		if _, ok := b.keys.pathOfDataKey(key); ok {
-			unfenced = key
-		} else if _, _, ok := b.keys.pathOfMetaKey(key); ok {
-			unfenced = key
-		}
-	}
-	if unfenced != "" {
-		b.fenceGuards.Store(false)
-		b.log.Warn("a znode was written without zetcd's fence key: write batches are guarded znode by znode from now on",
-			zap.Int64("revision", rev), zap.String("key", unfenced))
-	}
 }

@@ -246,7 +246,7 @@ func TestEtcdRoundTrips(t *testing.T) {
 	})
 }
 
-// TestEtcdStats checks the Stat arithmetic of PROTOCOL.md §4.1 directly on the backend.
+// TestEtcdStats checks the Stat arithmetic of ZooKeeper's DataTree directly on the backend.
 func TestEtcdStats(t *testing.T) {
 	b, _, _ := newTestBackend(t)
 	s := openTestSession(t, b)

@@ -2,13 +2,14 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // Delete and SetData are one op each for the committer (commit.go), checked on the replica as a
-// multi's ops are (PROTOCOL.md §3.2): delete checks NoNode of the parent, NoAuth (DELETE on the
+// multi's ops are (PrepRequestProcessor): delete checks NoNode of the parent, NoAuth (DELETE on the
 // parent), NoNode, BadVersion, NotEmpty; setData NoNode, NoAuth (WRITE), BadVersion, in that
 // order.
 
@@ -45,4 +46,22 @@ func (s *etcdSession) SetACL(ctx context.Context, req *encoding.SetACLRequest) (
 		return nil, z, err
 	}
 	return res.Record.(*encoding.SetACLResponse), z, nil
+}
+
+// errClientDeleteContainer closes the connection of a client that sends deleteContainer.
+var errClientDeleteContainer = errors.New("deleteContainer is refused from clients (as ZooKeeper 3.9 refuses it); closing the connection")
+
+// DeleteContainer (20) is the request ZooKeeper's own container reaper sends. ZooKeeper 3.9
+// refuses it from a client: it logs "Received deleteContainer opcode from client session",
+// sends no reply and closes the connection; the session survives. zetcd does the same (a
+// non-code error), and its reaper (reaper.go) deletes containers itself.
+func (s *etcdSession) DeleteContainer(ctx context.Context, req *encoding.DeleteContainerRequest) (encoding.Zxid, error) {
+	return s.zxid(0), errClientDeleteContainer
+}
+
+// Reconfig (16) is answered as a ZooKeeper 3.9 with its default reconfigEnabled=false answers:
+// ReconfigDisabled, and the refused request consumes a zxid.
+func (s *etcdSession) Reconfig(ctx context.Context, req *encoding.ReconfigRequest) (*encoding.GetDataResponse, encoding.Zxid, error) {
+	z, err := s.fail(ctx, "reconfig", "/zookeeper/config", encoding.ErrReconfigDisabled)
+	return nil, z, err
 }

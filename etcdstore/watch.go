@@ -135,7 +135,7 @@ func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchReques
 }
 
 // watchKindsOf maps a checkWatches/removeWatches WatcherType onto the tables it covers
-// (PROTOCOL.md §6.5).
+// (WatcherType, WatchManager).
 func watchKindsOf(t encoding.WatcherType) ([]watch.Kind, bool) {
 	switch t {
 	case encoding.WatcherChildren:

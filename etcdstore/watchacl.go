@@ -15,7 +15,7 @@ import (
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
-// ACL enforcement on etcd without an extra round trip (DESIGN.md):
+// ACL enforcement on etcd without an extra round trip (docs/design.md, "Watches"):
 //
 //   - Reads check the ACL of the node they read, from the replica (or from etcd, with the node).
 //   - Creates, deletes, setData, setACL and multis decide on the ACLs of the committer's overlay
@@ -25,14 +25,6 @@ import (
 //     revision deleted (or deleted and created again), its ACL from before, which the replica
 //     returns as it applies the revision (aclsBefore); etcd, read at the revision, for a change
 //     older than what the replica holds.
-
-// maxInternedACLs bounds the ACL lists the replica shares (aclTable).
-const maxInternedACLs = 1 << 10
-
-// readAllowed checks READ (or another perm) on the ACL of the node a read returned.
-func (s *etcdSession) readAllowed(n node, perm encoding.Perm) bool {
-	return s.auth.Allowed(n.Meta.ACL, perm)
-}
 
 // metaOfKVs decodes the meta (ctime, mode, TTL, ACL) of the existing node at path from its data
 // key and its ACL key (nil if absent) as a read returned them.
@@ -45,7 +37,7 @@ func metaOfKVs(path string, data, acl *mvccpb.KeyValue) (aclValue, error) {
 	if err := nk.decodeErr(); err != nil {
 		return aclValue{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return nk.meta, nk.metaMissing(path)
+	return nk.meta, nil
 }
 
 // aclAtChange returns the ACL of path for the watch feed, at revision rev, or just before it if
@@ -87,43 +79,6 @@ func (b *Store) aclAtChange(src aclSource) ([]encoding.ACL, bool) {
 		return nil, false
 	}
 	return meta.ACL, true
-}
-
-// The auth schemes a connection can authenticate with (auth packets, opcode 100).
-
-// Auth adds identities to the connection (PROTOCOL.md §8), as ZooKeeper 3.9 with its default
-// providers answers (checked against 3.9.6): "digest" succeeds whatever the bytes (but null), and
-// adds digest:<user>:<hash> (and super first, for the configured super digest); "ip" succeeds
-// and adds the client's address again (a no-op); "x509" succeeds only on a connection with a
-// verified client certificate when x509 is enabled. Any other scheme is AuthFailed, and the
-// server then closes the connection (zetcd/executor.go); the session survives. The reply zxid is 0,
-// as ZooKeeper's.
-func (s *etcdSession) Auth(ctx context.Context, req *encoding.AuthPacket) (encoding.Zxid, error) {
-	switch req.Scheme {
-	case znode.SchemeDigest:
-		if req.Auth == nil {
-			// A null buffer (length -1): ZooKeeper's digest provider fails on it.
-			return 0, encoding.ErrAuthFailed
-		}
-		for _, id := range znode.DigestIDs(req.Auth, s.b.superDigest) {
-			s.auth.Add(id)
-		}
-		return 0, nil
-	case znode.SchemeIP:
-		if ip := znode.RemoteIP(s.remote); ip != "" {
-			s.auth.Add(encoding.ID{Scheme: znode.SchemeIP, ID: ip})
-		}
-		return 0, nil
-	case znode.SchemeX509:
-		if s.b.x509 {
-			for _, id := range s.auth.List() {
-				if id.Scheme == znode.SchemeX509 {
-					return 0, nil
-				}
-			}
-		}
-	}
-	return 0, encoding.ErrAuthFailed
 }
 
 // The watch feed's side: each change fired gets a resolver of the ACLs that decide its delivery
