@@ -40,8 +40,8 @@ import (
 // Stat is the server's own invention and /zookeeper/config names the server's own ensemble, so
 // two servers differ there by construction. --ignore PATH leaves out PATH and its subtree.
 //
-// Data a client may not read (NoAuth) compares as "<NoAuth>"; children it may not list are not
-// walked. Each side is read with getData, getACL and getChildren2 (only for nodes with
+// What a client may not read (NoAuth) compares as "<NoAuth>": the data without READ, the ACL and
+// the Stat without READ or ADMIN; children it may not list are not walked. Each side is read with getData, getACL and getChildren2 (only for nodes with
 // children), with diffInflight requests in flight on each session at a time: go-zookeeper
 // pipelines calls made from several goroutines on one connection.
 
@@ -50,12 +50,11 @@ func init() {
 		"compare the trees under PATH (default /) on two servers, one line per difference; exit 0 if equal, 1 if not, 2 on error", cmdDiff}
 }
 
-const (
-	// diffInflight is how many nodes are read at once; each is read from both servers.
-	diffInflight = 64
-	// progressEvery is how many nodes pass between two progress lines.
-	progressEvery = 10000
-)
+// diffInflight is how many nodes are read at once; each is read from both servers.
+const diffInflight = 64
+
+// progressEvery is how many nodes pass between two progress lines.
+var progressEvery int64 = 10000
 
 // diffOptions are the diff command's flags.
 type diffOptions struct {
@@ -179,7 +178,7 @@ type difference struct {
 }
 
 // diffFields are the fields in the order a node's differences print.
-var diffFields = []string{"only", "data", "acl", "version", "cversion", "aversion", "numChildren", "dataLength", "ephemeralOwner", "ctime", "mtime", "children", "czxid", "mzxid", "pzxid"}
+var diffFields = []string{"only", "data", "acl", "children", "version", "cversion", "aversion", "numChildren", "dataLength", "ephemeralOwner", "ctime", "mtime", "czxid", "mzxid", "pzxid"}
 
 // onlyOn is a node present on one side only, with the size of its subtree so far.
 type onlyOn struct {
@@ -207,7 +206,8 @@ type nodeState struct {
 	data     []byte
 	dataErr  string // "NoAuth" when the data may not be read
 	acl      []zk.ACL
-	stat     *zk.Stat
+	aclErr   string   // "NoAuth" when neither the ACL nor the Stat may be read
+	stat     *zk.Stat // nil with aclErr
 	children []string // sorted
 	childErr string   // "NoAuth" when the children may not be listed
 }
@@ -222,26 +222,26 @@ func (c *client) readNode(p string) (nodeState, error) {
 	case isCode(err, encoding.ErrNoNode):
 		return n, nil
 	case isCode(err, encoding.ErrNoAuth):
+		// exists needs READ as well; getACL, which returns the Stat too, needs READ or ADMIN.
 		n.dataErr = "NoAuth"
-		var ok bool
-		if ok, st, err = c.conn.Exists(c.abs(p)); err != nil {
-			return n, opErr("stat", p, err)
-		} else if !ok {
-			return n, nil
-		}
 	default:
 		return n, opErr("get", p, err)
 	}
-	n.stat = st
-	acl, _, err := c.conn.GetACL(c.abs(p))
+	acl, ast, err := c.conn.GetACL(c.abs(p))
 	switch {
 	case isCode(err, encoding.ErrNoNode):
 		return nodeState{}, nil
+	case isCode(err, encoding.ErrNoAuth):
+		// Nothing of the node can be read but that its parent lists it.
+		n.exists, n.aclErr, n.childErr = true, "NoAuth", "NoAuth"
+		return n, nil
 	case err != nil:
 		return n, opErr("getacl", p, err)
 	}
-	n.acl = acl
-	n.exists = true
+	if st == nil || n.dataErr != "" {
+		st = ast
+	}
+	n.acl, n.stat, n.exists = acl, st, true
 	if st.NumChildren == 0 {
 		return n, nil
 	}
@@ -459,8 +459,13 @@ func (d *differ) compare(p string, f, t *nodeState) {
 		}
 	}
 	add("data", showData(f), showData(t))
-	add("acl", showACL(f.acl), showACL(t.acl))
+	add("acl", showACL(f), showACL(t))
+	add("children", showChildErr(f), showChildErr(t))
 	fs, ts := f.stat, t.stat
+	if fs == nil || ts == nil {
+		d.record(out, nil)
+		return
+	}
 	num := func(v int32) string { return strconv.FormatInt(int64(v), 10) }
 	add("version", num(fs.Version), num(ts.Version))
 	add("cversion", num(fs.Cversion), num(ts.Cversion))
@@ -476,12 +481,16 @@ func (d *differ) compare(p string, f, t *nodeState) {
 		add("ctime", showTime(fs.Ctime), showTime(ts.Ctime))
 		add("mtime", showTime(fs.Mtime), showTime(ts.Mtime))
 	}
-	add("children", showChildErr(f), showChildErr(t))
+	d.record(out, &zxidPair{p, [3]int64{fs.Czxid, fs.Mzxid, fs.Pzxid}, [3]int64{ts.Czxid, ts.Mzxid, ts.Pzxid}})
+}
+
+// record keeps a node's differences and zxids.
+func (d *differ) record(diffs []difference, z *zxidPair) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.diffs = append(d.diffs, out...)
-	if !d.opts.skipZxids {
-		d.zxids = append(d.zxids, zxidPair{p, [3]int64{fs.Czxid, fs.Mzxid, fs.Pzxid}, [3]int64{ts.Czxid, ts.Mzxid, ts.Pzxid}})
+	d.diffs = append(d.diffs, diffs...)
+	if z != nil && !d.opts.skipZxids {
+		d.zxids = append(d.zxids, *z)
 	}
 }
 
@@ -544,9 +553,12 @@ func shortHash(b []byte) uint64 {
 	return h
 }
 
-func showACL(acl []zk.ACL) string {
-	parts := make([]string, len(acl))
-	for i, a := range acl {
+func showACL(n *nodeState) string {
+	if n.aclErr != "" {
+		return "<" + n.aclErr + ">"
+	}
+	parts := make([]string, len(n.acl))
+	for i, a := range n.acl {
 		parts[i] = formatACL(a)
 	}
 	return strings.Join(parts, ",")

@@ -8,7 +8,8 @@
 // Output is meant for people and scripts alike: `get` prints the data alone, `--json` prints one
 // JSON document per command (one per line for `watch`). An error is one line on stderr naming
 // the command, the path and the ZooKeeper error ("zkctl: get /a: NoNode: node does not exist"),
-// and the exit status is 1, as zkCli's; bad usage exits 2.
+// and the exit status is 1, as zkCli's; bad usage exits 2. `diff` exits 1 when the trees
+// differ and 2 on errors, as diff(1) does.
 package main
 
 import (
