@@ -147,7 +147,7 @@ type differ struct {
 	opts     diffOptions
 	nodes    atomic.Int64 // nodes seen on either side
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards the fields below and the progress lines
 	diffs []difference
 	zxids []zxidPair // of the nodes on both sides
 	only  []*onlyOn
@@ -445,7 +445,9 @@ func joinChild(p, name string) string {
 func (d *differ) count() {
 	n := d.nodes.Add(1)
 	if d.opts.progress != nil && n%progressEvery == 0 {
+		d.mu.Lock()
 		fmt.Fprintf(d.opts.progress, "zkctl: diff: %d nodes compared\n", n)
+		d.mu.Unlock()
 	}
 }
 
@@ -533,7 +535,7 @@ func showData(n *nodeState) string {
 	b := n.data
 	var s string
 	if len(b) > showDataMax {
-		s = fmt.Sprintf("…(%d bytes, sha prefix %x)", len(b), shortHash(b))
+		s = fmt.Sprintf("…(%d bytes, hash %016x)", len(b), shortHash(b))
 		b = b[:showDataMax]
 	}
 	if utf8.Valid(b) {
