@@ -40,14 +40,24 @@ import (
 // Stat is the server's own invention and /zookeeper/config names the server's own ensemble, so
 // two servers differ there by construction. --ignore PATH leaves out PATH and its subtree.
 //
-// What a client may not read (NoAuth) compares as "<NoAuth>": the data without READ, the ACL and
-// the Stat without READ or ADMIN; children it may not list are not walked. Each side is read with getData, getACL and getChildren2 (only for nodes with
-// children), with diffInflight requests in flight on each session at a time: go-zookeeper
-// pipelines calls made from several goroutines on one connection.
+// What a client may not read (NoAuth) compares as "<NoAuth>": the data without READ, the ACL
+// and the Stat without READ or ADMIN; children it may not list are not walked.
+//
+// Each side is read with getData, getACL and getChildren2 (only for nodes with children), by
+// diffInflight workers at a time, so up to diffInflight requests are in flight on each session:
+// go-zookeeper pipelines calls made from several goroutines on one connection.
 
 func init() {
 	commands["diff"] = command{"[--from ADDR] --to ADDR [--from-auth U:P] [--to-auth U:P] [--ignore PATH]... [--system] [--skip-zxids] [--skip-times] [--skip-owners] [--progress] [PATH]",
-		"compare the trees under PATH (default /) on two servers, one line per difference; exit 0 if equal, 1 if not, 2 on error", cmdDiff}
+		strings.Join([]string{
+			"compare the trees under PATH (default /) on two servers, one line per difference, then a summary;",
+			"exit 0 if equal, 1 if not, 2 on error. --from defaults to --server, the auth options to --auth.",
+			"Data, ACLs and Stat fields compare exactly, czxid/mzxid/pzxid by their order among each side's zxids.",
+			"--skip-zxids, --skip-times (ctime, mtime): leave those out; --skip-owners: ephemeralOwner only as",
+			"zero or not; --ignore PATH: leave out PATH's subtree; --system: compare /zookeeper too (left out",
+			"otherwise); --progress: a line on stderr every 10000 nodes (the default when stderr is a terminal)",
+		}, "\n      "),
+		cmdDiff}
 }
 
 // diffInflight is how many nodes are read at once; each is read from both servers.
