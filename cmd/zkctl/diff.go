@@ -330,9 +330,23 @@ func (d *differ) run(root string) error {
 	return nil
 }
 
-// comparePaths orders paths as a tree: a node before its children, siblings by name.
+// comparePaths orders paths as a tree: a node before its children, siblings by name. It
+// compares the bytes with '/' below every other byte.
 func comparePaths(a, b string) int {
-	return strings.Compare(strings.ReplaceAll(a, "/", "\x00"), strings.ReplaceAll(b, "/", "\x00"))
+	for i := 0; i < len(a) && i < len(b); i++ {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if x == '/' {
+			return -1
+		}
+		if y == '/' {
+			return 1
+		}
+		return int(x) - int(y)
+	}
+	return len(a) - len(b)
 }
 
 // visit reads one path and returns the children to visit next.
@@ -365,6 +379,9 @@ func (d *differ) visit(it walkItem) ([]walkItem, error) {
 	}
 	d.count()
 	d.compare(it.path, &fn, &tn)
+	if fn.childErr != "" || tn.childErr != "" {
+		return nil, nil // the children line tells; one side's list alone says nothing
+	}
 	return d.children(it.path, fn.children, tn.children), nil
 }
 

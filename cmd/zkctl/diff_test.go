@@ -145,6 +145,9 @@ func TestDiffZooKeeper(t *testing.T) {
 	if r := authDiff("/private"); !strings.Contains(r.out, "/private: ctime: ") {
 		t.Errorf("diff with bob's credentials compared no times of /private: %+v", r)
 	}
+	wantDiff(t, diff("--from-auth", "bob:secret", "/private"), 1,
+		`/private: data: "p" != <NoAuth>`, "/private: acl: digest:bob:"+digest+":cdrwa != <NoAuth>",
+		"/private: children: listed != <NoAuth>", "1 nodes compared, 3 differences")
 
 	// One node changed on zetcd: its data, version and mzxid. ZooKeeper's mzxid is /top's
 	// czxid, just older than /app/live's (/private's, unreadable, is not ranked); zetcd's is
@@ -225,5 +228,14 @@ func TestCompareZxids(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("compareZxids:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestComparePaths(t *testing.T) {
+	paths := []string{"/a-b", "/a/b", "/", "/a", "/b", "/a/b/c", "/ab", "/a/a"}
+	slices.SortFunc(paths, comparePaths)
+	want := []string{"/", "/a", "/a/a", "/a/b", "/a/b/c", "/a-b", "/ab", "/b"}
+	if !slices.Equal(paths, want) {
+		t.Errorf("sorted %q, want %q", paths, want)
 	}
 }
