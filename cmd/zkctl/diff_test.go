@@ -92,6 +92,9 @@ func TestDiffSelf(t *testing.T) {
 	wantDiff(t, r, 0, "15 nodes compared, 0 differences")
 	r = diffRun(t, "--from", addr, "--to", addr, "/app/a")
 	wantDiff(t, r, 0, "2 nodes compared, 0 differences")
+	// Each side has its own chroot: /a is /app/a on one, /app/a/a (none) on the other.
+	r = diffRun(t, "--from", addr+"/app", "--to", addr+"/app/a", "/a")
+	wantDiff(t, r, 1, "/a: only on from (2 nodes)", "2 nodes compared, 1 differences")
 }
 
 // TestDiffZooKeeper applies the same writes to ZooKeeper and to zetcd: data, ACLs, versions
