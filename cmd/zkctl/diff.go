@@ -36,9 +36,10 @@ import (
 //     one to look at.
 //
 // A node on one side only is one difference, with the size of its subtree; its subtree is not
-// listed. /zookeeper, ZooKeeper's own subtree (DataTree), is left out unless --system: its
-// Stat is the server's own invention and /zookeeper/config names the server's own ensemble, so
-// two servers differ there by construction. --ignore PATH leaves out PATH and its subtree.
+// listed. /zookeeper, ZooKeeper's own subtree (DataTree), is left out unless --system or PATH
+// is in it: its Stats are the server's own and /zookeeper/config names the server's own
+// ensemble, so two servers may differ there by construction. Quotas (/zookeeper/quota) are
+// compared with --system. --ignore PATH leaves out PATH and its subtree.
 //
 // What a client may not read (NoAuth) compares as "<NoAuth>": the data without READ, the ACL
 // and the Stat without READ or ADMIN; children it may not list are not walked.
@@ -291,7 +292,7 @@ func (d *differ) ignored(p string) bool {
 // run walks both trees under root with diffInflight workers and collects the differences.
 func (d *differ) run(root string) error {
 	w := newWalker()
-	w.push(walkItem{path: root})
+	w.stack = []walkItem{{path: root}}
 	var wg sync.WaitGroup
 	for range diffInflight {
 		wg.Add(1)
@@ -662,13 +663,6 @@ func newWalker() *walker {
 	return w
 }
 
-func (w *walker) push(items ...walkItem) {
-	w.mu.Lock()
-	w.stack = append(w.stack, items...)
-	w.mu.Unlock()
-	w.cond.Broadcast()
-}
-
 // fail stops the walk with err, unless it has ended.
 func (w *walker) fail(err error) {
 	w.mu.Lock()
@@ -698,14 +692,15 @@ func (w *walker) work(visit func(walkItem) ([]walkItem, error)) {
 		w.mu.Unlock()
 
 		next, err := visit(it)
-		w.mu.Lock()
-		w.active--
-		w.mu.Unlock()
 		if err != nil {
 			w.fail(err)
-			return
 		}
-		// Pushed even when empty: the broadcast wakes the workers that wait for the end.
-		w.push(next...)
+		// In one step with active--, so that no worker sees the walk end before next is in.
+		// Broadcast even when next is empty: it wakes the workers that wait for the end.
+		w.mu.Lock()
+		w.active--
+		w.stack = append(w.stack, next...)
+		w.mu.Unlock()
+		w.cond.Broadcast()
 	}
 }

@@ -98,7 +98,10 @@ func TestDiffSelf(t *testing.T) {
 }
 
 // TestDiffZooKeeper applies the same writes to ZooKeeper and to zetcd: data, ACLs, versions
-// and zxid ranks agree; times and session ids cannot.
+// and zxid ranks agree; times and session ids cannot. The ranks agree although ZooKeeper's
+// zxids count transactions that leave no zxid in any Stat (createSession, setACL), and
+// although the multi's three writes share one zxid on both servers: ranking keeps only order
+// and equality.
 func TestDiffZooKeeper(t *testing.T) {
 	zkAddr := testenv.StartZooKeeper(t)
 	zetcdAddr := testenv.StartZetcd(t)
