@@ -301,16 +301,7 @@ func (d *differ) run(root string) error {
 			w.work(d.visit)
 		}()
 	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-d.e.ctx.Done():
-			w.fail(d.e.ctx.Err())
-		case <-done:
-		}
-	}()
 	wg.Wait()
-	close(done)
 	if w.err != nil {
 		return w.err
 	}
@@ -350,8 +341,12 @@ func comparePaths(a, b string) int {
 	return len(a) - len(b)
 }
 
-// visit reads one path and returns the children to visit next.
+// visit reads one path and returns the children to visit next. It fails once the command is
+// interrupted.
 func (d *differ) visit(it walkItem) ([]walkItem, error) {
+	if err := d.e.ctx.Err(); err != nil {
+		return nil, err
+	}
 	if it.side != onBoth {
 		return d.visitOneSide(it)
 	}

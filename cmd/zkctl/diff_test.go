@@ -205,6 +205,18 @@ func TestDiffErrors(t *testing.T) {
 	}
 }
 
+func TestDiffInterrupted(t *testing.T) {
+	addr := testenv.StartZetcd(t)
+	applyWrites(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	e := &env{ctx: ctx, stdin: strings.NewReader(""), stdout: &out, stderr: &errb}
+	if code := e.run([]string{"diff", "--from", addr, "--to", addr}); code != 2 || out.String() != "" || errb.String() != "zkctl: diff: context canceled\n" {
+		t.Errorf("interrupted diff: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}
+
 // TestCompareZxids checks the ranking: zxids differ in value but not in order, then in order.
 func TestCompareZxids(t *testing.T) {
 	d := &differ{zxids: []zxidPair{
