@@ -8,7 +8,8 @@
 // Output is meant for people and scripts alike: `get` prints the data alone, `--json` prints one
 // JSON document per command (one per line for `watch`). An error is one line on stderr naming
 // the command, the path and the ZooKeeper error ("zkctl: get /a: NoNode: node does not exist"),
-// and the exit status is 1, as zkCli's; bad usage exits 2.
+// and the exit status is 1, as zkCli's; bad usage exits 2. `diff` exits 1 when the trees
+// differ and 2 on errors, as diff(1) does.
 package main
 
 import (
@@ -58,6 +59,22 @@ type env struct {
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
+
+// exitStatus is an error that sets the exit status itself. A nil err prints nothing: diff
+// exits 1 when it found differences, which it has already printed.
+type exitStatus struct {
+	code int
+	err  error
+}
+
+func (e exitStatus) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e exitStatus) Unwrap() error { return e.err }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
@@ -116,7 +133,14 @@ func (e *env) run(args []string) int {
 func (e *env) fail(err error) int {
 	code := 1
 	var ue usageError
-	if errors.As(err, &ue) {
+	var es exitStatus
+	switch {
+	case errors.As(err, &es):
+		if es.err == nil {
+			return es.code
+		}
+		code, err = es.code, es.err
+	case errors.As(err, &ue):
 		code = 2
 	}
 	if e.json {
@@ -155,7 +179,10 @@ commands:
 		c := commands[n]
 		fmt.Fprintf(w, "  %s %s\n      %s\n", n, c.usage, c.help)
 	}
-	fmt.Fprint(w, "\nErrors print one line on stderr and exit 1; bad usage exits 2.\n")
+	fmt.Fprint(w, `
+Errors print one line on stderr and exit 1; bad usage exits 2. diff exits 0 when the trees are
+equal, 1 when they differ and 2 on errors.
+`)
 }
 
 // printJSON writes v as one line of JSON.
