@@ -104,15 +104,17 @@ func (l *logReader) next() (int64, []byte, error) {
 	if err != nil && n < int(length) {
 		return at, nil, fmt.Errorf("%s: offset %d: %w", l.path, at, err)
 	}
-	txn := b[:length]
-	if sum := adler32.Checksum(txn); uint64(sum) != crc {
-		return at, nil, fmt.Errorf("%s: offset %d: checksum mismatch: stored %#x, computed %#x", l.path, at, crc, sum)
-	}
+	// Util.readTxnBytes checks the end-of-record byte before the checksum is: an entry whose
+	// write was cut short, the rest zeros, ends the log rather than fails it.
 	if n == int(length) {
 		return at, nil, l.torn(at, l.size, "no end-of-record byte")
 	}
 	if b[length] != 'B' {
 		return at, nil, l.torn(at, at+12+int64(length), fmt.Sprintf("end-of-record byte %#x", b[length]))
+	}
+	txn := b[:length]
+	if sum := adler32.Checksum(txn); uint64(sum) != crc {
+		return at, nil, fmt.Errorf("%s: offset %d: checksum mismatch: stored %#x, computed %#x", l.path, at, crc, sum)
 	}
 	l.off = at + 12 + int64(length) + 1
 	return at, txn, nil
