@@ -146,7 +146,14 @@ func Load(dir string, opts Options) (*State, error) {
 	for _, s := range t.deadSessions(last) {
 		l.skip(fmt.Sprintf("ephemerals of session %#x deleted: the session is not open", s), zap.Int64("session", s))
 	}
-	return &State{Nodes: t.state(), Sessions: t.openSessions(), LastZxid: last, Snapshot: snapPath, Skipped: l.skipped}, nil
+	nodes, orphans, missingACL := t.state()
+	for _, m := range missingACL {
+		l.skip(fmt.Sprintf("node %s: its ACL is not in the snapshot's ACL cache and no setACL after it sets one; ACL left nil (ZooKeeper fails to read it)", m))
+	}
+	if orphans > 0 {
+		l.skip(fmt.Sprintf("%d nodes left out: their parent was deleted under them, so no path from the root reaches them", orphans))
+	}
+	return &State{Nodes: nodes, Sessions: t.openSessions(), LastZxid: last, Snapshot: snapPath, Skipped: l.skipped}, nil
 }
 
 func (t *tree) openSessions() map[int64]Session {
@@ -165,6 +172,7 @@ func (l *loader) loadSnapshot(snaps []dataFile) (*tree, int64, string, error) {
 		return initialTree(), 0, "", nil
 	}
 	tried := 0
+	var last error
 	for i := len(snaps) - 1; i >= 0 && tried < maxSnapshots; i-- {
 		s := snaps[i]
 		tried++
@@ -173,9 +181,10 @@ func (l *loader) loadSnapshot(snaps []dataFile) (*tree, int64, string, error) {
 		if err == nil {
 			return t, s.zxid, s.path, nil
 		}
+		last = fmt.Errorf("%s: %w", s.path, err)
 		l.skip(fmt.Sprintf("snapshot %s skipped: %v", s.path, err), zap.String("snapshot", s.path), zap.Error(err))
 	}
-	return nil, 0, "", fmt.Errorf("no valid snapshot in %s", filepath.Dir(snaps[0].path))
+	return nil, 0, "", fmt.Errorf("no valid snapshot in %s (the oldest tried: %w)", filepath.Dir(snaps[0].path), last)
 }
 
 // replayLogs returns the logs FileTxnLog.read(snapZxid+1) reads: the newest that starts at or

@@ -14,7 +14,14 @@ import (
 var openACL = []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 
 // znode is a DataNode: its StatPersisted, whose cversion counts the creates of children (the
-// client's cversion is derived in DataNode.copyStat), and its children's names.
+// client's cversion is derived in DataNode.copyStat), its parent and how many children it has.
+//
+// The children's names are not kept. DataTree's children set of the node at a path holds a
+// name exactly when the nodes map holds a node at path/name whose parent is that node: names
+// are added with the node and removed with it. A node deleted with children (which replay over
+// a fuzzy snapshot can do, as DataTree.deleteNode does not look) leaves them in the map,
+// unreachable, and a node created at that path again starts with no children; the parent
+// pointer tells those orphans apart.
 type znode struct {
 	data     []byte
 	acl      []encoding.ACL
@@ -27,7 +34,14 @@ type znode struct {
 	aversion int32
 	owner    int64
 	pzxid    int64
-	children map[string]struct{}
+	parent   *znode // nil for the root
+	nchild   int32
+	// missingACL is the ACL id of a snapshot's node that its ACL cache lacks, until a
+	// setACL sets the ACL; acl is nil meanwhile.
+	missingACL int64
+	dead       bool  // deleted
+	orphan     int8  // set by state: 1 reachable from the root, -1 not
+	out        *Node // set by state
 }
 
 // tree is a DataTree: nodes by path with the root at "" (as DataTree keys it), the ephemerals
@@ -60,8 +74,7 @@ func initialTree() *tree {
 	t := newTree()
 	t.nodes[""] = &znode{data: []byte{}, acl: openACL}
 	for _, p := range []string{"/zookeeper", "/zookeeper/quota", "/zookeeper/config"} {
-		t.nodes[p] = &znode{data: []byte{}, acl: openACL}
-		t.addChild(p)
+		t.add(p, &znode{data: []byte{}, acl: openACL})
 	}
 	cfg := t.nodes["/zookeeper/config"]
 	cfg.acl = []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
@@ -78,14 +91,17 @@ func split(path string) (parent, name string) {
 	return path[:i], path[i+1:]
 }
 
-// addChild links path to its parent, which exists.
-func (t *tree) addChild(path string) {
-	parent, name := split(path)
-	p := t.nodes[parent]
-	if p.children == nil {
-		p.children = make(map[string]struct{})
-	}
-	p.children[name] = struct{}{}
+// add puts n at path, under its parent, which exists.
+func (t *tree) add(path string, n *znode) {
+	parent, _ := split(path)
+	t.addUnder(path, n, t.nodes[parent])
+}
+
+// addUnder puts n at path under parent.
+func (t *tree) addUnder(path string, n *znode, parent *znode) {
+	n.parent = parent
+	parent.nchild++
+	t.nodes[path] = n
 }
 
 // indexEphemeral records a node in its session's ephemerals when it is a session's
@@ -104,12 +120,12 @@ func (t *tree) indexEphemeral(path string, owner int64) {
 
 // createNode is DataTree.createNode.
 func (t *tree) createNode(path string, data []byte, acl []encoding.ACL, owner int64, parentCVersion int32, zxid, time int64) error {
-	parentPath, name := split(path)
+	parentPath, _ := split(path)
 	parent := t.nodes[parentPath]
 	if parent == nil {
 		return errNoNode
 	}
-	if _, ok := parent.children[name]; ok {
+	if old := t.nodes[path]; old != nil && old.parent == parent {
 		return errNodeExists
 	}
 	if parentCVersion == -1 {
@@ -124,8 +140,7 @@ func (t *tree) createNode(path string, data []byte, acl []encoding.ACL, owner in
 	if acl == nil {
 		acl = openACL
 	}
-	t.nodes[path] = &znode{data: data, acl: acl, czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: time, mtime: time, owner: owner}
-	t.addChild(path)
+	t.addUnder(path, &znode{data: data, acl: acl, czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: time, mtime: time, owner: owner}, parent)
 	t.indexEphemeral(path, owner)
 	return nil
 }
@@ -133,12 +148,11 @@ func (t *tree) createNode(path string, data []byte, acl []encoding.ACL, owner in
 // deleteNode is DataTree.deleteNode: the parent loses the name and has its pzxid moved forward
 // even when the node itself is gone, which a fuzzy snapshot's replay relies on.
 func (t *tree) deleteNode(path string, zxid int64) error {
-	parentPath, name := split(path)
+	parentPath, _ := split(path)
 	parent := t.nodes[parentPath]
 	if parent == nil {
 		return errNoNode
 	}
-	delete(parent.children, name)
 	if zxid > parent.pzxid {
 		parent.pzxid = zxid
 	}
@@ -147,6 +161,10 @@ func (t *tree) deleteNode(path string, zxid int64) error {
 		return errNoNode
 	}
 	delete(t.nodes, path)
+	n.dead = true
+	if n.parent == parent {
+		parent.nchild--
+	}
 	if TypeOf(n.owner) == Ephemeral {
 		delete(t.ephemerals[n.owner], path)
 	}
@@ -172,7 +190,7 @@ func (t *tree) setACL(path string, acl []encoding.ACL, version int32) error {
 	if acl == nil {
 		acl = openACL
 	}
-	n.acl, n.aversion = acl, version
+	n.acl, n.aversion, n.missingACL = acl, version, 0
 	return nil
 }
 
@@ -306,34 +324,68 @@ func sortedKeys(m map[string]struct{}) []string {
 
 // state converts the tree into a State's nodes, with the Stat a client reads (DataNode.copyStat)
 // but for the raw ephemeralOwner.
-func (t *tree) state() map[string]*Node {
+func (t *tree) state() (nodes map[string]*Node, orphans int, missingACL []string) {
 	out := make(map[string]*Node, len(t.nodes))
+	all := make([]Node, len(t.nodes))
+	i := 0
 	for p, n := range t.nodes {
-		children := sortedKeys(n.children)
-		nc := int32(len(children))
-		path := p
-		if p == "" {
-			path = "/"
+		if !n.reachable() {
+			orphans++
+			continue
 		}
-		out[path] = &Node{
-			Path:     path,
-			Data:     n.data,
-			ACL:      n.acl,
-			Children: children,
-			Stat: encoding.Stat{
-				Czxid:          encoding.Zxid(n.czxid),
-				Mzxid:          encoding.Zxid(n.mzxid),
-				Ctime:          n.ctime,
-				Mtime:          n.mtime,
-				Version:        n.version,
-				Cversion:       n.cversion*2 - nc,
-				Aversion:       n.aversion,
-				EphemeralOwner: encoding.SessionID(n.owner),
-				DataLength:     int32(len(n.data)),
-				NumChildren:    nc,
-				Pzxid:          encoding.Zxid(n.pzxid),
-			},
+		if n.missingACL != 0 {
+			missingACL = append(missingACL, fmt.Sprintf("%s (ACL id %d)", p, n.missingACL))
+		}
+		o := &all[i]
+		i++
+		n.out = o
+		o.Path = p
+		if p == "" {
+			o.Path = "/"
+		}
+		o.Data, o.ACL = n.data, n.acl
+		if n.nchild > 0 {
+			o.Children = make([]string, 0, n.nchild)
+		}
+		o.Stat = encoding.Stat{
+			Czxid:          encoding.Zxid(n.czxid),
+			Mzxid:          encoding.Zxid(n.mzxid),
+			Ctime:          n.ctime,
+			Mtime:          n.mtime,
+			Version:        n.version,
+			Cversion:       n.cversion*2 - n.nchild,
+			Aversion:       n.aversion,
+			EphemeralOwner: encoding.SessionID(n.owner),
+			DataLength:     int32(len(n.data)),
+			NumChildren:    n.nchild,
+			Pzxid:          encoding.Zxid(n.pzxid),
+		}
+		out[o.Path] = o
+	}
+	for p, n := range t.nodes {
+		if n.parent != nil && n.out != nil {
+			_, name := split(p)
+			n.parent.out.Children = append(n.parent.out.Children, name)
 		}
 	}
-	return out
+	for i := range all {
+		slices.Sort(all[i].Children)
+	}
+	slices.Sort(missingACL)
+	return out, orphans, missingACL
+}
+
+// reachable reports whether n hangs from the root through live nodes.
+func (n *znode) reachable() bool {
+	if n.orphan == 0 {
+		switch {
+		case n.dead:
+			n.orphan = -1
+		case n.parent == nil || n.parent.reachable():
+			n.orphan = 1
+		default:
+			n.orphan = -1
+		}
+	}
+	return n.orphan > 0
 }
