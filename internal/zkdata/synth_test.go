@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/snappy"
@@ -445,5 +446,63 @@ func TestFuzzyReplay(t *testing.T) {
 	}
 	if len(st.Skipped) != 0 {
 		t.Errorf("Skipped = %q", st.Skipped)
+	}
+}
+
+// tornTxn appends an entry whose write stopped halfway through its bytes: the rest, and the
+// end-of-record byte, are the zeros of the preallocated file.
+func (l *txnWriter) tornTxn(session, zxid int64, typ encoding.Op, body func(e *encoding.Encoder)) {
+	var e encoding.Encoder
+	e.Int64(session)
+	e.Int32(1)
+	e.Int64(zxid)
+	e.Int64(zxid * 1000)
+	e.Int32(int32(typ))
+	body(&e)
+	b := e.Bytes()
+	var h encoding.Encoder
+	h.Int64(int64(adler32.Checksum(b)))
+	h.Int32(int32(len(b)))
+	l.w.Write(h.Bytes())
+	l.w.Write(b[:len(b)/2])
+	l.w.Write(make([]byte, len(b)-len(b)/2+1))
+}
+
+// TestRestartAfterTornWrite loads what a crash mid-write and a restart leave: a log whose last
+// entry is torn, and a newer log that starts at that entry's zxid.
+func TestRestartAfterTornWrite(t *testing.T) {
+	dir := t.TempDir()
+	nodes := systemNodes()
+	i := 0
+	writeSnapshot(t, dir, 0x10, "", nil, map[int64][]encoding.ACL{1: readOnly}, func() (synthNode, bool) {
+		i++
+		if i > len(nodes) {
+			return synthNode{}, false
+		}
+		return nodes[i-1], true
+	})
+	l := newLog(t, dir, 0x11)
+	l.txn(1, 0x11, encoding.OpCreate, true, create("/a", []byte("a"), false, -1))
+	l.tornTxn(1, 0x12, encoding.OpCreate, create("/lost", []byte("never acknowledged"), false, -1))
+	l.close(t)
+	l = newLog(t, dir, 0x12)
+	l.txn(1, 0x12, encoding.OpCreate, true, create("/b", []byte("b"), false, -1))
+	l.close(t)
+
+	st, err := zkdata.Load(dir, zkdata.Options{})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if st.LastZxid != 0x12 || st.Nodes["/a"] == nil || st.Nodes["/b"] == nil || st.Nodes["/lost"] != nil {
+		t.Errorf("LastZxid %#x, nodes %v; want /a and /b at 0x12", st.LastZxid, slices.Sorted(mapsKeys(st.Nodes)))
+	}
+	if len(st.Skipped) != 1 || !strings.Contains(st.Skipped[0], "log.11") {
+		t.Errorf("Skipped = %q, want log.11's torn entry", st.Skipped)
+	}
+
+	// Without the restart's log, the torn entry ends the history.
+	must(t, os.Remove(filepath.Join(dir, "version-2", "log.12")))
+	if st, err = zkdata.Load(dir, zkdata.Options{}); err != nil || st.LastZxid != 0x11 {
+		t.Errorf("Load without log.12: LastZxid %#x, %v; want 0x11", st.LastZxid, err)
 	}
 }
