@@ -277,3 +277,69 @@ func snapZxid(t *testing.T, path string) int64 {
 	}
 	return z
 }
+
+// TestLoadLargeZooKeeperTree makes a tree of 200000 nodes on a real ZooKeeper with multis of
+// 500 creates and setData, and compares every 97th node and the node count with Load of its
+// directory. It takes a few seconds; -short skips it.
+func TestLoadLargeZooKeeperTree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	const parents, perParent = 400, 500
+	props := serverProps("snappy")
+	srv := zkserver.Start(t, zkserver.Options{ConfigLines: []string{"snapCount=200"}, SystemProps: props})
+	c := connect(t, srv.Addr, sessionTimeout)
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := w; p < parents; p += 4 {
+				ops := []any{&zk.CreateRequest{Path: fmt.Sprintf("/p%d", p), Acl: open}}
+				for i := range perParent - 1 {
+					ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("/p%d/n%d", p, i), Data: []byte(fmt.Sprint(i)), Acl: open})
+				}
+				if _, err := c.Multi(ops...); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := c.Multi(&zk.SetDataRequest{Path: fmt.Sprintf("/p%d/n1", p), Data: []byte("x"), Version: -1}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("made %d nodes in %v", parents*perParent, time.Since(begin))
+	sample := make(map[string]clientNode)
+	for p := range parents {
+		for i := p % 97; i < perParent-1; i += 97 {
+			path := fmt.Sprintf("/p%d/n%d", p, i)
+			data, stat, err := c.Get(path)
+			must(t, err)
+			acl, _, err := c.GetACL(path)
+			must(t, err)
+			sample[path] = clientNode{data: data, acl: acl, stat: *stat}
+		}
+	}
+	srv.Stop()
+
+	begin = time.Now()
+	st, err := zkdata.Load(filepath.Join(srv.Dir, "data"), zkdata.Options{})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	t.Logf("Load: %d nodes from %s in %v", len(st.Nodes), filepath.Base(st.Snapshot), time.Since(begin))
+	if want := parents*perParent + 4; len(st.Nodes) != want {
+		t.Errorf("%d nodes, want %d", len(st.Nodes), want)
+	}
+	var diffs []string
+	for _, d := range diffTree(st, sample) {
+		if !strings.HasSuffix(d, "not on the server") {
+			diffs = append(diffs, d)
+		}
+	}
+	reportDiffs(t, "Load differs from the server", diffs)
+}
