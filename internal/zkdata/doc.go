@@ -23,10 +23,20 @@
 //     preallocated tail of a log is zeros.
 //
 // Replay follows FileTxnSnapLog.processTransaction and DataTree.processTxn exactly, including
-// how a fuzzy snapshot's replay treats NodeExists and NoNode: a create of a node the snapshot
-// already holds still moves its parent's cversion and pzxid (DataTree.setCversionPzxid), and a
-// delete of a node the snapshot no longer holds still moves its parent's pzxid. After replay,
-// ephemerals whose session is not open are deleted, as ZooKeeperServer.loadData does.
+// what replay over a fuzzy snapshot (one written while the tree changed) meets:
+//
+//   - a create of a node the snapshot already holds still moves its parent's cversion and pzxid
+//     (DataTree.setCversionPzxid), and a create never takes them back;
+//   - a delete of a node the snapshot no longer holds still moves its parent's pzxid;
+//   - a node deleted with children leaves them in DataTree's map but out of the tree, and a node
+//     created again at its path starts with no children;
+//   - a node whose ACL id the snapshot's ACL cache lacks gets its ACL from the setACL replayed
+//     after it (if none does, its ACL is left nil and State.Skipped says so: ZooKeeper fails to
+//     read it).
+//
+// After replay, ephemerals whose session is not open are deleted, as ZooKeeperServer.loadData
+// does. Nodes that no path from the root reaches (DataTree keeps them in its map, a later
+// snapshot drops them) are left out of State.Nodes, and State.Skipped says how many.
 //
 // Stat is the Stat a client reads (DataNode.copyStat): cversion is derived from the stored
 // count of creates, numChildren and dataLength from the node, with one difference:
@@ -34,12 +44,13 @@
 // ZooKeeper hides from clients (EphemeralType); Node.Type and Node.TTL tell them apart, and
 // Node.ClientStat returns the Stat exactly as a client reads it.
 //
-// Load is stricter than ZooKeeper where ZooKeeper would silently lose data: a checksum mismatch,
-// a torn entry followed by more data, a gap in the zxids between the snapshot and the logs or
-// between entries, and a log that goes back in zxid order are errors naming the file and byte
-// offset. A torn last entry of a log (a crash mid-write) is tolerated, as ZooKeeper tolerates it,
-// and reported in State.Skipped; it is not an error when the next log, if any, goes on from the
-// zxid before it, which is what a restart after the crash writes.
+// Errors name the file and byte offset: a checksum mismatch in a log entry that is otherwise
+// whole (ZooKeeper refuses it too), and, where ZooKeeper would go on and silently lose data, a
+// torn entry followed by more data, a gap in the zxids between the snapshot and the logs or
+// between entries, and zxids that go back. A torn last entry of a log (a crash mid-write: its
+// end-of-record byte is not 'B' and only zeros follow) is dropped, as Util.readTxnBytes drops
+// it, and reported in State.Skipped; a newer log may go on from the zxid before it, as the log a
+// restart after the crash writes does. A zxid may jump only to a later epoch (the high 32 bits).
 //
 // Not reproduced: the snapshot and transaction digests are read but not compared (ZooKeeper
 // only logs a mismatch); containers and TTL nodes are told apart as ZooKeeper does with

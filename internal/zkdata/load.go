@@ -153,6 +153,9 @@ func Load(dir string, opts Options) (*State, error) {
 	if orphans > 0 {
 		l.skip(fmt.Sprintf("%d nodes left out: their parent was deleted under them, so no path from the root reaches them", orphans))
 	}
+	l.log.Info("loaded a ZooKeeper data directory", zap.String("dir", dir), zap.String("snapshot", snapPath),
+		zap.Int("nodes", len(nodes)), zap.Int("sessions", len(t.sessions)), zap.Int64("txns", l.progress.Txns),
+		zap.String("lastZxid", fmt.Sprintf("%#x", last)))
 	return &State{Nodes: nodes, Sessions: t.openSessions(), LastZxid: last, Snapshot: snapPath, Skipped: l.skipped}, nil
 }
 
@@ -177,7 +180,7 @@ func (l *loader) loadSnapshot(snaps []dataFile) (*tree, int64, string, error) {
 		s := snaps[i]
 		tried++
 		l.openFile(s.path)
-		t, _, err := readSnapshot(s.path, s.zxid, func(n int) { l.progress.Nodes = n; l.report() })
+		t, err := readSnapshot(s.path, func(n int) { l.progress.Nodes = n; l.report() })
 		if err == nil {
 			return t, s.zxid, s.path, nil
 		}

@@ -150,16 +150,6 @@ func (s *snapReader) seal() error {
 	return nil
 }
 
-// atEOF reports whether the stream has no more bytes. A read error other than EOF counts as
-// the end: ZooKeeper reads nothing past the last seal it expects.
-func (s *snapReader) atEOF() bool {
-	if s.end > s.pos {
-		return false
-	}
-	err := s.need(1)
-	return err != nil
-}
-
 // rest reads what is left of the stream, up to limit bytes, and makes the reader read those
 // bytes next. A read error ends the rest, as atEOF explains.
 func (s *snapReader) rest(limit int) int {

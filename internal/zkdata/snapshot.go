@@ -26,12 +26,6 @@ const (
 	zxidLen   = 8
 )
 
-// snapshotInfo is what a snapshot holds besides the tree.
-type snapshotInfo struct {
-	zxid  int64 // from the file name, which is what restore replays after
-	nodes int
-}
-
 // openSnapshot opens a snapshot's uncompressed stream, by its name's last extension as
 // SnapStream.getStreamMode does, after the check of SnapStream.isValidSnapshot.
 func openSnapshot(path string) (io.Reader, io.Closer, error) {
@@ -78,35 +72,34 @@ func checkedStreamValid(f *os.File) error {
 }
 
 // readSnapshot reads a snapshot into a new tree (FileSnap.deserialize), checking its seals.
-func readSnapshot(path string, zxid int64, progress func(nodes int)) (*tree, snapshotInfo, error) {
-	info := snapshotInfo{zxid: zxid}
+func readSnapshot(path string, progress func(nodes int)) (*tree, error) {
 	r, c, err := openSnapshot(path)
 	if err != nil {
-		return nil, info, err
+		return nil, err
 	}
 	defer c.Close()
 	s := newSnapReader(r)
 	t := newTree()
 	if err := readHeader(s, snapMagic); err != nil {
-		return nil, info, err
+		return nil, err
 	}
 	if err := readSessions(s, t); err != nil {
-		return nil, info, fmt.Errorf("sessions: %w", err)
+		return nil, fmt.Errorf("sessions: %w", err)
 	}
 	cache, err := readACLCache(s)
 	if err != nil {
-		return nil, info, fmt.Errorf("ACL cache: %w", err)
+		return nil, fmt.Errorf("ACL cache: %w", err)
 	}
-	if info.nodes, err = readNodes(s, t, cache, progress); err != nil {
-		return nil, info, fmt.Errorf("nodes: %w", err)
+	if _, err = readNodes(s, t, cache, progress); err != nil {
+		return nil, fmt.Errorf("nodes: %w", err)
 	}
 	if err := s.seal(); err != nil {
-		return nil, info, err
+		return nil, err
 	}
 	if err := readTrailer(s); err != nil {
-		return nil, info, err
+		return nil, err
 	}
-	return t, info, nil
+	return t, nil
 }
 
 // readHeader reads a FileHeader: magic, version, dbid.
