@@ -230,7 +230,7 @@ func startOn(t testing.TB, dataDir string, props map[string]string) *restarted {
 	for k, v := range props {
 		args = append(args, "-D"+k+"="+v)
 	}
-	args = append(args, "-cp", filepath.Join(lib, "*")+":"+dir, "org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(dir, "zoo.cfg"))
+	args = append(args, "-cp", filepath.Join(lib, "*")+string(filepath.ListSeparator)+dir, "org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(dir, "zoo.cfg"))
 	logf, err := os.Create(filepath.Join(dir, "zk.log"))
 	if err != nil {
 		t.Fatal(err)
