@@ -68,7 +68,7 @@ func listFiles(dir, prefix string) ([]dataFile, error) {
 	}
 	var files []dataFile
 	for _, e := range entries {
-		if z, ok := zxidFromName(e.Name(), prefix); ok && e.Type().IsRegular() {
+		if z, ok := zxidFromName(e.Name(), prefix); ok && !e.IsDir() {
 			files = append(files, dataFile{path: filepath.Join(dir, e.Name()), zxid: z})
 		}
 	}

@@ -123,15 +123,21 @@ func readHeader(s *snapReader, magic int32) error {
 // readSessions reads SerializeUtils.serializeSnapshot's sessions: a count, then id and timeout.
 func readSessions(s *snapReader, t *tree) error {
 	n, err := s.int32()
-	for ; err == nil && n > 0; n-- {
-		var id int64
-		var to int32
-		if id, err = s.int64(); err == nil {
-			to, err = s.int32()
-			t.sessions[id] = to
-		}
+	if err != nil {
+		return err
 	}
-	return err
+	for ; n > 0; n-- {
+		id, err := s.int64()
+		if err != nil {
+			return err
+		}
+		timeout, err := s.int32()
+		if err != nil {
+			return err
+		}
+		t.sessions[id] = timeout
+	}
+	return nil
 }
 
 // readACLCache reads ReferenceCountedACLCache.serialize: a count, then an id and its ACL list.
