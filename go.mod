@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-zookeeper/zk v1.0.4
+	github.com/klauspost/compress v1.20.1
 	github.com/prometheus/client_golang v1.25.0
 	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3
