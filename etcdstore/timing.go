@@ -32,7 +32,7 @@ import (
 //	processTTL            3 s, whatever t: how soon the leader        3 s        3 s
 //	                      learns that a process died
 //
-// The examples are for the default margin; orphanEndTTL is the only one that moves with it.
+// The examples are for the default margin; leaseTTL and orphanEndTTL are the ones that move with it.
 
 const (
 	// lapseMargin is taken off the serving window for the tick that notices a lapse and the
