@@ -276,14 +276,7 @@ func TestSyntheticHistory(t *testing.T) {
 		t.Run("snapshot."+ext, func(t *testing.T) {
 			dir := t.TempDir()
 			nodes := append(systemNodes(), synthNode{path: "/a", data: []byte("a"), acl: -1, zxid: 2})
-			i := 0
-			writeSnapshot(t, dir, 0x10, ext, map[int64]int32{7: 3000}, map[int64][]encoding.ACL{1: readOnly}, func() (synthNode, bool) {
-				i++
-				if i > len(nodes) {
-					return synthNode{}, false
-				}
-				return nodes[i-1], true
-			})
+			writeSnapshot(t, dir, 0x10, ext, map[int64]int32{7: 3000}, map[int64][]encoding.ACL{1: readOnly}, eachNode(nodes))
 			writeHistory(t, dir)
 			checkHistory(t, dir)
 		})
@@ -403,6 +396,18 @@ func checkHistory(t *testing.T, dir string) {
 	}
 }
 
+// eachNode returns a writeSnapshot source that gives nodes in turn.
+func eachNode(nodes []synthNode) func() (synthNode, bool) {
+	i := 0
+	return func() (synthNode, bool) {
+		if i == len(nodes) {
+			return synthNode{}, false
+		}
+		i++
+		return nodes[i-1], true
+	}
+}
+
 // TestFuzzyReplay replays over a fuzzy snapshot: one taken at 0x10 that holds what 0x11 to
 // 0x14 made, as a snapshot written while the tree changes can.
 func TestFuzzyReplay(t *testing.T) {
@@ -412,14 +417,7 @@ func TestFuzzyReplay(t *testing.T) {
 		synthNode{path: "/p/c", data: []byte("c"), acl: -1, zxid: 0x13},
 		synthNode{path: "/q", data: []byte("q"), acl: 9, zxid: 3}, // ACL 9 set at 0x14, after the cache was written
 	)
-	i := 0
-	writeSnapshot(t, dir, 0x10, "", nil, map[int64][]encoding.ACL{1: readOnly}, func() (synthNode, bool) {
-		i++
-		if i > len(nodes) {
-			return synthNode{}, false
-		}
-		return nodes[i-1], true
-	})
+	writeSnapshot(t, dir, 0x10, "", nil, map[int64][]encoding.ACL{1: readOnly}, eachNode(nodes))
 	l := newLog(t, dir, 0x11)
 	// /p had no children when 0x11 deleted it; here it has /p/c, which the delete leaves
 	// behind, and the create of 0x13 must make again under the new /p.
@@ -473,14 +471,7 @@ func (l *txnWriter) tornTxn(session, zxid int64, typ encoding.Op, body func(e *e
 func TestRestartAfterTornWrite(t *testing.T) {
 	dir := t.TempDir()
 	nodes := systemNodes()
-	i := 0
-	writeSnapshot(t, dir, 0x10, "", nil, map[int64][]encoding.ACL{1: readOnly}, func() (synthNode, bool) {
-		i++
-		if i > len(nodes) {
-			return synthNode{}, false
-		}
-		return nodes[i-1], true
-	})
+	writeSnapshot(t, dir, 0x10, "", nil, map[int64][]encoding.ACL{1: readOnly}, eachNode(nodes))
 	l := newLog(t, dir, 0x11)
 	l.txn(1, 0x11, encoding.OpCreate, true, create("/a", []byte("a"), false, -1))
 	l.tornTxn(1, 0x12, encoding.OpCreate, create("/lost", []byte("never acknowledged"), false, -1))

@@ -149,15 +149,7 @@ func scaleFindings(f *findingsData, sr *scaleRuns) {
 		return
 	}
 	f.ScaleZnodes = thousands(sr.Znodes)
-	var z, k *scaleRun
-	for i := range sr.Runs {
-		switch sr.Runs[i].Target {
-		case "zetcd":
-			z = &sr.Runs[i]
-		case "zookeeper":
-			k = &sr.Runs[i]
-		}
-	}
+	z, k := sr.zetcdAndZooKeeper()
 	restart := func(r *scaleRun) string {
 		if r == nil || r.RestartError != "" {
 			return "—"

@@ -721,15 +721,7 @@ func p50(r *zkboomReport) string {
 // it.
 func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	var z, k *scaleRun
-	for i := range sr.Runs {
-		switch sr.Runs[i].Target {
-		case "zetcd":
-			z = &sr.Runs[i]
-		case "zookeeper":
-			k = &sr.Runs[i]
-		}
-	}
+	z, k := sr.zetcdAndZooKeeper()
 	w("\n## A tree of %s znodes: four-letter words and restart\n\n", thousands(sr.Znodes))
 	w("%s; the scale step). zetcd (`--quota-backend-bytes %d GiB\n", sr.measured(), scaleQuota>>30)
 	w("--4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each loaded with %s znodes of %d bytes, %d children per\n", sr.Heap, thousands(sr.Znodes), sr.DataSize, memFanout)

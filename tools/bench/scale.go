@@ -79,6 +79,19 @@ type scaleRun struct {
 }
 
 // scaleRuns is the scale step of both servers.
+// zetcdAndZooKeeper returns the runs of zetcd and of ZooKeeper; nil for one not run.
+func (sr *scaleRuns) zetcdAndZooKeeper() (z, k *scaleRun) {
+	for i := range sr.Runs {
+		switch sr.Runs[i].Target {
+		case "zetcd":
+			z = &sr.Runs[i]
+		case "zookeeper":
+			k = &sr.Runs[i]
+		}
+	}
+	return z, k
+}
+
 type scaleRuns struct {
 	stepStart
 	Znodes   int        `json:"znodes"`
