@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
 
 // Real clients (ZooKeeper's Java client, Curator, kazoo, a Kafka broker) run as processes of

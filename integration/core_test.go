@@ -8,7 +8,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestCoreSystemNodes: a fresh server has /, /zookeeper, /zookeeper/quota and /zookeeper/config

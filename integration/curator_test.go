@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Apache Curator 5.7's recipes (testdata/CuratorRecipes.java, launched from source with Curator's

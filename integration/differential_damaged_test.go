@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Damaged frames: the random scripts' requests, encoded, then some of them damaged the way a

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestDifferentialDamagedHandshakes sends ConnectRequests, most of them damaged (a byte changed,

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Random differential scripts: seeded sequences of requests from three sessions, one request at

@@ -11,7 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // orderedHosts is a go-zookeeper HostProvider that tries its servers in its own order, so a

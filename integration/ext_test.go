@@ -9,8 +9,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
 
 // reapInterval is how often both servers look for containers and TTL nodes to delete in the

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Kafka 3.9 brokers in ZooKeeper mode as processes of their own (kafka.Kafka from the jars of

@@ -15,7 +15,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Requests that ZooKeeper 3.9 serves under its default jute.maxbuffer (1 MiB) are served, however

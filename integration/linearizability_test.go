@@ -20,7 +20,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zetcd/zetcd/internal/tcpproxy"
+	"github.com/zetcd/zetcd/internal/testkit/tcpproxy"
 )
 
 // Issue 15's "must keep" test: histories of writes and reads on a few znodes, recorded from

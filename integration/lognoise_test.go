@@ -18,7 +18,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/zetcd"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // node-zookeeper-client (testdata/nodeclient.js), the pure-JavaScript client, against zetcd, xchk

@@ -19,7 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/zetcd/zetcd/internal/tcpproxy"
+	"github.com/zetcd/zetcd/internal/testkit/tcpproxy"
 )
 
 // Network partitions between etcd members. Each member of a partitionable cluster advertises a

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
 
 // The ZooKeeper 3.9 Java client with a DIGEST-MD5 JAAS Client section, against zetcd and a

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // A Kafka 3.9 broker in ZooKeeper mode with zookeeper.set.acl=true and a DIGEST-MD5 JAAS

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // kazoo's SASL client (kazoo with pure-sasl) against zetcd and a ZooKeeper configured alike:

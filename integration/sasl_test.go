@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // SASL authentication (DIGEST-MD5) and the sasl ACL scheme (PROTOCOL.md §8), against zetcd and

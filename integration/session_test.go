@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestSessionHandshakeShapes: a 44-byte ConnectRequest (no readOnly byte, go-zookeeper) gets a

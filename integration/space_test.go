@@ -16,7 +16,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Issue 14: zetcd's data stays below etcd's space quota. At its limit, writes that grow the

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
 
 // TestTLSJavaClient: ZooKeeper's command line client (ZooKeeperMain 3.9) with the Java client's

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // BenchmarkWatchLatency measures watch delivery: the time from one session sending a setData to

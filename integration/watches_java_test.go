@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestJavaClientWatchesMove: ZooKeeper's Java client sets 6,001 watches (data, exists and child

@@ -1,7 +1,3 @@
-// Package testenv starts the servers zetcd's tests run against — zetcd on an embedded etcd, a
-// real Apache ZooKeeper 3.9, and zetcd cross-checked against a real ZooKeeper (xchk) — and
-// connects clients to them. Every behaviour test is written once and run against each server in
-// Servers.
 package testenv
 
 import (
@@ -26,7 +22,7 @@ import (
 	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/internal/sasl"
-	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 	"github.com/zetcd/zetcd/internal/zksession"
 	"github.com/zetcd/zetcd/xchk"
 	"github.com/zetcd/zetcd/zetcd"
