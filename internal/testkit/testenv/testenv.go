@@ -428,7 +428,7 @@ func (quietLogger) Printf(string, ...any) {}
 func Pending(t testing.TB, methods ...string) bool {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "zetcd", "etcd_pending.go"))
+	src, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "..", "zetcd", "etcd_pending.go"))
 	if os.IsNotExist(err) {
 		return false
 	}
