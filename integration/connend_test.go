@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestConnEndRequestsTakeEffect: every request a server has read takes effect, in order,
@@ -51,31 +52,19 @@ func TestConnEndRequestsTakeEffect(t *testing.T) {
 					t.Fatal(err)
 				}
 				e.end(c)
-				if got := awaitChildren(t, check, parent, children); got != children {
-					t.Errorf("%d children of %s after the connection ended, want %d", got, parent, children)
-				}
+				testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%d children of %s after the connection ended", children, parent), func() error {
+					names, _, err := check.Children(parent)
+					switch {
+					case errors.Is(err, zk.ErrNoNode):
+						return err
+					case err != nil:
+						t.Fatalf("children of %s: %v", parent, err)
+					case len(names) != children:
+						return fmt.Errorf("%d children", len(names))
+					}
+					return nil
+				})
 			})
 		}
 	})
-}
-
-// awaitChildren polls the children of path through c until there are n of them, or 10s have
-// passed, and returns how many there are then (-1: path does not exist).
-func awaitChildren(t *testing.T, c *zk.Conn, path string, n int) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := -1
-		names, _, err := c.Children(path)
-		switch {
-		case err == nil:
-			got = len(names)
-		case !errors.Is(err, zk.ErrNoNode):
-			t.Fatalf("children of %s: %v", path, err)
-		}
-		if got == n || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

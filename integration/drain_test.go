@@ -163,13 +163,12 @@ func TestProcessDrain(t *testing.T) {
 
 	// Every client resumes on B with its session.
 	for i, c := range cs {
-		deadline := time.Now().Add(20 * time.Second)
-		for c.conn.State() != zk.StateHasSession || c.conn.Server() != addrB {
-			if time.Now().After(deadline) {
-				t.Fatalf("client %d: state %v on %s 20s after the drain", i, c.conn.State(), c.conn.Server())
+		testenv.Eventually(t, 20*time.Second, fmt.Sprintf("client %d with a session on B after the drain", i), func() error {
+			if st, srv := c.conn.State(), c.conn.Server(); st != zk.StateHasSession || srv != addrB {
+				return fmt.Errorf("state %v on %s", st, srv)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		if got := c.conn.SessionID(); got != c.session {
 			t.Errorf("client %d: session %#x after the move, want %#x", i, got, c.session)
 		}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -36,23 +37,19 @@ func forServers(t *testing.T, servers []testenv.Server, f func(t *testing.T, add
 	}
 }
 
-// waitGone polls until path does not exist, failing the test after 10s.
+// waitGone waits until path does not exist, failing the test after 10s.
 func waitGone(t *testing.T, c *zk.Conn, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, path+" gone", func() error {
 		ok, _, err := c.Exists(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !ok {
-			return
+		if ok {
+			return errors.New("still exists")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists after 10s", path)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // mustExist fails the test if path does not exist.

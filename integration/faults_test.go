@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Fault tests: a three-member etcd cluster and zetcd processes, each a real process that the
@@ -204,18 +206,20 @@ func clusterLeader(t *testing.T, ms []*etcdMember) *etcdMember {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	var leader *etcdMember
+	testenv.Eventually(t, 10*time.Second, "an etcd leader", func() error {
 		for _, m := range ms {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			st, err := cli.Status(ctx, m.clientURL)
 			cancel()
 			if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
-				return m
+				leader = m
+				return nil
 			}
 		}
-	}
-	t.Fatal("no etcd leader within 10s")
-	return nil
+		return errors.New("no member is the leader")
+	})
+	return leader
 }
 
 // followersOf is the members of ms other than leader.
@@ -276,17 +280,15 @@ func leaveAfterEphemeral(t *testing.T, addr, path string, timeout time.Duration)
 // still there, as on a ZooKeeper follower).
 func waitNodeGone(t *testing.T, observer *zk.Conn, path string, since time.Time, limit time.Duration) time.Duration {
 	t.Helper()
-	for {
+	testenv.Eventually(t, time.Until(since.Add(limit)), path+" gone after its client went away", func() error {
 		_, serr := observer.Sync(path)
 		ok, _, err := observer.Exists(path)
-		if serr == nil && err == nil && !ok {
-			return time.Since(since)
+		if serr != nil || err != nil || ok {
+			return fmt.Errorf("sync %v, exists %v, %v", serr, ok, err)
 		}
-		if time.Since(since) > limit {
-			t.Fatalf("%s still there %v after its client went away", path, limit)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return time.Since(since)
 }
 
 // leftInBounds waits for the ephemeral /leave of the session whose client went away at

@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestFaultEtcdMemberFrozen: an etcd follower, and in a second run the leader, is frozen
@@ -99,15 +101,15 @@ func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
 	if n := leftOut(); n != 1 {
 		t.Errorf("zetcd_etcd_members_left_out %v with a member %s, want 1", n, f.what)
 	}
-	f.end()
-	for deadline := time.Now().Add(10 * time.Second); leftOut() != 0; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Errorf("zetcd_etcd_members_left_out %v 10 s after the member was %s no more, want 0", leftOut(), f.what)
-			break
-		}
-	}
 	if len(late) > 0 || ok == 0 {
 		t.Errorf("writes with a member %s (settle %v): %d sent after settle answered in time; late or failed: %v", f.what, settle, ok, late)
 	}
+	f.end()
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("zetcd_etcd_members_left_out 0 once the member is %s no more", f.what), func() error {
+		if n := leftOut(); n != 0 {
+			return fmt.Errorf("zetcd_etcd_members_left_out %v", n)
+		}
+		return nil
+	})
 	stillTalking(t, talker, writer, "/talk")
 }

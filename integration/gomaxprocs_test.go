@@ -1,12 +1,14 @@
 package integration
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zetcd/zetcd/internal/gomaxprocs"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestProcessAdaptsGOMAXPROCS runs the zetcd binary and reads its GOMAXPROCS from /metrics: one
@@ -24,17 +26,12 @@ func TestProcessAdaptsGOMAXPROCS(t *testing.T) {
 	}
 	waitProcs := func(maddr string, want int, what string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got := procs(maddr)
-			if got == want {
-				return
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s: GOMAXPROCS %d", what, want), func() error {
+			if got := procs(maddr); got != want {
+				return fmt.Errorf("GOMAXPROCS %d", got)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: GOMAXPROCS %d, want %d", what, got, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	// The runtime's default, which a zetcd that does not adapt keeps.
 	off, moff := freePort(t), freePort(t)

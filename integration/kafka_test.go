@@ -83,19 +83,23 @@ func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBrok
 // if it exits or two minutes pass.
 func (b *kafkaBroker) await(t *testing.T, c *rawClient, paths ...string) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !allExist(c, paths) {
+	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("broker %d: %v all there", b.id, paths), func() error {
 		select {
 		case <-b.exited:
 			t.Fatalf("broker %d exited; its log:\n%s", b.id, b.tail())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d: %v not all there in time; its log:\n%s", b.id, paths, b.tail())
+		if !allExist(c, paths) {
+			return notThere{b}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 }
+
+// notThere is await's error: it reads the broker's log only when the test fails.
+type notThere struct{ b *kafkaBroker }
+
+func (e notThere) Error() string { return "not all there; the broker's log:\n" + e.b.tail() }
 
 func anyExist(c *rawClient, paths []string) bool {
 	return slices.ContainsFunc(paths, c.exists)
@@ -211,11 +215,12 @@ func TestKafkaFailover(t *testing.T) {
 	brokerIDs(t, c, 0, 1)
 	// The brokers stop listing a topic before the controller has deleted its znodes.
 	deleted := []string{"/brokers/topics/zetcd-failover", "/config/topics/zetcd-failover", "/admin/delete_topics/zetcd-failover"}
-	for deadline := time.Now().Add(time.Minute); anyExist(c, deleted); time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the deleted topic's znodes are still there a minute later: %v", deleted)
+	testenv.Eventually(t, time.Minute, "the deleted topic's znodes gone", func() error {
+		if anyExist(c, deleted) {
+			return fmt.Errorf("some of %v still there", deleted)
 		}
-	}
+		return nil
+	})
 }
 
 // brokerIDs checks that /brokers/ids lists exactly the brokers ids.

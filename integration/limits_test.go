@@ -169,10 +169,13 @@ func TestLimitMaxClientCnxns(t *testing.T) {
 		a.close()
 		b.close()
 		var conf string
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(conf, "maxClientCnxns=") && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond) // until the server has seen the two close
-			conf, _ = fourLetter(addr, "conf")
-		}
+		testenv.Eventually(t, 10*time.Second, "conf answered once the server has seen the two close", func() error {
+			var err error
+			if conf, err = fourLetter(addr, "conf"); !strings.Contains(conf, "maxClientCnxns=") {
+				return fmt.Errorf("conf: %q, %v", conf, err)
+			}
+			return nil
+		})
 		if !strings.Contains(conf, "maxClientCnxns=2\n") {
 			t.Errorf("conf once the two closed: %q, want maxClientCnxns=2", conf)
 		}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // scrape reads a Prometheus text exposition from url into "name{k="v",...}" → value, with the
@@ -179,15 +182,11 @@ func TestProcessMetrics(t *testing.T) {
 
 	// Closing the session is a request of its own.
 	c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "after close: closeSession 1, sessions 0", func() error {
 		m := scrape(t, base+"/metrics")
-		if m[series("zetcd_requests_total", "op", "closeSession", "code", "OK")] == 1 && m["zetcd_sessions"] == 0 {
-			break
+		if closes, sessions := m[series("zetcd_requests_total", "op", "closeSession", "code", "OK")], m["zetcd_sessions"]; closes != 1 || sessions != 0 {
+			return fmt.Errorf("closeSession %v, sessions %v", closes, sessions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after close: closeSession %v, sessions %v", m[series("zetcd_requests_total", "op", "closeSession", "code", "OK")], m["zetcd_sessions"])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

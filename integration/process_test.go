@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // buildZetcd builds cmd/zetcd once per test binary.
@@ -145,19 +146,18 @@ func startProcessArgs(t testing.TB, addr string, args ...string) *zetcdProcess {
 		close(p.done)
 	}()
 	t.Cleanup(func() { p.kill() })
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if out, err := fourLetter(addr, "ruok"); err == nil && out == "imok" {
-			return p
-		}
+	testenv.Eventually(t, 60*time.Second, "zetcd on "+addr+" answering ruok", func() error {
 		select {
 		case <-p.done:
 			t.Fatalf("zetcd exited during start:\n%s", p.logText())
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
-	}
-	t.Fatalf("zetcd on %s not answering ruok after 60s", addr)
-	return nil
+		if out, err := fourLetter(addr, "ruok"); err != nil || out != "imok" {
+			return fmt.Errorf("ruok: %q, %v", out, err)
+		}
+		return nil
+	})
+	return p
 }
 
 func (p *zetcdProcess) kill() {
@@ -382,9 +382,7 @@ func killOrphanedSession(t *testing.T, killAfter time.Duration) {
 	}
 	before, _ := watcher.stat("/o")
 
-	if n := takenKeys(t, endpoint, 5*time.Second, 2); n != 2 {
-		t.Fatalf("%d taken keys with two zetcd processes, want 2", n)
-	}
+	waitTakenKeys(t, endpoint, 5*time.Second, 2, "two taken keys with two zetcd processes")
 	time.Sleep(killAfter)
 	a.kill()
 	watcher.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -412,27 +410,26 @@ func killOrphanedSession(t *testing.T, killAfter time.Duration) {
 	}
 	// The killed process's taken key (etcdstore/keys.go) goes once its last session has ended;
 	// the live one's stays.
-	if n := takenKeys(t, endpoint, 5*time.Second, 1); n != 1 {
-		t.Errorf("%d taken keys 5s after the killed process's last session ended, want 1 (the live zetcd's)", n)
-	}
+	waitTakenKeys(t, endpoint, 5*time.Second, 1, "one taken key (the live zetcd's) after the killed process's last session ended")
 }
 
-// takenKeys waits up to wait for the zetcd processes' taken keys under the default prefix to
-// number want, and returns how many there are.
-func takenKeys(t *testing.T, endpoint string, wait time.Duration, want int) int {
+// waitTakenKeys waits up to wait for the zetcd processes' taken keys under the default prefix
+// to number want.
+func waitTakenKeys(t *testing.T, endpoint string, wait time.Duration, want int, what string) {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+	testenv.Eventually(t, wait, what, func() error {
 		r, err := cli.Get(context.Background(), "/zk/t/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int(r.Count) == want || time.Now().After(deadline) {
-			return int(r.Count)
+		if int(r.Count) != want {
+			return fmt.Errorf("%d taken keys", r.Count)
 		}
-	}
+		return nil
+	})
 }

@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestFaultEtcdQuorumLost: two of the three etcd members are frozen (SIGSTOP) for 20 s, more
@@ -79,16 +81,10 @@ func quorumLost(t *testing.T, ms, frozen []*etcdMember) {
 	back := time.Now()
 
 	observer := connect(t, b.Addr)
-	for {
+	testenv.Eventually(t, 20*time.Second, "a write after the quorum came back", func() error {
 		_, err := observer.Create("/after", nil, 0, openACL)
-		if err == nil {
-			break
-		}
-		if time.Since(back) > 20*time.Second {
-			t.Fatalf("no write 20 s after the quorum came back: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 	t.Logf("first write %v after the quorum came back", time.Since(back).Round(time.Millisecond))
 	waitNodeGone(t, observer, "/q/leave", back, timeout+20*time.Second)
 	time.Sleep(time.Until(back.Add(2 * timeout)))

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/zksession"
 )
 
@@ -419,13 +421,13 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 		t.Error("ephemeral gone after resuming over TLS")
 	}
 	rc.close()
-	deadline := time.Now().Add(30 * time.Second)
-	for pc2 := connectRaw(t, plain); pc2.exists("/eph2"); {
-		if time.Now().After(deadline) {
-			t.Fatal("the session's ephemeral outlived its expiry")
+	pc2 := connectRaw(t, plain)
+	testenv.Eventually(t, 30*time.Second, "the session's ephemeral gone with its expiry", func() error {
+		if pc2.exists("/eph2") {
+			return errors.New("/eph2 still exists")
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// A client without a certificate is refused by the TLS port.
 	raw, err := net.Dial("tcp", secure)
@@ -456,16 +458,15 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 	}
 }
 
-// waitGoneRaw polls until path does not exist, failing the test after 10s.
+// waitGoneRaw waits until path does not exist, failing the test after 10s.
 func waitGoneRaw(t testing.TB, c *rawClient, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.exists(path) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists after 10s", path)
+	testenv.Eventually(t, 10*time.Second, path+" gone", func() error {
+		if c.exists(path) {
+			return errors.New("still exists")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 type quietLogger struct{}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
@@ -176,14 +177,12 @@ func TestWireZxidNeverGoesBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		third.Close()
-		deadline := time.Now().Add(5 * time.Second)
-		for c.ping() < before+2 {
-			if time.Now().After(deadline) {
-				t.Errorf("ping zxid %v after a session created and closed elsewhere, want at least %v", c.ping(), before+2)
-				break
+		testenv.Eventually(t, 5*time.Second, fmt.Sprintf("ping zxid at least %v after a session created and closed elsewhere", before+2), func() error {
+			if z := c.ping(); z < before+2 {
+				return fmt.Errorf("ping zxid %v", z)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	})
 }
 

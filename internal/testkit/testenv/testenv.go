@@ -397,25 +397,25 @@ func ConnectServers(t testing.TB, servers []string, hosts zk.HostProvider) *zk.C
 	return conn
 }
 
-// WaitChildren polls the children of path through c until there are n of them, typically
-// while a closed or expired session's ephemerals go, and returns them with path's Stat as read
-// then. It fails the test after 10s.
+// WaitChildren waits until path has n children through c, typically while a closed or expired
+// session's ephemerals go, and returns them with path's Stat as read then. It fails the test
+// after 10s.
 func WaitChildren(t testing.TB, c *zk.Conn, path string, n int) ([]string, *zk.Stat) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		children, st, err := c.Children(path)
+	var children []string
+	var st *zk.Stat
+	Eventually(t, 10*time.Second, fmt.Sprintf("%d children of %s", n, path), func() error {
+		var err error
+		children, st, err = c.Children(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(children) == n {
-			return children, st
+		if len(children) != n {
+			return fmt.Errorf("children %q", children)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("children of %s still %q after 10s, want %d", path, children, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return children, st
 }
 
 type quietLogger struct{}
@@ -423,7 +423,7 @@ type quietLogger struct{}
 func (quietLogger) Printf(string, ...any) {}
 
 // Pending reports whether zetcd's etcd backend still answers any of the named Handler methods
-// with Unimplemented: such methods are listed in zetcd/etcd_pending.go until their issue lands.
+// with Unimplemented: such methods are listed in zetcd/etcd_pending.go until they are written.
 // Without that file nothing is pending.
 func Pending(t testing.TB, methods ...string) bool {
 	t.Helper()
