@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -26,29 +27,29 @@ func TestConnEndRequestsTakeEffect(t *testing.T) {
 	const children = 20
 	ends := []struct {
 		name string
-		end  func(c *rawClient)
+		end  func(c *itest.RawClient)
 	}{
 		// The client closes its sending side and still reads the replies.
-		{"halfClose", func(c *rawClient) { c.conn.(*net.TCPConn).CloseWrite() }},
+		{"halfClose", func(c *itest.RawClient) { c.Conn.(*net.TCPConn).CloseWrite() }},
 		// The start of a frame that never ends.
-		{"truncatedFrame", func(c *rawClient) { c.conn.Write([]byte{0, 0, 0, 40, 0, 0}); c.conn.(*net.TCPConn).CloseWrite() }},
+		{"truncatedFrame", func(c *itest.RawClient) { c.Conn.Write([]byte{0, 0, 0, 40, 0, 0}); c.Conn.(*net.TCPConn).CloseWrite() }},
 		// A length no frame may have: the server closes the connection.
-		{"lenError", func(c *rawClient) { c.conn.Write([]byte{0x7f, 0xff, 0xff, 0xff}) }},
+		{"lenError", func(c *itest.RawClient) { c.Conn.Write([]byte{0x7f, 0xff, 0xff, 0xff}) }},
 		// A frame too short for a request header: the server closes the connection.
-		{"badHeader", func(c *rawClient) { c.conn.Write([]byte{0, 0, 0, 3, 0, 0, 0}) }},
+		{"badHeader", func(c *itest.RawClient) { c.Conn.Write([]byte{0, 0, 0, 3, 0, 0, 0}) }},
 	}
 	forEachServer(t, func(t *testing.T, addr string) {
 		check := connect(t, addr)
 		for _, e := range ends {
 			t.Run(e.name, func(t *testing.T) {
-				c := connectRaw(t, addr)
+				c := itest.ConnectRaw(t, addr)
 				parent := "/" + e.name
-				b := appendRequest(nil, 1, encoding.OpCreate, &encoding.CreateRequest{Path: parent, ACL: rawOpenACL})
+				b := itest.AppendRequest(nil, 1, encoding.OpCreate, &encoding.CreateRequest{Path: parent, ACL: itest.RawOpenACL})
 				for i := range children {
-					child := &encoding.CreateRequest{Path: fmt.Sprintf("%s/%d", parent, i), ACL: rawOpenACL}
-					b = appendRequest(b, encoding.Xid(i+2), encoding.OpCreate, child)
+					child := &encoding.CreateRequest{Path: fmt.Sprintf("%s/%d", parent, i), ACL: itest.RawOpenACL}
+					b = itest.AppendRequest(b, encoding.Xid(i+2), encoding.OpCreate, child)
 				}
-				if _, err := c.conn.Write(b); err != nil {
+				if _, err := c.Conn.Write(b); err != nil {
 					t.Fatal(err)
 				}
 				e.end(c)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -78,9 +79,9 @@ func TestCuratorSessionMoves(t *testing.T) {
 // three-member etcd cluster, and the one the session is on killed (SIGKILL).
 func TestFaultCuratorZetcdKilled(t *testing.T) {
 	lib := curatorLib(t)
-	ms := faultCluster(t)
-	ps := []*zetcdProcess{zetcdOn(t, ms), zetcdOn(t, ms)}
-	curatorMove(t, lib, []string{ps[0].Addr, ps[1].Addr}, func(i int) { ps[i].kill() })
+	ms := itest.FaultCluster(t)
+	ps := []*itest.ZetcdProcess{itest.ZetcdOn(t, ms), itest.ZetcdOn(t, ms)}
+	curatorMove(t, lib, []string{ps[0].Addr, ps[1].Addr}, func(i int) { ps[i].Kill() })
 }
 
 // TestFaultCuratorMutexZetcdKilled: four Curator sessions, spread over two zetcd processes in
@@ -89,12 +90,12 @@ func TestFaultCuratorZetcdKilled(t *testing.T) {
 // the mutex at once.
 func TestFaultCuratorMutexZetcdKilled(t *testing.T) {
 	lib := curatorLib(t)
-	ms := faultCluster(t)
-	ps := []*zetcdProcess{zetcdOn(t, ms), zetcdOn(t, ms)}
+	ms := itest.FaultCluster(t)
+	ps := []*itest.ZetcdProcess{itest.ZetcdOn(t, ms), itest.ZetcdOn(t, ms)}
 	addrs := []string{ps[0].Addr, ps[1].Addr}
 	cmd := javaProgram(t, t.TempDir(), "CuratorRecipes.java", []string{lib}, nil, strings.Join(addrs, ","), "contend")
 	client, ready := startPaused(t, cmd, "java CuratorRecipes contend")
-	ps[serverOf(t, strings.TrimPrefix(ready, "ready "), addrs)].kill()
+	ps[serverOf(t, strings.TrimPrefix(ready, "ready "), addrs)].Kill()
 	var resumedAt string
 	lines := slices.DeleteFunc(client.resume(), func(l string) bool {
 		if s, ok := strings.CutPrefix(l, "resumed at turn "); ok {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // TestFaultZetcdCutOff: zetcd A talks only to one etcd member, which for 20 s is frozen (SIGSTOP),
@@ -24,33 +26,33 @@ import (
 //   - a client that knows A and B moves to B and keeps its session and its ephemeral node.
 func TestFaultZetcdCutOff(t *testing.T) {
 	t.Run("frozen", func(t *testing.T) {
-		zetcdCutOff(t, faultCluster(t), func(m *etcdMember) memberFault {
+		zetcdCutOff(t, itest.FaultCluster(t), func(m *itest.EtcdMember) memberFault {
 			return memberFault{
 				what:  "frozen",
-				begin: func() { m.signal(t, syscall.SIGSTOP) },
-				end:   func() { _ = m.cmd.Process.Signal(syscall.SIGCONT) },
+				begin: func() { m.Signal(t, syscall.SIGSTOP) },
+				end:   func() { _ = m.Cmd.Process.Signal(syscall.SIGCONT) },
 			}
 		})
 	})
 	t.Run("partitioned", func(t *testing.T) {
 		pn, ms := partitionCluster(t)
-		zetcdCutOff(t, ms, func(m *etcdMember) memberFault {
+		zetcdCutOff(t, ms, func(m *itest.EtcdMember) memberFault {
 			i := slices.Index(ms, m)
-			return memberFault{what: "cut off", begin: func() { pn.isolate(i) }, end: pn.heal}
+			return memberFault{what: "cut off", begin: func() { pn.Isolate(i) }, end: pn.Heal}
 		})
 	})
 }
 
 // zetcdCutOff runs TestFaultZetcdCutOff on the cluster ms, with fault as what befalls the member
 // A talks to.
-func zetcdCutOff(t *testing.T, ms []*etcdMember, fault func(*etcdMember) memberFault) {
+func zetcdCutOff(t *testing.T, ms []*itest.EtcdMember, fault func(*itest.EtcdMember) memberFault) {
 	const (
 		timeout = 4 * time.Second // the least zetcd grants: the narrowest window
 		length  = 20 * time.Second
 	)
-	leader := clusterLeader(t, ms)
-	var cut *etcdMember
-	var others []*etcdMember
+	leader := itest.ClusterLeader(t, ms)
+	var cut *itest.EtcdMember
+	var others []*itest.EtcdMember
 	for _, m := range ms {
 		if m != leader && cut == nil {
 			cut = m
@@ -59,8 +61,8 @@ func zetcdCutOff(t *testing.T, ms []*etcdMember, fault func(*etcdMember) memberF
 		}
 	}
 	f := fault(cut)
-	a := startProcessArgs(t, freePort(t), "--endpoints", cut.clientURL)
-	b := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(others))
+	a := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", cut.ClientURL)
+	b := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", itest.ClusterEndpoints(others))
 	observer := connect(t, b.Addr)
 
 	alone := startRecordedSession(t, []string{a.Addr}, a.Addr, timeout, "/alone")
@@ -96,7 +98,7 @@ func zetcdCutOff(t *testing.T, ms []*etcdMember, fault func(*etcdMember) memberF
 		t.Errorf("the session that knows only the cut-off zetcd was not ended within %v", length)
 	}
 	// A's four-letter words say it is not serving, as a follower without a leader says.
-	if out, err := fourLetter(a.Addr, "mntr"); err != nil || !strings.Contains(out, "not currently serving") {
+	if out, err := itest.FourLetter(a.Addr, "mntr"); err != nil || !strings.Contains(out, "not currently serving") {
 		t.Errorf("mntr on the cut-off zetcd: %q, %v; want the not-serving answer", out, err)
 	}
 	time.Sleep(time.Until(faultAt.Add(length)))
@@ -135,7 +137,7 @@ type stateAt struct {
 func startRecordedSession(t *testing.T, servers []string, first string, timeout time.Duration, path string) *recordedSession {
 	t.Helper()
 	for attempt := 0; attempt < 50; attempt++ {
-		conn, events, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+		conn, events, err := zk.Connect(servers, timeout, zk.WithLogInfo(false), zk.WithLogger(itest.QuietLogger{}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -64,9 +65,9 @@ func TestProcessDrain(t *testing.T) {
 	}
 	cluster := startEtcd(t)
 	endpoint := cluster.Etcd.Endpoint
-	addrA, addrB := freePort(t), freePort(t)
-	a := startProcessArgs(t, addrA, "--endpoints", endpoint, "--drain-timeout", "10s", "--log-level", "info")
-	startProcessArgs(t, addrB, "--endpoints", endpoint)
+	addrA, addrB := itest.FreePort(t), itest.FreePort(t)
+	a := itest.StartProcessArgs(t, addrA, "--endpoints", endpoint, "--drain-timeout", "10s", "--log-level", "info")
+	itest.StartProcessArgs(t, addrB, "--endpoints", endpoint)
 
 	obs := connect(t, addrB)
 	if _, err := obs.Create("/drain", nil, 0, openACL); err != nil {
@@ -146,18 +147,18 @@ func TestProcessDrain(t *testing.T) {
 		t.Fatal("no write acknowledged before the drain")
 	}
 	start := time.Now()
-	a.cmd.Process.Signal(syscall.SIGTERM)
+	a.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-a.done:
+	case <-a.Done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("zetcd did not exit 20s after SIGTERM")
 	}
 	took := time.Since(start)
-	if code := a.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("drained zetcd exited with %d:\n%s", code, a.logs.String())
+	if code := a.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("drained zetcd exited with %d:\n%s", code, a.Logs.String())
 	}
-	if !strings.Contains(a.logs.String(), "connections drained") {
-		t.Errorf("drained zetcd did not report a complete drain:\n%s", a.logs.String())
+	if !strings.Contains(a.Logs.String(), "connections drained") {
+		t.Errorf("drained zetcd did not report a complete drain:\n%s", a.Logs.String())
 	}
 	t.Logf("SIGTERM to exit: %v; %d writes acknowledged before", took, before)
 
@@ -203,7 +204,7 @@ func TestProcessDrain(t *testing.T) {
 	if after <= before {
 		t.Errorf("no write acknowledged after the drain (%d before, %d after)", before, after)
 	}
-	n := checkAcknowledged(t, obs, &acked, "/drain/counter-", lastSet[:])
+	n := itest.CheckAcknowledged(t, obs, &acked, "/drain/counter-", lastSet[:])
 	t.Logf("%d clients moved with sessions, ephemerals and watches; %d acknowledged creates all present (%d requests failed around the move)",
 		clients, n, failures.Load())
 }

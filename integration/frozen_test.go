@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -24,8 +25,8 @@ import (
 func TestFaultEtcdMemberFrozen(t *testing.T) {
 	for _, role := range []string{"follower", "leader"} {
 		t.Run(role, func(t *testing.T) {
-			ms := faultCluster(t)
-			leader, frozen := clusterLeader(t, ms), ms[0]
+			ms := itest.FaultCluster(t)
+			leader, frozen := itest.ClusterLeader(t, ms), ms[0]
 			switch {
 			case role == "leader":
 				frozen = leader
@@ -34,8 +35,8 @@ func TestFaultEtcdMemberFrozen(t *testing.T) {
 			}
 			memberOut(t, ms, memberFault{
 				what:  "frozen",
-				begin: func() { frozen.signal(t, syscall.SIGSTOP) },
-				end:   func() { frozen.signal(t, syscall.SIGCONT) },
+				begin: func() { frozen.Signal(t, syscall.SIGSTOP) },
+				end:   func() { frozen.Signal(t, syscall.SIGCONT) },
 			})
 		})
 	}
@@ -52,7 +53,7 @@ type memberFault struct {
 // checks that every write is answered by a settle time (4 s: the guard has left the member out)
 // and 5 s, those sent after it in time, that a talking session lives, and that /metrics counts
 // the member left out during the fault and not after.
-func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
+func memberOut(t *testing.T, ms []*itest.EtcdMember, f memberFault) {
 	const (
 		settle = 4 * time.Second
 		// A frozen leader that resumes revokes the leases it saw no refresh of for their TTL,
@@ -64,10 +65,10 @@ func memberOut(t *testing.T, ms []*etcdMember, f memberFault) {
 		timeout = 4 * time.Second
 		length  = 20 * time.Second
 	)
-	maddr := freePort(t)
-	z := startProcessArgs(t, freePort(t), "--endpoints", clusterEndpoints(ms), "--metrics-addr", maddr)
-	z.logOnFailure(t, "zetcd")
-	leftOut := func() float64 { return scrape(t, "http://"+maddr+"/metrics")["zetcd_etcd_members_left_out"] }
+	maddr := itest.FreePort(t)
+	z := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", itest.ClusterEndpoints(ms), "--metrics-addr", maddr)
+	z.LogOnFailure(t, "zetcd")
+	leftOut := func() float64 { return itest.Scrape(t, "http://"+maddr+"/metrics")["zetcd_etcd_members_left_out"] }
 	talker := startTalking(t, []string{z.Addr}, timeout, "/talk")
 	writer := connect(t, z.Addr)
 	if _, err := writer.Create("/out", nil, 0, openACL); err != nil {

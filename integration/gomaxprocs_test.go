@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/internal/gomaxprocs"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -22,7 +23,7 @@ func TestProcessAdaptsGOMAXPROCS(t *testing.T) {
 		t.Skip("GOMAXPROCS is set in the environment: zetcd keeps it")
 	}
 	procs := func(maddr string) int {
-		return int(scrape(t, "http://"+maddr+"/metrics")["go_sched_gomaxprocs_threads"])
+		return int(itest.Scrape(t, "http://"+maddr+"/metrics")["go_sched_gomaxprocs_threads"])
 	}
 	waitProcs := func(maddr string, want int, what string) {
 		t.Helper()
@@ -34,15 +35,15 @@ func TestProcessAdaptsGOMAXPROCS(t *testing.T) {
 		})
 	}
 	// The runtime's default, which a zetcd that does not adapt keeps.
-	off, moff := freePort(t), freePort(t)
-	startProcessArgs(t, off, "--data-dir", t.TempDir(), "--metrics-addr", moff, "--adapt-gomaxprocs=false")
+	off, moff := itest.FreePort(t), itest.FreePort(t)
+	itest.StartProcessArgs(t, off, "--data-dir", t.TempDir(), "--metrics-addr", moff, "--adapt-gomaxprocs=false")
 	all := procs(moff)
 	if all < 2 {
 		t.Skip("the runtime's default is one P")
 	}
 
-	addr, maddr := freePort(t), freePort(t)
-	startProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr)
+	addr, maddr := itest.FreePort(t), itest.FreePort(t)
+	itest.StartProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr)
 	waitProcs(maddr, 1, "idle")
 
 	// 32 sessions reading as fast as they can.

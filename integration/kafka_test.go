@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -48,7 +49,7 @@ func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBrok
 	if o.Restart != nil {
 		dir, addr = o.Restart.dir, o.Restart.addr
 	} else {
-		addr = freePort(t)
+		addr = itest.FreePort(t)
 	}
 	write := func(name, text string) string {
 		p := filepath.Join(dir, name)
@@ -81,7 +82,7 @@ func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBrok
 
 // await waits until every path exists (c reads them), or fails the test with the broker's log
 // if it exits or two minutes pass.
-func (b *kafkaBroker) await(t *testing.T, c *rawClient, paths ...string) {
+func (b *kafkaBroker) await(t *testing.T, c *itest.RawClient, paths ...string) {
 	t.Helper()
 	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("broker %d: %v all there", b.id, paths), func() error {
 		select {
@@ -101,13 +102,13 @@ type notThere struct{ b *kafkaBroker }
 
 func (e notThere) Error() string { return "not all there; the broker's log:\n" + e.b.tail() }
 
-func anyExist(c *rawClient, paths []string) bool {
-	return slices.ContainsFunc(paths, c.exists)
+func anyExist(c *itest.RawClient, paths []string) bool {
+	return slices.ContainsFunc(paths, c.Exists)
 }
 
-func allExist(c *rawClient, paths []string) bool {
+func allExist(c *itest.RawClient, paths []string) bool {
 	for _, p := range paths {
-		if !c.exists(p) {
+		if !c.Exists(p) {
 			return false
 		}
 	}
@@ -132,9 +133,9 @@ func (b *kafkaBroker) tail() string {
 }
 
 // kafkaController is the broker id /controller names.
-func kafkaController(t *testing.T, c *rawClient) int {
+func kafkaController(t *testing.T, c *itest.RawClient) int {
 	t.Helper()
-	_, data := c.stat("/controller")
+	_, data := c.Stat("/controller")
 	var v struct {
 		BrokerID int `json:"brokerid"`
 	}
@@ -154,7 +155,7 @@ const kafkaPairProps = "zookeeper.session.timeout.ms=6000\noffsets.topic.replica
 
 // startKafkaPair starts brokers 0 and 1, with zookeeper.connect zk0 and zk1, and waits until
 // both are registered and one is the controller (a session of observe's reads the znodes).
-func startKafkaPair(t *testing.T, lib string, observe func() *rawClient, zk0, zk1 string) []*kafkaBroker {
+func startKafkaPair(t *testing.T, lib string, observe func() *itest.RawClient, zk0, zk1 string) []*kafkaBroker {
 	t.Helper()
 	brokers := []*kafkaBroker{
 		launchKafka(t, lib, zk0, kafkaOptions{ID: 0, Props: kafkaPairProps}),
@@ -224,10 +225,10 @@ func TestKafkaFailover(t *testing.T) {
 }
 
 // brokerIDs checks that /brokers/ids lists exactly the brokers ids.
-func brokerIDs(t *testing.T, c *rawClient, ids ...int) {
+func brokerIDs(t *testing.T, c *itest.RawClient, ids ...int) {
 	t.Helper()
 	var resp encoding.GetChildrenResponse
-	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/brokers/ids"}, &resp); code != 0 {
+	if code := c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/brokers/ids"}, &resp); code != 0 {
 		t.Fatalf("getChildren /brokers/ids: %v", code)
 	}
 	var want []string
@@ -246,13 +247,13 @@ func brokerIDs(t *testing.T, c *rawClient, ids ...int) {
 // session (each broker's registration keeps its owner), the controller stays (same broker, same
 // epoch), and every record produced before and after is read back.
 func TestFaultKafkaEtcdLeaderPaused(t *testing.T) {
-	ms := faultCluster(t)
-	a, b := zetcdOn(t, ms), zetcdOn(t, ms)
+	ms := itest.FaultCluster(t)
+	a, b := itest.ZetcdOn(t, ms), itest.ZetcdOn(t, ms)
 	kafkaSurvives(t, kafkaObserver(t, a.Addr), a.Addr, b.Addr, func() {
-		leader := clusterLeader(t, ms)
-		leader.signal(t, syscall.SIGSTOP)
+		leader := itest.ClusterLeader(t, ms)
+		leader.Signal(t, syscall.SIGSTOP)
 		time.Sleep(4 * time.Second)
-		leader.signal(t, syscall.SIGCONT)
+		leader.Signal(t, syscall.SIGCONT)
 	})
 }
 
@@ -262,16 +263,16 @@ func TestFaultKafkaEtcdLeaderPaused(t *testing.T) {
 // on it resume on the other: none is lost, the controller stays, every record is read back. A
 // third zetcd observes.
 func TestFaultKafkaZetcdKilled(t *testing.T) {
-	ms := faultCluster(t)
-	zs := []*zetcdProcess{zetcdOn(t, ms), zetcdOn(t, ms)}
+	ms := itest.FaultCluster(t)
+	zs := []*itest.ZetcdProcess{itest.ZetcdOn(t, ms), itest.ZetcdOn(t, ms)}
 	addrs := []string{zs[0].Addr, zs[1].Addr}
-	observe := kafkaObserver(t, zetcdOn(t, ms).Addr)
+	observe := kafkaObserver(t, itest.ZetcdOn(t, ms).Addr)
 	both := strings.Join(addrs, ",")
 	kafkaSurvives(t, observe, both, both, func() {
-		st, _ := observe().stat("/controller")
+		st, _ := observe().Stat("/controller")
 		i := serverOf(t, st.EphemeralOwner.String(), addrs)
 		t.Logf("killing %s, which holds the controller's session %v", addrs[i], st.EphemeralOwner)
-		zs[i].kill()
+		zs[i].Kill()
 	})
 }
 
@@ -279,7 +280,7 @@ func TestFaultKafkaZetcdKilled(t *testing.T) {
 // around fault in its "pause" mode, and checks that the brokers kept their sessions and the
 // controller (observe's connections read the znodes; they must not be on a server the fault
 // takes away).
-func kafkaSurvives(t *testing.T, observe func() *rawClient, zk0, zk1 string, fault func()) {
+func kafkaSurvives(t *testing.T, observe func() *itest.RawClient, zk0, zk1 string, fault func()) {
 	t.Helper()
 	lib := kafkaLib(t)
 	brokers := startKafkaPair(t, lib, observe, zk0, zk1)
@@ -301,23 +302,23 @@ func kafkaSurvives(t *testing.T, observe func() *rawClient, zk0, zk1 string, fau
 // znodes with. Each reading after a wait for the brokers or the client needs a new one: the test's
 // raw connections do not ping, and one left idle for longer than its session timeout while a
 // broker starts or the client runs is closed, by zetcd as by ZooKeeper.
-func kafkaObserver(t *testing.T, addr string) func() *rawClient {
-	return func() *rawClient {
+func kafkaObserver(t *testing.T, addr string) func() *itest.RawClient {
+	return func() *itest.RawClient {
 		t.Helper()
-		return connectRaw(t, addr)
+		return itest.ConnectRaw(t, addr)
 	}
 }
 
 // kafkaSessions says which sessions own the brokers' registrations and the controller's znode,
 // which broker the controller is, and the controller epoch: it changes if a broker's session
 // ends.
-func kafkaSessions(t *testing.T, c *rawClient) string {
+func kafkaSessions(t *testing.T, c *itest.RawClient) string {
 	t.Helper()
 	var owners []string
 	for _, p := range []string{"/brokers/ids/0", "/brokers/ids/1", "/controller"} {
-		st, _ := c.stat(p)
+		st, _ := c.Stat(p)
 		owners = append(owners, fmt.Sprintf("%s owned by %v", p, st.EphemeralOwner))
 	}
-	_, epoch := c.stat("/controller_epoch")
+	_, epoch := c.Stat("/controller_epoch")
 	return fmt.Sprintf("%s; controller %d, epoch %s", strings.Join(owners, ", "), kafkaController(t, c), epoch)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/tcpproxy"
 )
 
@@ -30,7 +31,7 @@ import (
 // etcd (its connections kept up, its writes held on the way), checked against what
 // DESIGN.md ("The guarantees we keep") promises:
 //
-//   - writes (setData, compare-and-set by version) and sync+getData are linearizable: porcupine
+//   - writes (itest.SetData, compare-and-set by version) and sync+getData are linearizable: porcupine
 //     checks them against a register per znode holding (data, version);
 //   - per session, reads never go back in time: the version and mzxid a session sees of a znode
 //     (its own acknowledged writes included) never decrease, also when it resumes on the other
@@ -75,8 +76,8 @@ var (
 type linKind int
 
 const (
-	linSet     linKind = iota // setData with version -1
-	linCAS                    // setData with an expected version
+	linSet     linKind = iota // itest.SetData with version -1
+	linCAS                    // itest.SetData with an expected version
 	linSyncGet                // sync, then getData
 )
 
@@ -524,7 +525,7 @@ func (w *linWorker) record(in linInput, call, ret int64, err error, st *zk.Stat)
 // linConnect opens a session on addrs and counts its expirations in w.
 func linConnect(t *testing.T, w *linWorker) {
 	t.Helper()
-	conn, events, err := zk.Connect(w.addrs, linSessionTimeout, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+	conn, events, err := zk.Connect(w.addrs, linSessionTimeout, zk.WithLogInfo(false), zk.WithLogger(itest.QuietLogger{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,10 +552,10 @@ func linConnect(t *testing.T, w *linWorker) {
 
 // restartEtcdMember starts a killed member again with its data directory and flags, and waits
 // until it serves.
-func restartEtcdMember(t *testing.T, m *etcdMember) {
+func restartEtcdMember(t *testing.T, m *itest.EtcdMember) {
 	t.Helper()
-	m.start(t, m.cmd.Path, m.cmd.Args[1:]...)
-	if err := m.waitServing(); err != nil {
+	m.Start(t, m.Cmd.Path, m.Cmd.Args[1:]...)
+	if err := m.WaitServing(); err != nil {
 		t.Fatalf("restart: %v", err)
 	}
 }
@@ -563,11 +564,11 @@ func restartEtcdMember(t *testing.T, m *etcdMember) {
 type linFaults struct {
 	t           *testing.T
 	t0          time.Time
-	members     []*etcdMember
-	net         *peerNet          // the members' peer connections
+	members     []*itest.EtcdMember
+	net         *itest.PeerNet    // the members' peer connections
 	endpoints   []string          // each zetcd's --endpoints
 	proxies     []*tcpproxy.Proxy // between zetcd A and the members
-	zetcds      []*zetcdProcess
+	zetcds      []*itest.ZetcdProcess
 	incarnation map[string]*atomic.Int64
 	annotations []porcupine.Annotation
 	log         []string
@@ -586,28 +587,28 @@ func (f *linFaults) killZetcd(i int, down time.Duration) {
 	p := f.zetcds[i]
 	f.do(fmt.Sprintf("kill -9 zetcd %c, restart it %v later", 'A'+i, down), func() {
 		f.incarnation[p.Addr].Add(1)
-		p.kill()
+		p.Kill()
 		time.Sleep(down)
-		f.zetcds[i] = startProcessArgs(f.t, p.Addr, "--endpoints", f.endpoints[i])
+		f.zetcds[i] = itest.StartProcessArgs(f.t, p.Addr, "--endpoints", f.endpoints[i])
 	})
 }
 
 func (f *linFaults) pauseZetcd(i int, d time.Duration) {
 	p := f.zetcds[i]
 	f.do(fmt.Sprintf("pause zetcd %c for %v", 'A'+i, d), func() {
-		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			f.t.Fatal(err)
 		}
 		time.Sleep(d)
-		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			f.t.Fatal(err)
 		}
 	})
 }
 
 // member returns the etcd leader, or a follower, and which it is.
-func (f *linFaults) member(leader bool) (*etcdMember, string) {
-	m := clusterLeader(f.t, f.members)
+func (f *linFaults) member(leader bool) (*itest.EtcdMember, string) {
+	m := itest.ClusterLeader(f.t, f.members)
 	if leader {
 		return m, "leader"
 	}
@@ -616,19 +617,19 @@ func (f *linFaults) member(leader bool) (*etcdMember, string) {
 
 func (f *linFaults) pauseMember(leader bool, d time.Duration) {
 	m, role := f.member(leader)
-	f.do(fmt.Sprintf("pause etcd %s %s for %v", role, m.name, d), func() {
-		m.signal(f.t, syscall.SIGSTOP)
+	f.do(fmt.Sprintf("pause etcd %s %s for %v", role, m.Name, d), func() {
+		m.Signal(f.t, syscall.SIGSTOP)
 		time.Sleep(d)
-		m.signal(f.t, syscall.SIGCONT)
+		m.Signal(f.t, syscall.SIGCONT)
 	})
 }
 
 func (f *linFaults) cutMember(leader bool, d time.Duration) {
 	m, role := f.member(leader)
-	f.do(fmt.Sprintf("cut etcd %s %s off from the others for %v", role, m.name, d), func() {
-		f.net.isolate(slices.Index(f.members, m))
+	f.do(fmt.Sprintf("cut etcd %s %s off from the others for %v", role, m.Name, d), func() {
+		f.net.Isolate(slices.Index(f.members, m))
 		time.Sleep(d)
-		f.net.heal()
+		f.net.Heal()
 	})
 }
 
@@ -646,10 +647,10 @@ func (f *linFaults) cutZetcd(d time.Duration) {
 }
 
 func (f *linFaults) killLeader(down time.Duration) {
-	m := clusterLeader(f.t, f.members)
-	f.do(fmt.Sprintf("kill -9 etcd leader %s, restart it %v later", m.name, down), func() {
-		m.signal(f.t, syscall.SIGKILL)
-		<-m.exited
+	m := itest.ClusterLeader(f.t, f.members)
+	f.do(fmt.Sprintf("kill -9 etcd leader %s, restart it %v later", m.Name, down), func() {
+		m.Signal(f.t, syscall.SIGKILL)
+		<-m.Exited
 		time.Sleep(down)
 		restartEtcdMember(f.t, m)
 	})
@@ -679,13 +680,13 @@ func linRun(t *testing.T, sc linScenario) {
 	var proxies []*tcpproxy.Proxy
 	var aEndpoints []string
 	for _, m := range members {
-		p, endpoint := proxyTo(t, m.clientURL)
+		p, endpoint := proxyTo(t, m.ClientURL)
 		proxies = append(proxies, p)
 		aEndpoints = append(aEndpoints, endpoint)
 	}
-	endpoints := []string{strings.Join(aEndpoints, ","), clusterEndpoints(members)}
-	a := startProcessArgs(t, freePort(t), "--endpoints", endpoints[0])
-	b := startProcessArgs(t, freePort(t), "--endpoints", endpoints[1])
+	endpoints := []string{strings.Join(aEndpoints, ","), itest.ClusterEndpoints(members)}
+	a := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", endpoints[0])
+	b := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", endpoints[1])
 	incarnation := map[string]*atomic.Int64{a.Addr: {}, b.Addr: {}}
 
 	setup := connect(t, a.Addr)
@@ -739,7 +740,7 @@ func linRun(t *testing.T, sc linScenario) {
 	})
 	t.Cleanup(stopWorkers) // if a fault fails the test
 
-	f := &linFaults{t: t, t0: t0, members: members, net: pn, endpoints: endpoints, proxies: proxies, zetcds: []*zetcdProcess{a, b}, incarnation: incarnation}
+	f := &linFaults{t: t, t0: t0, members: members, net: pn, endpoints: endpoints, proxies: proxies, zetcds: []*itest.ZetcdProcess{a, b}, incarnation: incarnation}
 	faults := []func(){
 		func() { f.killZetcd(0, time.Second) },
 		func() { f.pauseMember(true, 3*time.Second) },
@@ -784,8 +785,8 @@ func linRun(t *testing.T, sc linScenario) {
 	}
 
 	checkLinearizable(t, history, f.annotations)
-	reportViolations(t, "monotonic reads per session", monotonicViolations(obs))
-	reportViolations(t, "a process reads its acknowledged writes", processViolations(obs))
+	itest.ReportViolations(t, "monotonic reads per session", monotonicViolations(obs))
+	itest.ReportViolations(t, "a process reads its acknowledged writes", processViolations(obs))
 }
 
 // checkLinearizable checks history with porcupine (linModel, on the history prepareLinHistory
@@ -819,18 +820,6 @@ func checkLinearizable(t *testing.T, history []porcupine.Operation, annotations 
 		t.Errorf("the history of writes and sync+gets is not linearizable; porcupine's visualization (faults annotated): %s", f.Name())
 	default:
 		t.Errorf("porcupine could not decide within %v whether the history is linearizable", linCheckTimeout)
-	}
-}
-
-// reportViolations fails the test with the first few violations of a check and their number.
-func reportViolations(t *testing.T, check string, violations []string) {
-	t.Helper()
-	for i, v := range violations {
-		if i == 10 {
-			t.Errorf("... %d violations of %s in all", len(violations), check)
-			break
-		}
-		t.Errorf("%s: %s", check, v)
 	}
 }
 

@@ -1,19 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,178 +13,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
-// buildZetcd builds cmd/zetcd once per test binary.
-var buildZetcd = goBinary("github.com/zetcd/zetcd/cmd/zetcd", "zetcd")
-
-// goBinary returns a function that builds package pkg into a temporary directory as name, the
-// first time it is called, and returns the binary's path (or the build's failure) every time.
-func goBinary(pkg, name string) func() (string, error) {
-	return sync.OnceValues(func() (string, error) {
-		dir, err := os.MkdirTemp("", name+"-bin")
-		if err != nil {
-			return "", err
-		}
-		bin := filepath.Join(dir, name)
-		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
-		}
-		return bin, nil
-	})
-}
-
-// zetcdProcess is the real zetcd binary running with an embedded etcd in dataDir.
-type zetcdProcess struct {
-	cmd  *exec.Cmd
-	Addr string
-	logs *strings.Builder // guarded by mu
-	mu   *sync.Mutex
-	done chan struct{}
-}
-
-// logText returns what the process has logged so far.
-func (p *zetcdProcess) logText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
-
-// logOnFailure makes t print the process's log, under name, if the test fails: at its end,
-// before the process is killed, with every goroutine's stack (SIGQUIT makes Go write them as
-// the process ends).
-func (p *zetcdProcess) logOnFailure(t testing.TB, name string) {
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		p.cmd.Process.Signal(syscall.SIGQUIT)
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-		}
-		t.Logf("%s's log:\n%s", name, p.logText())
-	})
-}
-
-// freePort returns a loopback address whose port was free a moment ago, for a process the test
-// starts to listen on. The port is picked below the kernel's ephemeral range, where outgoing
-// connections take their source ports: a port from that range (what listening on port 0 gives)
-// can be taken by any connection, such as etcd members dialling each other, before the process
-// binds it. Without such a range to pick below, it falls back to port 0.
-func freePort(t testing.TB) string {
-	t.Helper()
-	if low := ephemeralLow(); low > 2048 {
-		base := max(1024, low-16384)
-		for range 100 {
-			addr := fmt.Sprintf("127.0.0.1:%d", base+rand.IntN(low-base))
-			if ln, err := net.Listen("tcp", addr); err == nil {
-				ln.Close()
-				return addr
-			}
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range, or 0 when unknown.
-var ephemeralLow = sync.OnceValue(func() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	low, _ := strconv.Atoi(strings.Fields(string(b) + " 0")[0])
-	return low
-})
-
 // startProcess runs zetcd on addr with its embedded etcd in dataDir and waits until ruok works.
-func startProcess(t testing.TB, dataDir, addr string) *zetcdProcess {
+func startProcess(t testing.TB, dataDir, addr string) *itest.ZetcdProcess {
 	t.Helper()
-	return startProcessArgs(t, addr, "--data-dir", dataDir)
-}
-
-// startProcessArgs runs zetcd on addr with the given extra flags and waits until ruok works.
-func startProcessArgs(t testing.TB, addr string, args ...string) *zetcdProcess {
-	t.Helper()
-	bin, err := buildZetcd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &zetcdProcess{Addr: addr, logs: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"--zkaddr", addr, "--log-level", "warn"}, args...)...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s := bufio.NewScanner(stderr)
-		for s.Scan() {
-			p.mu.Lock()
-			p.logs.WriteString(s.Text() + "\n")
-			p.mu.Unlock()
-		}
-		p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.kill() })
-	testenv.Eventually(t, 60*time.Second, "zetcd on "+addr+" answering ruok", func() error {
-		select {
-		case <-p.done:
-			t.Fatalf("zetcd exited during start:\n%s", p.logText())
-		default:
-		}
-		if out, err := fourLetter(addr, "ruok"); err != nil || out != "imok" {
-			return fmt.Errorf("ruok: %q, %v", out, err)
-		}
-		return nil
-	})
-	return p
-}
-
-func (p *zetcdProcess) kill() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-func (p *zetcdProcess) stop(t testing.TB) {
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Errorf("zetcd did not exit 30s after SIGTERM")
-		p.kill()
-	}
-}
-
-func fourLetter(addr, cmd string) (string, error) {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := conn.Write([]byte(cmd)); err != nil {
-		return "", err
-	}
-	var sb strings.Builder
-	buf := make([]byte, 1024)
-	for {
-		n, err := conn.Read(buf)
-		sb.Write(buf[:n])
-		if err != nil {
-			return sb.String(), nil
-		}
-	}
+	return itest.StartProcessArgs(t, addr, "--data-dir", dataDir)
 }
 
 // TestProcessKill9KeepsAcknowledgedWrites: zetcd is killed with SIGKILL in the middle of a write
@@ -203,7 +30,7 @@ func TestProcessKill9KeepsAcknowledgedWrites(t *testing.T) {
 		t.Skip("builds and runs the zetcd binary")
 	}
 	dataDir := t.TempDir()
-	addr := freePort(t)
+	addr := itest.FreePort(t)
 	p := startProcess(t, dataDir, addr)
 
 	setup := connect(t, addr)
@@ -249,7 +76,7 @@ func TestProcessKill9KeepsAcknowledgedWrites(t *testing.T) {
 		}()
 	}
 	time.Sleep(2 * time.Second)
-	p.kill()
+	p.Kill()
 	close(stop)
 	wg.Wait()
 	if total.Load() == 0 {
@@ -258,37 +85,9 @@ func TestProcessKill9KeepsAcknowledgedWrites(t *testing.T) {
 
 	p2 := startProcess(t, dataDir, addr)
 	c := connect(t, addr)
-	n := checkAcknowledged(t, c, &acked, "/load/counter-", lastSet[:])
+	n := itest.CheckAcknowledged(t, c, &acked, "/load/counter-", lastSet[:])
 	t.Logf("%d acknowledged creates (and %d sets) all present after kill -9 and restart", n, total.Load())
-	p2.stop(t)
-}
-
-// checkAcknowledged checks that every acknowledged write of a load is there: each create in
-// acked (path → data) with its data, and each counter node counterPrefix<i> at least at the
-// last value acknowledged for it. It returns the number of creates checked.
-func checkAcknowledged(t *testing.T, c *zk.Conn, acked *sync.Map, counterPrefix string, lastSet []atomic.Int64) int {
-	t.Helper()
-	n := 0
-	acked.Range(func(k, v any) bool {
-		data, _, err := c.Get(k.(string))
-		if err != nil || string(data) != v.(string) {
-			t.Errorf("acknowledged %s=%q: now %q, %v", k, v, data, err)
-		}
-		n++
-		return true
-	})
-	for i := range lastSet {
-		data, _, err := c.Get(fmt.Sprintf("%s%d", counterPrefix, i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got int64
-		fmt.Sscan(string(data), &got)
-		if got < lastSet[i].Load() {
-			t.Errorf("%s%d = %d, but %d was acknowledged", counterPrefix, i, got, lastSet[i].Load())
-		}
-	}
-	return n
+	p2.Stop(t)
 }
 
 // TestProcessResumeOnAnotherZetcd: two zetcd servers on one etcd; a session opened on one is
@@ -298,23 +97,23 @@ func TestProcessResumeOnAnotherZetcd(t *testing.T) {
 	a := startZetcdOn(t, cluster)
 	b := startZetcdOn(t, cluster)
 
-	ca := dialRaw(t, a.Addr)
-	sess, err := ca.handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true})
+	ca := itest.DialRaw(t, a.Addr)
+	sess, err := ca.Handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cr encoding.CreateResponse
-	if code := ca.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/owned", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, &cr); code != 0 {
+	if code := ca.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/owned", ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, &cr); code != 0 {
 		t.Fatal(code)
 	}
-	hdr, err := ca.call(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{})
+	hdr, err := ca.Call(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca.close() // the client loses its server
+	ca.Close() // the client loses its server
 
-	cb := dialRaw(t, b.Addr)
-	resp, err := cb.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 4000, HasReadOnly: true, LastZxidSeen: hdr.Zxid})
+	cb := itest.DialRaw(t, b.Addr)
+	resp, err := cb.Handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 4000, HasReadOnly: true, LastZxidSeen: hdr.Zxid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +123,7 @@ func TestProcessResumeOnAnotherZetcd(t *testing.T) {
 	// Keep the session alive on b well past the timeout a would have expired it at.
 	for i := 0; i < 7; i++ {
 		var ex encoding.ExistsResponse
-		if code := cb.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/owned"}, &ex); code != 0 {
+		if code := cb.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/owned"}, &ex); code != 0 {
 			t.Fatalf("after %ds on the second zetcd: exists /owned: %v", i, code)
 		}
 		if ex.Stat.EphemeralOwner != sess.SessionID {
@@ -333,11 +132,11 @@ func TestProcessResumeOnAnotherZetcd(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	// Ending it on b removes the ephemeral, seen from a.
-	if hdr, err := cb.call(encoding.OpCloseSession, nil, nil); err != nil || hdr.Err != 0 {
+	if hdr, err := cb.Call(encoding.OpCloseSession, nil, nil); err != nil || hdr.Err != 0 {
 		t.Fatalf("closeSession: %+v %v", hdr, err)
 	}
-	other := connectRaw(t, a.Addr)
-	if code := other.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/owned"}, nil); code != encoding.ErrNoNode {
+	other := itest.ConnectRaw(t, a.Addr)
+	if code := other.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/owned"}, nil); code != encoding.ErrNoNode {
 		t.Errorf("ephemeral after closeSession on the other zetcd: %v", code)
 	}
 }
@@ -363,30 +162,30 @@ func killOrphanedSession(t *testing.T, killAfter time.Duration) {
 	const timeout = 4 * time.Second
 	cluster := startEtcd(t)
 	endpoint := cluster.Etcd.Endpoint
-	a := startProcessArgs(t, freePort(t), "--endpoints", endpoint)
-	b := startProcessArgs(t, freePort(t), "--endpoints", endpoint)
+	a := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", endpoint)
+	b := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", endpoint)
 
-	owner := connectRawTimeout(t, a.Addr, int32(timeout/time.Millisecond))
-	owner.mustCreate("/o", nil, 0)
-	watcher := connectRawTimeout(t, b.Addr, 40000)
-	owner.mustCreate("/o/e", nil, encoding.ModeEphemeral)
+	owner := itest.ConnectRawTimeout(t, a.Addr, int32(timeout/time.Millisecond))
+	owner.MustCreate("/o", nil, 0)
+	watcher := itest.ConnectRawTimeout(t, b.Addr, 40000)
+	owner.MustCreate("/o/e", nil, encoding.ModeEphemeral)
 	lastPacket := time.Now() // the owner sends nothing more
 	// The ephemeral was created through the other zetcd: as on a ZooKeeper follower, a read
 	// here sees it once this zetcd has applied it, which sync waits for. Without it the child
 	// watch could be set before, and spent on, the create.
-	if code := watcher.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/o"}, &encoding.SyncResponse{}); code != 0 {
+	if code := watcher.MustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/o"}, &encoding.SyncResponse{}); code != 0 {
 		t.Fatal(code)
 	}
-	if code := watcher.watch("getChildren", "/o"); code != 0 {
+	if code := watcher.Watch("getChildren", "/o"); code != 0 {
 		t.Fatal(code)
 	}
-	before, _ := watcher.stat("/o")
+	before, _ := watcher.Stat("/o")
 
 	waitTakenKeys(t, endpoint, 5*time.Second, 2, "two taken keys with two zetcd processes")
 	time.Sleep(killAfter)
-	a.kill()
-	watcher.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	hdr, body, err := watcher.readReply()
+	a.Kill()
+	watcher.Conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	hdr, body, err := watcher.ReadReply()
 	if err != nil {
 		t.Fatalf("no event within 30s of the kill: %v", err)
 	}
@@ -403,7 +202,7 @@ func killOrphanedSession(t *testing.T, killAfter time.Duration) {
 		t.Errorf("the session ended %v after its client's last packet; want between its timeout %v and %v", ended, timeout, timeout+late)
 	}
 	t.Logf("the session ended %v after its client's last packet (timeout %v)", ended, timeout)
-	after, _ := watcher.stat("/o")
+	after, _ := watcher.Stat("/o")
 	if after.Pzxid != hdr.Zxid || after.NumChildren != 0 || after.Cversion != before.Cversion+1 {
 		t.Errorf("parent after the expiry: pzxid %d numChildren %d cversion %d; want pzxid %d (the event's zxid), 0, %d",
 			after.Pzxid, after.NumChildren, after.Cversion, hdr.Zxid, before.Cversion+1)

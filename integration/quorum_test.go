@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -31,13 +32,13 @@ import (
 func TestFaultEtcdQuorumLost(t *testing.T) {
 	for _, frozen := range []string{"two followers", "the leader and a follower"} {
 		t.Run(frozen, func(t *testing.T) {
-			ms := faultCluster(t)
-			leader := clusterLeader(t, ms)
+			ms := itest.FaultCluster(t)
+			leader := itest.ClusterLeader(t, ms)
 			followers := followersOf(ms, leader)
 			if frozen == "two followers" {
 				quorumLost(t, ms, followers)
 			} else {
-				quorumLost(t, ms, []*etcdMember{leader, followers[0]})
+				quorumLost(t, ms, []*itest.EtcdMember{leader, followers[0]})
 			}
 		})
 	}
@@ -46,14 +47,14 @@ func TestFaultEtcdQuorumLost(t *testing.T) {
 // quorumLost freezes the members frozen for 20 s under two zetcd processes on all of ms, with
 // two talking sessions, which must live on, and one whose client went away, which must end
 // exactly.
-func quorumLost(t *testing.T, ms, frozen []*etcdMember) {
+func quorumLost(t *testing.T, ms, frozen []*itest.EtcdMember) {
 	const (
 		timeout = 6 * time.Second
 		outage  = 20 * time.Second
 	)
-	a, b := zetcdOn(t, ms), zetcdOn(t, ms)
-	a.logOnFailure(t, "zetcd a")
-	b.logOnFailure(t, "zetcd b")
+	a, b := itest.ZetcdOn(t, ms), itest.ZetcdOn(t, ms)
+	a.LogOnFailure(t, "zetcd a")
+	b.LogOnFailure(t, "zetcd b")
 	setup := connect(t, a.Addr)
 	if _, err := setup.Create("/q", nil, 0, openACL); err != nil {
 		t.Fatal(err)
@@ -72,11 +73,11 @@ func quorumLost(t *testing.T, ms, frozen []*etcdMember) {
 	}
 
 	for _, m := range frozen {
-		m.signal(t, syscall.SIGSTOP)
+		m.Signal(t, syscall.SIGSTOP)
 	}
 	time.Sleep(outage)
 	for _, m := range frozen {
-		m.signal(t, syscall.SIGCONT)
+		m.Signal(t, syscall.SIGCONT)
 	}
 	back := time.Now()
 

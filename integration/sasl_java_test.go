@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
@@ -66,7 +67,7 @@ func TestSaslJavaClient(t *testing.T) {
 		start func(testing.TB, testenv.ServerOptions) string
 	}{{"zetcd", testenv.StartZetcdWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
 		t.Run(srv.name, func(t *testing.T) {
-			addr := srv.start(t, testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: saslUsers}})
+			addr := srv.start(t, testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: itest.SaslUsers}})
 			for i, r := range runs {
 				lines := javaClient(t, addr, r.mode, "/kafka", r.user, r.password)
 				t.Logf("%s as %q: %q", r.mode, r.user, lines)
@@ -91,7 +92,7 @@ func TestSaslJavaClient(t *testing.T) {
 // and keeps its rights on the nodes it created with CREATOR_ALL_ACL.
 func TestSaslJavaClientMoves(t *testing.T) {
 	cluster := startEtcd(t)
-	opts := testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: saslUsers}}.ZetcdOptions()
+	opts := testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: itest.SaslUsers}}.ZetcdOptions()
 	a := testenv.StartZetcdOn(t, cluster, opts)
 	b := testenv.StartZetcdOn(t, cluster, opts)
 	client, _ := startPaused(t, javaClientCmd(t, a.Addr+","+b.Addr, "move", "/moved", "bob", "bobsecret"), "java SaslClient move")

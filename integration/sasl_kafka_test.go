@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -30,7 +31,7 @@ func startKafka(t *testing.T, lib, addr string) {
 		Props: "zookeeper.set.acl=true\nzookeeper.session.timeout.ms=18000\n",
 		JAAS:  "Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username=\"kafka\"\n  password=\"kafkasecret\";\n};\n",
 	})
-	b.await(t, connectRaw(t, addr), "/brokers/ids/0", "/controller", "/controller_epoch", "/feature")
+	b.await(t, itest.ConnectRaw(t, addr), "/brokers/ids/0", "/controller", "/controller_epoch", "/feature")
 }
 
 // kafkaPaths are znodes a broker creates at start.
@@ -43,25 +44,25 @@ var kafkaPaths = []string{
 // kafkaView is what an unauthenticated client and the broker's user see and may do there.
 func kafkaView(t *testing.T, addr string) []string {
 	var out []string
-	anon := connectRaw(t, addr)
+	anon := itest.ConnectRaw(t, addr)
 	for _, p := range kafkaPaths {
-		acl, code := anon.getACL(p)
+		acl, code := anon.GetACL(p)
 		var ids []string
 		for _, a := range acl {
 			ids = append(ids, fmt.Sprintf("%s:%s=%d", a.ID.Scheme, a.ID.ID, a.Perms))
 		}
-		set := anon.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Version: 1 << 30}, &encoding.SetDataResponse{})
-		create := anon.createACL(p+"/zetcd-test", worldACL(encoding.PermAll))
+		set := anon.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Version: 1 << 30}, &encoding.SetDataResponse{})
+		create := anon.CreateACL(p+"/zetcd-test", itest.WorldACL(encoding.PermAll))
 		out = append(out, fmt.Sprintf("%s getACL %v %v; anonymous setData %v, create %v", p, code, ids, set, create))
 	}
-	broker := connectRaw(t, addr)
-	broker.saslLogin("kafka", "kafkasecret")
+	broker := itest.ConnectRaw(t, addr)
+	broker.SaslLogin("kafka", "kafkasecret")
 	// The version does not match: BadVersion says the ACL let the write through.
 	for _, p := range []string{"/cluster/id", "/brokers/topics", "/config/changes"} {
-		set := broker.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Version: 1 << 30}, &encoding.SetDataResponse{})
+		set := broker.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Version: 1 << 30}, &encoding.SetDataResponse{})
 		out = append(out, fmt.Sprintf("%s as kafka: setData %v", p, set))
 	}
-	broker.mustCreateACL("/brokers/topics/zetcd-test", aclOf(encoding.PermAll, "sasl", "kafka"))
+	broker.MustCreateACL("/brokers/topics/zetcd-test", itest.ACLOf(encoding.PermAll, "sasl", "kafka"))
 	out = append(out, "create as kafka OK")
 	return out
 }

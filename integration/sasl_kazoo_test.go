@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
@@ -73,7 +74,7 @@ func TestSaslKazoo(t *testing.T) {
 		start func(testing.TB, testenv.ServerOptions) string
 	}{{"zetcd", testenv.StartZetcdWith}, {"zookeeper", testenv.StartZooKeeperWith}} {
 		t.Run(srv.name, func(t *testing.T) {
-			addr := srv.start(t, testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: saslUsers}})
+			addr := srv.start(t, testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: itest.SaslUsers}})
 			for _, r := range runs {
 				lines := kazooClient(t, py, "kazoo_sasl.py", addr, r...)
 				t.Logf("%v: %q", r, lines)

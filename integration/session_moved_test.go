@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // TestSessionMovedWriteInFlight: a session's write that zetcd A has sent to etcd, but etcd has
@@ -21,41 +22,41 @@ func TestSessionMovedWriteInFlight(t *testing.T) {
 	}
 	cluster := startEtcd(t)
 	p, endpoint := proxyTo(t, cluster.Etcd.Endpoint)
-	a := startProcessArgs(t, freePort(t), "--endpoints", endpoint)
-	b := startProcessArgs(t, freePort(t), "--endpoints", cluster.Etcd.Endpoint)
+	a := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", endpoint)
+	b := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", cluster.Etcd.Endpoint)
 
-	c := connectRaw(t, a.Addr)
-	if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/x", Data: []byte("0"), ACL: rawOpenACL}, &encoding.CreateResponse{}); code != encoding.ErrOK {
+	c := itest.ConnectRaw(t, a.Addr)
+	if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/x", Data: []byte("0"), ACL: itest.RawOpenACL}, &encoding.CreateResponse{}); code != encoding.ErrOK {
 		t.Fatalf("create /x: %v", code)
 	}
 
 	p.Freeze()
-	c.send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/x", Data: []byte("first"), Version: -1})
+	c.Send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/x", Data: []byte("first"), Version: -1})
 	time.Sleep(300 * time.Millisecond) // A reads it and sends its transaction into the partition
 
-	moved := dialRaw(t, b.Addr)
-	resp, err := moved.handshake(encoding.ConnectRequest{SessionID: c.Session.SessionID, Passwd: c.Session.Passwd,
+	moved := itest.DialRaw(t, b.Addr)
+	resp, err := moved.Handshake(encoding.ConnectRequest{SessionID: c.Session.SessionID, Passwd: c.Session.Passwd,
 		TimeOut: c.Session.TimeOut, HasReadOnly: true})
 	if err != nil || resp.TimeOut == 0 {
 		t.Fatalf("resume session %#x on B: %+v, %v", c.Session.SessionID, resp, err)
 	}
 	var read encoding.GetDataResponse
-	if code := moved.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x"}, &read); code != encoding.ErrOK || string(read.Data) != "0" {
+	if code := moved.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x"}, &read); code != encoding.ErrOK || string(read.Data) != "0" {
 		t.Fatalf("getData on B: %v %q, want %q", code, read.Data, "0")
 	}
 	p.Thaw()
 
 	// What became of the first write: refused, or its connection closed. Either way it must
 	// not land after the read.
-	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	hdr, _, err := c.readReply()
+	c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	hdr, _, err := c.ReadReply()
 	t.Logf("the first write, on A: %+v, %v", hdr, err)
 	time.Sleep(time.Second) // room for A's transaction to commit, if it does
-	if code := moved.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/x"}, &encoding.SyncResponse{}); code != encoding.ErrOK {
+	if code := moved.MustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/x"}, &encoding.SyncResponse{}); code != encoding.ErrOK {
 		t.Fatalf("sync on B: %v", code)
 	}
 	var got encoding.GetDataResponse
-	if code := moved.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x"}, &got); code != encoding.ErrOK || string(got.Data) != "0" {
+	if code := moved.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x"}, &got); code != encoding.ErrOK || string(got.Data) != "0" {
 		t.Errorf("/x after the session moved: %v %q; want %q: the write sent before the session read /x on B landed after that read", code, got.Data, "0")
 	}
 }

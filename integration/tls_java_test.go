@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
 
@@ -21,9 +22,9 @@ import (
 // completes, the session holds the certificate's x509 identity beside its ip one (whoami), and an
 // `auth` ACL names it, alike on both.
 func TestTLSJavaClient(t *testing.T) {
-	pki := newTestPKI(t)
-	srvCert, srvKey, srvPair := pki.issue(t, "server", pkix.Name{CommonName: "server"})
-	_, _, clientPair := pki.issue(t, "java-client", pkix.Name{CommonName: "java", Organization: []string{"zetcd-test"}})
+	pki := itest.NewPKI(t)
+	srvCert, srvKey, srvPair := pki.Issue(t, "server", pkix.Name{CommonName: "server"})
+	_, _, clientPair := pki.Issue(t, "java-client", pkix.Name{CommonName: "java", Organization: []string{"zetcd-test"}})
 	clientStore := javaKeyStore(t, clientPair)
 	want := slices.Concat(zkCliOpened, []string{
 		"v",
@@ -38,13 +39,13 @@ func TestTLSJavaClient(t *testing.T) {
 		"Created /tls/own",
 	})
 	t.Run("zetcd", func(t *testing.T) {
-		secure := freePort(t)
-		startProcessArgs(t, freePort(t), "--endpoints", startEtcd(t).Etcd.Endpoint,
+		secure := itest.FreePort(t)
+		itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", startEtcd(t).Etcd.Endpoint,
 			"--tls-zkaddr", secure, "--tls-cert", srvCert, "--tls-key", srvKey, "--tls-ca", pki.CAFile, "--log-level", "error")
 		wantLines(t, "zkCli over TLS on zetcd", zkCliOverTLS(t, secure, clientStore, pki.CAFile), want)
 	})
 	t.Run("zookeeper", func(t *testing.T) {
-		secure := freePort(t)
+		secure := itest.FreePort(t)
 		zkserver.Start(t, zkserver.Options{ConfigLines: []string{
 			"secureClientPort=" + secure[strings.LastIndex(secure, ":")+1:],
 			"secureClientPortAddress=127.0.0.1",
