@@ -1,4 +1,4 @@
-package integration
+package clients
 
 import (
 	"context"
@@ -79,7 +79,7 @@ func nodeClient(t *testing.T) (node, modules string) {
 	}
 	modules = os.Getenv(envNodeModules)
 	if modules == "" {
-		modules, _ = filepath.Abs(filepath.Join("..", ".cache", "node", "node_modules"))
+		modules, _ = filepath.Abs(filepath.Join("..", "..", ".cache", "node", "node_modules"))
 	}
 	if _, err := os.Stat(filepath.Join(modules, "node-zookeeper-client", "package.json")); err != nil {
 		skipOrRequire(t, "no node-zookeeper-client in %s=%q (make node): %v", envNodeModules, modules, err)

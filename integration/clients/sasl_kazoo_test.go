@@ -1,4 +1,4 @@
-package integration
+package clients
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func kazooPython(t *testing.T) string {
 	t.Helper()
 	py := os.Getenv(envKazooPython)
 	if py == "" {
-		py, _ = filepath.Abs(filepath.Join("..", ".cache", "kazoo", "bin", "python"))
+		py, _ = filepath.Abs(filepath.Join("..", "..", ".cache", "kazoo", "bin", "python"))
 	}
 	if err := exec.Command(py, "-c", "import kazoo, puresasl").Run(); err != nil {
 		skipOrRequire(t, "no Python with kazoo and pure-sasl (%s=%q: %v); python -m venv .cache/kazoo && .cache/kazoo/bin/pip install kazoo pure-sasl", envKazooPython, py, err)

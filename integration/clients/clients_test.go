@@ -1,4 +1,4 @@
-package integration
+package clients
 
 import (
 	"bufio"
@@ -95,7 +95,7 @@ func jarDir(t *testing.T, env, name, glob string) string {
 	t.Helper()
 	lib := os.Getenv(env)
 	if lib == "" {
-		lib, _ = filepath.Abs(filepath.Join("..", ".cache", name, "lib"))
+		lib, _ = filepath.Abs(filepath.Join("..", "..", ".cache", name, "lib"))
 	}
 	if jars, _ := filepath.Glob(filepath.Join(lib, glob)); len(jars) == 0 {
 		skipOrRequire(t, "no %s in %s (make %s, or %s)", glob, lib, name, env)
