@@ -1,5 +1,5 @@
-// Package layout_test keeps the arrows between zetcd's packages pointing one way (DESIGN.md,
-// "Layout"): the wire codec knows only the standard library, ZooKeeper's rules and the watch
+// Package layout_test keeps the arrows between zetcd's packages pointing one way (docs/design.md,
+// "Layers"): the wire codec knows only the standard library, ZooKeeper's rules and the watch
 // registry know no storage, the front knows neither the store nor the cross-checker, and the
 // etcd store is the only library package that talks to etcd.
 package layout_test

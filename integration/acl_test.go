@@ -16,7 +16,7 @@ import (
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
-// ACLs and authentication (PROTOCOL.md §8), against zetcd, ZooKeeper and xchk, all with the same
+// ACLs and authentication (ZooKeeperServer.processPacket, ProviderRegistry), against zetcd, ZooKeeper and xchk, all with the same
 // super digest. Every expectation here was first observed on ZooKeeper 3.9.6.
 
 // superDigest is the super user's digest: user "super", password "secret".
@@ -106,7 +106,7 @@ func TestAuthFailed(t *testing.T) {
 	})
 }
 
-// TestACLInvalid: every InvalidACL case of create and itest.SetACL, and what valid lists store.
+// TestACLInvalid: every InvalidACL case of create and setACL, and what valid lists store.
 func TestACLInvalid(t *testing.T) {
 	aclServers(t, func(t *testing.T, addr string) {
 		c := itest.ConnectRaw(t, addr)
@@ -138,7 +138,7 @@ func TestACLInvalid(t *testing.T) {
 				t.Errorf("setACL with %v: %v, want InvalidACL", acl, code)
 			}
 		}
-		// InvalidACL comes before NoNode (create) and before NoNode (itest.SetACL).
+		// InvalidACL comes before NoNode (create) and before NoNode (setACL).
 		if code := c.CreateACL("/missing/x"); code != encoding.ErrInvalidACL {
 			t.Errorf("create under a missing parent with an empty ACL: %v", code)
 		}
@@ -353,8 +353,8 @@ func TestACLPermissions(t *testing.T) {
 	})
 }
 
-// TestACLCheckOrder: where NoAuth falls among the other checks of each write (PROTOCOL.md
-// §3.2), and that a refused write consumes a zxid.
+// TestACLCheckOrder: where NoAuth falls among the other checks of each write (PrepRequestProcessor),
+// and that a refused write consumes a zxid.
 func TestACLCheckOrder(t *testing.T) {
 	aclServers(t, func(t *testing.T, addr string) {
 		admin := itest.ConnectRaw(t, addr)
@@ -509,7 +509,7 @@ func TestACLSchemes(t *testing.T) {
 	})
 }
 
-// TestACLMasking: itest.GetACL needs READ or ADMIN; without ADMIN, digest ids read as user:x.
+// TestACLMasking: getACL needs READ or ADMIN; without ADMIN, digest ids read as user:x.
 func TestACLMasking(t *testing.T) {
 	aclServers(t, func(t *testing.T, addr string) {
 		admin := itest.ConnectRaw(t, addr)

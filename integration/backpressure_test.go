@@ -17,7 +17,7 @@ import (
 	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
-// TestProcessNonReadersBoundedMemory is the hostile client of issue 14: clients that pipeline
+// TestProcessNonReadersBoundedMemory is a hostile client: clients that pipeline
 // getData of a 1 MB node and never read their socket. Unbounded, the zetcd process queued their
 // replies at about 140 MB/s. Here the real binary (embedded etcd) runs with small bounds; the
 // queued bytes it reports and its resident memory stay bounded, and a bystander session's

@@ -110,7 +110,7 @@ func TestContentionSequential(t *testing.T) {
 	})
 }
 
-// TestContentionMulti: sessions increment one counter with multis [check version, itest.SetData,
+// TestContentionMulti: sessions increment one counter with multis [check version, setData,
 // sequential create] at the same time, retrying on BadVersion as a client of ZooKeeper does.
 // Every successful multi applies whole and alone: the counter ends at the number of successes
 // and every success left exactly one child, numbered without gaps. The rate is logged.
@@ -180,7 +180,7 @@ func TestContentionMulti(t *testing.T) {
 }
 
 // TestContentionMultiParent: sessions run multis that all create under one parent (a
-// sequential child and a child of their own, then itest.SetData on it) at the same time; none may
+// sequential child and a child of their own, then setData on it) at the same time; none may
 // fail, every multi applies whole, and the sequential names are gapless.
 func TestContentionMultiParent(t *testing.T) {
 	const sessions, multis = 64, 10

@@ -13,7 +13,7 @@ import (
 )
 
 // TestCoreSystemNodes: a fresh server has /, /zookeeper, /zookeeper/quota and /zookeeper/config
-// with ZooKeeper's stats (PROTOCOL.md §4.1–4.2).
+// with ZooKeeper's stats (DataTree).
 func TestCoreSystemNodes(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		c := itest.ConnectRaw(t, addr)
@@ -206,7 +206,7 @@ func TestCoreEphemeralAndSequential(t *testing.T) {
 		if err := owner.Delete(names[1], -1); err != nil {
 			t.Fatal(err)
 		}
-		// itest.SetData keeps the owner: the node still goes with its session (checked at the end).
+		// setData keeps the owner: the node still goes with its session (checked at the end).
 		st, err = watcher.Set(names[2], []byte("y"), -1)
 		if err != nil {
 			t.Fatal(err)
@@ -252,7 +252,7 @@ func TestCoreEphemeralAndSequential(t *testing.T) {
 	})
 }
 
-// TestCoreCreateErrors: ZooKeeper's check order for create (PROTOCOL.md §3.2), with paths
+// TestCoreCreateErrors: ZooKeeper's check order for create (PrepRequestProcessor), with paths
 // go-zookeeper would refuse to send.
 func TestCoreCreateErrors(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {

@@ -23,7 +23,7 @@ import (
 // the answer to an exists that follows the request (their xids, codes, and the size of a
 // successful reply's body), or the connection closing. Each answer must be ZooKeeper's, except
 // that zetcd may close the connection instead of answering a damaged request ZooKeeper refuses
-// (DESIGN.md: bad input gets ZooKeeper's exact error or a closed connection). When either
+// (bad input gets ZooKeeper's exact error or a closed connection). When either
 // server closes its connection, both sessions end and both runs go on with new ones.
 
 var damagedScripts = flag.Int("damaged-scripts", 3, "how many seeds TestDifferentialDamagedFrames runs, from -random-first")

@@ -179,7 +179,7 @@ func (r scriptRun) run(t *testing.T, steps []step) []string {
 		if s.resp != nil {
 			resp = s.resp()
 		}
-		// Steps a millisecond apart at least: a itest.SetData right after a create must not get
+		// Steps a millisecond apart at least: a setData right after a create must not get
 		// the same mtime as its ctime ("times" below) by chance.
 		time.Sleep(2 * time.Millisecond)
 		hdr, err := c.Call(s.op, s.req, resp)

@@ -33,7 +33,7 @@ func opCheck(path string, version int32) encoding.MultiOp {
 }
 
 // wantErrors checks a failed multi's results: every result an error result, 0 before the
-// failing op, its code, RuntimeInconsistency after it (PROTOCOL.md §3.4).
+// failing op, its code, RuntimeInconsistency after it (PrepRequestProcessor).
 func wantErrors(t *testing.T, hdr encoding.ReplyHeader, res []encoding.MultiResult, n, failing int, code encoding.ErrCode) {
 	t.Helper()
 	if hdr.Err != 0 {
@@ -91,7 +91,7 @@ func TestMultiSuccess(t *testing.T) {
 			b.Stat.Cversion != 0 || b.Stat.DataLength != 0 || b.Stat.NumChildren != 0 || b.Stat.EphemeralOwner != 0 || b.Stat.Ctime != b.Stat.Mtime {
 			t.Errorf("create2 result %+v", b)
 		}
-		// itest.SetData's Stat is /m right after op 2: two children created, none deleted yet.
+		// setData's Stat is /m right after op 2: two children created, none deleted yet.
 		sd := res[2].Record.(*encoding.SetDataResponse).Stat
 		if sd.Czxid != z0 || sd.Mzxid != z || sd.Pzxid != z || sd.Version != 1 || sd.Cversion != 2 || sd.NumChildren != 2 ||
 			sd.DataLength != 2 || sd.Mtime != b.Stat.Ctime {
@@ -297,7 +297,7 @@ func TestMultiSequential(t *testing.T) {
 }
 
 // TestMultiCreateThenSetData is Kafka's broker registration: create an ephemeral node with null
-// data, then itest.SetData version 0 in the same multi. The node has version 1 and its czxid is the
+// data, then setData version 0 in the same multi. The node has version 1 and its czxid is the
 // multi's zxid; later versioned writes see version 1.
 func TestMultiCreateThenSetData(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {

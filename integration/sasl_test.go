@@ -11,7 +11,7 @@ import (
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
-// SASL authentication (DIGEST-MD5) and the sasl ACL scheme (PROTOCOL.md §8), against zetcd and
+// SASL authentication (DIGEST-MD5) and the sasl ACL scheme (ZooKeeperSaslServer, SASLAuthenticationProvider), against zetcd and
 // a ZooKeeper configured alike (JAAS Server section, SASLAuthenticationProvider); xchk cannot
 // mirror an exchange and skips. Every expectation here was first observed on ZooKeeper 3.9.6.
 
@@ -23,7 +23,7 @@ func saslServers(t *testing.T, o testenv.SASLOptions, f func(t *testing.T, addr 
 }
 
 // TestSaslDigestMD5: the DIGEST-MD5 exchange (challenge, response, rspauth; zxid 0 on every
-// reply), the sasl identity in itest.WhoAmI and in ACL checks, the auth scheme expanding to it, the
+// reply), the sasl identity in whoAmI and in ACL checks, the auth scheme expanding to it, the
 // SASL user named super matching every sasl entry, a token after completion refused, and a
 // resumed session authenticating again.
 func TestSaslDigestMD5(t *testing.T) {

@@ -109,7 +109,7 @@ func TestSpaceFillAndRecover(t *testing.T) {
 	if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/fill/n001", Data: big, Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrQuotaExceeded {
 		t.Errorf("setData growing a node at the limit: %v, want QuotaExceeded", code)
 	}
-	// ... and everything else works: reads, itest.SetData of the same or a smaller size, deletes,
+	// ... and everything else works: reads, setData of the same or a smaller size, deletes,
 	// sessions.
 	var data encoding.GetDataResponse
 	if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/fill/n000"}, &data); code != 0 || len(data.Data) != len(val) {

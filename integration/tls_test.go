@@ -309,7 +309,7 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 		}
 	}
 
-	// itest.SetACL, create2, setWatches, removeWatches; a session resumed through TLS; a session
+	// setACL, create2, setWatches, removeWatches; a session resumed through TLS; a session
 	// that expires (its ephemerals deleted by zetcd, its lease revoked).
 	s := dialTLS(t, secure, pki, &clientPair)
 	s.MustCall(encoding.OpCreate2, &encoding.CreateRequest{Path: "/two", ACL: itest.RawOpenACL}, &encoding.Create2Response{})

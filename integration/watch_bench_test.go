@@ -14,7 +14,7 @@ import (
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
-// BenchmarkWatchLatency measures watch delivery: the time from one session sending a itest.SetData to
+// BenchmarkWatchLatency measures watch delivery: the time from one session sending a setData to
 // another session receiving the NodeDataChanged event, against zetcd and a real ZooKeeper in the
 // same run. It reports p50 and p99 in microseconds.
 //

@@ -74,7 +74,7 @@ func childLoop(ctx context.Context, c *zk.Conn, path string, i int) {
 
 // TestWatchReplyBeforeEvent races reads that set a watch against another session's writes to
 // the watched node: the reply of the request that set a watch always comes before any event of
-// that watch (PROTOCOL.md §6.3), for getData, exists on a present and on a missing node,
+// that watch (FinalRequestProcessor), for getData, exists on a present and on a missing node,
 // getChildren, getChildren2 and addWatch.
 func TestWatchReplyBeforeEvent(t *testing.T) {
 	const rounds = 150

@@ -15,7 +15,7 @@ import (
 
 // Watch tests use the raw client so they see exactly which notifications arrive and where they
 // fall between replies. A "no event" check is a later request's reply: an event that was due
-// would have been written before it (PROTOCOL.md §6.3).
+// would have been written before it (FinalRequestProcessor).
 
 func eventsString(evs []itest.RawEvent) string {
 	var parts []string
@@ -32,7 +32,7 @@ func wantEvents(t *testing.T, what string, got []itest.RawEvent, want ...string)
 	}
 }
 
-// TestWatchTriggers: every row of PROTOCOL.md §6.2, one-shot semantics, one event per
+// TestWatchTriggers: every event each write triggers (DataTree, WatcherType), one-shot semantics, one event per
 // connection per trigger, and the notification zxid (3.9: the zxid of the write that fired it).
 func TestWatchTriggers(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
@@ -57,7 +57,7 @@ func TestWatchTriggers(t *testing.T) {
 			}
 		}
 
-		// itest.SetData P: data watches (getData and exists on a present node) fire once.
+		// setData P: data watches (getData and exists on a present node) fire once.
 		w.Watch("getData", "/q/p")
 		w.Watch("exists", "/q/p")
 		w.Watch("getChildren2", "/q")
@@ -68,7 +68,7 @@ func TestWatchTriggers(t *testing.T) {
 		w.Barrier()
 		wantEvents(t, "second setData", w.TakeEvents())
 
-		// itest.SetACL fires nothing.
+		// setACL fires nothing.
 		w.Watch("getData", "/q/p")
 		x.MustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/q/p", ACL: itest.RawOpenACL, Version: -1}, &encoding.SetACLResponse{})
 		w.Barrier()
@@ -106,7 +106,7 @@ func TestWatchOrdering(t *testing.T) {
 		b := itest.ConnectRaw(t, addr)
 		a.Create("/o", []byte("0"), 0)
 
-		// The writer's own watch: the event comes before the itest.SetData reply and the pipelined
+		// The writer's own watch: the event comes before the setData reply and the pipelined
 		// getData after it.
 		a.Watch("getData", "/o")
 		xs := a.Send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/o", Data: []byte("1"), Version: -1})
@@ -157,7 +157,7 @@ func TestWatchOrdering(t *testing.T) {
 }
 
 // TestWatchSetWatches: after a reconnect, setWatches fires what was missed since relativeZxid
-// (zxid -1) and re-arms the rest (PROTOCOL.md §6.4).
+// (zxid -1) and re-arms the rest (DataTree.setWatches).
 func TestWatchSetWatches(t *testing.T) {
 	for _, op := range []encoding.Op{encoding.OpSetWatches, encoding.OpSetWatches2} {
 		t.Run(op.String(), func(t *testing.T) {
@@ -233,7 +233,7 @@ func TestWatchSetWatchesNullList(t *testing.T) {
 	})
 }
 
-// TestWatchPersistent: addWatch persistent and persistent-recursive (PROTOCOL.md §6.1–6.2).
+// TestWatchPersistent: addWatch persistent and persistent-recursive (WatchManager, AddWatchMode).
 func TestWatchPersistent(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		w := itest.ConnectRaw(t, addr)
@@ -276,7 +276,7 @@ func TestWatchPersistent(t *testing.T) {
 }
 
 // TestWatchCheckAndRemove: checkWatches/removeWatches on this connection's watches, NoWatcher
-// when absent (PROTOCOL.md §6.5).
+// when absent (WatchManager, WatcherType).
 func TestWatchCheckAndRemove(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		w := itest.ConnectRaw(t, addr)

@@ -22,7 +22,7 @@ import (
 
 // TestWireDeleteContainer: deleteContainer (20) is the container reaper's own operation; from
 // a client, ZooKeeper 3.9.6 closes the connection without an answer, deletes nothing and
-// consumes no zxid, whatever the node (PROTOCOL.md §3.2 describes what its reaper does with it).
+// consumes no zxid, whatever the node (ContainerManager is its only caller).
 func TestWireDeleteContainer(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		c := itest.ConnectRaw(t, addr)
@@ -50,7 +50,7 @@ func TestWireDeleteContainer(t *testing.T) {
 
 // TestWireMalformedWrites: a request whose body does not decode is answered MarshallingError.
 // ZooKeeper takes a zxid for a multi and for createSession (-10, refused inside a session)
-// before decoding them, so those consume one; any other (a create, itest.SetData or itest.SetACL cut short)
+// before decoding them, so those consume one; any other (a create, setData or setACL cut short)
 // carries its last processed zxid and consumes none, also on a connection that has seen no
 // zxid yet.
 func TestWireMalformedWrites(t *testing.T) {
@@ -187,10 +187,10 @@ func TestWireWrongPassword(t *testing.T) {
 // TestWireMalformedStrings: what ZooKeeper's Java decoding makes of strings a client should not
 // send. Bytes that are not UTF-8 become U+FFFD as Java's new String(b, UTF_8) replaces them
 // (echoed by sync, kept in an ACL id); a null string (length -1) fails the reads and delete with
-// MarshallingError and is empty to sync, getEphemerals and as itest.SetData's or itest.SetACL's path; a negative ACL count other than -1 is
+// MarshallingError and is empty to sync, getEphemerals and as setData's or setACL's path; a negative ACL count other than -1 is
 // an empty list (InvalidACL); a deleteContainer that does not decode closes the connection as one
 // that does. A valid character outside the BMP comes back as ZooKeeper writes it, in six bytes,
-// each of its UTF-16 halves on its own: from sync, itest.GetACL and itest.WhoAmI. Digest authentication
+// each of its UTF-16 halves on its own: from sync, getACL and whoAmI. Digest authentication
 // replaces malformed bytes the same way, and fails on a null buffer.
 func TestWireMalformedStrings(t *testing.T) {
 	const fffd = "\xef\xbf\xbd"
@@ -253,7 +253,7 @@ func TestWireMalformedStrings(t *testing.T) {
 			{encoding.OpSetData, append(null, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff), encoding.ErrBadArguments},
 			{encoding.OpSetACL, append(null, encoding.AppendRecord(nil, &encoding.SetACLRequest{ACL: itest.RawOpenACL, Version: -1})[4:]...), encoding.ErrBadArguments},
 			{encoding.OpGetEphemerals, null, encoding.ErrOK},
-			// itest.SetACL /u to an ACL list of count -2.
+			// setACL /u to an ACL list of count -2.
 			{encoding.OpSetACL, append(binary.BigEndian.AppendUint32(nil, 2), '/', 'u', 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xff), encoding.ErrInvalidACL},
 		} {
 			if hdr := c.SendBody(step.op, step.body); hdr.Err != step.want {
@@ -343,8 +343,8 @@ func TestWireRootAliasWatches(t *testing.T) {
 	})
 }
 
-// TestWireNullStrings: a null string (length -1) in a create, a multi or itest.SetACL's ACL, answered
-// as ZooKeeper 3.9.6 answers it, where zetcd used to close the connection. ZooKeeper's Java code
+// TestWireNullStrings: a null string (length -1) in a create, a multi or setACL's ACL, answered
+// as ZooKeeper 3.9.6 answers it, not with a closed connection. ZooKeeper's Java code
 // gets a null there, and the answer is what that code does with it: a create's null path, and a
 // null in any op's path of a multi, is MarshallingError (Java dereferences it); in an ACL, a null
 // scheme is InvalidACL, a null id MarshallingError for world, digest and ip (InvalidACL for

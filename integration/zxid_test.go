@@ -15,8 +15,8 @@ import (
 	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
-// ZooKeeper's zxid semantics, which group commit (issue 16: many sessions' writes in one etcd
-// transaction, each numbered inside it) must keep, read from raw frames on zetcd and on a real
+// ZooKeeper's zxid semantics, which group commit (many sessions' writes in one etcd transaction,
+// each numbered inside it: docs/design.md, "Group commit") must keep, read from raw frames on zetcd and on a real
 // ZooKeeper:
 //
 //   - every write has a zxid of its own, across all sessions: a failed write consumes one too,
@@ -114,7 +114,7 @@ func (w *zxWorker) run(d time.Duration) error {
 	return nil
 }
 
-// step sends one request of the mix: creates (plain, sequential, ephemeral), itest.SetData on
+// step sends one request of the mix: creates (plain, sequential, ephemeral), setData on
 // shared and own nodes, deletes, multis that succeed and fail, single writes that fail, reads.
 func (w *zxWorker) step() error {
 	shared := fmt.Sprintf("/zx/shared-%d", w.rng.IntN(zxShared))
@@ -298,14 +298,14 @@ func zxOpPath(o encoding.MultiOp) string {
 }
 
 // TestZxidsDistinctAcrossSessions: 16 sessions write at once (creates plain, sequential under
-// one parent and ephemeral; itest.SetData on shared and own nodes; deletes; multis of 2-3 ops that
-// succeed and that fail; creates, itest.SetData and deletes that fail) and read. Then:
+// one parent and ephemeral; setData on shared and own nodes; deletes; multis of 2-3 ops that
+// succeed and that fail; creates, setData and deletes that fail) and read. Then:
 //
 //   - the zxids in the headers of all write replies are pairwise distinct across sessions, a
 //     failed write's and a multi's included (a multi counts once);
 //   - per session, each write's zxid is above every zxid the session saw before, and reply
 //     zxids never decrease;
-//   - the Stat of every create2 and itest.SetData reply, single or in a multi, has mzxid (and for a
+//   - the Stat of every create2 and setData reply, single or in a multi, has mzxid (and for a
 //     create czxid and pzxid) equal to the header's zxid, and its version is what the writes
 //     to that node, taken in zxid order, give;
 //   - replaying every successful write in zxid order gives the Stat exists shows afterwards
@@ -705,7 +705,7 @@ func (w *zwWatcher) setAfter(last map[string]encoding.Zxid) bool {
 }
 
 // TestZxidOrderOfEventsAndReplies: one session keeps a data watch on each of 8 nodes (getData
-// with a watch, and again after each event) while 4 other sessions itest.SetData them at once. On the
+// with a watch, and again after each event) while 4 other sessions setData them at once. On the
 // watcher's frames:
 //
 //   - events come in increasing zxid order, each above the zxid of every reply before it (an

@@ -15,8 +15,8 @@ import (
 )
 
 // Fault tests: a three-member etcd cluster and zetcd processes, each a real process that the
-// test pauses (SIGSTOP) and kills (SIGKILL) while clients work. What must hold (DESIGN.md, "The
-// guarantees we keep"): no session is expired while its client keeps talking to a live zetcd,
+// test pauses (SIGSTOP) and kills (SIGKILL) while clients work. What must hold (docs/design.md,
+// "Sessions and liveness"): no session is expired while its client keeps talking to a live zetcd,
 // whatever etcd does for less than the session timeout; a session whose client went away
 // expires no earlier than its timeout after the client's last packet, and not long after.
 

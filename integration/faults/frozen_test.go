@@ -58,10 +58,10 @@ func memberOut(t *testing.T, ms []*itest.EtcdMember, f memberFault) {
 		settle = 4 * time.Second
 		// A frozen leader that resumes revokes the leases it saw no refresh of for their TTL,
 		// even once the others have elected a new leader and the leases were refreshed there
-		// (its lessor acts before it learns that; etcd issue 15247's check passes as soon as its
-		// raft ticks again). The talking session's lease outlasts the fault by its margin
-		// (etcdstore's leaseTTL: 1.5 × timeout + 67 s = 73 s); when it was 1.5 × timeout + 7 s
-		// (13 s), the resume ended the talking session in 3 runs of 10 under -race.
+		// (its lessor acts before it learns that; etcd's check that the lessor is still the leader
+		// passes as soon as its raft ticks again). The talking session's lease outlasts the
+		// fault by its margin (etcdstore's leaseTTL: 1.5 × timeout + 67 s = 73 s); a margin of
+		// a few seconds lets the resume end the talking session.
 		timeout = 4 * time.Second
 		length  = 20 * time.Second
 	)

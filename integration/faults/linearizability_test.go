@@ -24,14 +24,14 @@ import (
 	"github.com/zetcd/zetcd/internal/testkit/tcpproxy"
 )
 
-// Issue 15's "must keep" test: histories of writes and reads on a few znodes, recorded from
+// The consistency test: histories of writes and reads on a few znodes, recorded from
 // several sessions on two zetcd processes in front of a three-member etcd cluster while etcd
 // members and zetcd processes are killed (SIGKILL) and paused (SIGSTOP), etcd members cut off
 // from the others (a member that keeps answering what needs no leader), and a zetcd cut off from
-// etcd (its connections kept up, its writes held on the way), checked against what
-// DESIGN.md ("The guarantees we keep") promises:
+// etcd (its connections kept up, its writes held on the way), checked against what zetcd
+// guarantees:
 //
-//   - writes (itest.SetData, compare-and-set by version) and sync+getData are linearizable: porcupine
+//   - writes (setData, compare-and-set by version) and sync+getData are linearizable: porcupine
 //     checks them against a register per znode holding (data, version);
 //   - per session, reads never go back in time: the version and mzxid a session sees of a znode
 //     (its own acknowledged writes included) never decrease, also when it resumes on the other
@@ -76,8 +76,8 @@ var (
 type linKind int
 
 const (
-	linSet     linKind = iota // itest.SetData with version -1
-	linCAS                    // itest.SetData with an expected version
+	linSet     linKind = iota // setData with version -1
+	linCAS                    // setData with an expected version
 	linSyncGet                // sync, then getData
 )
 
@@ -668,7 +668,7 @@ func TestFaultLinearizability(t *testing.T) {
 // TestFaultLinearizabilityWriteHeavy is TestFaultLinearizability with ten sessions (three only
 // on A, three only on B, four on both) whose operations are 85% writes, on six znodes: more
 // writes in flight at once from different sessions, under the same faults (what group commit
-// batches, issue 16).
+// batches: docs/design.md, "Group commit").
 func TestFaultLinearizabilityWriteHeavy(t *testing.T) {
 	linRun(t, linWriteHeavy)
 }

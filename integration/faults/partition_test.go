@@ -91,7 +91,7 @@ func revision(t *testing.T, m *itest.EtcdMember) int64 {
 	return st.Header.Revision
 }
 
-// proxyTo starts a tcpproxy.Proxy in front of the etcd client URL itest.ClientURL, closed when the test
+// proxyTo starts a tcpproxy.Proxy in front of the etcd client URL clientURL, closed when the test
 // ends, and returns it with the URL a zetcd reaches etcd through it by.
 func proxyTo(t *testing.T, clientURL string) (*tcpproxy.Proxy, string) {
 	t.Helper()

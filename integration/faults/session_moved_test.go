@@ -15,7 +15,7 @@ import (
 // earlier write never lands after a later request, such as a lock recipe's look at the children
 // once it has lost its connection. zetcd guards each write with the session's ownership: A's
 // write, once it reaches etcd, finds the session taken over and is refused, and the node keeps
-// what the session read after it moved. (Before, the write landed there.)
+// what the session read after it moved.
 func TestSessionMovedWriteInFlight(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs zetcd processes")
