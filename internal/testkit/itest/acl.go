@@ -4,10 +4,12 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
+// ACLOf is the ACL entry that gives perms to id of scheme.
 func ACLOf(perms encoding.Perm, scheme, id string) encoding.ACL {
 	return encoding.ACL{Perms: perms, ID: encoding.ID{Scheme: scheme, ID: id}}
 }
 
+// WorldACL gives perms to everyone (world:anyone).
 func WorldACL(perms encoding.Perm) encoding.ACL { return ACLOf(perms, "world", "anyone") }
 
 // Auth sends an auth packet and returns the reply's code (and zxid).
@@ -20,6 +22,7 @@ func (c *RawClient) Auth(scheme, cred string) (encoding.ErrCode, encoding.Zxid) 
 	return hdr.Err, hdr.Zxid
 }
 
+// MustAuth sends an auth packet and fails the test unless it succeeds.
 func (c *RawClient) MustAuth(scheme, cred string) {
 	c.T.Helper()
 	if code, _ := c.Auth(scheme, cred); code != 0 {
@@ -27,11 +30,13 @@ func (c *RawClient) MustAuth(scheme, cred string) {
 	}
 }
 
+// CreateACL creates path, empty and persistent, with acl, and returns the reply's code.
 func (c *RawClient) CreateACL(path string, acl ...encoding.ACL) encoding.ErrCode {
 	c.T.Helper()
 	return c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, ACL: acl}, &encoding.CreateResponse{})
 }
 
+// MustCreateACL is CreateACL that fails the test unless the create succeeds.
 func (c *RawClient) MustCreateACL(path string, acl ...encoding.ACL) {
 	c.T.Helper()
 	if code := c.CreateACL(path, acl...); code != 0 {
@@ -39,6 +44,7 @@ func (c *RawClient) MustCreateACL(path string, acl ...encoding.ACL) {
 	}
 }
 
+// GetACL returns the ACL of path and the reply's code.
 func (c *RawClient) GetACL(path string) ([]encoding.ACL, encoding.ErrCode) {
 	c.T.Helper()
 	var r encoding.GetACLResponse
@@ -46,11 +52,13 @@ func (c *RawClient) GetACL(path string) ([]encoding.ACL, encoding.ErrCode) {
 	return r.ACL, code
 }
 
+// SetACL sets the ACL of path, any version, and returns the reply's code.
 func (c *RawClient) SetACL(path string, acl ...encoding.ACL) encoding.ErrCode {
 	c.T.Helper()
 	return c.MustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: path, ACL: acl, Version: -1}, &encoding.SetACLResponse{})
 }
 
+// WhoAmI returns the identities the server holds for the session, as "scheme:id".
 func (c *RawClient) WhoAmI() []string {
 	c.T.Helper()
 	var r encoding.WhoAmIResponse

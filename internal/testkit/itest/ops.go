@@ -6,6 +6,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
+// RawOpenACL is world:anyone with every permission, for RawClient requests.
 var RawOpenACL = []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 
 // Multi sends a multi (14) and returns its reply header and results; it fails the test on a
@@ -40,6 +41,7 @@ func (c *RawClient) Stat(path string) (encoding.Stat, []byte) {
 	return gd.Stat, gd.Data
 }
 
+// Exists reports whether path exists; any answer but OK or NoNode fails the test.
 func (c *RawClient) Exists(path string) bool {
 	c.T.Helper()
 	code := c.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: path}, &encoding.ExistsResponse{})
@@ -49,6 +51,8 @@ func (c *RawClient) Exists(path string) bool {
 	return code == 0
 }
 
+// Create creates path with data and mode under RawOpenACL and returns the write's zxid; it
+// fails the test unless the create succeeds.
 func (c *RawClient) Create(path string, data []byte, mode encoding.CreateMode) encoding.Zxid {
 	c.T.Helper()
 	hdr, err := c.Call(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: RawOpenACL, Flags: mode}, &encoding.CreateResponse{})
@@ -58,6 +62,8 @@ func (c *RawClient) Create(path string, data []byte, mode encoding.CreateMode) e
 	return hdr.Zxid
 }
 
+// SetData sets path's data, any version, and returns the write's zxid; it fails the test
+// unless the write succeeds.
 func (c *RawClient) SetData(path string, data []byte) encoding.Zxid {
 	c.T.Helper()
 	hdr, err := c.Call(encoding.OpSetData, &encoding.SetDataRequest{Path: path, Data: data, Version: -1}, &encoding.SetDataResponse{})
@@ -67,6 +73,8 @@ func (c *RawClient) SetData(path string, data []byte) encoding.Zxid {
 	return hdr.Zxid
 }
 
+// Delete deletes path, any version, and returns the write's zxid; it fails the test unless
+// the delete succeeds.
 func (c *RawClient) Delete(path string) encoding.Zxid {
 	c.T.Helper()
 	hdr, err := c.Call(encoding.OpDelete, &encoding.DeleteRequest{Path: path, Version: -1}, nil)

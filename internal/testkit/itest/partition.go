@@ -100,6 +100,7 @@ func (n *PeerNet) Add(l *PeerLink) bool {
 	return true
 }
 
+// Remove forgets link l, once it has ended.
 func (n *PeerNet) Remove(l *PeerLink) {
 	n.Mu.Lock()
 	delete(n.Links, l)

@@ -26,6 +26,7 @@ type PKI struct {
 	serial int64
 }
 
+// NewPKI creates a CA in a temporary directory of the test.
 func NewPKI(t testing.TB) *PKI {
 	t.Helper()
 	p := &PKI{dir: t.TempDir()}
@@ -57,6 +58,8 @@ func NewPKI(t testing.TB) *PKI {
 	return p
 }
 
+// Write writes der as a PEM block of type typ to the file name in p's directory and returns
+// its path.
 func (p *PKI) Write(t testing.TB, name, typ string, der []byte) string {
 	t.Helper()
 	path := filepath.Join(p.dir, name)
@@ -102,6 +105,8 @@ func (p *PKI) Issue(t testing.TB, name string, subject pkix.Name) (certFile, key
 	return certFile, keyFile, pair
 }
 
+// QuietLogger is a go-zookeeper logger that drops everything.
 type QuietLogger struct{}
 
+// Printf drops its arguments.
 func (QuietLogger) Printf(string, ...any) {}

@@ -150,11 +150,14 @@ func StartProcessArgs(t testing.TB, addr string, args ...string) *ZetcdProcess {
 	return p
 }
 
+// Kill ends the process with SIGKILL and waits for it to exit.
 func (p *ZetcdProcess) Kill() {
 	p.Cmd.Process.Signal(syscall.SIGKILL)
 	<-p.Done
 }
 
+// Stop ends the process with SIGTERM and waits up to 30s for it to exit (the test fails, and
+// the process is killed, if it does not).
 func (p *ZetcdProcess) Stop(t testing.TB) {
 	p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -165,6 +168,8 @@ func (p *ZetcdProcess) Stop(t testing.TB) {
 	}
 }
 
+// FourLetter sends the four-letter word cmd to addr and returns what the server wrote before it
+// closed the connection.
 func FourLetter(addr, cmd string) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {

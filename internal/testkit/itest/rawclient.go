@@ -32,6 +32,7 @@ type RawEvent struct {
 	Zxid encoding.Zxid
 }
 
+// String is the event's type and path.
 func (e RawEvent) String() string { return fmt.Sprintf("%v %s", e.Type, e.Path) }
 
 // DialRaw connects without a handshake.
@@ -213,11 +214,13 @@ func (c *RawClient) ExpectClosedWithin(maxFrames int, d time.Duration) {
 	}
 }
 
+// IsConnReset reports whether err is a connection error other than a timeout.
 func IsConnReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && !op.Timeout()
 }
 
+// Close closes the connection.
 func (c *RawClient) Close() { c.Conn.Close() }
 
 // TakeEvents returns the notifications that arrived before the last reply read, and forgets them.

@@ -11,6 +11,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 )
 
+// SaslUsers are the DIGEST-MD5 users and passwords the SASL tests configure on every server.
 var SaslUsers = map[string]string{"bob": "bobsecret", "alice": "alicesecret", "super": "adminsecret"}
 
 // SaslReply is what the server answered a sasl request: its header and raw body, or that it
@@ -21,6 +22,7 @@ type SaslReply struct {
 	Closed bool
 }
 
+// String describes the reply for a failure message.
 func (r SaslReply) String() string {
 	if r.Closed {
 		return "closed without a reply"
@@ -45,6 +47,8 @@ func (c *RawClient) Sasl(token []byte) SaslReply {
 	return c.SaslReplyTo(xid)
 }
 
+// SaslReplyTo reads the reply to request xid, past pings and notifications; Closed says the
+// connection closed first.
 func (c *RawClient) SaslReplyTo(xid encoding.Xid) SaslReply {
 	c.T.Helper()
 	for {
@@ -68,6 +72,7 @@ type DigestClient struct {
 	Cnonce         string
 }
 
+// MD5Hex is the hexadecimal MD5 digest of b.
 func MD5Hex(b string) string { s := md5.Sum([]byte(b)); return hex.EncodeToString(s[:]) }
 
 // Directive returns the value of key in a digest-challenge (no escapes in ZooKeeper's).
