@@ -1,7 +1,7 @@
 // Command benchetcd runs a bare single-member etcd (internal/embedetcd, the same embedded etcd
 // zetcd starts, with nothing in front of it) for `make bench`, which measures zetcd against it;
 // with --name, --peer and --initial-cluster it is one member of a new cluster, which the fault
-// tests (integration/faults_test.go) run three of, as processes they can pause and kill, and,
+// tests (integration/faults) run three of, as processes they can pause and kill, and,
 // with --listen-peer behind proxies at --peer, cut off from each other.
 //
 //	benchetcd --data-dir DIR --listen http://127.0.0.1:2379
