@@ -2,7 +2,8 @@
 // tools/zookeeper/fetch.sh (make zookeeper) puts in .cache/zookeeper/lib.
 //
 // Real ZooKeeper is the oracle zetcd is checked against: a behaviour test written once runs
-// against zetcd and against the server started here.
+// against zetcd and against the server started here. It is test tooling: only tests and
+// internal/testkit import it.
 //
 //	func TestSomething(t *testing.T) {
 //		s := zkserver.Start(t, zkserver.Options{})
