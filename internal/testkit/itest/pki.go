@@ -104,9 +104,3 @@ func (p *PKI) Issue(t testing.TB, name string, subject pkix.Name) (certFile, key
 	}
 	return certFile, keyFile, pair
 }
-
-// QuietLogger is a go-zookeeper logger that drops everything.
-type QuietLogger struct{}
-
-// Printf drops its arguments.
-func (QuietLogger) Printf(string, ...any) {}
