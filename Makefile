@@ -3,9 +3,10 @@
 GO       ?= go
 FUZZTIME ?= 30s
 ARGS     ?=
-# The whole suite, as CI runs it (.ci/run calls `make test`). The timeout is per package: ./integration
-# runs its tests one after another and takes 16-19 minutes on a 2-core machine (2026-11-28), so 30m left
-# a slower machine little room; 45m keeps a hung run inside CI's hour.
+# The whole suite, as CI runs it (.ci/run calls `make test`). The timeout is per package and is there
+# for a hung run: ./integration takes about 8 minutes on a busy 2-core machine (2026-11-28), and
+# ./integration/faults and ./integration/clients run their tests one after another too; 45m keeps a
+# hung run inside CI's hour.
 TESTFLAGS ?= -race -count=1 -timeout 45m
 
 SHELL := /bin/bash

@@ -26,7 +26,7 @@ type layer struct {
 var layers = []layer{
 	{pkg: "encoding", std: true},
 	{pkg: "internal/sasl", std: true},
-	{pkg: "internal/tcpproxy", std: true},
+	{pkg: "internal/testkit/tcpproxy", std: true},
 	{pkg: "internal/gomaxprocs"},
 	{pkg: "internal/znode", module: []string{"encoding"}},
 	{pkg: "internal/watch", module: []string{"encoding", "internal/znode"}},
@@ -39,7 +39,7 @@ var layers = []layer{
 
 // etcdAllowed lists the module packages besides etcdstore that may import etcd: composition
 // roots, clients, the embedded etcd, the client's member guard and test harnesses.
-var etcdAllowed = []string{"cmd/", "tools/", "internal/embedetcd", "internal/memberguard", "internal/testenv", "integration", "etcdstore"}
+var etcdAllowed = []string{"cmd/", "tools/", "internal/embedetcd", "internal/memberguard", "internal/testkit/", "integration", "etcdstore"}
 
 type dep struct {
 	path     string

@@ -14,42 +14,43 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
-// TestProcessNonReadersBoundedMemory is the hostile client of issue 14: clients that pipeline
+// TestProcessNonReadersBoundedMemory is a hostile client: clients that pipeline
 // getData of a 1 MB node and never read their socket. Unbounded, the zetcd process queued their
 // replies at about 140 MB/s. Here the real binary (embedded etcd) runs with small bounds; the
 // queued bytes it reports and its resident memory stay bounded, and a bystander session's
 // requests keep succeeding meanwhile.
 func TestProcessNonReadersBoundedMemory(t *testing.T) {
 	const perConn, total, clients, nodeBytes = 4 << 20, 8 << 20, 4, 1000 * 1000
-	addr, maddr := freePort(t), freePort(t)
-	p := startProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr,
+	addr, maddr := itest.FreePort(t), itest.FreePort(t)
+	p := itest.StartProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr,
 		"--max-conn-queued-bytes", strconv.Itoa(perConn), "--max-queued-bytes", strconv.Itoa(total))
-	setup := connectRaw(t, addr)
-	setup.mustCreate("/big", bytes.Repeat([]byte("b"), nodeBytes), 0)
-	setup.mustCreate("/small", []byte("s"), 0)
-	rss0 := residentBytes(t, p.cmd.Process.Pid)
+	setup := itest.ConnectRaw(t, addr)
+	setup.MustCreate("/big", bytes.Repeat([]byte("b"), nodeBytes), 0)
+	setup.MustCreate("/small", []byte("s"), 0)
+	rss0 := residentBytes(t, p.Cmd.Process.Pid)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range clients {
-		c := connectRawTimeout(t, addr, 40000) // writes forever: never expires for silence
-		c.conn.(*net.TCPConn).SetReadBuffer(4 << 10)
-		wg.Go(func() { c.flood(&encoding.GetDataRequest{Path: "/big"}, stop) })
+		c := itest.ConnectRawTimeout(t, addr, 40000) // writes forever: never expires for silence
+		c.Conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+		wg.Go(func() { c.Flood(&encoding.GetDataRequest{Path: "/big"}, stop) })
 	}
-	bystander := connectRaw(t, addr)
+	bystander := itest.ConnectRaw(t, addr)
 	var maxQueued, maxRSS float64
 	calls := 0
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); calls++ {
 		var resp encoding.GetDataResponse
-		if code := bystander.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/small"}, &resp); code != 0 || string(resp.Data) != "s" {
+		if code := bystander.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/small"}, &resp); code != 0 || string(resp.Data) != "s" {
 			t.Fatalf("bystander getData while the others do not read: %v %q", code, resp.Data)
 		}
-		bystander.mustCreate(fmt.Sprintf("/by%d", calls), nil, 0)
+		bystander.MustCreate(fmt.Sprintf("/by%d", calls), nil, 0)
 		if calls%20 == 0 {
-			maxQueued = max(maxQueued, scrape(t, "http://"+maddr+"/metrics")["zetcd_queued_bytes"])
-			maxRSS = max(maxRSS, float64(residentBytes(t, p.cmd.Process.Pid)))
+			maxQueued = max(maxQueued, itest.Scrape(t, "http://"+maddr+"/metrics")["zetcd_queued_bytes"])
+			maxRSS = max(maxRSS, float64(residentBytes(t, p.Cmd.Process.Pid)))
 		}
 	}
 	close(stop)
@@ -63,23 +64,6 @@ func TestProcessNonReadersBoundedMemory(t *testing.T) {
 	// node come on top of the bound.
 	if grew := maxRSS - float64(rss0); grew > 200<<20 {
 		t.Errorf("resident memory grew by %.0f MiB while clients did not read", grew/(1<<20))
-	}
-}
-
-// flood sends req as getData over and over, never reading, until stop is closed or a write
-// fails.
-func (c *rawClient) flood(req encoding.Record, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		c.xid++
-		c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := c.conn.Write(encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpGetData}, req)); err != nil && !os.IsTimeout(err) {
-			return
-		}
 	}
 }
 
@@ -110,8 +94,8 @@ func residentBytes(t *testing.T, pid int) int64 {
 // metrics before and after the sessions, each of which adds exactly one goroutine.
 func TestProcessIdleConnectionStacks(t *testing.T) {
 	const n = 300
-	addr, maddr := freePort(t), freePort(t)
-	startProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr, "--pprof")
+	addr, maddr := itest.FreePort(t), itest.FreePort(t)
+	itest.StartProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr, "--pprof")
 	metrics := "http://" + maddr + "/metrics"
 	gc := func() map[string]float64 {
 		for range 2 {
@@ -122,17 +106,17 @@ func TestProcessIdleConnectionStacks(t *testing.T) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
-		return scrape(t, metrics)
+		return itest.Scrape(t, metrics)
 	}
-	connectRaw(t, addr).mustCreate("/stacks", nil, 0) // the first session starts etcdstore's goroutines
-	time.Sleep(2 * time.Second)                       // its requests' workers exit (below)
+	itest.ConnectRaw(t, addr).MustCreate("/stacks", nil, 0) // the first session starts etcdstore's goroutines
+	time.Sleep(2 * time.Second)                             // its requests' workers exit (below)
 	before := gc()
-	clients := make([]*rawClient, n)
+	clients := make([]*itest.RawClient, n)
 	for i := range clients {
-		c := connectRawTimeout(t, addr, 30000)
-		c.mustCreate(fmt.Sprintf("/stacks/%d", i), bytes.Repeat([]byte("d"), 1000), encoding.ModeEphemeral)
+		c := itest.ConnectRawTimeout(t, addr, 30000)
+		c.MustCreate(fmt.Sprintf("/stacks/%d", i), bytes.Repeat([]byte("d"), 1000), encoding.ModeEphemeral)
 		var resp encoding.GetDataResponse
-		c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: fmt.Sprintf("/stacks/%d", i)}, &resp)
+		c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: fmt.Sprintf("/stacks/%d", i)}, &resp)
 		clients[i] = c
 	}
 	// Idle: past the reader's quarter second, and past the second after which the workers
@@ -153,7 +137,7 @@ func TestProcessIdleConnectionStacks(t *testing.T) {
 	}
 	for _, c := range clients { // still served after the move
 		var resp encoding.GetDataResponse
-		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/stacks"}, &resp); code != 0 {
+		if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/stacks"}, &resp); code != 0 {
 			t.Fatalf("getData after idle: %v", code)
 		}
 	}

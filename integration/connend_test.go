@@ -10,6 +10,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestConnEndRequestsTakeEffect: every request a server has read takes effect, in order,
@@ -25,57 +27,45 @@ func TestConnEndRequestsTakeEffect(t *testing.T) {
 	const children = 20
 	ends := []struct {
 		name string
-		end  func(c *rawClient)
+		end  func(c *itest.RawClient)
 	}{
 		// The client closes its sending side and still reads the replies.
-		{"halfClose", func(c *rawClient) { c.conn.(*net.TCPConn).CloseWrite() }},
+		{"halfClose", func(c *itest.RawClient) { c.Conn.(*net.TCPConn).CloseWrite() }},
 		// The start of a frame that never ends.
-		{"truncatedFrame", func(c *rawClient) { c.conn.Write([]byte{0, 0, 0, 40, 0, 0}); c.conn.(*net.TCPConn).CloseWrite() }},
+		{"truncatedFrame", func(c *itest.RawClient) { c.Conn.Write([]byte{0, 0, 0, 40, 0, 0}); c.Conn.(*net.TCPConn).CloseWrite() }},
 		// A length no frame may have: the server closes the connection.
-		{"lenError", func(c *rawClient) { c.conn.Write([]byte{0x7f, 0xff, 0xff, 0xff}) }},
+		{"lenError", func(c *itest.RawClient) { c.Conn.Write([]byte{0x7f, 0xff, 0xff, 0xff}) }},
 		// A frame too short for a request header: the server closes the connection.
-		{"badHeader", func(c *rawClient) { c.conn.Write([]byte{0, 0, 0, 3, 0, 0, 0}) }},
+		{"badHeader", func(c *itest.RawClient) { c.Conn.Write([]byte{0, 0, 0, 3, 0, 0, 0}) }},
 	}
 	forEachServer(t, func(t *testing.T, addr string) {
 		check := connect(t, addr)
 		for _, e := range ends {
 			t.Run(e.name, func(t *testing.T) {
-				c := connectRaw(t, addr)
+				c := itest.ConnectRaw(t, addr)
 				parent := "/" + e.name
-				b := appendRequest(nil, 1, encoding.OpCreate, &encoding.CreateRequest{Path: parent, ACL: rawOpenACL})
+				b := itest.AppendRequest(nil, 1, encoding.OpCreate, &encoding.CreateRequest{Path: parent, ACL: itest.RawOpenACL})
 				for i := range children {
-					child := &encoding.CreateRequest{Path: fmt.Sprintf("%s/%d", parent, i), ACL: rawOpenACL}
-					b = appendRequest(b, encoding.Xid(i+2), encoding.OpCreate, child)
+					child := &encoding.CreateRequest{Path: fmt.Sprintf("%s/%d", parent, i), ACL: itest.RawOpenACL}
+					b = itest.AppendRequest(b, encoding.Xid(i+2), encoding.OpCreate, child)
 				}
-				if _, err := c.conn.Write(b); err != nil {
+				if _, err := c.Conn.Write(b); err != nil {
 					t.Fatal(err)
 				}
 				e.end(c)
-				if got := awaitChildren(t, check, parent, children); got != children {
-					t.Errorf("%d children of %s after the connection ended, want %d", got, parent, children)
-				}
+				testenv.Eventually(t, 10*time.Second, fmt.Sprintf("%d children of %s after the connection ended", children, parent), func() error {
+					names, _, err := check.Children(parent)
+					switch {
+					case errors.Is(err, zk.ErrNoNode):
+						return err
+					case err != nil:
+						t.Fatalf("children of %s: %v", parent, err)
+					case len(names) != children:
+						return fmt.Errorf("%d children", len(names))
+					}
+					return nil
+				})
 			})
 		}
 	})
-}
-
-// awaitChildren polls the children of path through c until there are n of them, or 10s have
-// passed, and returns how many there are then (-1: path does not exist).
-func awaitChildren(t *testing.T, c *zk.Conn, path string, n int) int {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := -1
-		names, _, err := c.Children(path)
-		switch {
-		case err == nil:
-			got = len(names)
-		case !errors.Is(err, zk.ErrNoNode):
-			t.Fatalf("children of %s: %v", path, err)
-		}
-		if got == n || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

@@ -8,16 +8,17 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestCoreSystemNodes: a fresh server has /, /zookeeper, /zookeeper/quota and /zookeeper/config
-// with ZooKeeper's stats (PROTOCOL.md §4.1–4.2).
+// with ZooKeeper's stats (DataTree).
 func TestCoreSystemNodes(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		var root encoding.GetChildren2Response
-		if code := c.mustCall(encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: "/"}, &root); code != 0 {
+		if code := c.MustCall(encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: "/"}, &root); code != 0 {
 			t.Fatalf("getChildren2 /: %v", code)
 		}
 		if !slices.Equal(root.Children, []string{"zookeeper"}) {
@@ -27,7 +28,7 @@ func TestCoreSystemNodes(t *testing.T) {
 			t.Errorf("stat of / = %+v, want %+v", root.Stat, want)
 		}
 		var zkNode encoding.GetDataResponse
-		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/zookeeper"}, &zkNode); code != 0 {
+		if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/zookeeper"}, &zkNode); code != 0 {
 			t.Fatalf("getData /zookeeper: %v", code)
 		}
 		if want := (encoding.Stat{Cversion: -2, NumChildren: 2}); zkNode.Stat != want {
@@ -37,7 +38,7 @@ func TestCoreSystemNodes(t *testing.T) {
 			t.Errorf("/zookeeper data = %v, want empty (not null)", zkNode.Data)
 		}
 		var cfg encoding.GetACLResponse
-		if code := c.mustCall(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/zookeeper/config"}, &cfg); code != 0 {
+		if code := c.MustCall(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/zookeeper/config"}, &cfg); code != 0 {
 			t.Fatalf("getACL /zookeeper/config: %v", code)
 		}
 		wantACL := []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
@@ -45,11 +46,11 @@ func TestCoreSystemNodes(t *testing.T) {
 			t.Errorf("/zookeeper/config ACL %+v aversion %d, want %+v and -1", cfg.ACL, cfg.Stat.Aversion, wantACL)
 		}
 		var quota encoding.ExistsResponse
-		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/zookeeper/quota"}, &quota); code != 0 {
+		if code := c.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/zookeeper/quota"}, &quota); code != 0 {
 			t.Fatalf("exists /zookeeper/quota: %v", code)
 		}
 		for _, p := range []string{"/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"} {
-			if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: p, Version: -1}, nil); code != encoding.ErrBadArguments {
+			if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: p, Version: -1}, nil); code != encoding.ErrBadArguments {
 				t.Errorf("delete %s: %v, want BadArguments", p, code)
 			}
 		}
@@ -154,17 +155,17 @@ func TestCoreCRUD(t *testing.T) {
 // dataLength 0.
 func TestCoreNullAndEmptyData(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		for _, tc := range []struct {
 			path string
 			data []byte
 		}{{"/null", nil}, {"/empty", []byte{}}} {
 			var cr encoding.CreateResponse
-			if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: tc.path, Data: tc.data, ACL: rawOpenACL}, &cr); code != 0 {
+			if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: tc.path, Data: tc.data, ACL: itest.RawOpenACL}, &cr); code != 0 {
 				t.Fatalf("create %s: %v", tc.path, code)
 			}
 			var gd encoding.GetDataResponse
-			if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: tc.path}, &gd); code != 0 {
+			if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: tc.path}, &gd); code != 0 {
 				t.Fatalf("getData %s: %v", tc.path, code)
 			}
 			if (gd.Data == nil) != (tc.data == nil) || len(gd.Data) != 0 || gd.Stat.DataLength != 0 {
@@ -173,8 +174,6 @@ func TestCoreNullAndEmptyData(t *testing.T) {
 		}
 	})
 }
-
-var rawOpenACL = []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 
 // TestCoreEphemeralAndSequential: ephemeral nodes belong to their session and vanish when it
 // closes; sequence suffixes come from the parent's create counter, which deletes do not lower.
@@ -253,12 +252,12 @@ func TestCoreEphemeralAndSequential(t *testing.T) {
 	})
 }
 
-// TestCoreCreateErrors: ZooKeeper's check order for create (PROTOCOL.md §3.2), with paths
+// TestCoreCreateErrors: ZooKeeper's check order for create (PrepRequestProcessor), with paths
 // go-zookeeper would refuse to send.
 func TestCoreCreateErrors(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/x", ACL: rawOpenACL}, nil); code != 0 {
+		c := itest.ConnectRaw(t, addr)
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/x", ACL: itest.RawOpenACL}, nil); code != 0 {
 			t.Fatal(code)
 		}
 		cases := []struct {
@@ -267,28 +266,28 @@ func TestCoreCreateErrors(t *testing.T) {
 			acl   []encoding.ACL
 			want  encoding.ErrCode
 		}{
-			{"/x/a", 9, rawOpenACL, encoding.ErrBadArguments},
-			{"noslash", 0, rawOpenACL, encoding.ErrBadArguments},
-			{"/x/a\x00b", 0, rawOpenACL, encoding.ErrBadArguments},
+			{"/x/a", 9, itest.RawOpenACL, encoding.ErrBadArguments},
+			{"noslash", 0, itest.RawOpenACL, encoding.ErrBadArguments},
+			{"/x/a\x00b", 0, itest.RawOpenACL, encoding.ErrBadArguments},
 			{"/missing/a", 0, nil, encoding.ErrInvalidACL},
 			{"/missing/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "nosuch", ID: "x"}}}, encoding.ErrInvalidACL},
-			{"/missing/a", 0, rawOpenACL, encoding.ErrNoNode},
-			{"/missing/..", 0, rawOpenACL, encoding.ErrNoNode},
-			{"/x/..", 0, rawOpenACL, encoding.ErrBadArguments},
-			{"/x/", 0, rawOpenACL, encoding.ErrBadArguments},
-			{"/x//a", 0, rawOpenACL, encoding.ErrNoNode},
-			{"/x/\U0001F600", 0, rawOpenACL, encoding.ErrBadArguments},
-			{"/x/\u0007", 0, rawOpenACL, encoding.ErrBadArguments},
-			{"/x", 0, rawOpenACL, encoding.ErrNodeExists},
-			{"/", 0, rawOpenACL, encoding.ErrNodeExists},
-			{"/x", encoding.ModePersistentWithTTL, rawOpenACL, encoding.ErrBadArguments},
+			{"/missing/a", 0, itest.RawOpenACL, encoding.ErrNoNode},
+			{"/missing/..", 0, itest.RawOpenACL, encoding.ErrNoNode},
+			{"/x/..", 0, itest.RawOpenACL, encoding.ErrBadArguments},
+			{"/x/", 0, itest.RawOpenACL, encoding.ErrBadArguments},
+			{"/x//a", 0, itest.RawOpenACL, encoding.ErrNoNode},
+			{"/x/\U0001F600", 0, itest.RawOpenACL, encoding.ErrBadArguments},
+			{"/x/\u0007", 0, itest.RawOpenACL, encoding.ErrBadArguments},
+			{"/x", 0, itest.RawOpenACL, encoding.ErrNodeExists},
+			{"/", 0, itest.RawOpenACL, encoding.ErrNodeExists},
+			{"/x", encoding.ModePersistentWithTTL, itest.RawOpenACL, encoding.ErrBadArguments},
 			{"/x/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "world", ID: "nobody"}}}, encoding.ErrInvalidACL},
 			{"/x/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "digest", ID: "user"}}}, encoding.ErrInvalidACL},
 			{"/x/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "ip", ID: "300.1.1.1"}}}, encoding.ErrInvalidACL},
 			{"/x/a", 0, []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "auth", ID: ""}}}, encoding.ErrInvalidACL},
 		}
 		for _, tc := range cases {
-			hdr, err := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: tc.path, ACL: tc.acl, Flags: tc.flags}, nil)
+			hdr, err := c.Call(encoding.OpCreate, &encoding.CreateRequest{Path: tc.path, ACL: tc.acl, Flags: tc.flags}, nil)
 			if err != nil {
 				t.Fatalf("create %q: %v", tc.path, err)
 			}
@@ -298,7 +297,7 @@ func TestCoreCreateErrors(t *testing.T) {
 		}
 		// Valid odd names.
 		for _, name := range []string{"/x/...", "/x/.a", "/x/a.", "/x/zookeeper", "/x/\u00e9t\u00e9"} {
-			if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: name, ACL: rawOpenACL}, nil); code != 0 {
+			if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: name, ACL: itest.RawOpenACL}, nil); code != 0 {
 				t.Errorf("create %q: %v", name, code)
 			}
 		}
@@ -309,43 +308,43 @@ func TestCoreCreateErrors(t *testing.T) {
 			{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "ip", ID: "10.0.0.0/8"}},
 			{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "digest", ID: "bob:abc="}},
 		}
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/x/acl", ACL: acl}, nil); code != 0 {
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/x/acl", ACL: acl}, nil); code != 0 {
 			t.Fatal(code)
 		}
 		var ga encoding.GetACLResponse
-		if code := c.mustCall(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/x/acl"}, &ga); code != 0 {
+		if code := c.MustCall(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/x/acl"}, &ga); code != 0 {
 			t.Fatal(code)
 		}
 		if want := []encoding.ACL{acl[0], acl[1], acl[3]}; !slices.Equal(ga.ACL, want) {
 			t.Errorf("getACL = %+v, want %+v", ga.ACL, want)
 		}
 		var sa encoding.SetACLResponse
-		if code := c.mustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/x/acl", ACL: rawOpenACL, Version: 0}, &sa); code != 0 {
+		if code := c.MustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/x/acl", ACL: itest.RawOpenACL, Version: 0}, &sa); code != 0 {
 			t.Fatal(code)
 		}
 		if sa.Stat.Aversion != 1 || sa.Stat.Mzxid != sa.Stat.Czxid {
 			t.Errorf("setACL stat %+v: want aversion 1 and mzxid unchanged", sa.Stat)
 		}
-		if code := c.mustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/x/acl", ACL: rawOpenACL, Version: 0}, nil); code != encoding.ErrBadVersion {
+		if code := c.MustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/x/acl", ACL: itest.RawOpenACL, Version: 0}, nil); code != encoding.ErrBadVersion {
 			t.Errorf("setACL stale aversion: %v", code)
 		}
-		if code := c.mustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/x/acl", ACL: nil, Version: -1}, nil); code != encoding.ErrInvalidACL {
+		if code := c.MustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/x/acl", ACL: nil, Version: -1}, nil); code != encoding.ErrInvalidACL {
 			t.Errorf("setACL empty: %v", code)
 		}
-		if code := c.mustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/x/none", ACL: rawOpenACL, Version: -1}, nil); code != encoding.ErrNoNode {
+		if code := c.MustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/x/none", ACL: itest.RawOpenACL, Version: -1}, nil); code != encoding.ErrNoNode {
 			t.Errorf("setACL missing: %v", code)
 		}
 		// Reads of odd paths simply miss; exists with NUL is BadArguments.
-		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x/"}, nil); code != encoding.ErrNoNode {
+		if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x/"}, nil); code != encoding.ErrNoNode {
 			t.Errorf("getData /x/: %v", code)
 		}
-		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/x\x00"}, nil); code != encoding.ErrBadArguments {
+		if code := c.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/x\x00"}, nil); code != encoding.ErrBadArguments {
 			t.Errorf("exists with NUL: %v", code)
 		}
-		if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/x/", Version: -1}, nil); code != encoding.ErrBadArguments {
+		if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/x/", Version: -1}, nil); code != encoding.ErrBadArguments {
 			t.Errorf("setData /x/: %v", code)
 		}
-		if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "nos", Version: -1}, nil); code != encoding.ErrBadArguments {
+		if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "nos", Version: -1}, nil); code != encoding.ErrBadArguments {
 			t.Errorf("delete without slash: %v", code)
 		}
 	})
@@ -354,9 +353,9 @@ func TestCoreCreateErrors(t *testing.T) {
 // TestCoreGetChildrenAndCreate2: the opcodes go-zookeeper never sends (8 and 15).
 func TestCoreGetChildrenAndCreate2(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		var c2 encoding.Create2Response
-		if code := c.mustCall(encoding.OpCreate2, &encoding.CreateRequest{Path: "/c2", Data: []byte("abc"), ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, &c2); code != 0 {
+		if code := c.MustCall(encoding.OpCreate2, &encoding.CreateRequest{Path: "/c2", Data: []byte("abc"), ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, &c2); code != 0 {
 			t.Fatal(code)
 		}
 		if c2.Path != "/c2" || c2.Stat.DataLength != 3 || c2.Stat.EphemeralOwner != c.Session.SessionID ||
@@ -364,23 +363,23 @@ func TestCoreGetChildrenAndCreate2(t *testing.T) {
 			t.Errorf("create2 = %+v, session %v", c2, c.Session.SessionID)
 		}
 		var gd encoding.GetDataResponse
-		c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/c2"}, &gd)
+		c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/c2"}, &gd)
 		if gd.Stat != c2.Stat {
 			t.Errorf("getData stat %+v != create2 stat %+v", gd.Stat, c2.Stat)
 		}
 		var gc encoding.GetChildrenResponse
-		if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/"}, &gc); code != 0 {
+		if code := c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/"}, &gc); code != 0 {
 			t.Fatal(code)
 		}
 		slices.Sort(gc.Children)
 		if !slices.Equal(gc.Children, []string{"c2", "zookeeper"}) {
 			t.Errorf("getChildren / = %q", gc.Children)
 		}
-		if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/none"}, nil); code != encoding.ErrNoNode {
+		if code := c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/none"}, nil); code != encoding.ErrNoNode {
 			t.Errorf("getChildren missing: %v", code)
 		}
 		var gc2 encoding.GetChildrenResponse
-		c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/c2"}, &gc2)
+		c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/c2"}, &gc2)
 		if gc2.Children == nil || len(gc2.Children) != 0 {
 			t.Errorf("children of a leaf = %#v, want an empty (not null) list", gc2.Children)
 		}

@@ -2,19 +2,17 @@ package integration
 
 import (
 	"encoding/binary"
-	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Damaged frames: the random scripts' requests, encoded, then some of them damaged the way a
@@ -25,7 +23,7 @@ import (
 // the answer to an exists that follows the request (their xids, codes, and the size of a
 // successful reply's body), or the connection closing. Each answer must be ZooKeeper's, except
 // that zetcd may close the connection instead of answering a damaged request ZooKeeper refuses
-// (DESIGN.md: bad input gets ZooKeeper's exact error or a closed connection). When either
+// (bad input gets ZooKeeper's exact error or a closed connection). When either
 // server closes its connection, both sessions end and both runs go on with new ones.
 
 var damagedScripts = flag.Int("damaged-scripts", 3, "how many seeds TestDifferentialDamagedFrames runs, from -random-first")
@@ -45,11 +43,11 @@ func TestDifferentialDamagedFrames(t *testing.T) {
 // compareDamaged runs script on zetcd at zAddr and ZooKeeper at zkAddr in lockstep and fails
 // the test at each answer of zetcd's that is not ZooKeeper's nor an allowed close.
 func compareDamaged(t *testing.T, zAddr, zkAddr string, script []damagedRequest) {
-	z, zk := connectRaw(t, zAddr), connectRaw(t, zkAddr)
+	z, zk := itest.ConnectRaw(t, zAddr), itest.ConnectRaw(t, zkAddr)
 	damaged, closedInstead := 0, 0
 	for i, r := range script {
-		za, zOpen := z.damagedAnswer(r.payload)
-		ka, kOpen := zk.damagedAnswer(r.payload)
+		za, zOpen := z.DamagedAnswer(r.payload)
+		ka, kOpen := zk.DamagedAnswer(r.payload)
 		if testing.Verbose() {
 			t.Logf("step %d, %s: %s", i, r.what, ka)
 		}
@@ -75,20 +73,20 @@ func compareDamaged(t *testing.T, zAddr, zkAddr string, script []damagedRequest)
 // renewSession ends the session of c (closing its connection first, if the server has not)
 // and returns a client of a new session: a session left to expire would take its ephemeral
 // nodes away at a moment the script does not choose.
-func renewSession(t *testing.T, addr string, c *rawClient) *rawClient {
-	c.close()
-	old := dialRaw(t, addr)
-	resp, err := old.handshake(encoding.ConnectRequest{SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, TimeOut: 10000, HasReadOnly: true})
+func renewSession(t *testing.T, addr string, c *itest.RawClient) *itest.RawClient {
+	c.Close()
+	old := itest.DialRaw(t, addr)
+	resp, err := old.Handshake(encoding.ConnectRequest{SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, TimeOut: 10000, HasReadOnly: true})
 	if err != nil {
 		t.Fatalf("resume session %#x: %v", c.Session.SessionID, err)
 	}
 	if resp.TimeOut != 0 { // the session lives on
-		if code := old.mustCall(encoding.OpCloseSession, nil, nil); code != encoding.ErrOK {
+		if code := old.MustCall(encoding.OpCloseSession, nil, nil); code != encoding.ErrOK {
 			t.Fatalf("close session %#x: %v", c.Session.SessionID, code)
 		}
 	}
-	old.close()
-	return connectRaw(t, addr)
+	old.Close()
+	return itest.ConnectRaw(t, addr)
 }
 
 // damagedRequest is one request as sent: its header and body (the xid left 0, runDamaged sets
@@ -103,7 +101,7 @@ type damagedRequest struct {
 // damaged.
 func damagedScript(seed uint64, n int) []damagedRequest {
 	g := &scriptGen{rng: rand.New(rand.NewPCG(seed, 0x64616d61))}
-	create := &encoding.CreateRequest{Path: "/r", ACL: rawOpenACL}
+	create := &encoding.CreateRequest{Path: "/r", ACL: itest.RawOpenACL}
 	script := []damagedRequest{{payload: requestPayload(encoding.OpCreate, create), what: "create /r"}}
 	for range n {
 		s := g.step()
@@ -153,7 +151,7 @@ func (g *scriptGen) rareStep() step {
 
 // requestPayload encodes a request frame's header (xid 0) and body, without the length prefix.
 func requestPayload(op encoding.Op, req encoding.Record) []byte {
-	return appendRequest(nil, 0, op, req)[4:]
+	return itest.AppendRequest(nil, 0, op, req)[4:]
 }
 
 // damagedOps are the ops a damaged request's header may be given: every op a client may send
@@ -198,75 +196,4 @@ func (g *scriptGen) damage(payload []byte, keep int) ([]byte, string) {
 		extra[i] = byte(g.rng.Uint32())
 	}
 	return append(p, extra...), fmt.Sprintf("%d bytes added", len(extra))
-}
-
-// damagedAnswer sends payload with the next xid and an exists of / after it, and returns the
-// frames that arrive before the exists is answered, watch events left out: "req" for the xid
-// of payload, other xids by number, each with its code and, when the code is OK, the size of
-// its body; and whether the connection is still open. A connection that closes, or that
-// answers nothing for 10 s, ends the answer. Of a deleteContainer, the answer is only whether
-// the connection closes.
-func (c *rawClient) damagedAnswer(payload []byte) (answer string, open bool) {
-	c.xid++
-	xid := c.xid
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len(payload)))
-	frame = append(frame, payload...)
-	binary.BigEndian.PutUint32(frame[4:], uint32(xid))
-	c.xid++
-	frame = encoding.AppendFrame(frame, &encoding.RequestHeader{Xid: c.xid, Op: encoding.OpExists}, &encoding.ExistsRequest{Path: "/"})
-	c.conn.SetDeadline(time.Now().Add(10 * time.Second))
-	var parts []string
-	if _, err := c.conn.Write(frame); err != nil {
-		return "closed before the request was written", false
-	}
-	if encoding.Op(int32(binary.BigEndian.Uint32(payload[4:]))) == encoding.OpDeleteContainer {
-		// ZooKeeper closes the connection of a client that sends deleteContainer, before or
-		// after answering the exists, as its threads run.
-		return c.drainUntilClosed(), false
-	}
-	for {
-		hdr, body, err := c.readReply()
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return strings.Join(append(parts, "no answer"), ", "), false
-		case err != nil:
-			return strings.Join(append(parts, "closed"), ", "), false
-		case hdr.Xid == encoding.XidNotification:
-			continue
-		case hdr.Xid == c.xid && hdr.Err == encoding.ErrOK:
-			return strings.Join(parts, ", "), true
-		}
-		name := fmt.Sprint(hdr.Xid)
-		if hdr.Xid == xid {
-			name = "req"
-		}
-		part := fmt.Sprintf("%s %v", name, hdr.Err)
-		if hdr.Err == encoding.ErrOK {
-			part += fmt.Sprintf(" %d bytes", len(body))
-		}
-		parts = append(parts, part)
-		if hdr.Xid == xid && closesAfter(hdr.Err) {
-			return strings.Join(append(parts, c.drainUntilClosed()), ", "), false
-		}
-	}
-}
-
-// closesAfter reports whether a server closes the connection after answering a request with
-// code. ZooKeeper closes it from another thread than the one that answers, so requests sent
-// after the one answered may or may not be answered first.
-func closesAfter(code encoding.ErrCode) bool {
-	return code == encoding.ErrUnimplemented || code == encoding.ErrAuthFailed
-}
-
-// drainUntilClosed reads and drops frames until the connection closes ("closed") or the
-// deadline passes ("not closed").
-func (c *rawClient) drainUntilClosed() string {
-	for {
-		if _, _, err := c.readReply(); err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return "not closed"
-			}
-			return "closed"
-		}
-	}
 }

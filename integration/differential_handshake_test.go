@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestDifferentialDamagedHandshakes sends ConnectRequests, most of them damaged (a byte changed,
@@ -91,14 +92,14 @@ func (g *scriptGen) handshake() ([]byte, string) {
 // whether it names a session, its password's length and whether it has the readOnly byte, and
 // then whether the session serves an exists of / ("serves") or the connection closes.
 func handshakeAnswer(t *testing.T, addr string, body []byte) string {
-	c := dialRaw(t, addr)
-	defer c.close()
+	c := itest.DialRaw(t, addr)
+	defer c.Close()
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	c.conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.conn.Write(append(frame, body...)); err != nil {
+	c.Conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Conn.Write(append(frame, body...)); err != nil {
 		return "closed"
 	}
-	resp, err := encoding.ReadFrame(c.r, nil, encoding.DefaultMaxFrameBytes)
+	resp, err := encoding.ReadFrame(c.R, nil, encoding.DefaultMaxFrameBytes)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return "no answer"
@@ -117,7 +118,7 @@ func handshakeAnswer(t *testing.T, addr string, body []byte) string {
 		kind += ", readOnly byte"
 	}
 	out := fmt.Sprintf("%s; timeout %d, password %d bytes", kind, cr.TimeOut, len(cr.Passwd))
-	hdr, err := c.call(encoding.OpExists, &encoding.ExistsRequest{Path: "/"}, &encoding.ExistsResponse{})
+	hdr, err := c.Call(encoding.OpExists, &encoding.ExistsRequest{Path: "/"}, &encoding.ExistsResponse{})
 	if err != nil {
 		return out + "; then closed"
 	}

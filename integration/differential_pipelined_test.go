@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // TestDifferentialRandomPipelined runs random scripts of one session with its requests sent in
@@ -21,7 +22,7 @@ func TestDifferentialRandomPipelined(t *testing.T) {
 	for seed := range randomSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			g := &scriptGen{rng: rand.New(rand.NewPCG(seed, 0x70697065))}
-			steps := []step{{encoding.OpCreate, &encoding.CreateRequest{Path: "/r", ACL: rawOpenACL}, newResp[encoding.CreateResponse]()}}
+			steps := []step{{encoding.OpCreate, &encoding.CreateRequest{Path: "/r", ACL: itest.RawOpenACL}, newResp[encoding.CreateResponse]()}}
 			for range *randomSteps {
 				steps = append(steps, g.step())
 			}
@@ -57,7 +58,7 @@ func pipelineBatches(g *scriptGen, steps []step) []int {
 // runPipelined sends steps on one session in batches of the given sizes, each batch in one
 // write, reads every frame up to the last reply of the batch, and renders each frame as a line.
 func runPipelined(t *testing.T, addr string, steps []step, batches []int) []string {
-	c := connectRaw(t, addr)
+	c := itest.ConnectRaw(t, addr)
 	self := selfNamer(c)
 	var out []string
 	var first encoding.Zxid
@@ -66,20 +67,20 @@ func runPipelined(t *testing.T, addr string, steps []step, batches []int) []stri
 		var frames []byte
 		xids := map[encoding.Xid]int{}
 		for i := next; i < next+size; i++ {
-			c.xid++
-			xids[c.xid] = i
-			frames = appendRequest(frames, c.xid, steps[i].op, steps[i].req)
+			c.Xid++
+			xids[c.Xid] = i
+			frames = itest.AppendRequest(frames, c.Xid, steps[i].op, steps[i].req)
 		}
-		if _, err := c.conn.Write(frames); err != nil {
+		if _, err := c.Conn.Write(frames); err != nil {
 			t.Fatalf("write batch at step %d: %v", next, err)
 		}
 		for answered := 0; answered < size; {
-			hdr, body, err := c.readReply()
+			hdr, body, err := c.ReadReply()
 			if err != nil {
 				t.Fatalf("batch at step %d: read: %v", next, err)
 			}
 			if hdr.Xid == encoding.XidNotification {
-				ev, err := decodeEvent(hdr, body)
+				ev, err := itest.DecodeEvent(hdr, body)
 				if err != nil {
 					t.Fatal(err)
 				}

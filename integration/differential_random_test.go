@@ -11,7 +11,8 @@ import (
 	"testing"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Random differential scripts: seeded sequences of requests from three sessions, one request at
@@ -86,7 +87,7 @@ const randomSessions = 3
 // request opens a new one.
 func randomScript(seed uint64, n int) (steps []step, sessionOf []int) {
 	g := &scriptGen{rng: rand.New(rand.NewPCG(seed, 0x7a65746364))}
-	steps = []step{{encoding.OpCreate, &encoding.CreateRequest{Path: "/r", ACL: rawOpenACL}, newResp[encoding.CreateResponse]()}}
+	steps = []step{{encoding.OpCreate, &encoding.CreateRequest{Path: "/r", ACL: itest.RawOpenACL}, newResp[encoding.CreateResponse]()}}
 	sessionOf = []int{0}
 	for range n {
 		k := 0
@@ -130,13 +131,13 @@ var (
 	// badPaths fail ZooKeeper's path validation.
 	badPaths = []string{"/r/a/", "/r//a", "r", "/r/./a"}
 
-	readOnlyACL = []encoding.ACL{worldACL(encoding.PermRead)}
-	noDeleteACL = []encoding.ACL{worldACL(encoding.PermAll &^ encoding.PermDelete)}
+	readOnlyACL = []encoding.ACL{itest.WorldACL(encoding.PermRead)}
+	noDeleteACL = []encoding.ACL{itest.WorldACL(encoding.PermAll &^ encoding.PermDelete)}
 	// aliceACL lets only a session that authenticated as alice in; authACL names whoever
 	// creates the node (InvalidACL for a session that has not authenticated).
 	aliceACL   = []encoding.ACL{digestACL(encoding.PermAll, "alice", "pw")}
-	authACL    = []encoding.ACL{aclOf(encoding.PermAll, "auth", "")}
-	readAllACL = []encoding.ACL{worldACL(encoding.PermRead), digestACL(encoding.PermAll, "alice", "pw")}
+	authACL    = []encoding.ACL{itest.ACLOf(encoding.PermAll, "auth", "")}
+	readAllACL = []encoding.ACL{itest.WorldACL(encoding.PermRead), digestACL(encoding.PermAll, "alice", "pw")}
 	// users are who a session may authenticate as (digest, password "pw").
 	users = []string{"alice", "bob"}
 )
@@ -181,7 +182,7 @@ func (g *scriptGen) acl() []encoding.ACL {
 	case 8:
 		return readAllACL
 	}
-	return rawOpenACL
+	return itest.RawOpenACL
 }
 
 // createMode is a plain create's mode; container and TTL nodes have requests of their own.
@@ -204,7 +205,7 @@ func (g *scriptGen) create() encoding.MultiOp {
 	switch g.rng.IntN(10) {
 	case 0:
 		return encoding.MultiOp{Op: encoding.OpCreateContainer, Record: &encoding.CreateRequest{
-			Path: g.path(), Data: g.data(), ACL: rawOpenACL, Flags: encoding.ModeContainer}}
+			Path: g.path(), Data: g.data(), ACL: itest.RawOpenACL, Flags: encoding.ModeContainer}}
 	case 1:
 		mode := []encoding.CreateMode{encoding.ModePersistentWithTTL, encoding.ModePersistentSequentialWithTTL}[g.rng.IntN(2)]
 		ttl := int64(100000) // far longer than the script: no node expires while it runs
@@ -212,7 +213,7 @@ func (g *scriptGen) create() encoding.MultiOp {
 			ttl = 0 // BadArguments
 		}
 		return encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{
-			Path: g.createPath(mode), Data: g.data(), ACL: rawOpenACL, Flags: mode, TTL: ttl}}
+			Path: g.createPath(mode), Data: g.data(), ACL: itest.RawOpenACL, Flags: mode, TTL: ttl}}
 	}
 	op := encoding.OpCreate
 	if g.oneIn(3) {
@@ -342,7 +343,7 @@ func TestDifferentialRandomConcurrent(t *testing.T) {
 // root, then n random requests under it, none closing the session.
 func randomConcurrentScript(seed uint64, root string, n int) []step {
 	g := &scriptGen{rng: rand.New(rand.NewPCG(seed, 0x636f6e63)), root: root}
-	steps := []step{{encoding.OpCreate, &encoding.CreateRequest{Path: root, ACL: rawOpenACL}, newResp[encoding.CreateResponse]()}}
+	steps := []step{{encoding.OpCreate, &encoding.CreateRequest{Path: root, ACL: itest.RawOpenACL}, newResp[encoding.CreateResponse]()}}
 	for range n {
 		steps = append(steps, g.step())
 	}
@@ -353,13 +354,13 @@ func randomConcurrentScript(seed uint64, root string, n int) []step {
 // no pause between requests, and renders each session's replies (scriptRun.run) without the
 // headers' zxids and the times.
 func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
-	setup := connectRaw(t, addr)
-	if code := setup.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/r", ACL: rawOpenACL}, &encoding.CreateResponse{}); code != 0 {
+	setup := itest.ConnectRaw(t, addr)
+	if code := setup.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/r", ACL: itest.RawOpenACL}, &encoding.CreateResponse{}); code != 0 {
 		t.Fatalf("create /r: %v", code)
 	}
-	clients := make([]*rawClient, len(scripts))
+	clients := make([]*itest.RawClient, len(scripts))
 	for k := range clients {
-		clients[k] = connectRaw(t, addr)
+		clients[k] = itest.ConnectRaw(t, addr)
 	}
 	out := make([][]string, len(scripts))
 	var wg sync.WaitGroup
@@ -373,7 +374,7 @@ func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
 				if s.resp != nil {
 					resp = s.resp()
 				}
-				hdr, err := c.call(s.op, s.req, resp)
+				hdr, err := c.Call(s.op, s.req, resp)
 				if err != nil {
 					t.Errorf("session %d, step %d (%v): %v", k, i, s.op, err)
 					return
@@ -382,7 +383,7 @@ func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
 					first = hdr.Zxid
 				}
 				line := replyLine(i, s, hdr, resp, self)
-				if ev := c.takeEvents(); len(ev) > 0 {
+				if ev := c.TakeEvents(); len(ev) > 0 {
 					line += " after " + describeEvents("self", ev, nil)
 				}
 				out[k] = append(out[k], line)
@@ -398,7 +399,7 @@ func runConcurrent(t *testing.T, addr string, scripts [][]step) [][]string {
 }
 
 // selfNamer names c's own session "self" in the Stats a line renders, any other by number.
-func selfNamer(c *rawClient) func(encoding.SessionID) string {
+func selfNamer(c *itest.RawClient) func(encoding.SessionID) string {
 	return func(id encoding.SessionID) string {
 		if id == c.Session.SessionID {
 			return "self"

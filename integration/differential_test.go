@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // step is one request of a differential script.
@@ -29,7 +30,7 @@ func newResp[T any, P interface {
 
 // coreScript exercises every foundation opcode, success and failure, on one session.
 func coreScript() []step {
-	acl := rawOpenACL
+	acl := itest.RawOpenACL
 	create := func(path string, data []byte, mode encoding.CreateMode) step {
 		return step{encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: acl, Flags: mode}, newResp[encoding.CreateResponse]()}
 	}
@@ -109,9 +110,9 @@ type scriptRun struct {
 }
 
 // syncSession sends a sync on c; it fails the test unless the answer is OK.
-func syncSession(t *testing.T, c *rawClient, what string) {
+func syncSession(t *testing.T, c *itest.RawClient, what string) {
 	t.Helper()
-	if code := c.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{}); code != 0 {
+	if code := c.MustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{}); code != 0 {
 		t.Fatalf("%s: sync: %v", what, code)
 	}
 }
@@ -119,9 +120,9 @@ func syncSession(t *testing.T, c *rawClient, what string) {
 // describeEvents renders a session's events for scriptRun.events. The events of one session's
 // close (closes: the zxids of closeSession replies) are sorted by path: ZooKeeper deletes a
 // session's ephemerals in the order of a hash set.
-func describeEvents(name string, events []rawEvent, closes map[encoding.Zxid]bool) string {
+func describeEvents(name string, events []itest.RawEvent, closes map[encoding.Zxid]bool) string {
 	events = slices.Clone(events)
-	slices.SortStableFunc(events, func(a, b rawEvent) int {
+	slices.SortStableFunc(events, func(a, b itest.RawEvent) int {
 		if a.Zxid != b.Zxid || !closes[a.Zxid] {
 			return 0
 		}
@@ -145,7 +146,7 @@ func describeEvents(name string, events []rawEvent, closes map[encoding.Zxid]boo
 // a revision holds no ZooKeeper write (a zetcd process refreshing its process key). What a
 // client can rely on, and what must agree, is their order and which answers share one.
 func (r scriptRun) run(t *testing.T, steps []step) []string {
-	clients := map[int]*rawClient{}
+	clients := map[int]*itest.RawClient{}
 	names := map[encoding.SessionID]string{}
 	session := func(id encoding.SessionID) string {
 		if name, ok := names[id]; ok {
@@ -155,8 +156,8 @@ func (r scriptRun) run(t *testing.T, steps []step) []string {
 	}
 	var out []string
 	var first encoding.Zxid
-	events := map[encoding.SessionID][]rawEvent{} // of closed sessions, then of all
-	closes := map[encoding.Zxid]bool{}            // the zxids of closeSession replies
+	events := map[encoding.SessionID][]itest.RawEvent{} // of closed sessions, then of all
+	closes := map[encoding.Zxid]bool{}                  // the zxids of closeSession replies
 	for i, s := range steps {
 		k := 0
 		if r.sessionOf != nil {
@@ -164,7 +165,7 @@ func (r scriptRun) run(t *testing.T, steps []step) []string {
 		}
 		c := clients[k]
 		if c == nil {
-			c = connectRaw(t, r.addrs[k%len(r.addrs)])
+			c = itest.ConnectRaw(t, r.addrs[k%len(r.addrs)])
 			clients[k] = c
 			names[c.Session.SessionID] = fmt.Sprintf("s%d", len(names))
 		}
@@ -181,7 +182,7 @@ func (r scriptRun) run(t *testing.T, steps []step) []string {
 		// Steps a millisecond apart at least: a setData right after a create must not get
 		// the same mtime as its ctime ("times" below) by chance.
 		time.Sleep(2 * time.Millisecond)
-		hdr, err := c.call(s.op, s.req, resp)
+		hdr, err := c.Call(s.op, s.req, resp)
 		if err != nil {
 			t.Fatalf("step %d (%v): %v", i, s.op, err)
 		}
@@ -194,14 +195,14 @@ func (r scriptRun) run(t *testing.T, steps []step) []string {
 		}
 		out = append(out, line+describeReply(hdr, resp, session))
 		if r.events && s.op == encoding.OpCloseSession {
-			events[c.Session.SessionID] = c.takeEvents()
+			events[c.Session.SessionID] = c.TakeEvents()
 			closes[hdr.Zxid] = true
 		}
 	}
 	if r.events {
 		for _, c := range clients {
 			syncSession(t, c, "at the end")
-			events[c.Session.SessionID] = c.takeEvents()
+			events[c.Session.SessionID] = c.TakeEvents()
 		}
 		ids := slices.Collect(maps.Keys(names))
 		slices.SortFunc(ids, func(a, b encoding.SessionID) int { return strings.Compare(names[a], names[b]) })
@@ -380,7 +381,7 @@ func TestDifferentialCore(t *testing.T) {
 // multiScript exercises multi and the 3.5–3.9 operations: every multi shape, success and
 // failure, and the single ops on nodes a multi left behind.
 func multiScript() []step {
-	acl := rawOpenACL
+	acl := itest.RawOpenACL
 	multi := func(ops ...encoding.MultiOp) step {
 		return step{encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, newResp[encoding.MultiResponse]()}
 	}
@@ -456,9 +457,9 @@ func TestDifferentialSessions(t *testing.T) {
 	}
 	children2 := step{encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: "/p"}, newResp[encoding.GetChildren2Response]()}
 	steps := []step{
-		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p", ACL: rawOpenACL}, newResp[encoding.CreateResponse]()},
-		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p/e", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, newResp[encoding.CreateResponse]()},
-		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p/s-", ACL: rawOpenACL, Flags: encoding.ModeEphemeralSequential}, newResp[encoding.CreateResponse]()},
+		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p", ACL: itest.RawOpenACL}, newResp[encoding.CreateResponse]()},
+		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p/e", ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, newResp[encoding.CreateResponse]()},
+		{encoding.OpCreate, &encoding.CreateRequest{Path: "/p/s-", ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeralSequential}, newResp[encoding.CreateResponse]()},
 		multi(nullACL),
 		{encoding.OpMultiRead, &encoding.MultiRequest{}, newResp[encoding.MultiResponse]()},
 		children2,

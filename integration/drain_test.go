@@ -11,7 +11,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // orderedHosts is a go-zookeeper HostProvider that tries its servers in its own order, so a
@@ -64,9 +65,9 @@ func TestProcessDrain(t *testing.T) {
 	}
 	cluster := startEtcd(t)
 	endpoint := cluster.Etcd.Endpoint
-	addrA, addrB := freePort(t), freePort(t)
-	a := startProcessArgs(t, addrA, "--endpoints", endpoint, "--drain-timeout", "10s", "--log-level", "info")
-	startProcessArgs(t, addrB, "--endpoints", endpoint)
+	addrA, addrB := itest.FreePort(t), itest.FreePort(t)
+	a := itest.StartProcessArgs(t, addrA, "--endpoints", endpoint, "--drain-timeout", "10s", "--log-level", "info")
+	itest.StartProcessArgs(t, addrB, "--endpoints", endpoint)
 
 	obs := connect(t, addrB)
 	if _, err := obs.Create("/drain", nil, 0, openACL); err != nil {
@@ -146,30 +147,29 @@ func TestProcessDrain(t *testing.T) {
 		t.Fatal("no write acknowledged before the drain")
 	}
 	start := time.Now()
-	a.cmd.Process.Signal(syscall.SIGTERM)
+	a.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-a.done:
+	case <-a.Done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("zetcd did not exit 20s after SIGTERM")
 	}
 	took := time.Since(start)
-	if code := a.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Errorf("drained zetcd exited with %d:\n%s", code, a.logs.String())
+	if code := a.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("drained zetcd exited with %d:\n%s", code, a.Logs.String())
 	}
-	if !strings.Contains(a.logs.String(), "connections drained") {
-		t.Errorf("drained zetcd did not report a complete drain:\n%s", a.logs.String())
+	if !strings.Contains(a.Logs.String(), "connections drained") {
+		t.Errorf("drained zetcd did not report a complete drain:\n%s", a.Logs.String())
 	}
 	t.Logf("SIGTERM to exit: %v; %d writes acknowledged before", took, before)
 
 	// Every client resumes on B with its session.
 	for i, c := range cs {
-		deadline := time.Now().Add(20 * time.Second)
-		for c.conn.State() != zk.StateHasSession || c.conn.Server() != addrB {
-			if time.Now().After(deadline) {
-				t.Fatalf("client %d: state %v on %s 20s after the drain", i, c.conn.State(), c.conn.Server())
+		testenv.Eventually(t, 20*time.Second, fmt.Sprintf("client %d with a session on B after the drain", i), func() error {
+			if st, srv := c.conn.State(), c.conn.Server(); st != zk.StateHasSession || srv != addrB {
+				return fmt.Errorf("state %v on %s", st, srv)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		if got := c.conn.SessionID(); got != c.session {
 			t.Errorf("client %d: session %#x after the move, want %#x", i, got, c.session)
 		}
@@ -204,7 +204,7 @@ func TestProcessDrain(t *testing.T) {
 	if after <= before {
 		t.Errorf("no write acknowledged after the drain (%d before, %d after)", before, after)
 	}
-	n := checkAcknowledged(t, obs, &acked, "/drain/counter-", lastSet[:])
+	n := itest.CheckAcknowledged(t, obs, &acked, "/drain/counter-", lastSet[:])
 	t.Logf("%d clients moved with sessions, ephemerals and watches; %d acknowledged creates all present (%d requests failed around the move)",
 		clients, n, failures.Load())
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -9,8 +10,9 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
 
 // reapInterval is how often both servers look for containers and TTL nodes to delete in the
@@ -36,23 +38,19 @@ func forServers(t *testing.T, servers []testenv.Server, f func(t *testing.T, add
 	}
 }
 
-// waitGone polls until path does not exist, failing the test after 10s.
+// waitGone waits until path does not exist, failing the test after 10s.
 func waitGone(t *testing.T, c *zk.Conn, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, path+" gone", func() error {
 		ok, _, err := c.Exists(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !ok {
-			return
+		if ok {
+			return errors.New("still exists")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists after 10s", path)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // mustExist fails the test if path does not exist.
@@ -70,17 +68,17 @@ func mustExist(t *testing.T, c *zk.Conn, path, why string) {
 func TestContainers(t *testing.T) {
 	forServers(t, reapingServers, func(t *testing.T, addr string) {
 		c := connect(t, addr)
-		raw := connectRaw(t, addr)
+		raw := itest.ConnectRaw(t, addr)
 		for _, p := range []string{"/curator", "/curator/locks", "/unused"} {
 			var cr encoding.Create2Response
-			if code := raw.mustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: p, ACL: rawOpenACL, Flags: encoding.ModeContainer}, &cr); code != 0 {
+			if code := raw.MustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: p, ACL: itest.RawOpenACL, Flags: encoding.ModeContainer}, &cr); code != 0 {
 				t.Fatalf("createContainer %s: %v", p, code)
 			}
 			if cr.Path != p || cr.Stat.EphemeralOwner != 0 || cr.Stat.Czxid == 0 {
 				t.Errorf("createContainer %s: %+v", p, cr)
 			}
 		}
-		if code := raw.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/plain", ACL: rawOpenACL, Flags: encoding.ModeContainer}, &encoding.CreateResponse{}); code != 0 {
+		if code := raw.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/plain", ACL: itest.RawOpenACL, Flags: encoding.ModeContainer}, &encoding.CreateResponse{}); code != 0 {
 			t.Fatalf("create with container flags: %v", code)
 		}
 		lock, err := c.Create("/curator/locks/lock-", nil, zk.FlagEphemeral|zk.FlagSequence, openACL)
@@ -117,12 +115,12 @@ func TestContainers(t *testing.T) {
 // (sequential flags still name it), and refuses TTL and invalid flags.
 func TestContainerOpcodes(t *testing.T) {
 	forServers(t, reapingServers, func(t *testing.T, addr string) {
-		raw := connectRaw(t, addr)
+		raw := itest.ConnectRaw(t, addr)
 		c := connect(t, addr)
 		var made []string
 		for _, flags := range []encoding.CreateMode{0, encoding.ModeEphemeral, encoding.ModePersistentSequential} {
 			var cr encoding.Create2Response
-			if code := raw.mustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/k", ACL: rawOpenACL, Flags: flags}, &cr); code != 0 {
+			if code := raw.MustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/k", ACL: itest.RawOpenACL, Flags: flags}, &cr); code != 0 {
 				t.Fatalf("createContainer flags %d: %v", flags, code)
 			}
 			if cr.Stat.EphemeralOwner != 0 {
@@ -146,11 +144,11 @@ func TestContainerOpcodes(t *testing.T) {
 			waitGone(t, c, p)
 		}
 		for _, flags := range []encoding.CreateMode{encoding.ModePersistentWithTTL, encoding.ModePersistentSequentialWithTTL, 7, -1} {
-			if code := raw.mustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/bad", ACL: rawOpenACL, Flags: flags}, &encoding.Create2Response{}); code != encoding.ErrBadArguments {
+			if code := raw.MustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/bad", ACL: itest.RawOpenACL, Flags: flags}, &encoding.Create2Response{}); code != encoding.ErrBadArguments {
 				t.Errorf("createContainer flags %d: %v, want BadArguments", flags, code)
 			}
 		}
-		if code := raw.mustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/nope/k", ACL: rawOpenACL, Flags: encoding.ModeContainer}, &encoding.Create2Response{}); code != encoding.ErrNoNode {
+		if code := raw.MustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/nope/k", ACL: itest.RawOpenACL, Flags: encoding.ModeContainer}, &encoding.Create2Response{}); code != encoding.ErrNoNode {
 			t.Errorf("createContainer under a missing parent: %v, want NoNode", code)
 		}
 	})
@@ -160,11 +158,11 @@ func TestContainerOpcodes(t *testing.T) {
 // createTTL checks its flags and TTL.
 func TestTTLNodes(t *testing.T) {
 	forServers(t, reapingServers, func(t *testing.T, addr string) {
-		raw := connectRaw(t, addr)
+		raw := itest.ConnectRaw(t, addr)
 		c := connect(t, addr)
 		createTTL := func(path string, flags encoding.CreateMode, ttl int64) (encoding.Create2Response, encoding.ErrCode) {
 			var cr encoding.Create2Response
-			code := raw.mustCall(encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: path, Data: []byte("d"), ACL: rawOpenACL, Flags: flags, TTL: ttl}, &cr)
+			code := raw.MustCall(encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: path, Data: []byte("d"), ACL: itest.RawOpenACL, Flags: flags, TTL: ttl}, &cr)
 			return cr, code
 		}
 		cr, code := createTTL("/ttl", encoding.ModePersistentWithTTL, 500)
@@ -205,7 +203,7 @@ func TestTTLNodes(t *testing.T) {
 			}
 		}
 		// TTL flags on the other create opcodes need a TTL they cannot carry.
-		if code := raw.mustCall(encoding.OpCreate2, &encoding.CreateRequest{Path: "/bad", ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL}, &encoding.Create2Response{}); code != encoding.ErrBadArguments {
+		if code := raw.MustCall(encoding.OpCreate2, &encoding.CreateRequest{Path: "/bad", ACL: itest.RawOpenACL, Flags: encoding.ModePersistentWithTTL}, &encoding.Create2Response{}); code != encoding.ErrBadArguments {
 			t.Errorf("create2 with TTL flags: %v, want BadArguments", code)
 		}
 	})
@@ -223,9 +221,9 @@ func TestDeleteContainerFromClient(t *testing.T) {
 		if _, err := c.CreateContainer("/box", nil, zk.FlagContainer, openACL); err != nil {
 			t.Fatal(err)
 		}
-		raw := connectRaw(t, addr)
-		raw.send(encoding.OpDeleteContainer, &encoding.DeleteContainerRequest{Path: "/box"})
-		raw.expectClosed(0)
+		raw := itest.ConnectRaw(t, addr)
+		raw.Send(encoding.OpDeleteContainer, &encoding.DeleteContainerRequest{Path: "/box"})
+		raw.ExpectClosed(0)
 		mustExist(t, c, "/box", "deleteContainer from a client")
 	})
 }
@@ -233,13 +231,13 @@ func TestDeleteContainerFromClient(t *testing.T) {
 // TestGetEphemerals: the caller's own ephemeral nodes under a prefix, matched as a string.
 func TestGetEphemerals(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		raw := connectRaw(t, addr)
+		raw := itest.ConnectRaw(t, addr)
 		other := connect(t, addr)
-		raw.mustCreate("/a", nil, 0)
+		raw.MustCreate("/a", nil, 0)
 		for _, p := range []string{"/a/e", "/ab", "/e2"} {
-			raw.mustCreate(p, nil, encoding.ModeEphemeral)
+			raw.MustCreate(p, nil, encoding.ModeEphemeral)
 		}
-		raw.mustCreate("/p", nil, 0)
+		raw.MustCreate("/p", nil, 0)
 		if _, err := other.Create("/a/other", nil, zk.FlagEphemeral, openACL); err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +251,7 @@ func TestGetEphemerals(t *testing.T) {
 			"a":     {},
 		} {
 			var resp encoding.GetEphemeralsResponse
-			if code := raw.mustCall(encoding.OpGetEphemerals, &encoding.GetEphemeralsRequest{PrefixPath: prefix}, &resp); code != 0 {
+			if code := raw.MustCall(encoding.OpGetEphemerals, &encoding.GetEphemeralsRequest{PrefixPath: prefix}, &resp); code != 0 {
 				t.Fatalf("getEphemerals %q: %v", prefix, code)
 			}
 			got := slices.Clone(resp.Ephemerals)
@@ -268,17 +266,17 @@ func TestGetEphemerals(t *testing.T) {
 // TestGetAllChildrenNumber counts all descendants.
 func TestGetAllChildrenNumber(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		raw := connectRaw(t, addr)
+		raw := itest.ConnectRaw(t, addr)
 		count := func(path string) (int32, encoding.ErrCode) {
 			var resp encoding.GetAllChildrenNumberResponse
-			code := raw.mustCall(encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: path}, &resp)
+			code := raw.MustCall(encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: path}, &resp)
 			return resp.TotalNumber, code
 		}
 		if n, code := count("/"); code != 0 || n != 3 {
 			t.Errorf("fresh /: %d %v, want 3", n, code)
 		}
 		for _, p := range []string{"/a", "/a/b", "/a/b/c", "/a/d", "/ab", "/a/b/c/d"} {
-			raw.mustCreate(p, nil, 0)
+			raw.MustCreate(p, nil, 0)
 		}
 		for path, want := range map[string]int32{"/": 9, "/a": 4, "/a/b": 2, "/a/b/c/d": 0, "/zookeeper": 2, "": 10} {
 			if n, code := count(path); code != 0 || n != want {
@@ -294,9 +292,9 @@ func TestGetAllChildrenNumber(t *testing.T) {
 // TestWhoAmI: a connection without authentication is known by its address.
 func TestWhoAmI(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		raw := connectRaw(t, addr)
+		raw := itest.ConnectRaw(t, addr)
 		var resp encoding.WhoAmIResponse
-		if code := raw.mustCall(encoding.OpWhoAmI, nil, &resp); code != 0 {
+		if code := raw.MustCall(encoding.OpWhoAmI, nil, &resp); code != 0 {
 			t.Fatal(code)
 		}
 		want := []encoding.ClientInfo{{AuthScheme: "ip", User: "127.0.0.1"}}
@@ -310,9 +308,9 @@ func TestWhoAmI(t *testing.T) {
 // the refusal consumes a zxid.
 func TestReconfigDisabled(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		raw := connectRaw(t, addr)
-		z := raw.mustCreate("/a", nil, 0)
-		hdr, err := raw.call(encoding.OpReconfig, &encoding.ReconfigRequest{JoiningServers: "server.2=127.0.0.1:2888:3888", CurConfigID: -1}, &encoding.GetDataResponse{})
+		raw := itest.ConnectRaw(t, addr)
+		z := raw.MustCreate("/a", nil, 0)
+		hdr, err := raw.Call(encoding.OpReconfig, &encoding.ReconfigRequest{JoiningServers: "server.2=127.0.0.1:2888:3888", CurConfigID: -1}, &encoding.GetDataResponse{})
 		if err != nil || hdr.Err != encoding.ErrReconfigDisabled || !zxidAfter(z, hdr.Zxid, 1) {
 			t.Errorf("reconfig: %v %v zxid %v, want ReconfigDisabled at the zxid after %v", err, hdr.Err, hdr.Zxid, z)
 		}
@@ -323,15 +321,15 @@ func TestReconfigDisabled(t *testing.T) {
 // and a null token, and the connection carries on.
 func TestSaslNotConfigured(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		raw := connectRaw(t, addr)
+		raw := itest.ConnectRaw(t, addr)
 		for _, tok := range [][]byte{{}, []byte("token")} {
-			xid := raw.send(encoding.OpSasl, &encoding.GetSASLRequest{Token: tok})
-			hdr, body, err := raw.readReply()
+			xid := raw.Send(encoding.OpSasl, &encoding.GetSASLRequest{Token: tok})
+			hdr, body, err := raw.ReadReply()
 			if err != nil || hdr.Xid != xid || hdr.Err != 0 || hdr.Zxid != 0 || !bytes.Equal(body, []byte{0xff, 0xff, 0xff, 0xff}) {
 				t.Errorf("sasl %q: %+v body %x err %v; want err 0, zxid 0, null token", tok, hdr, body, err)
 			}
 		}
-		if !raw.exists("/zookeeper") {
+		if !raw.Exists("/zookeeper") {
 			t.Error("connection unusable after sasl")
 		}
 	})

@@ -10,8 +10,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zetcd/zetcd/internal/testenv"
-	"github.com/zetcd/zetcd/internal/zkserver"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 	"github.com/zetcd/zetcd/zetcd"
 )
 
@@ -46,7 +47,7 @@ func fourLetterWorkload(t *testing.T, addr string, cmds []string) map[string]str
 	}
 	out := map[string]string{}
 	for _, cmd := range cmds {
-		s, err := fourLetter(addr, cmd)
+		s, err := itest.FourLetter(addr, cmd)
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
 		}
@@ -254,11 +255,11 @@ func TestFourLetterWordsWhitelist(t *testing.T) {
 	cfg.FourLetterWords = []string{"ruok", "conf"}
 	zeAddr := testenv.StartZetcdOn(t, testenv.StartEtcd(t), testenv.Options{Config: &cfg}).Addr
 	for _, cmd := range []string{"wchc", "mntr", "stat", "ruok"} {
-		zk, err := fourLetter(zkAddr, cmd)
+		zk, err := itest.FourLetter(zkAddr, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ze, err := fourLetter(zeAddr, cmd)
+		ze, err := itest.FourLetter(zeAddr, cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,19 +268,19 @@ func TestFourLetterWordsWhitelist(t *testing.T) {
 		}
 	}
 	for _, addr := range []string{zkAddr, zeAddr} {
-		if out, _ := fourLetter(addr, "srvr"); !strings.HasPrefix(out, "Zookeeper version: ") {
+		if out, _ := itest.FourLetter(addr, "srvr"); !strings.HasPrefix(out, "Zookeeper version: ") {
 			t.Errorf("srvr on %s with whitelist ruok,conf: %q", addr, out)
 		}
 	}
 	// zetcd's default whitelist.
 	def := testenv.StartZetcdOn(t, testenv.StartEtcd(t), testenv.Options{}).Addr
 	for _, cmd := range []string{"ruok", "srvr", "stat", "mntr", "conf", "envi", "isro", "cons", "wchs", "dirs"} {
-		if out, _ := fourLetter(def, cmd); strings.Contains(out, "not in the whitelist") {
+		if out, _ := itest.FourLetter(def, cmd); strings.Contains(out, "not in the whitelist") {
 			t.Errorf("%s refused by default", cmd)
 		}
 	}
 	for _, cmd := range []string{"wchc", "wchp", "dump", "crst", "srst", "gtmk"} {
-		if out, _ := fourLetter(def, cmd); out != cmd+" is not executed because it is not in the whitelist.\n" {
+		if out, _ := itest.FourLetter(def, cmd); out != cmd+" is not executed because it is not in the whitelist.\n" {
 			t.Errorf("%s answered by default: %q", cmd, out)
 		}
 	}
@@ -404,18 +405,18 @@ func TestFourLetterWordsCounts(t *testing.T) {
 	for name, addr := range map[string]string{"zookeeper": zkAddr, "zetcd": zeAddr} {
 		connect(t, addr) // a session's bytes and connection request, before the reset
 		for _, cmd := range []string{"srst", "ruok", "ruok", "ruok"} {
-			if _, err := fourLetter(addr, cmd); err != nil {
+			if _, err := itest.FourLetter(addr, cmd); err != nil {
 				t.Fatalf("%s %s: %v", name, cmd, err)
 			}
 		}
-		out, err := fourLetter(addr, "srvr")
+		out, err := itest.FourLetter(addr, "srvr")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if sent, conns := labelValue(out, "Sent: "), labelValue(out, "Connections: "); sent != "4" || conns != "2" {
 			t.Errorf("%s: srvr after srst and three ruok: Sent %s, Connections %s, want 4 and 2 (the session's and its own):\n%s", name, sent, conns, out)
 		}
-		out, err = fourLetter(addr, "mntr")
+		out, err = itest.FourLetter(addr, "mntr")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/zetcd/zetcd/internal/gomaxprocs"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestProcessAdaptsGOMAXPROCS runs the zetcd binary and reads its GOMAXPROCS from /metrics: one
@@ -20,32 +23,27 @@ func TestProcessAdaptsGOMAXPROCS(t *testing.T) {
 		t.Skip("GOMAXPROCS is set in the environment: zetcd keeps it")
 	}
 	procs := func(maddr string) int {
-		return int(scrape(t, "http://"+maddr+"/metrics")["go_sched_gomaxprocs_threads"])
+		return int(itest.Scrape(t, "http://"+maddr+"/metrics")["go_sched_gomaxprocs_threads"])
 	}
 	waitProcs := func(maddr string, want int, what string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got := procs(maddr)
-			if got == want {
-				return
+		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%s: GOMAXPROCS %d", what, want), func() error {
+			if got := procs(maddr); got != want {
+				return fmt.Errorf("GOMAXPROCS %d", got)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: GOMAXPROCS %d, want %d", what, got, want)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	// The runtime's default, which a zetcd that does not adapt keeps.
-	off, moff := freePort(t), freePort(t)
-	startProcessArgs(t, off, "--data-dir", t.TempDir(), "--metrics-addr", moff, "--adapt-gomaxprocs=false")
+	off, moff := itest.FreePort(t), itest.FreePort(t)
+	itest.StartProcessArgs(t, off, "--data-dir", t.TempDir(), "--metrics-addr", moff, "--adapt-gomaxprocs=false")
 	all := procs(moff)
 	if all < 2 {
 		t.Skip("the runtime's default is one P")
 	}
 
-	addr, maddr := freePort(t), freePort(t)
-	startProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr)
+	addr, maddr := itest.FreePort(t), itest.FreePort(t)
+	itest.StartProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr)
 	waitProcs(maddr, 1, "idle")
 
 	// 32 sessions reading as fast as they can.

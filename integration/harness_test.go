@@ -5,10 +5,10 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
-// Short names for the shared test environment (internal/testenv).
+// Short names for the shared test environment (internal/testkit/testenv).
 var (
 	startEtcd     = testenv.StartEtcd
 	forEachServer = testenv.ForEachServer

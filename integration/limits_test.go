@@ -15,7 +15,8 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // Requests that ZooKeeper 3.9 serves under its default jute.maxbuffer (1 MiB) are served, however
@@ -25,21 +26,21 @@ func TestLimitMultiOfManyCreates(t *testing.T) {
 	const n = 10000
 	forEachServer(t, func(t *testing.T, addr string) {
 		// The raw client does not ping while it waits for a reply, as real clients do, and the
-		// multi can take longer than connectRaw's 10 s session timeout under the race detector
+		// multi can take longer than itest.ConnectRaw's 10 s session timeout under the race detector
 		// on a 2-core machine (12 s seen): the longest timeout both servers grant keeps the
 		// session alive, so the test is about the request's size and not its speed.
-		c := connectRawTimeout(t, addr, 40000)
-		c.mustCreate("/many", nil, 0)
+		c := itest.ConnectRawTimeout(t, addr, 40000)
+		c.MustCreate("/many", nil, 0)
 		ops := make([]encoding.MultiOp, n)
 		for i := range ops {
 			ops[i] = opCreate(fmt.Sprintf("/many/n%05d", i), []byte("x"), 0)
 		}
-		hdr, res := c.multi(ops...)
+		hdr, res := c.Multi(ops...)
 		if hdr.Err != 0 || len(res) != n {
 			t.Fatalf("multi of %d creates: %v, %d results", n, hdr.Err, len(res))
 		}
 		var children encoding.GetChildrenResponse
-		if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/many"}, &children); code != 0 || len(children.Children) != n {
+		if code := c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/many"}, &children); code != 0 || len(children.Children) != n {
 			t.Errorf("getChildren after the multi: %v, %d children, want %d", code, len(children.Children), n)
 		}
 	})
@@ -47,24 +48,24 @@ func TestLimitMultiOfManyCreates(t *testing.T) {
 
 func TestLimitLongNodeName(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		path := "/" + strings.Repeat("a", 500000)
 		// (A failure names the node by its length: the name itself would fill the log.)
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: []byte("long"), ACL: rawOpenACL}, &encoding.CreateResponse{}); code != 0 {
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: []byte("long"), ACL: itest.RawOpenACL}, &encoding.CreateResponse{}); code != 0 {
 			t.Fatalf("create of a %d-character name: %v", len(path), code)
 		}
 		var data encoding.GetDataResponse
-		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path}, &data); code != 0 || string(data.Data) != "long" {
+		if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path}, &data); code != 0 || string(data.Data) != "long" {
 			t.Errorf("getData of the long name: %v %q", code, data.Data)
 		}
 		var children encoding.GetChildrenResponse
-		if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/"}, &children); code != 0 || len(children.Children) != 2 {
+		if code := c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/"}, &children); code != 0 || len(children.Children) != 2 {
 			t.Errorf("the root's children: %v, %d of them", code, len(children.Children))
 		}
-		if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: path, Version: -1}, nil); code != 0 {
+		if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: path, Version: -1}, nil); code != 0 {
 			t.Fatalf("delete of the long name: %v", code)
 		}
-		if c.exists(path) {
+		if c.Exists(path) {
 			t.Error("the long name is still there after its delete")
 		}
 	})
@@ -82,7 +83,7 @@ func TestLimitExternalEtcd(t *testing.T) {
 	t.Cleanup(e.Close)
 	core, logs := observer.New(zapcore.InfoLevel)
 	z := testenv.StartZetcdOn(t, &testenv.Etcd{Etcd: e}, testenv.Options{Logger: zap.New(core)})
-	c := connectRawTimeout(t, z.Addr, 40000)
+	c := itest.ConnectRawTimeout(t, z.Addr, 40000)
 
 	// Names ZooKeeper takes (the request under jute.maxbuffer, 1 MiB) that zetcd writes in more
 	// etcd bytes than 1.5 MiB: each name in its node's data key and in the multi's journal.
@@ -103,32 +104,32 @@ func TestLimitExternalEtcd(t *testing.T) {
 		name string
 		call func() encoding.ErrCode
 	}{
-		{"multi of two creates of 450,000-character names", func() encoding.ErrCode { hdr, _ := c.multi(longs...); return hdr.Err }},
-		{"the same again", func() encoding.ErrCode { hdr, _ := c.multi(longs...); return hdr.Err }},
-		{"multi of 10,000 creates", func() encoding.ErrCode { hdr, _ := c.multi(many...); return hdr.Err }},
-		{"multi of 200 creates", func() encoding.ErrCode { hdr, _ := c.multi(few...); return hdr.Err }},
+		{"multi of two creates of 450,000-character names", func() encoding.ErrCode { hdr, _ := c.Multi(longs...); return hdr.Err }},
+		{"the same again", func() encoding.ErrCode { hdr, _ := c.Multi(longs...); return hdr.Err }},
+		{"multi of 10,000 creates", func() encoding.ErrCode { hdr, _ := c.Multi(many...); return hdr.Err }},
+		{"multi of 200 creates", func() encoding.ErrCode { hdr, _ := c.Multi(few...); return hdr.Err }},
 	} {
 		if code := tc.call(); code != encoding.ErrSystemError {
 			t.Errorf("%s: %v, want SystemError", tc.name, code)
 		}
 		// The connection and its session serve on.
-		path := fmt.Sprintf("/after-%d", c.xid)
-		c.mustCreate(path, []byte("ok"), 0)
+		path := fmt.Sprintf("/after-%d", c.Xid)
+		c.MustCreate(path, []byte("ok"), 0)
 		var data encoding.GetDataResponse
-		if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path}, &data); code != 0 || string(data.Data) != "ok" {
+		if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path}, &data); code != 0 || string(data.Data) != "ok" {
 			t.Fatalf("after the %s: getData %v %q", tc.name, code, data.Data)
 		}
 	}
 	// A single create of a 900,000-character name is one etcd key: served, as ZooKeeper serves it.
 	long := "/" + strings.Repeat("c", 900000)
-	if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: long, ACL: rawOpenACL}, &encoding.CreateResponse{}); code != 0 {
+	if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: long, ACL: itest.RawOpenACL}, &encoding.CreateResponse{}); code != 0 {
 		t.Errorf("create of a 900,000-character name: %v", code)
 	}
-	if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: long, Version: -1}, nil); code != 0 {
+	if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: long, Version: -1}, nil); code != 0 {
 		t.Errorf("delete of the 900,000-character name: %v", code)
 	}
 	var children encoding.GetChildrenResponse
-	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/"}, &children); code != 0 || len(children.Children) != 5 {
+	if code := c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/"}, &children); code != 0 || len(children.Children) != 5 {
 		t.Errorf("the root's children: %v, %d of them, want zookeeper and the four after-*: a refused request left a node behind", code, len(children.Children))
 	}
 
@@ -154,29 +155,32 @@ func TestLimitExternalEtcd(t *testing.T) {
 // the limit.
 func TestLimitMaxClientCnxns(t *testing.T) {
 	testenv.ForEachServerWith(t, testenv.ServerOptions{MaxClientCnxns: 2}, func(t *testing.T, addr string) {
-		a, b := connectRaw(t, addr), connectRaw(t, addr)
+		a, b := itest.ConnectRaw(t, addr), itest.ConnectRaw(t, addr)
 		if nc, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil { // else refused already
-			third := &rawClient{t: t, conn: nc, r: bufio.NewReader(nc)}
+			third := &itest.RawClient{T: t, Conn: nc, R: bufio.NewReader(nc)}
 			nc.SetDeadline(time.Now().Add(10 * time.Second))
-			if resp, err := third.handshake(encoding.ConnectRequest{TimeOut: 10000}); err == nil {
+			if resp, err := third.Handshake(encoding.ConnectRequest{TimeOut: 10000}); err == nil {
 				t.Errorf("third connection: %+v, want it closed", resp)
 			}
 			nc.Close()
 		}
-		if out, _ := fourLetter(addr, "ruok"); out != "" {
+		if out, _ := itest.FourLetter(addr, "ruok"); out != "" {
 			t.Errorf("ruok on a third connection: %q, want it closed unanswered", out)
 		}
-		a.close()
-		b.close()
+		a.Close()
+		b.Close()
 		var conf string
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(conf, "maxClientCnxns=") && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond) // until the server has seen the two close
-			conf, _ = fourLetter(addr, "conf")
-		}
+		testenv.Eventually(t, 10*time.Second, "conf answered once the server has seen the two close", func() error {
+			var err error
+			if conf, err = itest.FourLetter(addr, "conf"); !strings.Contains(conf, "maxClientCnxns=") {
+				return fmt.Errorf("conf: %q, %v", conf, err)
+			}
+			return nil
+		})
 		if !strings.Contains(conf, "maxClientCnxns=2\n") {
 			t.Errorf("conf once the two closed: %q, want maxClientCnxns=2", conf)
 		}
-		mntr, _ := fourLetter(addr, "mntr")
+		mntr, _ := itest.FourLetter(addr, "mntr")
 		var rejected int
 		for _, line := range strings.Split(mntr, "\n") {
 			if v, ok := strings.CutPrefix(line, "zk_connection_rejected\t"); ok {

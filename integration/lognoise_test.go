@@ -18,7 +18,8 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/zetcd"
 )
 
@@ -126,7 +127,7 @@ func abruptClients(addr string, n int) {
 			switch i % 6 {
 			case 1:
 			case 2:
-				c.Write(rawRequest(1, encoding.OpCreate, &encoding.CreateRequest{Path: fmt.Sprintf("/abrupt%d", i), ACL: rawOpenACL, Flags: 1}))
+				c.Write(rawRequest(1, encoding.OpCreate, &encoding.CreateRequest{Path: fmt.Sprintf("/abrupt%d", i), ACL: itest.RawOpenACL, Flags: 1}))
 			case 3:
 				var burst []byte
 				for x := range 50 {
@@ -187,7 +188,7 @@ func resumeStorm(addr string, n, rounds int) {
 				return
 			}
 			s.id, s.passwd = resp.SessionID, resp.Passwd
-			s.conn.Write(rawRequest(1, encoding.OpCreate, &encoding.CreateRequest{Path: fmt.Sprintf("/storm%d", i), ACL: rawOpenACL, Flags: 1}))
+			s.conn.Write(rawRequest(1, encoding.OpCreate, &encoding.CreateRequest{Path: fmt.Sprintf("/storm%d", i), ACL: itest.RawOpenACL, Flags: 1}))
 			encoding.ReadFrame(s.conn, nil, 1<<20)
 		})
 	}

@@ -1,7 +1,7 @@
 package integration
 
 import (
-	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"sort"
@@ -11,52 +11,10 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
-
-// scrape reads a Prometheus text exposition from url into "name{k="v",...}" → value, with the
-// labels sorted by name; histogram buckets are kept as their own series.
-func scrape(t *testing.T, url string) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
-	}
-	out := map[string]float64{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(nil, 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		out[canonicalSeries(line[:i])] = v
-	}
-	if err := s.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// canonicalSeries sorts the labels of a series name (label values hold no commas here).
-func canonicalSeries(series string) string {
-	name, labels, ok := strings.Cut(series, "{")
-	if !ok {
-		return series
-	}
-	parts := strings.Split(strings.TrimSuffix(labels, "}"), ",")
-	sort.Strings(parts)
-	return name + "{" + strings.Join(parts, ",") + "}"
-}
 
 // series builds a canonical series name: series("m", "op", "create", "code", "OK").
 func series(name string, kv ...string) string {
@@ -79,8 +37,8 @@ func TestProcessMetrics(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the zetcd binary")
 	}
-	addr, maddr := freePort(t), freePort(t)
-	startProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr)
+	addr, maddr := itest.FreePort(t), itest.FreePort(t)
+	itest.StartProcessArgs(t, addr, "--data-dir", t.TempDir(), "--metrics-addr", maddr)
 	base := "http://" + maddr
 	for _, path := range []string{"/healthz", "/readyz"} {
 		resp, err := http.Get(base + path)
@@ -95,7 +53,7 @@ func TestProcessMetrics(t *testing.T) {
 	}
 
 	c := connect(t, addr)
-	before := scrape(t, base+"/metrics")
+	before := itest.Scrape(t, base+"/metrics")
 	for i := 0; i < 5; i++ {
 		if _, err := c.Create("/m"+strconv.Itoa(i), []byte("v"), 0, openACL); err != nil {
 			t.Fatal(err)
@@ -114,7 +72,7 @@ func TestProcessMetrics(t *testing.T) {
 	if _, _, _, err := c.ExistsW("/m4"); err != nil {
 		t.Fatal(err)
 	}
-	after := scrape(t, base+"/metrics")
+	after := itest.Scrape(t, base+"/metrics")
 
 	delta := func(s string) float64 { return after[s] - before[s] }
 	for s, want := range map[string]float64{
@@ -179,15 +137,11 @@ func TestProcessMetrics(t *testing.T) {
 
 	// Closing the session is a request of its own.
 	c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		m := scrape(t, base+"/metrics")
-		if m[series("zetcd_requests_total", "op", "closeSession", "code", "OK")] == 1 && m["zetcd_sessions"] == 0 {
-			break
+	testenv.Eventually(t, 10*time.Second, "after close: closeSession 1, sessions 0", func() error {
+		m := itest.Scrape(t, base+"/metrics")
+		if closes, sessions := m[series("zetcd_requests_total", "op", "closeSession", "code", "OK")], m["zetcd_sessions"]; closes != 1 || sessions != 0 {
+			return fmt.Errorf("closeSession %v, sessions %v", closes, sessions)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after close: closeSession %v, sessions %v", m[series("zetcd_requests_total", "op", "closeSession", "code", "OK")], m["zetcd_sessions"])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

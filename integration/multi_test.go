@@ -8,15 +8,16 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // Multi ops, built for the raw client.
 func opCreate(path string, data []byte, flags encoding.CreateMode) encoding.MultiOp {
-	return encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: path, Data: data, ACL: rawOpenACL, Flags: flags}}
+	return encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: path, Data: data, ACL: itest.RawOpenACL, Flags: flags}}
 }
 
 func opCreate2(path string, data []byte, flags encoding.CreateMode) encoding.MultiOp {
-	return encoding.MultiOp{Op: encoding.OpCreate2, Record: &encoding.CreateRequest{Path: path, Data: data, ACL: rawOpenACL, Flags: flags}}
+	return encoding.MultiOp{Op: encoding.OpCreate2, Record: &encoding.CreateRequest{Path: path, Data: data, ACL: itest.RawOpenACL, Flags: flags}}
 }
 
 func opDelete(path string, version int32) encoding.MultiOp {
@@ -31,49 +32,8 @@ func opCheck(path string, version int32) encoding.MultiOp {
 	return encoding.MultiOp{Op: encoding.OpCheck, Record: &encoding.CheckVersionRequest{Path: path, Version: version}}
 }
 
-// multi sends a multi (14) and returns its reply header and results; it fails the test on a
-// transport error.
-func (c *rawClient) multi(ops ...encoding.MultiOp) (encoding.ReplyHeader, []encoding.MultiResult) {
-	c.t.Helper()
-	var resp encoding.MultiResponse
-	hdr, err := c.call(encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, &resp)
-	if err != nil {
-		c.t.Fatalf("multi: %v", err)
-	}
-	return hdr, resp.Results
-}
-
-// mustCreate creates a persistent node with the raw client and returns the create's zxid.
-func (c *rawClient) mustCreate(path string, data []byte, flags encoding.CreateMode) encoding.Zxid {
-	c.t.Helper()
-	hdr, err := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: rawOpenACL, Flags: flags}, &encoding.CreateResponse{})
-	if err != nil || hdr.Err != 0 {
-		c.t.Fatalf("create %s: %v %v", path, hdr.Err, err)
-	}
-	return hdr.Zxid
-}
-
-// stat reads a node's Stat (getData), failing the test if it does not exist.
-func (c *rawClient) stat(path string) (encoding.Stat, []byte) {
-	c.t.Helper()
-	var gd encoding.GetDataResponse
-	if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path}, &gd); code != 0 {
-		c.t.Fatalf("getData %s: %v", path, code)
-	}
-	return gd.Stat, gd.Data
-}
-
-func (c *rawClient) exists(path string) bool {
-	c.t.Helper()
-	code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: path}, &encoding.ExistsResponse{})
-	if code != 0 && code != encoding.ErrNoNode {
-		c.t.Fatalf("exists %s: %v", path, code)
-	}
-	return code == 0
-}
-
 // wantErrors checks a failed multi's results: every result an error result, 0 before the
-// failing op, its code, RuntimeInconsistency after it (PROTOCOL.md §3.4).
+// failing op, its code, RuntimeInconsistency after it (PrepRequestProcessor).
 func wantErrors(t *testing.T, hdr encoding.ReplyHeader, res []encoding.MultiResult, n, failing int, code encoding.ErrCode) {
 	t.Helper()
 	if hdr.Err != 0 {
@@ -100,9 +60,9 @@ func wantErrors(t *testing.T, hdr encoding.ReplyHeader, res []encoding.MultiResu
 // result has ZooKeeper's type and the Stat of its node right after that op.
 func TestMultiSuccess(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		z0 := c.mustCreate("/m", []byte("a"), 0)
-		hdr, res := c.multi(
+		c := itest.ConnectRaw(t, addr)
+		z0 := c.MustCreate("/m", []byte("a"), 0)
+		hdr, res := c.Multi(
 			opCreate("/m/a", []byte("x"), 0),
 			opCreate2("/m/b", nil, 0),
 			opSetData("/m", []byte("yy"), 0),
@@ -141,12 +101,12 @@ func TestMultiSuccess(t *testing.T) {
 		if e.Stat.EphemeralOwner != c.Session.SessionID || e.Stat.Czxid != z {
 			t.Errorf("ephemeral create2 result %+v", e)
 		}
-		st, data := c.stat("/m")
+		st, data := c.Stat("/m")
 		if string(data) != "yy" || st.Version != 1 || st.NumChildren != 2 || st.Cversion != 4 || st.Pzxid != z || st.Mzxid != z {
 			t.Errorf("/m after the multi: %q %+v", data, st)
 		}
-		if c.exists("/m/a") || !c.exists("/m/b") || !c.exists("/m/c") {
-			t.Errorf("children after the multi: /m/a %v /m/b %v /m/c %v", c.exists("/m/a"), c.exists("/m/b"), c.exists("/m/c"))
+		if c.Exists("/m/a") || !c.Exists("/m/b") || !c.Exists("/m/c") {
+			t.Errorf("children after the multi: /m/a %v /m/b %v /m/c %v", c.Exists("/m/a"), c.Exists("/m/b"), c.Exists("/m/c"))
 		}
 	})
 }
@@ -155,8 +115,8 @@ func TestMultiSuccess(t *testing.T) {
 // header err 0 and the 0 / code / RuntimeInconsistency list, and still consumes a zxid.
 func TestMultiFailure(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		last := c.mustCreate("/m", []byte("a"), 0)
+		c := itest.ConnectRaw(t, addr)
+		last := c.MustCreate("/m", []byte("a"), 0)
 		cases := []struct {
 			name    string
 			ops     []encoding.MultiOp
@@ -175,22 +135,22 @@ func TestMultiFailure(t *testing.T) {
 			{"bad acl", []encoding.MultiOp{opCreate("/x", nil, 0), {Op: encoding.OpCreate2, Record: &encoding.CreateRequest{Path: "/y", ACL: []encoding.ACL{{Perms: 31, ID: encoding.ID{Scheme: "world", ID: "someone"}}}}}}, 1, encoding.ErrInvalidACL},
 			{"null acl in createTTL", []encoding.MultiOp{{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/t", Flags: encoding.ModePersistentWithTTL, TTL: 10}}}, 0, encoding.ErrInvalidACL},
 			{"system node", []encoding.MultiOp{opDelete("/zookeeper", -1)}, 0, encoding.ErrBadArguments},
-			{"ttl", []encoding.MultiOp{{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/t", ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 0}}}, 0, encoding.ErrBadArguments},
-			{"bad flags in createTTL", []encoding.MultiOp{{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/t", ACL: rawOpenACL, Flags: 9, TTL: 10}}}, 0, encoding.ErrBadArguments},
+			{"ttl", []encoding.MultiOp{{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/t", ACL: itest.RawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 0}}}, 0, encoding.ErrBadArguments},
+			{"bad flags in createTTL", []encoding.MultiOp{{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/t", ACL: itest.RawOpenACL, Flags: 9, TTL: 10}}}, 0, encoding.ErrBadArguments},
 		}
 		for _, tc := range cases {
-			hdr, res := c.multi(tc.ops...)
+			hdr, res := c.Multi(tc.ops...)
 			wantErrors(t, hdr, res, len(tc.ops), tc.failing, tc.code)
 			if !zxidAfter(last, hdr.Zxid, 1) {
 				t.Errorf("%s: failed multi at zxid %v, want the one after %v (it consumes one)", tc.name, hdr.Zxid, last)
 			}
 			last = hdr.Zxid
 			for _, p := range []string{"/x", "/m/c", "/e", "/y", "/t"} {
-				if c.exists(p) {
+				if c.Exists(p) {
 					t.Fatalf("%s: %s exists after a failed multi", tc.name, p)
 				}
 			}
-			st, data := c.stat("/m")
+			st, data := c.Stat("/m")
 			if string(data) != "a" || st.Version != 0 || st.Cversion != 0 {
 				t.Fatalf("%s: /m changed by a failed multi: %q %+v", tc.name, data, st)
 			}
@@ -202,18 +162,18 @@ func TestMultiFailure(t *testing.T) {
 // multiRead consumes none.
 func TestMultiEmpty(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		z0 := c.mustCreate("/a", nil, 0)
-		hdr, res := c.multi()
+		c := itest.ConnectRaw(t, addr)
+		z0 := c.MustCreate("/a", nil, 0)
+		hdr, res := c.Multi()
 		if hdr.Err != 0 || len(res) != 0 || !zxidAfter(z0, hdr.Zxid, 1) {
 			t.Errorf("empty multi: err %v, %d results, zxid %v (want the one after %v)", hdr.Err, len(res), hdr.Zxid, z0)
 		}
 		var mr encoding.MultiResponse
-		rh, err := c.call(encoding.OpMultiRead, &encoding.MultiRequest{}, &mr)
+		rh, err := c.Call(encoding.OpMultiRead, &encoding.MultiRequest{}, &mr)
 		if err != nil || rh.Err != 0 || len(mr.Results) != 0 {
 			t.Errorf("empty multiRead: %v %v %d results", err, rh.Err, len(mr.Results))
 		}
-		if z := c.mustCreate("/b", nil, 0); !zxidAfter(hdr.Zxid, z, 1) {
+		if z := c.MustCreate("/b", nil, 0); !zxidAfter(hdr.Zxid, z, 1) {
 			t.Errorf("create after the empty multiRead at zxid %v, want the one after %v", z, hdr.Zxid)
 		}
 	})
@@ -224,15 +184,15 @@ func TestMultiEmpty(t *testing.T) {
 // create op. The write multi consumes a zxid, the multiRead does not.
 func TestMultiMarshallingErrors(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		last := c.mustCreate("/a", nil, 0)
+		c := itest.ConnectRaw(t, addr)
+		last := c.MustCreate("/a", nil, 0)
 		for name, ops := range map[string][]encoding.MultiOp{
 			"read op":   {opCreate("/r", nil, 0), {Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/a"}}},
 			"only read": {{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/a"}}},
 			"bad flags": {opCreate("/r", nil, 9)},
 			"ttl flags": {opCreate2("/r", nil, encoding.ModePersistentWithTTL)},
 		} {
-			hdr, err := c.call(encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, &encoding.MultiResponse{})
+			hdr, err := c.Call(encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, &encoding.MultiResponse{})
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -240,21 +200,21 @@ func TestMultiMarshallingErrors(t *testing.T) {
 				t.Errorf("%s: err %v zxid %v, want MarshallingError at the zxid after %v", name, hdr.Err, hdr.Zxid, last)
 			}
 			last = hdr.Zxid
-			if c.exists("/r") {
+			if c.Exists("/r") {
 				t.Fatalf("%s: /r was created", name)
 			}
 		}
 		// A null ACL list fails the request before ZooKeeper assigns a zxid.
-		hdr, err := c.call(encoding.OpMulti, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+		hdr, err := c.Call(encoding.OpMulti, &encoding.MultiRequest{Ops: []encoding.MultiOp{
 			opCreate("/a/x", nil, 0), {Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: "/r"}}}}, &encoding.MultiResponse{})
 		if err != nil || hdr.Err != encoding.ErrMarshallingError || hdr.Zxid != last {
 			t.Errorf("null ACL: %v %v zxid %v, want MarshallingError at %v", hdr.Err, err, hdr.Zxid, last)
 		}
-		hdr, err = c.call(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{opCreate("/r", nil, 0)}}, &encoding.MultiResponse{})
+		hdr, err = c.Call(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{opCreate("/r", nil, 0)}}, &encoding.MultiResponse{})
 		if err != nil || hdr.Err != encoding.ErrMarshallingError {
 			t.Errorf("multiRead with a create: %v %v, want MarshallingError", hdr.Err, err)
 		}
-		if z := c.mustCreate("/b", nil, 0); !zxidAfter(last, z, 1) {
+		if z := c.MustCreate("/b", nil, 0); !zxidAfter(last, z, 1) {
 			t.Errorf("create after the refused multiRead at zxid %v, want the one after %v", z, last)
 		}
 	})
@@ -263,7 +223,7 @@ func TestMultiMarshallingErrors(t *testing.T) {
 // TestMultiCreateOpcodes: inside a multi ZooKeeper retypes create ops by their flags.
 func TestMultiCreateOpcodes(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		cases := []struct {
 			op    encoding.MultiOp
 			want  encoding.Op
@@ -271,21 +231,21 @@ func TestMultiCreateOpcodes(t *testing.T) {
 		}{
 			{opCreate("/c0", nil, 0), encoding.OpCreate, false},
 			{opCreate2("/c1", nil, 0), encoding.OpCreate2, false},
-			{encoding.MultiOp{Op: encoding.OpCreateContainer, Record: &encoding.CreateRequest{Path: "/c2", ACL: rawOpenACL}}, encoding.OpCreate2, false},
+			{encoding.MultiOp{Op: encoding.OpCreateContainer, Record: &encoding.CreateRequest{Path: "/c2", ACL: itest.RawOpenACL}}, encoding.OpCreate2, false},
 			{opCreate("/c3", nil, encoding.ModeContainer), encoding.OpCreate2, false},
-			{encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/c4", ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 100000}}, encoding.OpCreate2, false},
-			{encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/c5", ACL: rawOpenACL, Flags: 0, TTL: 100}}, encoding.OpCreate, false},
-			{encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/c6", ACL: rawOpenACL, Flags: encoding.ModeEphemeral, TTL: 100}}, encoding.OpCreate, true},
-			{encoding.MultiOp{Op: encoding.OpCreateContainer, Record: &encoding.CreateRequest{Path: "/c7", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}}, encoding.OpCreate2, false},
+			{encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/c4", ACL: itest.RawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 100000}}, encoding.OpCreate2, false},
+			{encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/c5", ACL: itest.RawOpenACL, Flags: 0, TTL: 100}}, encoding.OpCreate, false},
+			{encoding.MultiOp{Op: encoding.OpCreateTTL, Record: &encoding.CreateTTLRequest{Path: "/c6", ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral, TTL: 100}}, encoding.OpCreate, true},
+			{encoding.MultiOp{Op: encoding.OpCreateContainer, Record: &encoding.CreateRequest{Path: "/c7", ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}}, encoding.OpCreate2, false},
 		}
 		for i, tc := range cases {
-			hdr, res := c.multi(tc.op)
+			hdr, res := c.Multi(tc.op)
 			if hdr.Err != 0 || len(res) != 1 || res[0].Op != tc.want {
 				t.Errorf("case %d: err %v results %+v, want one %v", i, hdr.Err, res, tc.want)
 				continue
 			}
 			path := fmt.Sprintf("/c%d", i)
-			st, _ := c.stat(path)
+			st, _ := c.Stat(path)
 			if (st.EphemeralOwner != 0) != tc.owner {
 				t.Errorf("case %d: ephemeralOwner %x", i, st.EphemeralOwner)
 			}
@@ -297,13 +257,13 @@ func TestMultiCreateOpcodes(t *testing.T) {
 // parent's create counter, which earlier creates of the same multi advance.
 func TestMultiSequential(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.mustCreate("/q", nil, 0)
-		c.mustCreate("/q/x", nil, 0)
-		if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/q/x", Version: -1}, nil); code != 0 {
+		c := itest.ConnectRaw(t, addr)
+		c.MustCreate("/q", nil, 0)
+		c.MustCreate("/q/x", nil, 0)
+		if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/q/x", Version: -1}, nil); code != 0 {
 			t.Fatal(code)
 		}
-		hdr, res := c.multi(
+		hdr, res := c.Multi(
 			opCreate("/q/s-", nil, encoding.ModePersistentSequential),
 			opCreate("/q/plain", nil, 0),
 			opCreate2("/q/s-", []byte("e"), encoding.ModeEphemeralSequential),
@@ -323,14 +283,14 @@ func TestMultiSequential(t *testing.T) {
 		if p := res[5].Record.(*encoding.CreateResponse).Path; p != "/q/0000000004" {
 			t.Errorf("third sequential name %s, want /q/0000000004", p)
 		}
-		st, _ := c.stat("/q")
+		st, _ := c.Stat("/q")
 		// 5 creates (1 before) and 2 deletes (1 before): cversion 7, 3 children left.
 		if st.Cversion != 7 || st.NumChildren != 3 || st.Pzxid != hdr.Zxid {
 			t.Errorf("/q after the multi: %+v", st)
 		}
 		// A single sequential create carries on from the multi's counter.
 		var cr encoding.CreateResponse
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/q/s-", ACL: rawOpenACL, Flags: encoding.ModePersistentSequential}, &cr); code != 0 || cr.Path != "/q/s-0000000005" {
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/q/s-", ACL: itest.RawOpenACL, Flags: encoding.ModePersistentSequential}, &cr); code != 0 || cr.Path != "/q/s-0000000005" {
 			t.Errorf("sequential create after the multi: %v %s, want /q/s-0000000005", code, cr.Path)
 		}
 	})
@@ -341,10 +301,10 @@ func TestMultiSequential(t *testing.T) {
 // multi's zxid; later versioned writes see version 1.
 func TestMultiCreateThenSetData(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.mustCreate("/brokers", nil, 0)
-		c.mustCreate("/brokers/ids", nil, 0)
-		hdr, res := c.multi(
+		c := itest.ConnectRaw(t, addr)
+		c.MustCreate("/brokers", nil, 0)
+		c.MustCreate("/brokers/ids", nil, 0)
+		hdr, res := c.Multi(
 			opCreate("/brokers/ids/1", nil, encoding.ModeEphemeral),
 			opSetData("/brokers/ids/1", []byte(`{"host":"h"}`), 0),
 		)
@@ -356,22 +316,22 @@ func TestMultiCreateThenSetData(t *testing.T) {
 		if sd.Czxid != z || sd.Mzxid != z || sd.Pzxid != z || sd.Version != 1 || sd.DataLength != 12 || sd.EphemeralOwner != c.Session.SessionID {
 			t.Errorf("setData result %+v at zxid %v", sd, z)
 		}
-		st, data := c.stat("/brokers/ids/1")
+		st, data := c.Stat("/brokers/ids/1")
 		if st != sd || string(data) != `{"host":"h"}` {
 			t.Errorf("getData after registration: %q %+v, want %+v", data, st, sd)
 		}
 		// Versioned single-op writes after it.
 		var sr encoding.SetDataResponse
-		if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/brokers/ids/1", Data: []byte("v2"), Version: 0}, &sr); code != encoding.ErrBadVersion {
+		if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/brokers/ids/1", Data: []byte("v2"), Version: 0}, &sr); code != encoding.ErrBadVersion {
 			t.Errorf("setData version 0 after registration: %v, want BadVersion", code)
 		}
-		if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/brokers/ids/1", Data: []byte("v2"), Version: 1}, &sr); code != 0 || sr.Stat.Version != 2 || sr.Stat.Czxid != z {
+		if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/brokers/ids/1", Data: []byte("v2"), Version: 1}, &sr); code != 0 || sr.Stat.Version != 2 || sr.Stat.Czxid != z {
 			t.Errorf("setData version 1 after registration: %v %+v", code, sr.Stat)
 		}
-		if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/brokers/ids/1", Version: 1}, nil); code != encoding.ErrBadVersion {
+		if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/brokers/ids/1", Version: 1}, nil); code != encoding.ErrBadVersion {
 			t.Errorf("delete version 1: %v, want BadVersion", code)
 		}
-		if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/brokers/ids/1", Version: 2}, nil); code != 0 {
+		if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/brokers/ids/1", Version: 2}, nil); code != 0 {
 			t.Errorf("delete version 2: %v", code)
 		}
 		// The same shape through go-zookeeper, as Kafka's Java client sends it.
@@ -390,19 +350,19 @@ func TestMultiCreateThenSetData(t *testing.T) {
 // is the multi's zxid, every version and its create counter start again at 0.
 func TestMultiDeleteThenCreate(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.mustCreate("/p", nil, 0)
-		c.mustCreate("/p/d", []byte("old"), 0)
+		c := itest.ConnectRaw(t, addr)
+		c.MustCreate("/p", nil, 0)
+		c.MustCreate("/p/d", []byte("old"), 0)
 		for v := int32(0); v < 2; v++ {
-			if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/p/d", Data: []byte("old"), Version: v}, &encoding.SetDataResponse{}); code != 0 {
+			if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/p/d", Data: []byte("old"), Version: v}, &encoding.SetDataResponse{}); code != 0 {
 				t.Fatal(code)
 			}
 		}
-		c.mustCreate("/p/d/c", nil, 0)
-		if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/p/d/c", Version: -1}, nil); code != 0 {
+		c.MustCreate("/p/d/c", nil, 0)
+		if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/p/d/c", Version: -1}, nil); code != 0 {
 			t.Fatal(code)
 		}
-		hdr, res := c.multi(opDelete("/p/d", 2), opCreate2("/p/d", []byte("new"), 0))
+		hdr, res := c.Multi(opDelete("/p/d", 2), opCreate2("/p/d", []byte("new"), 0))
 		if hdr.Err != 0 || len(res) != 2 {
 			t.Fatalf("multi: %v %+v", hdr.Err, res)
 		}
@@ -412,37 +372,37 @@ func TestMultiDeleteThenCreate(t *testing.T) {
 		if cr.Stat != want {
 			t.Errorf("create2 result %+v, want %+v", cr.Stat, want)
 		}
-		st, data := c.stat("/p/d")
+		st, data := c.Stat("/p/d")
 		if st != want || string(data) != "new" {
 			t.Errorf("recreated node: %q %+v, want %+v", data, st, want)
 		}
-		pst, _ := c.stat("/p")
+		pst, _ := c.Stat("/p")
 		if pst.Cversion != 3 || pst.NumChildren != 1 || pst.Pzxid != z {
 			t.Errorf("parent after delete+create: %+v", pst)
 		}
 		// Versions and the create counter of the new node start from 0.
 		var sr encoding.SetDataResponse
-		if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/p/d", Data: []byte("x"), Version: 0}, &sr); code != 0 || sr.Stat.Version != 1 || sr.Stat.Czxid != z {
+		if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/p/d", Data: []byte("x"), Version: 0}, &sr); code != 0 || sr.Stat.Version != 1 || sr.Stat.Czxid != z {
 			t.Errorf("setData version 0 on the new node: %v %+v", code, sr.Stat)
 		}
 		var cr2 encoding.CreateResponse
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/p/d/s-", ACL: rawOpenACL, Flags: encoding.ModePersistentSequential}, &cr2); code != 0 || cr2.Path != "/p/d/s-0000000000" {
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/p/d/s-", ACL: itest.RawOpenACL, Flags: encoding.ModePersistentSequential}, &cr2); code != 0 || cr2.Path != "/p/d/s-0000000000" {
 			t.Errorf("first sequential child of the new node: %v %s", code, cr2.Path)
 		}
-		st, _ = c.stat("/p/d")
+		st, _ = c.Stat("/p/d")
 		if st.Czxid != z || st.Cversion != 1 || st.NumChildren != 1 || st.Version != 1 {
 			t.Errorf("new node after a child: %+v", st)
 		}
 		// Recreated again, now as an ephemeral, then deleted by version.
-		hdr, res = c.multi(opDelete("/p/d/s-0000000000", 0), opDelete("/p/d", 1), opCreate("/p/d", nil, encoding.ModeEphemeral), opSetData("/p/d", []byte("e"), 0))
+		hdr, res = c.Multi(opDelete("/p/d/s-0000000000", 0), opDelete("/p/d", 1), opCreate("/p/d", nil, encoding.ModeEphemeral), opSetData("/p/d", []byte("e"), 0))
 		if hdr.Err != 0 || len(res) != 4 {
 			t.Fatalf("second multi: %v %+v", hdr.Err, res)
 		}
-		st, _ = c.stat("/p/d")
+		st, _ = c.Stat("/p/d")
 		if st.Czxid != hdr.Zxid || st.Version != 1 || st.Cversion != 0 || st.EphemeralOwner != c.Session.SessionID {
 			t.Errorf("recreated ephemeral: %+v", st)
 		}
-		if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/p/d", Version: 1}, nil); code != 0 {
+		if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/p/d", Version: 1}, nil); code != 0 {
 			t.Errorf("delete the ephemeral at version 1: %v", code)
 		}
 	})
@@ -452,30 +412,30 @@ func TestMultiDeleteThenCreate(t *testing.T) {
 // version; a stale epoch must come back as BadVersion on the check, in the result list.
 func TestMultiKafka(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.mustCreate("/controller_epoch", []byte("1"), 0)
-		c.mustCreate("/brokers", nil, 0)
-		hdr, res := c.multi(opCheck("/controller_epoch", 0), opCreate("/brokers/topics", []byte("t"), 0))
+		c := itest.ConnectRaw(t, addr)
+		c.MustCreate("/controller_epoch", []byte("1"), 0)
+		c.MustCreate("/brokers", nil, 0)
+		hdr, res := c.Multi(opCheck("/controller_epoch", 0), opCreate("/brokers/topics", []byte("t"), 0))
 		if hdr.Err != 0 || len(res) != 2 || res[0].Op != encoding.OpCheck || res[1].Op != encoding.OpCreate {
 			t.Fatalf("fenced create: %v %+v", hdr.Err, res)
 		}
-		hdr, res = c.multi(opCheck("/controller_epoch", 0), opSetData("/brokers/topics", []byte("u"), 0))
+		hdr, res = c.Multi(opCheck("/controller_epoch", 0), opSetData("/brokers/topics", []byte("u"), 0))
 		if hdr.Err != 0 || len(res) != 2 || res[1].Record.(*encoding.SetDataResponse).Stat.Version != 1 {
 			t.Fatalf("fenced setData: %v %+v", hdr.Err, res)
 		}
 		// A new controller bumps the epoch; the old one's writes are fenced off.
-		if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/controller_epoch", Data: []byte("2"), Version: 0}, &encoding.SetDataResponse{}); code != 0 {
+		if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/controller_epoch", Data: []byte("2"), Version: 0}, &encoding.SetDataResponse{}); code != 0 {
 			t.Fatal(code)
 		}
-		hdr, res = c.multi(opCheck("/controller_epoch", 0), opDelete("/brokers/topics", -1))
+		hdr, res = c.Multi(opCheck("/controller_epoch", 0), opDelete("/brokers/topics", -1))
 		wantErrors(t, hdr, res, 2, 0, encoding.ErrBadVersion)
 		// Controller election: create /controller and bump the epoch together.
-		hdr, res = c.multi(opCreate("/controller", []byte("c"), encoding.ModeEphemeral), opSetData("/controller_epoch", []byte("3"), 1))
+		hdr, res = c.Multi(opCreate("/controller", []byte("c"), encoding.ModeEphemeral), opSetData("/controller_epoch", []byte("3"), 1))
 		if hdr.Err != 0 || len(res) != 2 {
 			t.Fatalf("election: %v %+v", hdr.Err, res)
 		}
 		// Losing the race: the node exists.
-		hdr, res = c.multi(opCreate("/controller", []byte("d"), encoding.ModeEphemeral), opSetData("/controller_epoch", []byte("4"), 2))
+		hdr, res = c.Multi(opCreate("/controller", []byte("d"), encoding.ModeEphemeral), opSetData("/controller_epoch", []byte("4"), 2))
 		wantErrors(t, hdr, res, 2, 0, encoding.ErrNodeExists)
 		// Through go-zookeeper the failed multi surfaces as the check's error.
 		g := connect(t, addr)
@@ -489,12 +449,12 @@ func TestMultiKafka(t *testing.T) {
 // TestMultiRead: getData and getChildren ops answered independently, failures in place.
 func TestMultiRead(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		z := c.mustCreate("/r", []byte("data"), 0)
-		c.mustCreate("/r/a", nil, 0)
-		c.mustCreate("/r/b", nil, 0)
+		c := itest.ConnectRaw(t, addr)
+		z := c.MustCreate("/r", []byte("data"), 0)
+		c.MustCreate("/r/a", nil, 0)
+		c.MustCreate("/r/b", nil, 0)
 		var mr encoding.MultiResponse
-		hdr, err := c.call(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+		hdr, err := c.Call(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{
 			{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/r"}},
 			{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/nope"}},
 			{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/r"}},

@@ -2,137 +2,25 @@ package integration
 
 import (
 	"bytes"
-	"crypto/md5"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
-// SASL authentication (DIGEST-MD5) and the sasl ACL scheme (PROTOCOL.md §8), against zetcd and
+// SASL authentication (DIGEST-MD5) and the sasl ACL scheme (ZooKeeperSaslServer, SASLAuthenticationProvider), against zetcd and
 // a ZooKeeper configured alike (JAAS Server section, SASLAuthenticationProvider); xchk cannot
 // mirror an exchange and skips. Every expectation here was first observed on ZooKeeper 3.9.6.
 
-var saslUsers = map[string]string{"bob": "bobsecret", "alice": "alicesecret", "super": "adminsecret"}
-
 func saslServers(t *testing.T, o testenv.SASLOptions, f func(t *testing.T, addr string)) {
 	if o.Users == nil {
-		o.Users = saslUsers
+		o.Users = itest.SaslUsers
 	}
 	testenv.ForEachServerWith(t, testenv.ServerOptions{SASL: &o}, f)
-}
-
-// saslReply is what the server answered a sasl request: its header and raw body, or that it
-// closed the connection without answering.
-type saslReply struct {
-	hdr    encoding.ReplyHeader
-	body   []byte
-	closed bool
-}
-
-func (r saslReply) String() string {
-	if r.closed {
-		return "closed without a reply"
-	}
-	return fmt.Sprintf("{zxid %d %v body %x}", r.hdr.Zxid, r.hdr.Err, r.body)
-}
-
-// token is the reply's SetSASLResponse token.
-func (r saslReply) token(t testing.TB) []byte {
-	t.Helper()
-	var resp encoding.SetSASLResponse
-	if err := encoding.DecodeRecord(r.body, &resp); err != nil {
-		t.Fatalf("decode SetSASLResponse %x: %v", r.body, err)
-	}
-	return resp.Token
-}
-
-// sasl sends one sasl request with token and reads its reply.
-func (c *rawClient) sasl(token []byte) saslReply {
-	c.t.Helper()
-	xid := c.send(encoding.OpSasl, &encoding.GetSASLRequest{Token: token})
-	return c.saslReplyTo(xid)
-}
-
-func (c *rawClient) saslReplyTo(xid encoding.Xid) saslReply {
-	c.t.Helper()
-	for {
-		hdr, body, err := c.readReply()
-		if err != nil {
-			return saslReply{closed: true}
-		}
-		if hdr.Xid == encoding.XidPing || hdr.Xid == encoding.XidNotification {
-			continue
-		}
-		if hdr.Xid != xid {
-			c.t.Fatalf("reply xid %d, want %d", hdr.Xid, xid)
-		}
-		return saslReply{hdr: hdr, body: append([]byte(nil), body...)}
-	}
-}
-
-// digestClient answers ZooKeeper's DIGEST-MD5 challenge as the JDK's client does.
-type digestClient struct {
-	user, password string
-	cnonce         string
-}
-
-func md5hex(b string) string { s := md5.Sum([]byte(b)); return hex.EncodeToString(s[:]) }
-
-// directive returns the value of key in a digest-challenge (no escapes in ZooKeeper's).
-func directive(challenge, key string) string {
-	for _, part := range strings.Split(challenge, ",") {
-		k, v, _ := strings.Cut(part, "=")
-		if k == key {
-			return strings.Trim(v, `"`)
-		}
-	}
-	return ""
-}
-
-// respond returns the digest-response to challenge and the rspauth the server must answer.
-func (d digestClient) respond(challenge string) (response, rspauth string) {
-	nonce, realm := directive(challenge, "nonce"), directive(challenge, "realm")
-	uri := "zookeeper/zk-sasl-md5"
-	s := md5.Sum([]byte(d.user + ":" + realm + ":" + d.password))
-	ha1 := md5hex(string(s[:]) + ":" + nonce + ":" + d.cnonce)
-	kd := func(method string) string {
-		return md5hex(ha1 + ":" + nonce + ":00000001:" + d.cnonce + ":auth:" + md5hex(method+":"+uri))
-	}
-	response = fmt.Sprintf(`charset=utf-8,username="%s",realm="%s",nonce="%s",nc=00000001,cnonce="%s",digest-uri="%s",maxbuf=65536,response=%s,qop=auth`,
-		d.user, realm, nonce, d.cnonce, uri, kd("AUTHENTICATE"))
-	return response, "rspauth=" + kd("")
-}
-
-// saslLogin runs a whole DIGEST-MD5 exchange as user and fails the test unless it succeeds.
-func (c *rawClient) saslLogin(user, password string) {
-	c.t.Helper()
-	first := c.sasl([]byte{})
-	if first.closed || first.hdr.Err != 0 || first.hdr.Zxid != 0 {
-		c.t.Fatalf("first sasl step: %v", first)
-	}
-	resp, rspauth := digestClient{user: user, password: password, cnonce: "c2FzbGNub25jZQ"}.respond(string(first.token(c.t)))
-	second := c.sasl([]byte(resp))
-	if second.closed || second.hdr.Err != 0 || second.hdr.Zxid != 0 {
-		c.t.Fatalf("sasl as %s: %v", user, second)
-	}
-	if got := string(second.token(c.t)); got != rspauth {
-		c.t.Fatalf("sasl as %s: server answered %q, want %q", user, got, rspauth)
-	}
-}
-
-// expectSaslFailed checks the answer to a failed SASL step: code, zxid 0 and a null token,
-// then the server closes the connection.
-func (c *rawClient) expectSaslFailed(r saslReply, code encoding.ErrCode) {
-	c.t.Helper()
-	if r.closed || r.hdr.Err != code || r.hdr.Zxid != 0 || !bytes.Equal(r.body, []byte{0xff, 0xff, 0xff, 0xff}) {
-		c.t.Errorf("failed sasl step: %v, want %v, zxid 0 and a null token", r, code)
-	}
-	c.expectClosed(0)
 }
 
 // TestSaslDigestMD5: the DIGEST-MD5 exchange (challenge, response, rspauth; zxid 0 on every
@@ -141,79 +29,79 @@ func (c *rawClient) expectSaslFailed(r saslReply, code encoding.ErrCode) {
 // resumed session authenticating again.
 func TestSaslDigestMD5(t *testing.T) {
 	saslServers(t, testenv.SASLOptions{}, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.mustCreate("/z", nil, 0) // the connection has seen a zxid: sasl still answers 0
-		first := c.sasl([]byte{})
-		ch := string(first.token(t))
-		if first.hdr.Err != 0 || first.hdr.Zxid != 0 || !strings.HasPrefix(ch, `realm="zk-sasl-md5",nonce="`) ||
-			!strings.HasSuffix(ch, `",charset=utf-8,algorithm=md5-sess`) || len(directive(ch, "nonce")) != 40 {
+		c := itest.ConnectRaw(t, addr)
+		c.MustCreate("/z", nil, 0) // the connection has seen a zxid: sasl still answers 0
+		first := c.Sasl([]byte{})
+		ch := string(first.Token(t))
+		if first.Hdr.Err != 0 || first.Hdr.Zxid != 0 || !strings.HasPrefix(ch, `realm="zk-sasl-md5",nonce="`) ||
+			!strings.HasSuffix(ch, `",charset=utf-8,algorithm=md5-sess`) || len(itest.Directive(ch, "nonce")) != 40 {
 			t.Fatalf("challenge: %v %q", first, ch)
 		}
-		resp, rspauth := digestClient{user: "bob", password: "bobsecret", cnonce: "OA6MHXh6VqTrRk"}.respond(ch)
-		second := c.sasl([]byte(resp))
-		if second.hdr.Err != 0 || second.hdr.Zxid != 0 || string(second.token(t)) != rspauth {
+		resp, rspauth := itest.DigestClient{User: "bob", Password: "bobsecret", Cnonce: "OA6MHXh6VqTrRk"}.Respond(ch)
+		second := c.Sasl([]byte(resp))
+		if second.Hdr.Err != 0 || second.Hdr.Zxid != 0 || string(second.Token(t)) != rspauth {
 			t.Fatalf("response: %v, want rspauth %q", second, rspauth)
 		}
-		if got := c.whoAmI(); !slices.Equal(got, []string{"sasl:bob", "ip:127.0.0.1"}) {
+		if got := c.WhoAmI(); !slices.Equal(got, []string{"sasl:bob", "ip:127.0.0.1"}) {
 			t.Errorf("whoAmI %v", got)
 		}
-		bob := aclOf(encoding.PermAll, "sasl", "bob")
-		c.mustCreateACL("/s", bob, worldACL(encoding.PermRead))
-		c.mustCreateACL("/s/auth", aclOf(encoding.PermAll, "auth", ""))
-		if acl, code := c.getACL("/s/auth"); code != 0 || !slices.Equal(acl, []encoding.ACL{bob}) {
+		bob := itest.ACLOf(encoding.PermAll, "sasl", "bob")
+		c.MustCreateACL("/s", bob, itest.WorldACL(encoding.PermRead))
+		c.MustCreateACL("/s/auth", itest.ACLOf(encoding.PermAll, "auth", ""))
+		if acl, code := c.GetACL("/s/auth"); code != 0 || !slices.Equal(acl, []encoding.ACL{bob}) {
 			t.Errorf("auth ACL: %v %v", acl, code)
 		}
 		for _, id := range []string{"a@b@c", "a/b/c@R"} {
-			if code := c.createACL("/s/bad", aclOf(encoding.PermAll, "sasl", id)); code != encoding.ErrInvalidACL {
+			if code := c.CreateACL("/s/bad", itest.ACLOf(encoding.PermAll, "sasl", id)); code != encoding.ErrInvalidACL {
 				t.Errorf("sasl:%s: %v, want InvalidACL", id, code)
 			}
 		}
-		if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Data: []byte("bob"), Version: -1}, &encoding.SetDataResponse{}); code != 0 {
+		if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Data: []byte("bob"), Version: -1}, &encoding.SetDataResponse{}); code != 0 {
 			t.Errorf("bob setData: %v", code)
 		}
 
-		anon := connectRaw(t, addr)
-		alice := connectRaw(t, addr)
-		alice.saslLogin("alice", "alicesecret")
-		for name, o := range map[string]*rawClient{"anonymous": anon, "alice": alice} {
-			if code := o.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
+		anon := itest.ConnectRaw(t, addr)
+		alice := itest.ConnectRaw(t, addr)
+		alice.SaslLogin("alice", "alicesecret")
+		for name, o := range map[string]*itest.RawClient{"anonymous": anon, "alice": alice} {
+			if code := o.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
 				t.Errorf("%s setData: %v, want NoAuth", name, code)
 			}
-			if code := o.createACL("/s/x", worldACL(encoding.PermAll)); code != encoding.ErrNoAuth {
+			if code := o.CreateACL("/s/x", itest.WorldACL(encoding.PermAll)); code != encoding.ErrNoAuth {
 				t.Errorf("%s create: %v, want NoAuth", name, code)
 			}
-			if code := o.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/s"}, &encoding.GetDataResponse{}); code != 0 {
+			if code := o.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/s"}, &encoding.GetDataResponse{}); code != 0 {
 				t.Errorf("%s getData: %v", name, code)
 			}
 		}
 		// SASLAuthenticationProvider.matches: the SASL principal "super" matches every sasl
 		// entry (not other schemes).
-		su := connectRaw(t, addr)
-		su.saslLogin("super", "adminsecret")
-		if code := su.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Version: -1}, &encoding.SetDataResponse{}); code != 0 {
+		su := itest.ConnectRaw(t, addr)
+		su.SaslLogin("super", "adminsecret")
+		if code := su.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Version: -1}, &encoding.SetDataResponse{}); code != 0 {
 			t.Errorf("sasl:super setData: %v", code)
 		}
-		c.mustCreateACL("/d", digestACL(encoding.PermAll, "u", "p"))
-		if code := su.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/d", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
+		c.MustCreateACL("/d", digestACL(encoding.PermAll, "u", "p"))
+		if code := su.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/d", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
 			t.Errorf("sasl:super setData on a digest node: %v, want NoAuth", code)
 		}
 
 		// Another step after completion fails the exchange.
-		c.mustCreate("/e", nil, encoding.ModeEphemeral)
-		c.expectSaslFailed(c.sasl([]byte{}), encoding.ErrAuthFailed)
+		c.MustCreate("/e", nil, encoding.ModeEphemeral)
+		c.ExpectSaslFailed(c.Sasl([]byte{}), encoding.ErrAuthFailed)
 		// The session survives; the resumed connection authenticates again.
-		r := dialRaw(t, addr)
-		if resp, err := r.handshake(encoding.ConnectRequest{TimeOut: 10000, SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, HasReadOnly: true}); err != nil || resp.SessionID != c.Session.SessionID {
+		r := itest.DialRaw(t, addr)
+		if resp, err := r.Handshake(encoding.ConnectRequest{TimeOut: 10000, SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, HasReadOnly: true}); err != nil || resp.SessionID != c.Session.SessionID {
 			t.Fatalf("resume: %+v %v", resp, err)
 		}
-		if !r.exists("/e") {
+		if !r.Exists("/e") {
 			t.Error("the session's ephemeral is gone")
 		}
-		if code := r.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
+		if code := r.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
 			t.Errorf("resumed, before SASL: %v, want NoAuth", code)
 		}
-		r.saslLogin("bob", "bobsecret")
-		if code := r.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Version: -1}, &encoding.SetDataResponse{}); code != 0 {
+		r.SaslLogin("bob", "bobsecret")
+		if code := r.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/s", Version: -1}, &encoding.SetDataResponse{}); code != 0 {
 			t.Errorf("resumed, after SASL: %v", code)
 		}
 	})
@@ -226,7 +114,7 @@ func TestSaslDigestMD5(t *testing.T) {
 func TestSaslFailures(t *testing.T) {
 	saslServers(t, testenv.SASLOptions{}, func(t *testing.T, addr string) {
 		valid := func(ch string) string {
-			resp, _ := digestClient{user: "bob", password: "bobsecret", cnonce: "abc"}.respond(ch)
+			resp, _ := itest.DigestClient{User: "bob", Password: "bobsecret", Cnonce: "abc"}.Respond(ch)
 			return resp
 		}
 		for _, tc := range []struct {
@@ -236,11 +124,11 @@ func TestSaslFailures(t *testing.T) {
 			answered bool
 		}{
 			{name: "wrong password", second: func(ch string) string {
-				r, _ := digestClient{user: "bob", password: "wrong", cnonce: "abc"}.respond(ch)
+				r, _ := itest.DigestClient{User: "bob", Password: "wrong", Cnonce: "abc"}.Respond(ch)
 				return r
 			}, answered: true},
 			{name: "unknown user", second: func(ch string) string {
-				r, _ := digestClient{user: "mallory", password: "x", cnonce: "abc"}.respond(ch)
+				r, _ := itest.DigestClient{User: "mallory", Password: "x", Cnonce: "abc"}.Respond(ch)
 				return r
 			}, answered: true},
 			{name: "truncated response", second: func(ch string) string { r := valid(ch); return r[:len(r)/2] }, answered: true},
@@ -258,41 +146,41 @@ func TestSaslFailures(t *testing.T) {
 			{name: "null first token", first: nil},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				c := connectRaw(t, addr)
-				c.mustCreate("/e", nil, encoding.ModeEphemeral)
+				c := itest.ConnectRaw(t, addr)
+				c.MustCreate("/e", nil, encoding.ModeEphemeral)
 				first := tc.first
 				if first == nil && tc.name != "null first token" {
 					first = []byte{}
 				}
-				r := c.sasl(first)
+				r := c.Sasl(first)
 				if tc.second != nil {
-					if r.closed || r.hdr.Err != 0 {
+					if r.Closed || r.Hdr.Err != 0 {
 						t.Fatalf("first step: %v", r)
 					}
-					r = c.sasl([]byte(tc.second(string(r.token(t)))))
+					r = c.Sasl([]byte(tc.second(string(r.Token(t)))))
 				}
 				if tc.answered {
-					c.expectSaslFailed(r, encoding.ErrAuthFailed)
-				} else if !r.closed {
+					c.ExpectSaslFailed(r, encoding.ErrAuthFailed)
+				} else if !r.Closed {
 					t.Errorf("answered %v, want the connection closed without a reply", r)
 				}
-				s := dialRaw(t, addr)
-				if resp, err := s.handshake(encoding.ConnectRequest{TimeOut: 10000, SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, HasReadOnly: true}); err != nil || resp.SessionID != c.Session.SessionID || !s.exists("/e") {
+				s := itest.DialRaw(t, addr)
+				if resp, err := s.Handshake(encoding.ConnectRequest{TimeOut: 10000, SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, HasReadOnly: true}); err != nil || resp.SessionID != c.Session.SessionID || !s.Exists("/e") {
 					t.Errorf("resume after the failure: %+v %v", resp, err)
 				}
-				s.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/e", Version: -1}, nil)
+				s.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/e", Version: -1}, nil)
 			})
 		}
 		// A sasl body that does not decode (its token is longer than the frame).
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		hdr := encoding.RequestHeader{Xid: 7, Op: encoding.OpSasl}
 		frame := encoding.AppendFrame(nil, &hdr, &encoding.GetSASLRequest{Token: []byte("abcdef")})
 		frame = frame[:len(frame)-3]
 		frame[3] -= 3
-		if _, err := c.conn.Write(frame); err != nil {
+		if _, err := c.Conn.Write(frame); err != nil {
 			t.Fatal(err)
 		}
-		c.expectClosed(0)
+		c.ExpectClosed(0)
 	})
 }
 
@@ -303,43 +191,43 @@ func TestSaslFailures(t *testing.T) {
 func TestSaslRequired(t *testing.T) {
 	saslServers(t, testenv.SASLOptions{Required: true}, func(t *testing.T, addr string) {
 		refused := func(name string, op encoding.Op, xid encoding.Xid, body encoding.Record, digestFirst bool) {
-			c := connectRaw(t, addr)
+			c := itest.ConnectRaw(t, addr)
 			if digestFirst {
-				c.mustAuth("digest", "a:b")
+				c.MustAuth("digest", "a:b")
 			}
 			hdr := encoding.RequestHeader{Xid: xid, Op: op}
 			recs := []encoding.Record{&hdr}
 			if body != nil {
 				recs = append(recs, body)
 			}
-			if _, err := c.conn.Write(encoding.AppendFrame(nil, recs...)); err != nil {
+			if _, err := c.Conn.Write(encoding.AppendFrame(nil, recs...)); err != nil {
 				t.Fatal(err)
 			}
-			rh, rb, err := c.readReply()
+			rh, rb, err := c.ReadReply()
 			if err != nil || rh.Xid != xid || rh.Err != encoding.ErrSessionClosedRequireSaslAuth || rh.Zxid != 0 || len(rb) != 0 {
 				t.Errorf("%s before SASL: %+v %x %v, want SessionClosedRequireSaslAuth, zxid 0, no body", name, rh, rb, err)
 			}
-			c.expectClosed(0)
+			c.ExpectClosed(0)
 		}
 		refused("ping", encoding.OpPing, encoding.XidPing, nil, false)
 		refused("exists", encoding.OpExists, 1, &encoding.ExistsRequest{Path: "/"}, false)
 		refused("closeSession", encoding.OpCloseSession, 1, nil, false)
 		refused("exists after digest auth", encoding.OpExists, 1, &encoding.ExistsRequest{Path: "/"}, true)
 
-		c := connectRaw(t, addr)
-		c.sasl([]byte{})
-		c.expectSaslFailed(c.sasl([]byte("username=bob")), encoding.ErrSessionClosedRequireSaslAuth)
+		c := itest.ConnectRaw(t, addr)
+		c.Sasl([]byte{})
+		c.ExpectSaslFailed(c.Sasl([]byte("username=bob")), encoding.ErrSessionClosedRequireSaslAuth)
 
-		c = connectRaw(t, addr)
-		c.saslLogin("bob", "bobsecret")
-		c.mustCreate("/ok", nil, 0)
-		if _, err := c.conn.Write(encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: encoding.XidPing, Op: encoding.OpPing})); err != nil {
+		c = itest.ConnectRaw(t, addr)
+		c.SaslLogin("bob", "bobsecret")
+		c.MustCreate("/ok", nil, 0)
+		if _, err := c.Conn.Write(encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: encoding.XidPing, Op: encoding.OpPing})); err != nil {
 			t.Fatal(err)
 		}
-		if rh, _, err := c.readReply(); err != nil || rh.Xid != encoding.XidPing || rh.Err != 0 {
+		if rh, _, err := c.ReadReply(); err != nil || rh.Xid != encoding.XidPing || rh.Err != 0 {
 			t.Errorf("ping after SASL: %+v %v", rh, err)
 		}
-		if got := c.whoAmI(); !slices.Equal(got, []string{"sasl:bob", "ip:127.0.0.1"}) {
+		if got := c.WhoAmI(); !slices.Equal(got, []string{"sasl:bob", "ip:127.0.0.1"}) {
 			t.Errorf("whoAmI %v", got)
 		}
 	})
@@ -349,20 +237,20 @@ func TestSaslRequired(t *testing.T) {
 // connection through; a failed SASL step is SessionClosedRequireSaslAuth (sasl is enforced).
 func TestSaslEnforceSchemes(t *testing.T) {
 	saslServers(t, testenv.SASLOptions{EnforceSchemes: []string{"digest", "sasl"}}, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.mustAuth("digest", "a:b")
-		c.mustCreate("/digest", nil, 0)
-		s := connectRaw(t, addr)
-		s.saslLogin("alice", "alicesecret")
-		s.mustCreate("/sasl", nil, 0)
-		n := connectRaw(t, addr)
-		if code := n.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/"}, &encoding.ExistsResponse{}); code != encoding.ErrSessionClosedRequireSaslAuth {
+		c := itest.ConnectRaw(t, addr)
+		c.MustAuth("digest", "a:b")
+		c.MustCreate("/digest", nil, 0)
+		s := itest.ConnectRaw(t, addr)
+		s.SaslLogin("alice", "alicesecret")
+		s.MustCreate("/sasl", nil, 0)
+		n := itest.ConnectRaw(t, addr)
+		if code := n.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/"}, &encoding.ExistsResponse{}); code != encoding.ErrSessionClosedRequireSaslAuth {
 			t.Errorf("unauthenticated exists: %v", code)
 		}
-		n.expectClosed(0)
-		f := connectRaw(t, addr)
-		f.sasl([]byte{})
-		f.expectSaslFailed(f.sasl([]byte("x")), encoding.ErrSessionClosedRequireSaslAuth)
+		n.ExpectClosed(0)
+		f := itest.ConnectRaw(t, addr)
+		f.Sasl([]byte{})
+		f.ExpectSaslFailed(f.Sasl([]byte("x")), encoding.ErrSessionClosedRequireSaslAuth)
 	})
 }
 
@@ -370,14 +258,14 @@ func TestSaslEnforceSchemes(t *testing.T) {
 // err 0 and a null token, and the connection stays, unauthenticated.
 func TestSaslAllowFailedClients(t *testing.T) {
 	saslServers(t, testenv.SASLOptions{AllowFailedClients: true}, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.sasl([]byte{})
-		r := c.sasl([]byte("username=bob"))
-		if r.closed || r.hdr.Err != 0 || r.hdr.Zxid != 0 || !bytes.Equal(r.body, []byte{0xff, 0xff, 0xff, 0xff}) {
+		c := itest.ConnectRaw(t, addr)
+		c.Sasl([]byte{})
+		r := c.Sasl([]byte("username=bob"))
+		if r.Closed || r.Hdr.Err != 0 || r.Hdr.Zxid != 0 || !bytes.Equal(r.Body, []byte{0xff, 0xff, 0xff, 0xff}) {
 			t.Errorf("failed step: %v, want OK, zxid 0, a null token", r)
 		}
-		c.mustCreate("/still", nil, 0)
-		if got := c.whoAmI(); !slices.Equal(got, []string{"ip:127.0.0.1"}) {
+		c.MustCreate("/still", nil, 0)
+		if got := c.WhoAmI(); !slices.Equal(got, []string{"ip:127.0.0.1"}) {
 			t.Errorf("whoAmI %v", got)
 		}
 	})
@@ -386,19 +274,19 @@ func TestSaslAllowFailedClients(t *testing.T) {
 // TestSaslSuperUser: zookeeper.superUser gives the principal named by it the super identity.
 func TestSaslSuperUser(t *testing.T) {
 	saslServers(t, testenv.SASLOptions{SuperUser: "alice"}, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.mustCreateACL("/d", digestACL(encoding.PermAll, "u", "p"))
-		a := connectRaw(t, addr)
-		a.saslLogin("alice", "alicesecret")
-		if got := a.whoAmI(); !slices.Contains(got, "super:") || !slices.Contains(got, "sasl:alice") {
+		c := itest.ConnectRaw(t, addr)
+		c.MustCreateACL("/d", digestACL(encoding.PermAll, "u", "p"))
+		a := itest.ConnectRaw(t, addr)
+		a.SaslLogin("alice", "alicesecret")
+		if got := a.WhoAmI(); !slices.Contains(got, "super:") || !slices.Contains(got, "sasl:alice") {
 			t.Errorf("whoAmI %v", got)
 		}
-		if code := a.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/d", Version: -1}, &encoding.SetDataResponse{}); code != 0 {
+		if code := a.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/d", Version: -1}, &encoding.SetDataResponse{}); code != 0 {
 			t.Errorf("super setData: %v", code)
 		}
-		b := connectRaw(t, addr)
-		b.saslLogin("bob", "bobsecret")
-		if code := b.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/d", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
+		b := itest.ConnectRaw(t, addr)
+		b.SaslLogin("bob", "bobsecret")
+		if code := b.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/d", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
 			t.Errorf("bob setData: %v, want NoAuth", code)
 		}
 	})
@@ -409,26 +297,26 @@ func TestSaslSuperUser(t *testing.T) {
 // identity works as on the first.
 func TestSaslResumeOnOtherZetcd(t *testing.T) {
 	cluster := startEtcd(t)
-	opts := testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: saslUsers}}.ZetcdOptions()
+	opts := testenv.ServerOptions{SASL: &testenv.SASLOptions{Users: itest.SaslUsers}}.ZetcdOptions()
 	a := testenv.StartZetcdOn(t, cluster, opts)
 	b := testenv.StartZetcdOn(t, cluster, opts)
-	c := connectRaw(t, a.Addr)
-	c.saslLogin("bob", "bobsecret")
-	c.mustCreateACL("/r", aclOf(encoding.PermAll, "sasl", "bob"))
-	c.mustCreate("/r/e", nil, encoding.ModeEphemeral)
+	c := itest.ConnectRaw(t, a.Addr)
+	c.SaslLogin("bob", "bobsecret")
+	c.MustCreateACL("/r", itest.ACLOf(encoding.PermAll, "sasl", "bob"))
+	c.MustCreate("/r/e", nil, encoding.ModeEphemeral)
 	a.Stop()
-	r := dialRaw(t, b.Addr)
-	if resp, err := r.handshake(encoding.ConnectRequest{TimeOut: 10000, SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, LastZxidSeen: 0, HasReadOnly: true}); err != nil || resp.SessionID != c.Session.SessionID {
+	r := itest.DialRaw(t, b.Addr)
+	if resp, err := r.Handshake(encoding.ConnectRequest{TimeOut: 10000, SessionID: c.Session.SessionID, Passwd: c.Session.Passwd, LastZxidSeen: 0, HasReadOnly: true}); err != nil || resp.SessionID != c.Session.SessionID {
 		t.Fatalf("resume on the other zetcd: %+v %v", resp, err)
 	}
-	if code := r.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/r", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
+	if code := r.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/r", Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrNoAuth {
 		t.Errorf("before SASL: %v, want NoAuth", code)
 	}
-	r.saslLogin("bob", "bobsecret")
-	if code := r.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/r", Version: -1}, &encoding.SetDataResponse{}); code != 0 {
+	r.SaslLogin("bob", "bobsecret")
+	if code := r.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/r", Version: -1}, &encoding.SetDataResponse{}); code != 0 {
 		t.Errorf("after SASL: %v", code)
 	}
-	if !r.exists("/r/e") {
+	if !r.Exists("/r/e") {
 		t.Error("the session's ephemeral is gone")
 	}
 }
@@ -441,26 +329,26 @@ func TestSaslFailedWithRequestsBehind(t *testing.T) {
 	saslServers(t, testenv.SASLOptions{}, func(t *testing.T, addr string) {
 		for _, behind := range []int{1, 64, 2048} {
 			t.Run(fmt.Sprintf("%d requests", behind), func(t *testing.T) {
-				c := connectRaw(t, addr)
-				first := c.sasl([]byte{})
-				if first.closed || first.hdr.Err != 0 {
+				c := itest.ConnectRaw(t, addr)
+				first := c.Sasl([]byte{})
+				if first.Closed || first.Hdr.Err != 0 {
 					t.Fatalf("first step: %v", first)
 				}
-				resp, _ := digestClient{user: "bob", password: "wrong", cnonce: "abc"}.respond(string(first.token(t)))
-				c.xid++
-				saslXid := c.xid
-				frames := appendRequest(nil, saslXid, encoding.OpSasl, &encoding.GetSASLRequest{Token: []byte(resp)})
+				resp, _ := itest.DigestClient{User: "bob", Password: "wrong", Cnonce: "abc"}.Respond(string(first.Token(t)))
+				c.Xid++
+				saslXid := c.Xid
+				frames := itest.AppendRequest(nil, saslXid, encoding.OpSasl, &encoding.GetSASLRequest{Token: []byte(resp)})
 				path := fmt.Sprintf("/behind%d", behind)
 				for i := 0; i < behind; i++ {
-					c.xid++
-					frames = appendRequest(frames, c.xid, encoding.OpCreate, &encoding.CreateRequest{Path: fmt.Sprintf("%s-%d", path, i), ACL: []encoding.ACL{worldACL(encoding.PermAll)}})
+					c.Xid++
+					frames = itest.AppendRequest(frames, c.Xid, encoding.OpCreate, &encoding.CreateRequest{Path: fmt.Sprintf("%s-%d", path, i), ACL: []encoding.ACL{itest.WorldACL(encoding.PermAll)}})
 				}
-				if _, err := c.conn.Write(frames); err != nil {
+				if _, err := c.Conn.Write(frames); err != nil {
 					t.Fatalf("write the sasl step and %d requests: %v", behind, err)
 				}
-				c.expectSaslFailed(c.saslReplyTo(saslXid), encoding.ErrAuthFailed)
-				s := connectRaw(t, addr)
-				if s.exists(path+"-0") || s.exists(fmt.Sprintf("%s-%d", path, behind-1)) {
+				c.ExpectSaslFailed(c.SaslReplyTo(saslXid), encoding.ErrAuthFailed)
+				s := itest.ConnectRaw(t, addr)
+				if s.Exists(path+"-0") || s.Exists(fmt.Sprintf("%s-%d", path, behind-1)) {
 					t.Errorf("a request sent behind the failed sasl step ran")
 				}
 			})

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // TestSecretsNotShown: secrets given to the zetcd binary by flag (the super user's digest, etcd's
@@ -20,8 +22,8 @@ func TestSecretsNotShown(t *testing.T) {
 	const superPassword, etcdPassword = "zk-super-password-1", "etcd-password-2"
 	sum := sha1.Sum([]byte("super:" + superPassword))
 	hash := base64.StdEncoding.EncodeToString(sum[:])
-	addr, metrics := freePort(t), freePort(t)
-	p := startProcessArgs(t, addr, "--endpoints", etcd.Etcd.Endpoint, "--etcd-user", "zetcd", "--etcd-password", etcdPassword,
+	addr, metrics := itest.FreePort(t), itest.FreePort(t)
+	p := itest.StartProcessArgs(t, addr, "--endpoints", etcd.Etcd.Endpoint, "--etcd-user", "zetcd", "--etcd-password", etcdPassword,
 		"--super-digest", "super:"+hash, "--metrics-addr", metrics, "--pprof", "--4lw-whitelist", "*",
 		"--log-level", "debug", "--log-requests")
 
@@ -37,7 +39,7 @@ func TestSecretsNotShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range strings.Fields("ruok srvr stat mntr conf envi isro cons wchs dirs wchc wchp dump gtmk") {
-		out, err := fourLetter(addr, w)
+		out, err := itest.FourLetter(addr, w)
 		if err != nil {
 			t.Fatalf("%s: %v", w, err)
 		}
@@ -56,8 +58,8 @@ func TestSecretsNotShown(t *testing.T) {
 		t.Errorf("/debug/pprof/cmdline: %q", shown["/debug/pprof/cmdline"])
 	}
 	c.Close()
-	p.stop(t)
-	shown["logs"] = p.logs.String()
+	p.Stop(t)
+	shown["logs"] = p.Logs.String()
 	if !strings.Contains(shown["logs"], `"op":"auth"`) {
 		t.Errorf("the request log does not show the auth request: is it on?\n%s", shown["logs"])
 	}

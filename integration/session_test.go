@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // TestSessionHandshakeShapes: a 44-byte ConnectRequest (no readOnly byte, go-zookeeper) gets a
@@ -23,8 +24,8 @@ func TestSessionHandshakeShapes(t *testing.T) {
 			timeout     int32
 			wantTimeout int32
 		}{{false, 10000, 10000}, {true, 10000, 10000}, {true, 100, 4000}, {false, 100000, 40000}} {
-			c := dialRaw(t, addr)
-			resp, err := c.handshake(encoding.ConnectRequest{TimeOut: tc.timeout, HasReadOnly: tc.hasReadOnly})
+			c := itest.DialRaw(t, addr)
+			resp, err := c.Handshake(encoding.ConnectRequest{TimeOut: tc.timeout, HasReadOnly: tc.hasReadOnly})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -34,7 +35,7 @@ func TestSessionHandshakeShapes(t *testing.T) {
 			if resp.TimeOut != tc.wantTimeout || resp.SessionID == 0 || len(resp.Passwd) != 16 || resp.ReadOnly {
 				t.Errorf("timeout %d: response %+v, want timeout %d", tc.timeout, resp, tc.wantTimeout)
 			}
-			c.close()
+			c.Close()
 		}
 	})
 }
@@ -44,33 +45,33 @@ func TestSessionHandshakeShapes(t *testing.T) {
 // client claiming a zxid from the future is dropped without an answer.
 func TestSessionResume(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		a := connectRaw(t, addr)
+		a := itest.ConnectRaw(t, addr)
 		var cr encoding.CreateResponse
-		if code := a.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/eph", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, &cr); code != 0 {
+		if code := a.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/eph", ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, &cr); code != 0 {
 			t.Fatal(code)
 		}
 		sess := a.Session
-		hdr, err := a.call(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, nil)
+		hdr, err := a.Call(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lastZxid := hdr.Zxid
-		a.close()
+		a.Close()
 
 		// Wrong password.
-		bad := dialRaw(t, addr)
-		resp, err := bad.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: make([]byte, 16), TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid})
+		bad := itest.DialRaw(t, addr)
+		resp, err := bad.Handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: make([]byte, 16), TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if resp.TimeOut != 0 || resp.SessionID != 0 || !slices.Equal(resp.Passwd, make([]byte, 16)) {
 			t.Errorf("wrong password: response %+v, want timeout 0, id 0, zero password", resp)
 		}
-		bad.expectClosed(0)
+		bad.ExpectClosed(0)
 
 		// Right password: same session, ephemeral still there.
-		b := dialRaw(t, addr)
-		resp, err = b.handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid})
+		b := itest.DialRaw(t, addr)
+		resp, err = b.Handshake(encoding.ConnectRequest{SessionID: sess.SessionID, Passwd: sess.Passwd, TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,24 +79,24 @@ func TestSessionResume(t *testing.T) {
 			t.Fatalf("resume: %+v, want session %v", resp, sess.SessionID)
 		}
 		var ex encoding.ExistsResponse
-		if code := b.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, &ex); code != 0 || ex.Stat.EphemeralOwner != sess.SessionID {
+		if code := b.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, &ex); code != 0 || ex.Stat.EphemeralOwner != sess.SessionID {
 			t.Fatalf("ephemeral after resume: %v %+v", code, ex.Stat)
 		}
 
 		// A client that has seen the future is refused without a reply.
-		future := dialRaw(t, addr)
-		if _, err := future.handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid + 1<<40}); err == nil {
+		future := itest.DialRaw(t, addr)
+		if _, err := future.Handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true, LastZxidSeen: lastZxid + 1<<40}); err == nil {
 			t.Error("lastZxidSeen ahead of the server: got a ConnectResponse, want the connection closed")
 		}
 
 		// closeSession: reply, then close; the ephemeral is gone; the session cannot be resumed.
-		hdr, err = b.call(encoding.OpCloseSession, nil, nil)
+		hdr, err = b.Call(encoding.OpCloseSession, nil, nil)
 		if err != nil || hdr.Err != 0 {
 			t.Fatalf("closeSession: %v %v", hdr, err)
 		}
-		b.expectClosed(0)
-		c := connectRaw(t, addr)
-		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, nil); code != encoding.ErrNoNode {
+		b.ExpectClosed(0)
+		c := itest.ConnectRaw(t, addr)
+		if code := c.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/eph"}, nil); code != encoding.ErrNoNode {
 			t.Errorf("ephemeral after closeSession: %v, want NoNode", code)
 		}
 		expectSessionGone(t, addr, sess, 10000, "resume a closed session")
@@ -110,19 +111,19 @@ func TestSessionExpiry(t *testing.T) {
 		if _, err := watcher.Create("/svc", nil, 0, openACL); err != nil {
 			t.Fatal(err)
 		}
-		silent := dialRaw(t, addr)
-		resp, err := silent.handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true})
+		silent := itest.DialRaw(t, addr)
+		resp, err := silent.Handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range []string{"/svc/a", "/svc/b"} {
-			if code := silent.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: p, ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
+			if code := silent.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: p, ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
 				t.Fatal(code)
 			}
 		}
 		start := time.Now()
 		// Say nothing: no pings. The server closes the connection when the session expires.
-		silent.expectClosed(0)
+		silent.ExpectClosed(0)
 		elapsed := time.Since(start)
 		if elapsed < 3*time.Second {
 			t.Errorf("connection closed after %v, before the 4s timeout", elapsed)
@@ -137,18 +138,18 @@ func TestSessionExpiry(t *testing.T) {
 // TestSessionPingKeepsAlive: pings alone keep a session past its timeout.
 func TestSessionPingKeepsAlive(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := dialRaw(t, addr)
-		if _, err := c.handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true}); err != nil {
+		c := itest.DialRaw(t, addr)
+		if _, err := c.Handshake(encoding.ConnectRequest{TimeOut: 4000, HasReadOnly: true}); err != nil {
 			t.Fatal(err)
 		}
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/alive", ACL: rawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/alive", ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
 			t.Fatal(code)
 		}
 		for i := 0; i < 8; i++ {
 			time.Sleep(time.Second)
-			c.send(encoding.OpPing, nil)
-			c.xid-- // pings do not use the xid sequence
-			hdr, _, err := c.readReply()
+			c.Send(encoding.OpPing, nil)
+			c.Xid-- // pings do not use the xid sequence
+			hdr, _, err := c.ReadReply()
 			if err != nil {
 				t.Fatalf("ping %d: %v", i, err)
 			}
@@ -156,7 +157,7 @@ func TestSessionPingKeepsAlive(t *testing.T) {
 				t.Fatalf("ping reply %+v", hdr)
 			}
 		}
-		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/alive"}, nil); code != 0 {
+		if code := c.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/alive"}, nil); code != 0 {
 			t.Errorf("ephemeral after 8s of pings: %v", code)
 		}
 	})
@@ -172,38 +173,38 @@ func TestProtocolBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, op := range []encoding.Op{999, encoding.OpNotification, encoding.OpCheck} {
-			c := connectRaw(t, addr)
+			c := itest.ConnectRaw(t, addr)
 			// A zxid seen first: Unimplemented still carries -1, not the newest zxid.
-			if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/b"}, nil); code != encoding.ErrOK {
+			if code := c.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/b"}, nil); code != encoding.ErrOK {
 				t.Fatalf("exists /b: %v", code)
 			}
-			hdr, err := c.call(op, &encoding.CheckVersionRequest{Path: "/b", Version: 0}, nil)
+			hdr, err := c.Call(op, &encoding.CheckVersionRequest{Path: "/b", Version: 0}, nil)
 			if err != nil {
 				t.Fatalf("op %v: %v", op, err)
 			}
 			if hdr.Err != encoding.ErrUnimplemented || hdr.Zxid != -1 {
 				t.Errorf("op %v: %v at zxid %v, want Unimplemented at -1", op, hdr.Err, hdr.Zxid)
 			}
-			c.expectClosed(0)
+			c.ExpectClosed(0)
 		}
 
 		// A body that does not decode: a create whose path length runs past the frame.
-		c := connectRaw(t, addr)
-		if hdr := c.sendBody(encoding.OpCreate, binary.BigEndian.AppendUint32(nil, 1000)); hdr.Err != encoding.ErrMarshallingError {
+		c := itest.ConnectRaw(t, addr)
+		if hdr := c.SendBody(encoding.OpCreate, binary.BigEndian.AppendUint32(nil, 1000)); hdr.Err != encoding.ErrMarshallingError {
 			t.Errorf("undecodable create: %+v, want MarshallingError", hdr)
 		}
 
 		for _, length := range []int32{-5, encoding.DefaultMaxFrameBytes + 1} {
-			c := connectRaw(t, addr)
+			c := itest.ConnectRaw(t, addr)
 			var b [4]byte
 			binary.BigEndian.PutUint32(b[:], uint32(length))
-			c.conn.Write(b[:])
-			c.expectClosed(0)
+			c.Conn.Write(b[:])
+			c.ExpectClosed(0)
 		}
 		// Before the handshake, too.
-		c2 := dialRaw(t, addr)
-		c2.conn.Write([]byte{0x7f, 0xff, 0xff, 0xff})
-		c2.expectClosed(0)
+		c2 := itest.DialRaw(t, addr)
+		c2.Conn.Write([]byte{0x7f, 0xff, 0xff, 0xff})
+		c2.ExpectClosed(0)
 
 		data, _, err := bystander.Get("/b")
 		if err != nil || string(data) != "b" {
@@ -215,17 +216,17 @@ func TestProtocolBadInput(t *testing.T) {
 // TestProtocolPipelining: requests sent back to back are applied and answered in order.
 func TestProtocolPipelining(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		const n = 200
 		var xids []encoding.Xid
-		xids = append(xids, c.send(encoding.OpCreate, &encoding.CreateRequest{Path: "/pipe", ACL: rawOpenACL}))
+		xids = append(xids, c.Send(encoding.OpCreate, &encoding.CreateRequest{Path: "/pipe", ACL: itest.RawOpenACL}))
 		for i := 0; i < n; i++ {
-			xids = append(xids, c.send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/pipe", Data: []byte{byte(i)}, Version: int32(i)}))
+			xids = append(xids, c.Send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/pipe", Data: []byte{byte(i)}, Version: int32(i)}))
 		}
-		xids = append(xids, c.send(encoding.OpGetData, &encoding.GetDataRequest{Path: "/pipe"}))
+		xids = append(xids, c.Send(encoding.OpGetData, &encoding.GetDataRequest{Path: "/pipe"}))
 		var last encoding.Zxid
 		for i, want := range xids {
-			hdr, body, err := c.readReply()
+			hdr, body, err := c.ReadReply()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,8 +254,8 @@ func TestProtocolPipelining(t *testing.T) {
 func TestFourLetterWords(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
 		for _, tc := range []struct{ cmd, want string }{{"ruok", "imok"}, {"srvr", "Mode: standalone"}} {
-			c := dialRaw(t, addr)
-			c.conn.Write([]byte(tc.cmd))
+			c := itest.DialRaw(t, addr)
+			c.Conn.Write([]byte(tc.cmd))
 			out, err := readAll(c)
 			if err != nil {
 				t.Fatal(err)
@@ -266,15 +267,15 @@ func TestFourLetterWords(t *testing.T) {
 	})
 }
 
-func readAll(c *rawClient) (string, error) {
-	c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+func readAll(c *itest.RawClient) (string, error) {
+	c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var out []byte
 	buf := make([]byte, 4096)
 	for {
-		n, err := c.r.Read(buf)
+		n, err := c.R.Read(buf)
 		out = append(out, buf[:n]...)
 		if err != nil {
-			if isConnReset(err) || errors.Is(err, io.EOF) {
+			if itest.IsConnReset(err) || errors.Is(err, io.EOF) {
 				return string(out), nil
 			}
 			return string(out), err

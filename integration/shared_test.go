@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // TestSharedEtcdCluster: zetcd shares its etcd with another application, which writes keys
@@ -19,7 +20,7 @@ func TestSharedEtcdCluster(t *testing.T) {
 	cluster := startEtcd(t)
 	a := startZetcdOn(t, cluster)
 	b := startZetcdOn(t, cluster)
-	ca, cb := connectRaw(t, a.Addr), connectRaw(t, b.Addr)
+	ca, cb := itest.ConnectRaw(t, a.Addr), itest.ConnectRaw(t, b.Addr)
 
 	cli := cluster.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -40,15 +41,15 @@ func TestSharedEtcdCluster(t *testing.T) {
 
 	for i := range 20 {
 		data := fmt.Appendf(nil, "%d", i)
-		if code := ca.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/", Data: data, Version: -1}, &encoding.SetDataResponse{}); code != 0 {
+		if code := ca.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/", Data: data, Version: -1}, &encoding.SetDataResponse{}); code != 0 {
 			t.Fatalf("round %d: setData through a: %v", i, code)
 		}
-		for name, c := range map[string]*rawClient{"a": ca, "b": cb} {
-			if code := c.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{}); code != 0 {
+		for name, c := range map[string]*itest.RawClient{"a": ca, "b": cb} {
+			if code := c.MustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{}); code != 0 {
 				t.Fatalf("round %d: sync through %s: %v", i, name, code)
 			}
 			var got encoding.GetDataResponse
-			if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/"}, &got); code != 0 || string(got.Data) != string(data) {
+			if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/"}, &got); code != 0 || string(got.Data) != string(data) {
 				t.Fatalf("round %d: getData through %s after sync: %v %q, want %q", i, name, code, got.Data, data)
 			}
 		}

@@ -16,7 +16,8 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // zetcd's data stays below etcd's space quota. At its limit, writes that grow the
@@ -57,12 +58,12 @@ func TestSpaceFillAndRecover(t *testing.T) {
 		t.Fatalf("space before the fill: %+v, want etcd's quota and the limit", sp)
 	}
 	start := time.Now()
-	c := connectRawTimeout(t, z.Addr, 40000)
+	c := itest.ConnectRawTimeout(t, z.Addr, 40000)
 	val := []byte(strings.Repeat("v", 256<<10))
 	create := func(path string, data []byte) encoding.ErrCode {
-		return c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: rawOpenACL}, &encoding.CreateResponse{})
+		return c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: itest.RawOpenACL}, &encoding.CreateResponse{})
 	}
-	c.mustCreate("/fill", nil, 0)
+	c.MustCreate("/fill", nil, 0)
 	// fill creates nodes of data under /fill, named prefix000, prefix001, ..., until creates
 	// are refused three times in a row, a few polls apart (zetcd counts what it writes
 	// between polls generously, so the first refusal can come a little early); it returns how
@@ -113,42 +114,42 @@ func TestSpaceFillAndRecover(t *testing.T) {
 	if code := create("/missing/child", val); code != encoding.ErrNoNode {
 		t.Errorf("create under a missing parent at the limit: %v, want NoNode", code)
 	}
-	if hdr, res := c.multi(opSetData("/fill/n000", nil, -1), opCreate("/fill/big", big, 0), opCreate("/fill/empty", nil, 0)); hdr.Err != 0 ||
+	if hdr, res := c.Multi(opSetData("/fill/n000", nil, -1), opCreate("/fill/big", big, 0), opCreate("/fill/empty", nil, 0)); hdr.Err != 0 ||
 		len(res) != 3 || res[0].Err != 0 || res[1].Err != encoding.ErrQuotaExceeded || res[2].Err != encoding.ErrRuntimeInconsistency {
 		t.Errorf("multi growing the data at the limit: %v %+v, want QuotaExceeded on its create", hdr.Err, res)
 	}
-	if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/fill/n001", Data: big, Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrQuotaExceeded {
+	if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/fill/n001", Data: big, Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrQuotaExceeded {
 		t.Errorf("setData growing a node at the limit: %v, want QuotaExceeded", code)
 	}
 	// ... and everything else works: reads, setData of the same or a smaller size, deletes,
 	// sessions.
 	var data encoding.GetDataResponse
-	if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/fill/n000"}, &data); code != 0 || len(data.Data) != len(val) {
+	if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/fill/n000"}, &data); code != 0 || len(data.Data) != len(val) {
 		t.Errorf("getData at the limit: %v, %d bytes", code, len(data.Data))
 	}
 	var children encoding.GetChildrenResponse
-	if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/fill"}, &children); code != 0 || len(children.Children) != n+small {
+	if code := c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/fill"}, &children); code != 0 || len(children.Children) != n+small {
 		t.Errorf("getChildren at the limit: %v, %d children, want %d", code, len(children.Children), n+small)
 	}
-	if st, _ := c.stat("/fill/n000"); st.Version != 0 {
+	if st, _ := c.Stat("/fill/n000"); st.Version != 0 {
 		t.Errorf("/fill/n000 at version %d: the refused multi changed it", st.Version)
 	}
 	for i := 0; i < 3; i++ {
-		if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/fill/n000", Data: val, Version: -1}, &encoding.SetDataResponse{}); code != 0 {
+		if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/fill/n000", Data: val, Version: -1}, &encoding.SetDataResponse{}); code != 0 {
 			t.Errorf("setData of the same size at the limit: %v", code)
 		}
 	}
-	if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/fill/n002", Data: []byte("small"), Version: -1}, &encoding.SetDataResponse{}); code != 0 {
+	if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/fill/n002", Data: []byte("small"), Version: -1}, &encoding.SetDataResponse{}); code != 0 {
 		t.Errorf("setData shrinking a node at the limit: %v", code)
 	}
-	other := connectRaw(t, z.Addr)
-	if code := other.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/fill/n000"}, &encoding.ExistsResponse{}); code != 0 {
+	other := itest.ConnectRaw(t, z.Addr)
+	if code := other.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/fill/n000"}, &encoding.ExistsResponse{}); code != 0 {
 		t.Errorf("exists on a session opened at the limit: %v", code)
 	}
-	if code := other.mustCall(encoding.OpCloseSession, nil, nil); code != 0 {
+	if code := other.MustCall(encoding.OpCloseSession, nil, nil); code != 0 {
 		t.Errorf("closeSession at the limit: %v", code)
 	}
-	other.close()
+	other.Close()
 	if noSpaceAlarm(t, cli) {
 		t.Fatal("etcd raised its NOSPACE alarm: zetcd's limit did not keep it below the quota")
 	}
@@ -156,7 +157,7 @@ func TestSpaceFillAndRecover(t *testing.T) {
 	// Deleting data frees room: once etcd has compacted the deleted versions, writes are
 	// accepted again, with nothing done by hand.
 	for i := 0; i < n; i += 2 {
-		if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: fmt.Sprintf("/fill/n%03d", i), Version: -1}, nil); code != 0 {
+		if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: fmt.Sprintf("/fill/n%03d", i), Version: -1}, nil); code != 0 {
 			t.Fatalf("delete at the limit: %v", code)
 		}
 	}
@@ -212,11 +213,11 @@ func TestProcessExternalNoSpace(t *testing.T) {
 	const quota = 8 * mib
 	e := testenv.StartEtcdWith(t, embedetcd.Config{QuotaBackendBytes: quota})
 	cli := e.Client(t)
-	maddr := freePort(t)
-	p := startProcessArgs(t, freePort(t), "--endpoints", e.Etcd.Endpoint, "--metrics-addr", maddr)
+	maddr := itest.FreePort(t)
+	p := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", e.Etcd.Endpoint, "--metrics-addr", maddr)
 	base := "http://" + maddr
-	c := connectRawTimeout(t, p.Addr, 40000)
-	c.mustCreate("/a", []byte("data"), 0)
+	c := itest.ConnectRawTimeout(t, p.Addr, 40000)
+	c.MustCreate("/a", []byte("data"), 0)
 	if code, body := httpGet(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz before: %d %q", code, body)
 	}
@@ -246,27 +247,27 @@ func TestProcessExternalNoSpace(t *testing.T) {
 	if code, body := httpGet(t, base+"/healthz?exclude=NOSPACE"); code != 200 {
 		t.Errorf("/healthz?exclude=NOSPACE: %d %q", code, body)
 	}
-	if m := scrape(t, base+"/metrics"); m["zetcd_etcd_nospace_alarm"] != 1 || m["zetcd_etcd_quota_bytes"] != quota ||
+	if m := itest.Scrape(t, base+"/metrics"); m["zetcd_etcd_nospace_alarm"] != 1 || m["zetcd_etcd_quota_bytes"] != quota ||
 		m["zetcd_etcd_db_size_bytes"] < quota*3/4 || m["zetcd_data_limit_bytes"] != quota/4*3 {
 		t.Errorf("space gauges with the alarm: alarm %v, quota %v, db size %v, limit %v", m["zetcd_etcd_nospace_alarm"],
 			m["zetcd_etcd_quota_bytes"], m["zetcd_etcd_db_size_bytes"], m["zetcd_data_limit_bytes"])
 	}
 	// Reads are served; writes are answered QuotaExceeded, and the connection stays open.
 	var data encoding.GetDataResponse
-	if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/a"}, &data); code != 0 || string(data.Data) != "data" {
+	if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/a"}, &data); code != 0 || string(data.Data) != "data" {
 		t.Errorf("getData with the alarm: %v %q", code, data.Data)
 	}
 	for _, path := range []string{"/b", "/c"} {
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: []byte("d"), ACL: rawOpenACL}, &encoding.CreateResponse{}); code != encoding.ErrQuotaExceeded {
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: []byte("d"), ACL: itest.RawOpenACL}, &encoding.CreateResponse{}); code != encoding.ErrQuotaExceeded {
 			t.Errorf("create %s with the alarm: %v, want QuotaExceeded", path, code)
 		}
 	}
-	if code := c.mustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/a", Data: []byte("da"), Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrQuotaExceeded {
+	if code := c.MustCall(encoding.OpSetData, &encoding.SetDataRequest{Path: "/a", Data: []byte("da"), Version: -1}, &encoding.SetDataResponse{}); code != encoding.ErrQuotaExceeded {
 		t.Errorf("setData with the alarm: %v, want QuotaExceeded", code)
 	}
 	time.Sleep(2500 * time.Millisecond) // a few more polls: still one log line
-	if n := strings.Count(p.logText(), "etcdctl alarm disarm"); n != 1 {
-		t.Errorf("%d log lines name the etcdctl commands, want 1:\n%s", n, p.logText())
+	if n := strings.Count(p.LogText(), "etcdctl alarm disarm"); n != 1 {
+		t.Errorf("%d log lines name the etcdctl commands, want 1:\n%s", n, p.LogText())
 	}
 
 	// The operator's commands, as the log names them.
@@ -291,7 +292,7 @@ func TestProcessExternalNoSpace(t *testing.T) {
 	}
 	disarmed := time.Now()
 	for {
-		code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/b", Data: []byte("d"), ACL: rawOpenACL}, &encoding.CreateResponse{})
+		code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/b", Data: []byte("d"), ACL: itest.RawOpenACL}, &encoding.CreateResponse{})
 		if code == 0 {
 			break
 		}
@@ -303,7 +304,7 @@ func TestProcessExternalNoSpace(t *testing.T) {
 	if code, body := httpGet(t, base+"/healthz"); code != 200 {
 		t.Errorf("/healthz after the operator's commands: %d %q", code, body)
 	}
-	if m := scrape(t, base+"/metrics"); m["zetcd_etcd_nospace_alarm"] != 0 {
+	if m := itest.Scrape(t, base+"/metrics"); m["zetcd_etcd_nospace_alarm"] != 0 {
 		t.Errorf("zetcd_etcd_nospace_alarm %v after the disarm", m["zetcd_etcd_nospace_alarm"])
 	}
 }

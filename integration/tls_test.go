@@ -3,18 +3,11 @@ package integration
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
+	"errors"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,94 +19,10 @@ import (
 
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/zksession"
 )
-
-// testPKI is a CA and certificates it signed, as PEM files in a directory.
-type testPKI struct {
-	dir    string
-	ca     *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	CAFile string
-	pool   *x509.CertPool
-	serial int64
-}
-
-func newTestPKI(t testing.TB) *testPKI {
-	t.Helper()
-	p := &testPKI{dir: t.TempDir()}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "zetcd test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.ca, err = x509.ParseCertificate(der); err != nil {
-		t.Fatal(err)
-	}
-	p.caKey = key
-	p.CAFile = p.write(t, "ca.pem", "CERTIFICATE", der)
-	p.pool = x509.NewCertPool()
-	p.pool.AddCert(p.ca)
-	p.serial = 1
-	return p
-}
-
-func (p *testPKI) write(t testing.TB, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// issue signs a certificate for subject, usable by servers at 127.0.0.1 and by clients; it
-// returns the PEM files and the key pair.
-func (p *testPKI) issue(t testing.TB, name string, subject pkix.Name) (certFile, keyFile string, pair tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.serial),
-		Subject:      subject,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile = p.write(t, name+".pem", "CERTIFICATE", der)
-	keyFile = p.write(t, name+"-key.pem", "EC PRIVATE KEY", kder)
-	pair, err = tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile, pair
-}
 
 // secureEtcd is an embedded etcd serving TLS with client certificates required and
 // authentication on. The zetcd user's role may read and write the keys under /zk/ and nothing
@@ -123,9 +32,9 @@ type secureEtcd struct {
 	root     *clientv3.Client
 }
 
-func startSecureEtcd(t testing.TB, pki *testPKI) *secureEtcd {
+func startSecureEtcd(t testing.TB, pki *itest.PKI) *secureEtcd {
 	t.Helper()
-	cert, key, _ := pki.issue(t, "etcd-server", pkix.Name{CommonName: "etcd"})
+	cert, key, _ := pki.Issue(t, "etcd-server", pkix.Name{CommonName: "etcd"})
 	e, err := embedetcd.Start(embedetcd.Config{
 		Dir:       t.TempDir(),
 		ClientURL: "https://127.0.0.1:0",
@@ -136,11 +45,11 @@ func startSecureEtcd(t testing.TB, pki *testPKI) *secureEtcd {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	_, _, rootPair := pki.issue(t, "etcd-root", pkix.Name{CommonName: "root"})
+	_, _, rootPair := pki.Issue(t, "etcd-root", pkix.Name{CommonName: "root"})
 	root, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{e.Endpoint},
 		DialTimeout: 5 * time.Second,
-		TLS:         &tls.Config{Certificates: []tls.Certificate{rootPair}, RootCAs: pki.pool},
+		TLS:         &tls.Config{Certificates: []tls.Certificate{rootPair}, RootCAs: pki.Pool},
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {
@@ -169,10 +78,10 @@ func startSecureEtcd(t testing.TB, pki *testPKI) *secureEtcd {
 		}
 	}
 	// The zetcd user may not touch anything else.
-	_, _, pair := pki.issue(t, "etcd-zetcd-check", pkix.Name{CommonName: "zetcd"})
+	_, _, pair := pki.Issue(t, "etcd-zetcd-check", pkix.Name{CommonName: "zetcd"})
 	zc, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{e.Endpoint}, DialTimeout: 5 * time.Second, Username: "zetcd", Password: "zetcdpw",
-		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pki.pool}, Logger: zap.NewNop(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pki.Pool}, Logger: zap.NewNop(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -206,9 +115,9 @@ func (e *secureEtcd) value(t testing.TB, key string) string {
 }
 
 // dialTLS connects to a TLS client port with the client certificate pair (none if empty).
-func dialTLS(t testing.TB, addr string, pki *testPKI, pair *tls.Certificate) *rawClient {
+func dialTLS(t testing.TB, addr string, pki *itest.PKI, pair *tls.Certificate) *itest.RawClient {
 	t.Helper()
-	cfg := &tls.Config{RootCAs: pki.pool}
+	cfg := &tls.Config{RootCAs: pki.Pool}
 	if pair != nil {
 		cfg.Certificates = []tls.Certificate{*pair}
 	}
@@ -218,25 +127,25 @@ func dialTLS(t testing.TB, addr string, pki *testPKI, pair *tls.Certificate) *ra
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
-	if resp, err := c.handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true}); err != nil || resp.SessionID == 0 {
+	c := &itest.RawClient{T: t, Conn: conn, R: bufio.NewReader(conn)}
+	if resp, err := c.Handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true}); err != nil || resp.SessionID == 0 {
 		t.Fatalf("handshake over TLS: %+v %v", resp, err)
 	}
 	return c
 }
 
 // dialTLSResume resumes a session through a TLS client port.
-func dialTLSResume(t testing.TB, addr string, pki *testPKI, pair *tls.Certificate, sess encoding.ConnectResponse) *rawClient {
+func dialTLSResume(t testing.TB, addr string, pki *itest.PKI, pair *tls.Certificate, sess encoding.ConnectResponse) *itest.RawClient {
 	t.Helper()
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr,
-		&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{*pair}})
+		&tls.Config{RootCAs: pki.Pool, Certificates: []tls.Certificate{*pair}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	c := &rawClient{t: t, conn: conn, r: bufio.NewReader(conn)}
-	resp, err := c.handshake(encoding.ConnectRequest{TimeOut: sess.TimeOut, SessionID: sess.SessionID, Passwd: sess.Passwd, HasReadOnly: true})
+	c := &itest.RawClient{T: t, Conn: conn, R: bufio.NewReader(conn)}
+	resp, err := c.Handshake(encoding.ConnectRequest{TimeOut: sess.TimeOut, SessionID: sess.SessionID, Passwd: sess.Passwd, HasReadOnly: true})
 	if err != nil || resp.SessionID != sess.SessionID {
 		t.Fatalf("resume over TLS: %+v %v", resp, err)
 	}
@@ -249,13 +158,13 @@ func dialTLSResume(t testing.TB, addr string, pki *testPKI, pair *tls.Certificat
 // A go-zookeeper client and a raw client connect through the TLS port and use every kind of
 // operation; the keys outside the prefix are untouched, and zetcd logged no error.
 func TestTLSAndSecureEtcd(t *testing.T) {
-	pki := newTestPKI(t)
+	pki := itest.NewPKI(t)
 	etcd := startSecureEtcd(t, pki)
-	etcdCert, etcdKey, _ := pki.issue(t, "zetcd-etcd-client", pkix.Name{CommonName: "zetcd"})
-	srvCert, srvKey, _ := pki.issue(t, "zetcd-server", pkix.Name{CommonName: "zetcd"})
-	_, _, clientPair := pki.issue(t, "zk-client", pkix.Name{CommonName: "client", Organization: []string{"zetcd-test"}})
-	plain, secure, metrics := freePort(t), freePort(t), freePort(t)
-	p := startProcessArgs(t, plain,
+	etcdCert, etcdKey, _ := pki.Issue(t, "zetcd-etcd-client", pkix.Name{CommonName: "zetcd"})
+	srvCert, srvKey, _ := pki.Issue(t, "zetcd-server", pkix.Name{CommonName: "zetcd"})
+	_, _, clientPair := pki.Issue(t, "zk-client", pkix.Name{CommonName: "client", Organization: []string{"zetcd-test"}})
+	plain, secure, metrics := itest.FreePort(t), itest.FreePort(t), itest.FreePort(t)
+	p := itest.StartProcessArgs(t, plain,
 		"--metrics-addr", metrics, "--4lw-whitelist", "*",
 		"--endpoints", etcd.Endpoint,
 		"--etcd-cert", etcdCert, "--etcd-key", etcdKey, "--etcd-cacert", pki.CAFile,
@@ -266,15 +175,15 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 		"--log-level", "error")
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("zetcd's log:\n%s", p.logs.String())
+			t.Logf("zetcd's log:\n%s", p.Logs.String())
 		}
 	})
 
 	// go-zookeeper through the TLS port.
-	conn, events, err := zk.Connect([]string{secure}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}),
+	conn, events, err := zk.Connect([]string{secure}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(itest.QuietLogger{}),
 		zk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
 			return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, network, address,
-				&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{clientPair}})
+				&tls.Config{RootCAs: pki.Pool, Certificates: []tls.Certificate{clientPair}})
 		}))
 	if err != nil {
 		t.Fatal(err)
@@ -328,49 +237,49 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 	// A raw client through the TLS port holds its certificate's identity.
 	c := dialTLS(t, secure, pki, &clientPair)
 	dn := "CN=client,O=zetcd-test"
-	if got := c.whoAmI(); !slices.Contains(got, "x509:"+dn) {
+	if got := c.WhoAmI(); !slices.Contains(got, "x509:"+dn) {
 		t.Errorf("whoAmI over TLS: %v", got)
 	}
-	c.mustCreateACL("/x509only", aclOf(encoding.PermAll, "x509", dn))
-	if code := c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x509only"}, &encoding.GetDataResponse{}); code != 0 {
+	c.MustCreateACL("/x509only", itest.ACLOf(encoding.PermAll, "x509", dn))
+	if code := c.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x509only"}, &encoding.GetDataResponse{}); code != 0 {
 		t.Errorf("getData of an x509 node with its certificate: %v", code)
 	}
-	pc := connectRaw(t, plain)
-	if code := pc.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x509only"}, &encoding.GetDataResponse{}); code != encoding.ErrNoAuth {
+	pc := itest.ConnectRaw(t, plain)
+	if code := pc.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/x509only"}, &encoding.GetDataResponse{}); code != encoding.ErrNoAuth {
 		t.Errorf("getData of an x509 node over the plain port: %v", code)
 	}
-	if code, _ := connectRaw(t, plain).auth("x509", ""); code != encoding.ErrAuthFailed {
+	if code, _ := itest.ConnectRaw(t, plain).Auth("x509", ""); code != encoding.ErrAuthFailed {
 		t.Errorf("auth x509 without a certificate: %v", code)
 	}
 	// The rest of the opcodes, through TLS.
-	c.mustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/box", ACL: rawOpenACL, Flags: encoding.ModeContainer}, &encoding.Create2Response{})
-	c.mustCreate("/box/item", nil, 0)
-	c.mustCall(encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: "/ttl", ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 100}, &encoding.Create2Response{})
-	c.mustCreate("/eph", nil, encoding.ModeEphemeral)
+	c.MustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/box", ACL: itest.RawOpenACL, Flags: encoding.ModeContainer}, &encoding.Create2Response{})
+	c.MustCreate("/box/item", nil, 0)
+	c.MustCall(encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: "/ttl", ACL: itest.RawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 100}, &encoding.Create2Response{})
+	c.MustCreate("/eph", nil, encoding.ModeEphemeral)
 	var eph encoding.GetEphemeralsResponse
-	if code := c.mustCall(encoding.OpGetEphemerals, &encoding.GetEphemeralsRequest{PrefixPath: "/"}, &eph); code != 0 || !slices.Equal(eph.Ephemerals, []string{"/eph"}) {
+	if code := c.MustCall(encoding.OpGetEphemerals, &encoding.GetEphemeralsRequest{PrefixPath: "/"}, &eph); code != 0 || !slices.Equal(eph.Ephemerals, []string{"/eph"}) {
 		t.Errorf("getEphemerals: %v %v", code, eph.Ephemerals)
 	}
 	var n encoding.GetAllChildrenNumberResponse
-	if code := c.mustCall(encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: "/box"}, &n); code != 0 || n.TotalNumber != 1 {
+	if code := c.MustCall(encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: "/box"}, &n); code != 0 || n.TotalNumber != 1 {
 		t.Errorf("getAllChildrenNumber: %v %v", code, n)
 	}
 	var mr encoding.MultiResponse
-	if code := c.mustCall(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+	if code := c.MustCall(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{
 		{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/box"}},
 		{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/box"}},
 	}}, &mr); code != 0 || len(mr.Results) != 2 || mr.Results[1].Err != 0 {
 		t.Errorf("multiRead: %v %+v", code, mr.Results)
 	}
-	c.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/box", Mode: encoding.AddWatchPersistentRecursive}, &encoding.ErrorResponse{})
-	if code := c.mustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/box", Type: encoding.WatcherPersistentRecursive}, nil); code != 0 {
+	c.MustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/box", Mode: encoding.AddWatchPersistentRecursive}, &encoding.ErrorResponse{})
+	if code := c.MustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/box", Type: encoding.WatcherPersistentRecursive}, nil); code != 0 {
 		t.Errorf("checkWatches: %v", code)
 	}
-	c.delete("/box/item")
-	if evs := c.waitEvents(1); evs[0].String() != "NodeDeleted /box/item" {
+	c.Delete("/box/item")
+	if evs := c.WaitEvents(1); evs[0].String() != "NodeDeleted /box/item" {
 		t.Errorf("recursive watch over TLS: %v", evs)
 	}
-	if code := c.mustCall(encoding.OpReconfig, &encoding.ReconfigRequest{CurConfigID: -1}, &encoding.GetDataResponse{}); code != encoding.ErrReconfigDisabled {
+	if code := c.MustCall(encoding.OpReconfig, &encoding.ReconfigRequest{CurConfigID: -1}, &encoding.GetDataResponse{}); code != encoding.ErrReconfigDisabled {
 		t.Errorf("reconfig: %v", code)
 	}
 	// The reaper (elected through etcd, under the prefix) removes the emptied container and
@@ -378,14 +287,14 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 	waitGoneRaw(t, c, "/box")
 	waitGoneRaw(t, c, "/ttl")
 	// closeSession deletes the ephemerals and revokes the lease.
-	if code := c.mustCall(encoding.OpCloseSession, nil, nil); code != 0 {
+	if code := c.MustCall(encoding.OpCloseSession, nil, nil); code != 0 {
 		t.Errorf("closeSession: %v", code)
 	}
-	if pc.exists("/eph") {
+	if pc.Exists("/eph") {
 		t.Error("ephemeral survived closeSession")
 	}
 	for cmd, want := range map[string]string{"srvr": "Mode: standalone", "mntr": "zk_znode_count", "cons": "queued", "wchs": "Total watches"} {
-		if out, err := fourLetter(plain, cmd); err != nil || !strings.Contains(out, want) {
+		if out, err := itest.FourLetter(plain, cmd); err != nil || !strings.Contains(out, want) {
 			t.Errorf("%s: %q %v", cmd, out, err)
 		}
 	}
@@ -403,36 +312,36 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 	// setACL, create2, setWatches, removeWatches; a session resumed through TLS; a session
 	// that expires (its ephemerals deleted by zetcd, its lease revoked).
 	s := dialTLS(t, secure, pki, &clientPair)
-	s.mustCall(encoding.OpCreate2, &encoding.CreateRequest{Path: "/two", ACL: rawOpenACL}, &encoding.Create2Response{})
-	if code := s.setACL("/two", worldACL(encoding.PermRead|encoding.PermAdmin)); code != 0 {
+	s.MustCall(encoding.OpCreate2, &encoding.CreateRequest{Path: "/two", ACL: itest.RawOpenACL}, &encoding.Create2Response{})
+	if code := s.SetACL("/two", itest.WorldACL(encoding.PermRead|encoding.PermAdmin)); code != 0 {
 		t.Errorf("setACL: %v", code)
 	}
-	rel := s.create("/w", nil, 0)
-	s.mustCall(encoding.OpSetWatches, &encoding.SetWatches{RelativeZxid: rel, DataWatches: []string{"/w"}, ExistWatches: []string{}, ChildWatches: []string{"/w"}}, nil)
-	if code := s.mustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "/w", Type: encoding.WatcherChildren}, nil); code != 0 {
+	rel := s.Create("/w", nil, 0)
+	s.MustCall(encoding.OpSetWatches, &encoding.SetWatches{RelativeZxid: rel, DataWatches: []string{"/w"}, ExistWatches: []string{}, ChildWatches: []string{"/w"}}, nil)
+	if code := s.MustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "/w", Type: encoding.WatcherChildren}, nil); code != 0 {
 		t.Errorf("removeWatches: %v", code)
 	}
-	s.mustCreate("/eph2", nil, encoding.ModeEphemeral)
-	s.close()
+	s.MustCreate("/eph2", nil, encoding.ModeEphemeral)
+	s.Close()
 	rc := dialTLSResume(t, secure, pki, &clientPair, s.Session)
-	if !rc.exists("/eph2") {
+	if !rc.Exists("/eph2") {
 		t.Error("ephemeral gone after resuming over TLS")
 	}
-	rc.close()
-	deadline := time.Now().Add(30 * time.Second)
-	for pc2 := connectRaw(t, plain); pc2.exists("/eph2"); {
-		if time.Now().After(deadline) {
-			t.Fatal("the session's ephemeral outlived its expiry")
+	rc.Close()
+	pc2 := itest.ConnectRaw(t, plain)
+	testenv.Eventually(t, 30*time.Second, "the session's ephemeral gone with its expiry", func() error {
+		if pc2.Exists("/eph2") {
+			return errors.New("/eph2 still exists")
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	// A client without a certificate is refused by the TLS port.
 	raw, err := net.Dial("tcp", secure)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc := tls.Client(raw, &tls.Config{RootCAs: pki.pool})
+	tc := tls.Client(raw, &tls.Config{RootCAs: pki.Pool})
 	tc.SetDeadline(time.Now().Add(10 * time.Second))
 	_, err = tc.Write(encoding.AppendFrame(nil, &encoding.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16)}))
 	if err == nil {
@@ -450,24 +359,19 @@ func TestTLSAndSecureEtcd(t *testing.T) {
 	if v := etcd.value(t, "/zk"); v != "next to the prefix" {
 		t.Errorf("/zk = %q", v)
 	}
-	p.stop(t)
-	if logs := p.logs.String(); strings.Contains(logs, "permission denied") || strings.Contains(logs, `"level":"error"`) {
+	p.Stop(t)
+	if logs := p.Logs.String(); strings.Contains(logs, "permission denied") || strings.Contains(logs, `"level":"error"`) {
 		t.Errorf("zetcd logged errors:\n%s", logs)
 	}
 }
 
-// waitGoneRaw polls until path does not exist, failing the test after 10s.
-func waitGoneRaw(t testing.TB, c *rawClient, path string) {
+// waitGoneRaw waits until path does not exist, failing the test after 10s.
+func waitGoneRaw(t testing.TB, c *itest.RawClient, path string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.exists(path) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still exists after 10s", path)
+	testenv.Eventually(t, 10*time.Second, path+" gone", func() error {
+		if c.Exists(path) {
+			return errors.New("still exists")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(string, ...any) {}

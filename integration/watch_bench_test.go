@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
-	"github.com/zetcd/zetcd/internal/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 )
 
 // BenchmarkWatchLatency measures watch delivery: the time from one session sending a setData to
@@ -22,18 +23,18 @@ func BenchmarkWatchLatency(b *testing.B) {
 	for _, s := range testenv.Servers {
 		b.Run(s.Name, func(b *testing.B) {
 			addr := s.Start(b)
-			w := connectRaw(b, addr)
-			x := connectRaw(b, addr)
-			x.create("/lat", nil, 0)
+			w := itest.ConnectRaw(b, addr)
+			x := itest.ConnectRaw(b, addr)
+			x.Create("/lat", nil, 0)
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				w.watch("getData", "/lat")
+				w.Watch("getData", "/lat")
 				start := time.Now()
-				x.send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/lat", Data: []byte(strconv.Itoa(i)), Version: -1})
-				w.waitEvents(1)
+				x.Send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/lat", Data: []byte(strconv.Itoa(i)), Version: -1})
+				w.WaitEvents(1)
 				lat = append(lat, time.Since(start))
-				if _, _, err := x.readReply(); err != nil {
+				if _, _, err := x.ReadReply(); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -63,34 +64,34 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 func BenchmarkWatchMemory(b *testing.B) {
 	const conns, perConn, nodes = 1000, 100, 1000
 	cluster := startEtcd(b)
-	p := startProcessArgs(b, freePort(b), "--endpoints", cluster.Etcd.Endpoint, "--data-dir", b.TempDir())
-	setup := connectRaw(b, p.Addr)
-	setup.create("/m", nil, 0)
+	p := itest.StartProcessArgs(b, itest.FreePort(b), "--endpoints", cluster.Etcd.Endpoint, "--data-dir", b.TempDir())
+	setup := itest.ConnectRaw(b, p.Addr)
+	setup.Create("/m", nil, 0)
 	for i := 0; i < nodes; i++ {
-		setup.create(fmt.Sprintf("/m/n%d", i), []byte("x"), 0)
+		setup.Create(fmt.Sprintf("/m/n%d", i), []byte("x"), 0)
 	}
-	clients := make([]*rawClient, conns)
+	clients := make([]*itest.RawClient, conns)
 	for i := range clients {
-		clients[i] = connectRaw(b, p.Addr)
+		clients[i] = itest.ConnectRaw(b, p.Addr)
 	}
-	before := rssKiB(b, p.cmd.Process.Pid)
+	before := rssKiB(b, p.Cmd.Process.Pid)
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
 		for i, c := range clients {
 			for j := 0; j < perConn; j++ {
-				c.send(encoding.OpGetData, &encoding.GetDataRequest{Path: fmt.Sprintf("/m/n%d", (i+j*7)%nodes), Watch: true})
+				c.Send(encoding.OpGetData, &encoding.GetDataRequest{Path: fmt.Sprintf("/m/n%d", (i+j*7)%nodes), Watch: true})
 			}
 		}
 		for _, c := range clients {
 			for j := 0; j < perConn; j++ {
-				if hdr, _, err := c.readReply(); err != nil || hdr.Err != 0 {
+				if hdr, _, err := c.ReadReply(); err != nil || hdr.Err != 0 {
 					b.Fatalf("getData watch: %+v %v", hdr, err)
 				}
 			}
 		}
 	}
 	b.StopTimer()
-	after := rssKiB(b, p.cmd.Process.Pid)
+	after := rssKiB(b, p.Cmd.Process.Pid)
 	b.ReportMetric(float64(before)/1024, "rss-before-MiB")
 	b.ReportMetric(float64(after)/1024, "rss-after-MiB")
 	b.ReportMetric(float64(after-before)*1024/float64(conns*perConn), "bytes/watch")

@@ -10,6 +10,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // The Java client registers a watch when the reply of the request that set it arrives; an event
@@ -73,7 +74,7 @@ func childLoop(ctx context.Context, c *zk.Conn, path string, i int) {
 
 // TestWatchReplyBeforeEvent races reads that set a watch against another session's writes to
 // the watched node: the reply of the request that set a watch always comes before any event of
-// that watch (PROTOCOL.md §6.3), for getData, exists on a present and on a missing node,
+// that watch (FinalRequestProcessor), for getData, exists on a present and on a missing node,
 // getChildren, getChildren2 and addWatch.
 func TestWatchReplyBeforeEvent(t *testing.T) {
 	const rounds = 150
@@ -87,7 +88,7 @@ func TestWatchReplyBeforeEvent(t *testing.T) {
 				}
 				stop := startWriter(t, addr, path, wr.write)
 				defer stop()
-				c := connectRaw(t, addr)
+				c := itest.ConnectRaw(t, addr)
 				outcomes := map[encoding.ErrCode]int{}
 				for i := 0; i < rounds; i++ {
 					code, early := setWatchRaw(t, c, wr.op, wr.req(path), path)
@@ -95,7 +96,7 @@ func TestWatchReplyBeforeEvent(t *testing.T) {
 						t.Fatalf("round %d: %v on %s got %v before its reply (%v)", i, wr.op, path, eventsString(early), code)
 					}
 					outcomes[code]++
-					c.waitEvents(1) // the watch fires: no watch of this connection stays armed
+					c.WaitEvents(1) // the watch fires: no watch of this connection stays armed
 					if wr.remove != 0 {
 						removeWatchRaw(t, c, path, wr.remove)
 					}
@@ -108,16 +109,16 @@ func TestWatchReplyBeforeEvent(t *testing.T) {
 
 // setWatchRaw sends a request that sets a watch and reads up to its reply; early are the
 // events on path that arrived before the reply. Events on other paths are kept for later.
-func setWatchRaw(t *testing.T, c *rawClient, op encoding.Op, req encoding.Record, path string) (code encoding.ErrCode, early []rawEvent) {
+func setWatchRaw(t *testing.T, c *itest.RawClient, op encoding.Op, req encoding.Record, path string) (code encoding.ErrCode, early []itest.RawEvent) {
 	t.Helper()
-	if n := len(c.events); n > 0 {
-		t.Fatalf("events pending before the request: %v", eventsString(c.events))
+	if n := len(c.Events); n > 0 {
+		t.Fatalf("events pending before the request: %v", eventsString(c.Events))
 	}
-	hdr, err := c.call(op, req, nil)
+	hdr, err := c.Call(op, req, nil)
 	if err != nil {
 		t.Fatalf("%v: %v", op, err)
 	}
-	for _, ev := range c.takeEvents() {
+	for _, ev := range c.TakeEvents() {
 		if ev.Path == path || ev.Path == path+"/c" {
 			early = append(early, ev)
 		}
@@ -127,12 +128,12 @@ func setWatchRaw(t *testing.T, c *rawClient, op encoding.Op, req encoding.Record
 
 // removeWatchRaw removes a persistent watch; events already queued before the reply are read
 // and dropped with it.
-func removeWatchRaw(t *testing.T, c *rawClient, path string, typ encoding.WatcherType) {
+func removeWatchRaw(t *testing.T, c *itest.RawClient, path string, typ encoding.WatcherType) {
 	t.Helper()
-	if code := c.mustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: path, Type: typ}, nil); code != 0 {
+	if code := c.MustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: path, Type: typ}, nil); code != 0 {
 		t.Fatalf("removeWatches %s: %v", path, code)
 	}
-	c.takeEvents()
+	c.TakeEvents()
 }
 
 // startWriter runs write in a loop on its own session until the returned stop is called.
@@ -169,17 +170,17 @@ func TestWatchQueueConsumerNeverStalls(t *testing.T) {
 				}
 			}
 		}()
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		consumed := 0
 		for consumed < items {
 			var resp encoding.GetChildrenResponse
-			hdr, err := c.call(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/queue", Watch: true}, &resp)
+			hdr, err := c.Call(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/queue", Watch: true}, &resp)
 			if err != nil || hdr.Err != 0 {
 				t.Fatalf("getChildren: %+v %v", hdr, err)
 			}
-			c.takeEvents() // before the reply: the Java client drops these
+			c.TakeEvents() // before the reply: the Java client drops these
 			for _, name := range resp.Children {
-				if code := c.mustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/queue/" + name, Version: -1}, nil); code != 0 {
+				if code := c.MustCall(encoding.OpDelete, &encoding.DeleteRequest{Path: "/queue/" + name, Version: -1}, nil); code != 0 {
 					t.Fatalf("take %s: %v", name, code)
 				}
 				consumed++
@@ -187,31 +188,11 @@ func TestWatchQueueConsumerNeverStalls(t *testing.T) {
 			if len(resp.Children) > 0 {
 				continue // the watch may still be armed; list again, as Curator does
 			}
-			if !c.waitEventFor(5 * time.Second) {
+			if !c.WaitEventFor(5 * time.Second) {
 				t.Fatalf("consumer stalled after %d of %d items: the child watch never fired", consumed, items)
 			}
 		}
 	})
-}
-
-// waitEventFor reads frames until a notification arrives (true) or d passes (false).
-func (c *rawClient) waitEventFor(d time.Duration) bool {
-	c.t.Helper()
-	if len(c.events) > 0 {
-		c.takeEvents()
-		return true
-	}
-	c.conn.SetReadDeadline(time.Now().Add(d))
-	defer c.conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	for {
-		hdr, _, err := c.readReply()
-		if err != nil {
-			return false
-		}
-		if hdr.Xid == encoding.XidNotification {
-			return true
-		}
-	}
 }
 
 // TestCloseSessionFiresOwnWatches: a session that watches its own ephemerals and closes gets
@@ -219,20 +200,20 @@ func (c *rawClient) waitEventFor(d time.Duration) bool {
 // the close deletes them while the session's watches are still there.
 func TestCloseSessionFiresOwnWatches(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.mustCreate("/own", nil, 0)
-		c.mustCreate("/own/e", nil, encoding.ModeEphemeral)
-		if code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/own/e", Watch: true}, &encoding.ExistsResponse{}); code != 0 {
+		c := itest.ConnectRaw(t, addr)
+		c.MustCreate("/own", nil, 0)
+		c.MustCreate("/own/e", nil, encoding.ModeEphemeral)
+		if code := c.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/own/e", Watch: true}, &encoding.ExistsResponse{}); code != 0 {
 			t.Fatalf("exists /own/e: %v", code)
 		}
-		if code := c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/own", Watch: true}, &encoding.GetChildrenResponse{}); code != 0 {
+		if code := c.MustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "/own", Watch: true}, &encoding.GetChildrenResponse{}); code != 0 {
 			t.Fatalf("getChildren /own: %v", code)
 		}
-		hdr, err := c.call(encoding.OpCloseSession, nil, nil)
+		hdr, err := c.Call(encoding.OpCloseSession, nil, nil)
 		if err != nil || hdr.Err != 0 {
 			t.Fatalf("closeSession: %v %v", hdr.Err, err)
 		}
-		got := fmt.Sprint(c.takeEvents())
+		got := fmt.Sprint(c.TakeEvents())
 		if want := "[NodeDeleted /own/e NodeChildrenChanged /own]"; got != want {
 			t.Errorf("events before the closeSession reply: %s, want %s", got, want)
 		}

@@ -10,63 +10,14 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 // Watch tests use the raw client so they see exactly which notifications arrive and where they
 // fall between replies. A "no event" check is a later request's reply: an event that was due
-// would have been written before it (PROTOCOL.md §6.3).
+// would have been written before it (FinalRequestProcessor).
 
-func (c *rawClient) create(path string, data []byte, mode encoding.CreateMode) encoding.Zxid {
-	c.t.Helper()
-	hdr, err := c.call(encoding.OpCreate, &encoding.CreateRequest{Path: path, Data: data, ACL: rawOpenACL, Flags: mode}, &encoding.CreateResponse{})
-	if err != nil || hdr.Err != 0 {
-		c.t.Fatalf("create %s: %+v %v", path, hdr, err)
-	}
-	return hdr.Zxid
-}
-
-func (c *rawClient) setData(path string, data []byte) encoding.Zxid {
-	c.t.Helper()
-	hdr, err := c.call(encoding.OpSetData, &encoding.SetDataRequest{Path: path, Data: data, Version: -1}, &encoding.SetDataResponse{})
-	if err != nil || hdr.Err != 0 {
-		c.t.Fatalf("setData %s: %+v %v", path, hdr, err)
-	}
-	return hdr.Zxid
-}
-
-func (c *rawClient) delete(path string) encoding.Zxid {
-	c.t.Helper()
-	hdr, err := c.call(encoding.OpDelete, &encoding.DeleteRequest{Path: path, Version: -1}, nil)
-	if err != nil || hdr.Err != 0 {
-		c.t.Fatalf("delete %s: %+v %v", path, hdr, err)
-	}
-	return hdr.Zxid
-}
-
-// watch sets a watch with a read op: "exists", "getData", "getChildren" or "getChildren2".
-func (c *rawClient) watch(op, path string) encoding.ErrCode {
-	c.t.Helper()
-	switch op {
-	case "exists":
-		return c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: path, Watch: true}, &encoding.ExistsResponse{})
-	case "getData":
-		return c.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: path, Watch: true}, &encoding.GetDataResponse{})
-	case "getChildren":
-		return c.mustCall(encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: path, Watch: true}, &encoding.GetChildrenResponse{})
-	case "getChildren2":
-		return c.mustCall(encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: path, Watch: true}, &encoding.GetChildren2Response{})
-	}
-	c.t.Fatalf("unknown watch op %q", op)
-	return 0
-}
-
-// barrier is a request whose reply comes after every event already due on the connection.
-func (c *rawClient) barrier() {
-	c.t.Helper()
-	c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: "/"}, &encoding.ExistsResponse{})
-}
-
-func eventsString(evs []rawEvent) string {
+func eventsString(evs []itest.RawEvent) string {
 	var parts []string
 	for _, e := range evs {
 		parts = append(parts, e.String())
@@ -74,28 +25,28 @@ func eventsString(evs []rawEvent) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-func wantEvents(t *testing.T, what string, got []rawEvent, want ...string) {
+func wantEvents(t *testing.T, what string, got []itest.RawEvent, want ...string) {
 	t.Helper()
 	if g, w := eventsString(got), "["+strings.Join(want, ", ")+"]"; g != w {
 		t.Errorf("%s: events %s, want %s", what, g, w)
 	}
 }
 
-// TestWatchTriggers: every row of PROTOCOL.md §6.2, one-shot semantics, one event per
+// TestWatchTriggers: every event each write triggers (DataTree, WatcherType), one-shot semantics, one event per
 // connection per trigger, and the notification zxid (3.9: the zxid of the write that fired it).
 func TestWatchTriggers(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		w := connectRaw(t, addr) // holds the watches
-		x := connectRaw(t, addr) // makes the changes
-		x.create("/q", nil, 0)
+		w := itest.ConnectRaw(t, addr) // holds the watches
+		x := itest.ConnectRaw(t, addr) // makes the changes
+		x.Create("/q", nil, 0)
 
 		// create P: exist watch on P gets NodeCreated; child watch on Q gets NodeChildrenChanged.
-		if code := w.watch("exists", "/q/p"); code != encoding.ErrNoNode {
+		if code := w.Watch("exists", "/q/p"); code != encoding.ErrNoNode {
 			t.Fatalf("exists on a missing node: %v", code)
 		}
-		w.watch("getChildren", "/q")
-		z := x.create("/q/p", []byte("1"), 0)
-		evs := w.waitEvents(2)
+		w.Watch("getChildren", "/q")
+		z := x.Create("/q/p", []byte("1"), 0)
+		evs := w.WaitEvents(2)
 		wantEvents(t, "create", evs, "NodeCreated /q/p", "NodeChildrenChanged /q")
 		for _, e := range evs {
 			if e.Zxid != z {
@@ -107,43 +58,43 @@ func TestWatchTriggers(t *testing.T) {
 		}
 
 		// setData P: data watches (getData and exists on a present node) fire once.
-		w.watch("getData", "/q/p")
-		w.watch("exists", "/q/p")
-		w.watch("getChildren2", "/q")
-		x.setData("/q/p", []byte("2"))
-		wantEvents(t, "setData", w.waitEvents(1), "NodeDataChanged /q/p")
+		w.Watch("getData", "/q/p")
+		w.Watch("exists", "/q/p")
+		w.Watch("getChildren2", "/q")
+		x.SetData("/q/p", []byte("2"))
+		wantEvents(t, "setData", w.WaitEvents(1), "NodeDataChanged /q/p")
 		// One-shot: a second change fires nothing.
-		x.setData("/q/p", []byte("3"))
-		w.barrier()
-		wantEvents(t, "second setData", w.takeEvents())
+		x.SetData("/q/p", []byte("3"))
+		w.Barrier()
+		wantEvents(t, "second setData", w.TakeEvents())
 
 		// setACL fires nothing.
-		w.watch("getData", "/q/p")
-		x.mustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/q/p", ACL: rawOpenACL, Version: -1}, &encoding.SetACLResponse{})
-		w.barrier()
-		wantEvents(t, "setACL", w.takeEvents())
+		w.Watch("getData", "/q/p")
+		x.MustCall(encoding.OpSetACL, &encoding.SetACLRequest{Path: "/q/p", ACL: itest.RawOpenACL, Version: -1}, &encoding.SetACLResponse{})
+		w.Barrier()
+		wantEvents(t, "setACL", w.TakeEvents())
 
 		// delete P: data and child watches on P get one NodeDeleted; child watch on Q gets
 		// NodeChildrenChanged (the getChildren2 watch set above is still armed).
-		w.watch("getChildren", "/q/p")
-		x.delete("/q/p")
-		wantEvents(t, "delete", w.waitEvents(2), "NodeDeleted /q/p", "NodeChildrenChanged /q")
+		w.Watch("getChildren", "/q/p")
+		x.Delete("/q/p")
+		wantEvents(t, "delete", w.WaitEvents(2), "NodeDeleted /q/p", "NodeChildrenChanged /q")
 
 		// Root's children: the event path is "/".
-		w.watch("getChildren", "/")
-		x.create("/top", nil, 0)
-		wantEvents(t, "create under root", w.waitEvents(1), "NodeChildrenChanged /")
+		w.Watch("getChildren", "/")
+		x.Create("/top", nil, 0)
+		wantEvents(t, "create under root", w.WaitEvents(1), "NodeChildrenChanged /")
 
 		// getData/getChildren on a missing node set no watch.
-		if code := w.watch("getData", "/none"); code != encoding.ErrNoNode {
+		if code := w.Watch("getData", "/none"); code != encoding.ErrNoNode {
 			t.Fatal(code)
 		}
-		if code := w.watch("getChildren", "/none"); code != encoding.ErrNoNode {
+		if code := w.Watch("getChildren", "/none"); code != encoding.ErrNoNode {
 			t.Fatal(code)
 		}
-		x.create("/none", nil, 0)
-		w.barrier()
-		wantEvents(t, "create after failed reads", w.takeEvents())
+		x.Create("/none", nil, 0)
+		w.Barrier()
+		wantEvents(t, "create after failed reads", w.TakeEvents())
 	})
 }
 
@@ -151,18 +102,18 @@ func TestWatchTriggers(t *testing.T) {
 // the client's own write, reads pipelined behind it, and reads after another session's write.
 func TestWatchOrdering(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		a := connectRaw(t, addr)
-		b := connectRaw(t, addr)
-		a.create("/o", []byte("0"), 0)
+		a := itest.ConnectRaw(t, addr)
+		b := itest.ConnectRaw(t, addr)
+		a.Create("/o", []byte("0"), 0)
 
 		// The writer's own watch: the event comes before the setData reply and the pipelined
 		// getData after it.
-		a.watch("getData", "/o")
-		xs := a.send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/o", Data: []byte("1"), Version: -1})
-		xg := a.send(encoding.OpGetData, &encoding.GetDataRequest{Path: "/o"})
+		a.Watch("getData", "/o")
+		xs := a.Send(encoding.OpSetData, &encoding.SetDataRequest{Path: "/o", Data: []byte("1"), Version: -1})
+		xg := a.Send(encoding.OpGetData, &encoding.GetDataRequest{Path: "/o"})
 		var order []string
 		for len(order) < 3 {
-			hdr, _, err := a.readReply()
+			hdr, _, err := a.ReadReply()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,22 +133,22 @@ func TestWatchOrdering(t *testing.T) {
 		// Another session's write: once b's write is acknowledged, a's next reply comes after
 		// the event. Repeat to catch races.
 		for i := 0; i < 20; i++ {
-			a.watch("getData", "/o")
-			b.setData("/o", []byte(fmt.Sprint(i)))
+			a.Watch("getData", "/o")
+			b.SetData("/o", []byte(fmt.Sprint(i)))
 			var gd encoding.GetDataResponse
-			a.mustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/o"}, &gd)
+			a.MustCall(encoding.OpGetData, &encoding.GetDataRequest{Path: "/o"}, &gd)
 			if string(gd.Data) != fmt.Sprint(i) {
 				t.Fatalf("round %d: read %q after b's write", i, gd.Data)
 			}
-			wantEvents(t, fmt.Sprintf("round %d", i), a.takeEvents(), "NodeDataChanged /o")
+			wantEvents(t, fmt.Sprintf("round %d", i), a.TakeEvents(), "NodeDataChanged /o")
 		}
 
 		// Events come in zxid order.
-		a.watch("getChildren", "/o")
-		a.watch("getData", "/o")
-		b.create("/o/c", nil, 0)
-		b.setData("/o", []byte("x"))
-		evs := a.waitEvents(2)
+		a.Watch("getChildren", "/o")
+		a.Watch("getData", "/o")
+		b.Create("/o/c", nil, 0)
+		b.SetData("/o", []byte("x"))
+		evs := a.WaitEvents(2)
 		wantEvents(t, "two changes", evs, "NodeChildrenChanged /o", "NodeDataChanged /o")
 		if len(evs) == 2 && evs[0].Zxid >= evs[1].Zxid {
 			t.Errorf("events out of zxid order: %v then %v", evs[0].Zxid, evs[1].Zxid)
@@ -206,22 +157,22 @@ func TestWatchOrdering(t *testing.T) {
 }
 
 // TestWatchSetWatches: after a reconnect, setWatches fires what was missed since relativeZxid
-// (zxid -1) and re-arms the rest (PROTOCOL.md §6.4).
+// (zxid -1) and re-arms the rest (DataTree.setWatches).
 func TestWatchSetWatches(t *testing.T) {
 	for _, op := range []encoding.Op{encoding.OpSetWatches, encoding.OpSetWatches2} {
 		t.Run(op.String(), func(t *testing.T) {
 			forEachServer(t, func(t *testing.T, addr string) {
-				x := connectRaw(t, addr)
+				x := itest.ConnectRaw(t, addr)
 				for _, p := range []string{"/changed", "/deleted", "/same", "/parent", "/parent/a", "/quiet"} {
-					x.create(p, nil, 0)
+					x.Create(p, nil, 0)
 				}
-				rel := x.create("/parent/b", nil, 0)
-				x.setData("/changed", []byte("new"))
-				x.delete("/deleted")
-				x.delete("/parent/a")
-				x.create("/appeared", nil, 0)
+				rel := x.Create("/parent/b", nil, 0)
+				x.SetData("/changed", []byte("new"))
+				x.Delete("/deleted")
+				x.Delete("/parent/a")
+				x.Create("/appeared", nil, 0)
 
-				c := connectRaw(t, addr)
+				c := itest.ConnectRaw(t, addr)
 				data := []string{"/changed", "/deleted", "/same"}
 				exist := []string{"/appeared", "/absent"}
 				child := []string{"/parent", "/quiet", "/gone"}
@@ -230,10 +181,10 @@ func TestWatchSetWatches(t *testing.T) {
 					req = &encoding.SetWatches2{RelativeZxid: rel, DataWatches: data, ExistWatches: exist, ChildWatches: child,
 						PersistentWatches: []string{}, PersistentRecursiveWatches: []string{}}
 				}
-				if code := c.mustCall(op, req, nil); code != 0 {
+				if code := c.MustCall(op, req, nil); code != 0 {
 					t.Fatalf("%v: %v", op, code)
 				}
-				got := c.takeEvents()
+				got := c.TakeEvents()
 				for _, e := range got {
 					if e.Zxid != -1 {
 						t.Errorf("%v: catch-up event zxid %v, want -1", e, e.Zxid)
@@ -249,10 +200,10 @@ func TestWatchSetWatches(t *testing.T) {
 					t.Errorf("catch-up events %v, want %v", lines, want)
 				}
 				// The rest were re-armed.
-				x.setData("/same", []byte("now"))
-				x.create("/absent", nil, 0)
-				x.create("/quiet/kid", nil, 0)
-				evs := c.waitEvents(3)
+				x.SetData("/same", []byte("now"))
+				x.Create("/absent", nil, 0)
+				x.Create("/quiet/kid", nil, 0)
+				evs := c.WaitEvents(3)
 				wantEvents(t, "re-armed", evs, "NodeDataChanged /same", "NodeCreated /absent", "NodeChildrenChanged /quiet")
 			})
 		})
@@ -264,73 +215,73 @@ func TestWatchSetWatches(t *testing.T) {
 // connection carries on, and the reply's zxid is not older than a write already answered.
 func TestWatchSetWatchesNullList(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		x := connectRaw(t, addr)
-		x.create("/a", nil, 0)
-		rel := x.create("/b", nil, 0)
-		c := connectRaw(t, addr)
-		hdr, err := c.call(encoding.OpSetWatches, &encoding.SetWatches{RelativeZxid: rel, DataWatches: []string{"/a"}, ExistWatches: nil, ChildWatches: []string{"/b"}}, nil)
+		x := itest.ConnectRaw(t, addr)
+		x.Create("/a", nil, 0)
+		rel := x.Create("/b", nil, 0)
+		c := itest.ConnectRaw(t, addr)
+		hdr, err := c.Call(encoding.OpSetWatches, &encoding.SetWatches{RelativeZxid: rel, DataWatches: []string{"/a"}, ExistWatches: nil, ChildWatches: []string{"/b"}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if hdr.Err != encoding.ErrMarshallingError || hdr.Zxid < rel {
 			t.Errorf("setWatches with a null list: err %v zxid %d; want MarshallingError and a zxid of at least %d", hdr.Err, hdr.Zxid, rel)
 		}
-		x.setData("/a", []byte("1"))
-		x.create("/b/c", nil, 0)
-		c.barrier()
-		wantEvents(t, "after a null exist list", c.takeEvents(), "NodeDataChanged /a")
+		x.SetData("/a", []byte("1"))
+		x.Create("/b/c", nil, 0)
+		c.Barrier()
+		wantEvents(t, "after a null exist list", c.TakeEvents(), "NodeDataChanged /a")
 	})
 }
 
-// TestWatchPersistent: addWatch persistent and persistent-recursive (PROTOCOL.md §6.1–6.2).
+// TestWatchPersistent: addWatch persistent and persistent-recursive (WatchManager, AddWatchMode).
 func TestWatchPersistent(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		w := connectRaw(t, addr)
-		x := connectRaw(t, addr)
+		w := itest.ConnectRaw(t, addr)
+		x := itest.ConnectRaw(t, addr)
 		var er encoding.ErrorResponse
 		for _, aw := range []encoding.AddWatchRequest{{Path: "/p", Mode: encoding.AddWatchPersistent}, {Path: "/r", Mode: encoding.AddWatchPersistentRecursive}} {
-			hdr, err := w.call(encoding.OpAddWatch, &aw, &er)
+			hdr, err := w.Call(encoding.OpAddWatch, &aw, &er)
 			if err != nil || hdr.Err != 0 || er.Err != 0 {
 				t.Fatalf("addWatch %+v: %+v %+v %v", aw, hdr, er, err)
 			}
 		}
 		// Persistent: the node's own changes and its children changing; it stays.
-		x.create("/p", nil, 0)
-		x.setData("/p", []byte("1"))
-		x.setData("/p", []byte("2"))
-		x.create("/p/c", nil, 0)
-		x.setData("/p/c", []byte("no event: not recursive"))
-		x.delete("/p/c")
-		x.delete("/p")
-		wantEvents(t, "persistent", w.waitEvents(6),
+		x.Create("/p", nil, 0)
+		x.SetData("/p", []byte("1"))
+		x.SetData("/p", []byte("2"))
+		x.Create("/p/c", nil, 0)
+		x.SetData("/p/c", []byte("no event: not recursive"))
+		x.Delete("/p/c")
+		x.Delete("/p")
+		wantEvents(t, "persistent", w.WaitEvents(6),
 			"NodeCreated /p", "NodeDataChanged /p", "NodeDataChanged /p", "NodeChildrenChanged /p", "NodeChildrenChanged /p", "NodeDeleted /p")
 		// Recursive: the node and everything below; never NodeChildrenChanged.
-		x.create("/r", nil, 0)
-		x.create("/r/a", nil, 0)
-		x.create("/r/a/b", nil, 0)
-		x.setData("/r/a/b", []byte("1"))
-		x.delete("/r/a/b")
-		x.create("/rx", nil, 0) // a sibling with the same prefix is not below /r
-		wantEvents(t, "recursive", w.waitEvents(5),
+		x.Create("/r", nil, 0)
+		x.Create("/r/a", nil, 0)
+		x.Create("/r/a/b", nil, 0)
+		x.SetData("/r/a/b", []byte("1"))
+		x.Delete("/r/a/b")
+		x.Create("/rx", nil, 0) // a sibling with the same prefix is not below /r
+		wantEvents(t, "recursive", w.WaitEvents(5),
 			"NodeCreated /r", "NodeCreated /r/a", "NodeCreated /r/a/b", "NodeDataChanged /r/a/b", "NodeDeleted /r/a/b")
-		w.barrier()
-		wantEvents(t, "sibling", w.takeEvents())
+		w.Barrier()
+		wantEvents(t, "sibling", w.TakeEvents())
 		// A persistent-recursive watch and a one-shot watch on the same path: one event.
-		w.watch("getData", "/r/a")
-		x.setData("/r/a", []byte("once"))
-		wantEvents(t, "recursive + data on one path", w.waitEvents(1), "NodeDataChanged /r/a")
-		w.barrier()
-		wantEvents(t, "no duplicate", w.takeEvents())
+		w.Watch("getData", "/r/a")
+		x.SetData("/r/a", []byte("once"))
+		wantEvents(t, "recursive + data on one path", w.WaitEvents(1), "NodeDataChanged /r/a")
+		w.Barrier()
+		wantEvents(t, "no duplicate", w.TakeEvents())
 	})
 }
 
 // TestWatchCheckAndRemove: checkWatches/removeWatches on this connection's watches, NoWatcher
-// when absent (PROTOCOL.md §6.5).
+// when absent (WatchManager, WatcherType).
 func TestWatchCheckAndRemove(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		w := connectRaw(t, addr)
-		x := connectRaw(t, addr)
-		x.create("/n", nil, 0)
+		w := itest.ConnectRaw(t, addr)
+		x := itest.ConnectRaw(t, addr)
+		x.Create("/n", nil, 0)
 		// want sends checkWatches or removeWatches (op) of typ on /n and checks the reply's code.
 		want := func(op encoding.Op, typ encoding.WatcherType, code encoding.ErrCode, what string) {
 			t.Helper()
@@ -338,7 +289,7 @@ func TestWatchCheckAndRemove(t *testing.T) {
 			if op == encoding.OpCheckWatches {
 				req = &encoding.CheckWatchesRequest{Path: "/n", Type: typ}
 			}
-			if got := w.mustCall(op, req, nil); got != code {
+			if got := w.MustCall(op, req, nil); got != code {
 				t.Errorf("%s: %v, want %v", what, got, code)
 			}
 		}
@@ -346,26 +297,26 @@ func TestWatchCheckAndRemove(t *testing.T) {
 			want(encoding.OpCheckWatches, typ, encoding.ErrNoWatcher, fmt.Sprintf("checkWatches type %d without watches", typ))
 			want(encoding.OpRemoveWatches, typ, encoding.ErrNoWatcher, fmt.Sprintf("removeWatches type %d without watches", typ))
 		}
-		w.watch("getData", "/n")
+		w.Watch("getData", "/n")
 		want(encoding.OpCheckWatches, encoding.WatcherChildren, encoding.ErrNoWatcher, "checkWatches children with a data watch")
 		want(encoding.OpCheckWatches, encoding.WatcherData, 0, "checkWatches data")
 		want(encoding.OpRemoveWatches, encoding.WatcherData, 0, "removeWatches data")
-		x.setData("/n", []byte("1"))
-		w.barrier()
-		wantEvents(t, "removed data watch", w.takeEvents())
+		x.SetData("/n", []byte("1"))
+		w.Barrier()
+		wantEvents(t, "removed data watch", w.TakeEvents())
 		// Any removes every kind.
-		w.watch("getData", "/n")
-		w.watch("getChildren", "/n")
+		w.Watch("getData", "/n")
+		w.Watch("getChildren", "/n")
 		want(encoding.OpRemoveWatches, encoding.WatcherAny, 0, "removeWatches any")
 		want(encoding.OpCheckWatches, encoding.WatcherAny, encoding.ErrNoWatcher, "checkWatches any after removing")
 		// Persistent watches are removed by their own type.
 		var er encoding.ErrorResponse
-		w.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/n", Mode: encoding.AddWatchPersistent}, &er)
+		w.MustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/n", Mode: encoding.AddWatchPersistent}, &er)
 		want(encoding.OpCheckWatches, encoding.WatcherPersistentRecursive, encoding.ErrNoWatcher, "checkWatches recursive with a persistent watch")
 		want(encoding.OpRemoveWatches, encoding.WatcherPersistent, 0, "removeWatches persistent")
-		x.setData("/n", []byte("2"))
-		w.barrier()
-		wantEvents(t, "removed persistent watch", w.takeEvents())
+		x.SetData("/n", []byte("2"))
+		w.Barrier()
+		wantEvents(t, "removed persistent watch", w.TakeEvents())
 	})
 }
 
@@ -373,16 +324,16 @@ func TestWatchCheckAndRemove(t *testing.T) {
 // deletes, to other sessions.
 func TestWatchSessionEnd(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		w := connectRaw(t, addr)
-		owner := connectRaw(t, addr)
-		w.create("/svc", nil, 0)
-		owner.create("/svc/e", nil, encoding.ModeEphemeral)
-		w.watch("getData", "/svc/e")
-		w.watch("getChildren", "/svc")
-		if hdr, err := owner.call(encoding.OpCloseSession, nil, nil); err != nil || hdr.Err != 0 {
+		w := itest.ConnectRaw(t, addr)
+		owner := itest.ConnectRaw(t, addr)
+		w.Create("/svc", nil, 0)
+		owner.Create("/svc/e", nil, encoding.ModeEphemeral)
+		w.Watch("getData", "/svc/e")
+		w.Watch("getChildren", "/svc")
+		if hdr, err := owner.Call(encoding.OpCloseSession, nil, nil); err != nil || hdr.Err != 0 {
 			t.Fatal(hdr, err)
 		}
-		wantEvents(t, "session close", w.waitEvents(2), "NodeDeleted /svc/e", "NodeChildrenChanged /svc")
+		wantEvents(t, "session close", w.WaitEvents(2), "NodeDeleted /svc/e", "NodeChildrenChanged /svc")
 	})
 }
 
@@ -417,24 +368,24 @@ func TestWatchAcrossZetcds(t *testing.T) {
 	cluster := startEtcd(t)
 	a := startZetcdOn(t, cluster)
 	b := startZetcdOn(t, cluster)
-	wa := connectRaw(t, a.Addr)
-	xb := connectRaw(t, b.Addr)
-	xb.create("/cross", []byte("0"), 0)
+	wa := itest.ConnectRaw(t, a.Addr)
+	xb := itest.ConnectRaw(t, b.Addr)
+	xb.Create("/cross", []byte("0"), 0)
 	// a may not have applied b's create yet, as a ZooKeeper follower may lag its leader: a sync
 	// through a makes its next read see it.
-	if code := wa.mustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/cross"}, &encoding.SyncResponse{}); code != 0 {
+	if code := wa.MustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/cross"}, &encoding.SyncResponse{}); code != 0 {
 		t.Fatalf("sync on a: %v", code)
 	}
 	for i := 0; i < 20; i++ {
 		// Read through a at least the zxid of the create, so the watch is set after it.
-		if code := wa.watch("getData", "/cross"); code != 0 {
+		if code := wa.Watch("getData", "/cross"); code != 0 {
 			t.Fatalf("round %d: getData on a: %v", i, code)
 		}
-		z := xb.setData("/cross", []byte(fmt.Sprint(i+1)))
+		z := xb.SetData("/cross", []byte(fmt.Sprint(i+1)))
 		var gd encoding.GetDataResponse
 		// a's client must see the event before a reply reflecting zxid >= z.
 		for {
-			hdr, err := wa.call(encoding.OpGetData, &encoding.GetDataRequest{Path: "/cross"}, &gd)
+			hdr, err := wa.Call(encoding.OpGetData, &encoding.GetDataRequest{Path: "/cross"}, &gd)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -442,7 +393,7 @@ func TestWatchAcrossZetcds(t *testing.T) {
 				break
 			}
 		}
-		evs := wa.takeEvents()
+		evs := wa.TakeEvents()
 		wantEvents(t, fmt.Sprintf("round %d", i), evs, "NodeDataChanged /cross")
 		if len(evs) == 1 && evs[0].Zxid != z {
 			t.Errorf("round %d: event zxid %v, want %v", i, evs[0].Zxid, z)
@@ -454,14 +405,14 @@ func TestWatchAcrossZetcds(t *testing.T) {
 // (delete then create, create then delete), which etcd stores as one net change.
 func TestWatchMulti(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		w := connectRaw(t, addr)
-		x := connectRaw(t, addr)
-		x.create("/mw", nil, 0)
-		x.create("/mw/n", []byte("old"), 0)
+		w := itest.ConnectRaw(t, addr)
+		x := itest.ConnectRaw(t, addr)
+		x.Create("/mw", nil, 0)
+		x.Create("/mw/n", []byte("old"), 0)
 		multi := func(ops ...encoding.MultiOp) {
 			t.Helper()
 			var resp encoding.MultiResponse
-			if code := x.mustCall(encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, &resp); code != 0 {
+			if code := x.MustCall(encoding.OpMulti, &encoding.MultiRequest{Ops: ops}, &resp); code != 0 {
 				t.Fatalf("multi: %v", code)
 			}
 			for i, r := range resp.Results {
@@ -474,34 +425,34 @@ func TestWatchMulti(t *testing.T) {
 			return encoding.MultiOp{Op: encoding.OpDelete, Record: &encoding.DeleteRequest{Path: p, Version: -1}}
 		}
 		create := func(p string) encoding.MultiOp {
-			return encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: p, ACL: rawOpenACL}}
+			return encoding.MultiOp{Op: encoding.OpCreate, Record: &encoding.CreateRequest{Path: p, ACL: itest.RawOpenACL}}
 		}
 		set := func(p string) encoding.MultiOp {
 			return encoding.MultiOp{Op: encoding.OpSetData, Record: &encoding.SetDataRequest{Path: p, Data: []byte("v"), Version: -1}}
 		}
 
 		// Delete then create: the one-shot watches fire on the delete and are consumed.
-		w.watch("getData", "/mw/n")
-		w.watch("getChildren", "/mw")
+		w.Watch("getData", "/mw/n")
+		w.Watch("getChildren", "/mw")
 		multi(del("/mw/n"), create("/mw/n"))
-		wantEvents(t, "delete+create, one-shot", w.waitEvents(2), "NodeDeleted /mw/n", "NodeChildrenChanged /mw")
-		w.barrier()
-		wantEvents(t, "delete+create, nothing more", w.takeEvents())
+		wantEvents(t, "delete+create, one-shot", w.WaitEvents(2), "NodeDeleted /mw/n", "NodeChildrenChanged /mw")
+		w.Barrier()
+		wantEvents(t, "delete+create, nothing more", w.TakeEvents())
 
 		// Create then delete: an exists watch on the absent node sees NodeCreated.
-		if code := w.watch("exists", "/mw/t"); code != encoding.ErrNoNode {
+		if code := w.Watch("exists", "/mw/t"); code != encoding.ErrNoNode {
 			t.Fatal(code)
 		}
-		w.watch("getChildren", "/mw")
+		w.Watch("getChildren", "/mw")
 		multi(create("/mw/t"), set("/mw/t"), del("/mw/t"))
-		wantEvents(t, "create+set+delete, one-shot", w.waitEvents(2), "NodeCreated /mw/t", "NodeChildrenChanged /mw")
+		wantEvents(t, "create+set+delete, one-shot", w.WaitEvents(2), "NodeCreated /mw/t", "NodeChildrenChanged /mw")
 
 		// Persistent watches see every op, in op order, all at the multi's zxid.
 		var er encoding.ErrorResponse
-		w.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/mw/n", Mode: encoding.AddWatchPersistent}, &er)
-		w.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/mw", Mode: encoding.AddWatchPersistent}, &er)
+		w.MustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/mw/n", Mode: encoding.AddWatchPersistent}, &er)
+		w.MustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/mw", Mode: encoding.AddWatchPersistent}, &er)
 		multi(set("/mw/n"), del("/mw/n"), create("/mw/n"), set("/mw/n"))
-		evs := w.waitEvents(6)
+		evs := w.WaitEvents(6)
 		wantEvents(t, "persistent", evs,
 			"NodeDataChanged /mw/n", "NodeDeleted /mw/n", "NodeChildrenChanged /mw",
 			"NodeCreated /mw/n", "NodeChildrenChanged /mw", "NodeDataChanged /mw/n")

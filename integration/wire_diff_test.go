@@ -12,56 +12,36 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/znode"
 )
 
 // The last wire differences found frame by frame against ZooKeeper 3.9, each written once and
 // run on every server.
 
-// sendBody sends a request whose body is the given bytes, as they are, and reads up to its
-// reply.
-func (c *rawClient) sendBody(op encoding.Op, body []byte) encoding.ReplyHeader {
-	c.t.Helper()
-	c.sendBody0(op, body)
-	for {
-		hdr, _, err := c.readReply()
-		if err != nil {
-			c.t.Fatalf("%v: read reply: %v", op, err)
-		}
-		if hdr.Xid == c.xid {
-			return hdr
-		}
-	}
-}
-
-// lastZxid is a write's zxid: the newest zxid of the tree as this client sees it.
-func (c *rawClient) lastZxid(path string) encoding.Zxid {
-	c.t.Helper()
-	return c.setData(path, []byte("z"))
-}
-
 // TestWireDeleteContainer: deleteContainer (20) is the container reaper's own operation; from
 // a client, ZooKeeper 3.9.6 closes the connection without an answer, deletes nothing and
-// consumes no zxid, whatever the node (PROTOCOL.md §3.2 describes what its reaper does with it).
+// consumes no zxid, whatever the node (ContainerManager is its only caller).
 func TestWireDeleteContainer(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.create("/z", nil, 0)
-		if code := c.mustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/dc", ACL: rawOpenACL, Flags: encoding.ModeContainer}, &encoding.Create2Response{}); code != 0 {
+		c := itest.ConnectRaw(t, addr)
+		c.Create("/z", nil, 0)
+		if code := c.MustCall(encoding.OpCreateContainer, &encoding.CreateRequest{Path: "/dc", ACL: itest.RawOpenACL, Flags: encoding.ModeContainer}, &encoding.Create2Response{}); code != 0 {
 			t.Fatalf("createContainer: %v", code)
 		}
-		c.create("/plain", nil, 0)
+		c.Create("/plain", nil, 0)
 		for _, path := range []string{"/none", "/dc", "/plain"} {
-			c := connectRaw(t, addr)
-			before := c.lastZxid("/z")
-			c.send(encoding.OpDeleteContainer, &encoding.DeleteContainerRequest{Path: path})
-			c.expectClosed(0)
-			after := connectRaw(t, addr)
+			c := itest.ConnectRaw(t, addr)
+			before := c.LastZxid("/z")
+			c.Send(encoding.OpDeleteContainer, &encoding.DeleteContainerRequest{Path: path})
+			c.ExpectClosed(0)
+			after := itest.ConnectRaw(t, addr)
 			// The session opened by the new connection is one zxid, the write another.
-			if z := after.lastZxid("/z"); !zxidAfter(before, z, 2) {
+			if z := after.LastZxid("/z"); !zxidAfter(before, z, 2) {
 				t.Errorf("deleteContainer %s consumed a zxid: next write at %v, want the second after %v", path, z, before)
 			}
-			if path != "/none" && !after.exists(path) {
+			if path != "/none" && !after.Exists(path) {
 				t.Errorf("deleteContainer %s deleted it", path)
 			}
 		}
@@ -75,8 +55,8 @@ func TestWireDeleteContainer(t *testing.T) {
 // zxid yet.
 func TestWireMalformedWrites(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.create("/m", nil, 0)
+		c := itest.ConnectRaw(t, addr)
+		c.Create("/m", nil, 0)
 		pathPastFrame := binary.BigEndian.AppendUint32(nil, 1000) // a string longer than the frame
 		for _, step := range []struct {
 			name     string
@@ -92,19 +72,19 @@ func TestWireMalformedWrites(t *testing.T) {
 			{"multi cut short", encoding.OpMulti, binary.BigEndian.AppendUint32(nil, uint32(encoding.OpCreate)), true},
 			{"createSession inside a session", encoding.OpCreateSession, nil, true},
 		} {
-			before := c.lastZxid("/m")
-			hdr := c.sendBody(step.op, step.body)
+			before := c.LastZxid("/m")
+			hdr := c.SendBody(step.op, step.body)
 			if hdr.Err != encoding.ErrMarshallingError || step.consumes && !zxidAfter(before, hdr.Zxid, 1) || !step.consumes && hdr.Zxid != before {
 				t.Errorf("%s: %v at zxid %v, want MarshallingError at the zxid after %v if it consumes one (%v)", step.name, hdr.Err, hdr.Zxid, before, step.consumes)
 			}
-			if z := c.lastZxid("/m"); !zxidAfter(hdr.Zxid, z, 1) {
+			if z := c.LastZxid("/m"); !zxidAfter(hdr.Zxid, z, 1) {
 				t.Errorf("%s: the next write at zxid %v, want the one after %v", step.name, z, hdr.Zxid)
 			}
 		}
 		// A connection that has seen no zxid gets the server's last one.
-		last := c.lastZxid("/m")
-		fresh := connectRaw(t, addr)
-		if hdr := fresh.sendBody(encoding.OpCreate, pathPastFrame); hdr.Err != encoding.ErrMarshallingError || hdr.Zxid < last {
+		last := c.LastZxid("/m")
+		fresh := itest.ConnectRaw(t, addr)
+		if hdr := fresh.SendBody(encoding.OpCreate, pathPastFrame); hdr.Err != encoding.ErrMarshallingError || hdr.Zxid < last {
 			t.Errorf("create cut short on a new connection: %v at zxid %v, want MarshallingError at %v or later", hdr.Err, hdr.Zxid, last)
 		}
 	})
@@ -114,17 +94,17 @@ func TestWireMalformedWrites(t *testing.T) {
 // ZooKeeper: MarshallingError.
 func TestWireUnknownWatchArguments(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		c.create("/w", nil, 0)
+		c := itest.ConnectRaw(t, addr)
+		c.Create("/w", nil, 0)
 		for name, call := range map[string]func() encoding.ErrCode{
 			"addWatch mode 7": func() encoding.ErrCode {
-				return c.mustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/w", Mode: 7}, nil)
+				return c.MustCall(encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/w", Mode: 7}, nil)
 			},
 			"removeWatches type 9": func() encoding.ErrCode {
-				return c.mustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "/w", Type: 9}, nil)
+				return c.MustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "/w", Type: 9}, nil)
 			},
 			"checkWatches type 9": func() encoding.ErrCode {
-				return c.mustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/w", Type: 9}, nil)
+				return c.MustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/w", Type: 9}, nil)
 			},
 		} {
 			if code := call(); code != encoding.ErrMarshallingError {
@@ -139,21 +119,21 @@ func TestWireUnknownWatchArguments(t *testing.T) {
 // created or closed elsewhere.
 func TestWireZxidNeverGoesBack(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		other := connect(t, addr)
-		c.create("/p", nil, 0)
-		if code := c.watch("getData", "/p"); code != 0 {
+		c.Create("/p", nil, 0)
+		if code := c.Watch("getData", "/p"); code != 0 {
 			t.Fatalf("getData: %v", code)
 		}
 		stat, err := other.Set("/p", []byte("x"), -1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ev := c.waitEvents(1)
+		ev := c.WaitEvents(1)
 		if ev[0].Zxid != encoding.Zxid(stat.Mzxid) {
 			t.Fatalf("event zxid %v, want %v", ev[0].Zxid, stat.Mzxid)
 		}
-		hdr, err := c.call(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/p", Type: encoding.WatcherAny}, nil)
+		hdr, err := c.Call(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/p", Type: encoding.WatcherAny}, nil)
 		if err != nil || hdr.Zxid < ev[0].Zxid {
 			t.Errorf("checkWatches after an event at %v: zxid %v (%v, %v)", ev[0].Zxid, hdr.Zxid, hdr.Err, err)
 		}
@@ -163,12 +143,12 @@ func TestWireZxidNeverGoesBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if z := c.ping(); z < encoding.Zxid(stat.Mzxid) {
+		if z := c.Ping(); z < encoding.Zxid(stat.Mzxid) {
 			t.Errorf("ping after a write at %v elsewhere: zxid %v", stat.Mzxid, z)
 		}
 		// And after a session is created and closed elsewhere (each one zxid on ZooKeeper).
-		before := c.ping()
-		third, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quietLogger{}))
+		before := c.Ping()
+		third, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(itest.QuietLogger{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,54 +156,31 @@ func TestWireZxidNeverGoesBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		third.Close()
-		deadline := time.Now().Add(5 * time.Second)
-		for c.ping() < before+2 {
-			if time.Now().After(deadline) {
-				t.Errorf("ping zxid %v after a session created and closed elsewhere, want at least %v", c.ping(), before+2)
-				break
+		testenv.Eventually(t, 5*time.Second, fmt.Sprintf("ping zxid at least %v after a session created and closed elsewhere", before+2), func() error {
+			if z := c.Ping(); z < before+2 {
+				return fmt.Errorf("ping zxid %v", z)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	})
-}
-
-// ping sends a ping and returns its reply's zxid.
-func (c *rawClient) ping() encoding.Zxid {
-	c.t.Helper()
-	c.send(encoding.OpPing, nil)
-	for {
-		hdr, body, err := c.readReply()
-		if err != nil {
-			c.t.Fatalf("ping: %v", err)
-		}
-		switch hdr.Xid {
-		case encoding.XidPing:
-			return hdr.Zxid
-		case encoding.XidNotification:
-			var ev encoding.WatcherEvent
-			if err := encoding.DecodeRecord(body, &ev); err == nil {
-				c.events = append(c.events, rawEvent{ev, hdr.Zxid})
-			}
-		}
-	}
 }
 
 // TestWireWrongPassword: resuming a session with a wrong password is answered with timeout 0,
 // and the connection is closed.
 func TestWireWrongPassword(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		owner := connectRaw(t, addr)
-		c := dialRaw(t, addr)
+		owner := itest.ConnectRaw(t, addr)
+		c := itest.DialRaw(t, addr)
 		wrong := make([]byte, 16)
 		wrong[0] = 1
-		resp, err := c.handshake(encoding.ConnectRequest{SessionID: owner.Session.SessionID, Passwd: wrong, TimeOut: 10000})
+		resp, err := c.Handshake(encoding.ConnectRequest{SessionID: owner.Session.SessionID, Passwd: wrong, TimeOut: 10000})
 		if err != nil {
 			t.Fatalf("handshake: %v", err)
 		}
 		if resp.TimeOut != 0 {
 			t.Errorf("timeout %d for a wrong password, want 0", resp.TimeOut)
 		}
-		c.expectClosedWithin(0, 5*time.Second)
+		c.ExpectClosedWithin(0, 5*time.Second)
 	})
 }
 
@@ -238,7 +195,7 @@ func TestWireWrongPassword(t *testing.T) {
 func TestWireMalformedStrings(t *testing.T) {
 	const fffd = "\xef\xbf\xbd"
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		for in, want := range map[string]string{
 			"/a\xffb":                   "/a" + fffd + "b",
 			"/\xe2\x82A":                "/" + fffd + "A",                      // cut short: one
@@ -248,40 +205,40 @@ func TestWireMalformedStrings(t *testing.T) {
 			"/\xf0\x9f\x98":             "/" + fffd,                            // cut short at the end
 			"/\xf4\x90\x80\x80x":        "/" + fffd + fffd + fffd + fffd + "x", // past U+10FFFF
 		} {
-			if got := c.rawSyncEcho(in); got != want {
+			if got := c.RawSyncEcho(in); got != want {
 				t.Errorf("sync %x echoed %x, want %x", in, got, want)
 			}
 		}
 		const emoji, emojiJava = "\U0001F600", "\xed\xa0\xbd\xed\xb8\x80"
-		acl := []encoding.ACL{worldACL(encoding.PermAll), aclOf(encoding.PermAll, "digest", "u\xff"+emoji+":x")}
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/u", ACL: acl}, &encoding.CreateResponse{}); code != encoding.ErrOK {
+		acl := []encoding.ACL{itest.WorldACL(encoding.PermAll), itest.ACLOf(encoding.PermAll, "digest", "u\xff"+emoji+":x")}
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/u", ACL: acl}, &encoding.CreateResponse{}); code != encoding.ErrOK {
 			t.Fatalf("create /u: %v", code)
 		}
-		c.send(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/u"})
-		if hdr, body := c.rawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "u"+fffd+emojiJava+":x") {
+		c.Send(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/u"})
+		if hdr, body := c.RawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "u"+fffd+emojiJava+":x") {
 			t.Errorf("getACL /u: %v %x, want the digest id u%s%s:x", hdr.Err, body, fffd, emojiJava)
 		}
-		if code := c.mustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte(emoji + ":pw")}, nil); code != encoding.ErrOK {
+		if code := c.MustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte(emoji + ":pw")}, nil); code != encoding.ErrOK {
 			t.Fatalf("auth as %s: %v", emoji, code)
 		}
-		c.send(encoding.OpWhoAmI, nil)
-		if hdr, body := c.rawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "\x00\x00\x00\x06"+emojiJava) {
+		c.Send(encoding.OpWhoAmI, nil)
+		if hdr, body := c.RawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "\x00\x00\x00\x06"+emojiJava) {
 			t.Errorf("whoAmI: %v %x, want the user %x", hdr.Err, body, emojiJava)
 		}
 
-		a := connectRaw(t, addr)
-		if code := a.mustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("v\xe2\x82:pw")}, nil); code != encoding.ErrOK {
+		a := itest.ConnectRaw(t, addr)
+		if code := a.MustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("v\xe2\x82:pw")}, nil); code != encoding.ErrOK {
 			t.Fatalf("auth as v\\xe2\\x82: %v", code)
 		}
-		a.send(encoding.OpWhoAmI, nil)
-		if hdr, body := a.rawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "\x00\x00\x00\x04v"+fffd) {
+		a.Send(encoding.OpWhoAmI, nil)
+		if hdr, body := a.RawReply(); hdr.Err != encoding.ErrOK || !strings.Contains(string(body), "\x00\x00\x00\x04v"+fffd) {
 			t.Errorf("whoAmI: %v %x, want the user v%x", hdr.Err, body, fffd)
 		}
 		// A null auth buffer fails digest authentication, which closes the connection.
-		if hdr := a.sendBody(encoding.OpAuth, []byte("\x00\x00\x00\x00\x00\x00\x00\x06digest\xff\xff\xff\xff")); hdr.Err != encoding.ErrAuthFailed {
+		if hdr := a.SendBody(encoding.OpAuth, []byte("\x00\x00\x00\x00\x00\x00\x00\x06digest\xff\xff\xff\xff")); hdr.Err != encoding.ErrAuthFailed {
 			t.Errorf("auth with a null buffer: %v, want AuthFailed", hdr.Err)
 		}
-		a.expectClosed(0)
+		a.ExpectClosed(0)
 
 		null := []byte{0xff, 0xff, 0xff, 0xff}
 		for _, step := range []struct {
@@ -294,19 +251,19 @@ func TestWireMalformedStrings(t *testing.T) {
 			{encoding.OpDelete, append(null, 0, 0, 0, 0), encoding.ErrMarshallingError},
 			{encoding.OpSync, null, encoding.ErrOK},
 			{encoding.OpSetData, append(null, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff), encoding.ErrBadArguments},
-			{encoding.OpSetACL, append(null, encoding.AppendRecord(nil, &encoding.SetACLRequest{ACL: rawOpenACL, Version: -1})[4:]...), encoding.ErrBadArguments},
+			{encoding.OpSetACL, append(null, encoding.AppendRecord(nil, &encoding.SetACLRequest{ACL: itest.RawOpenACL, Version: -1})[4:]...), encoding.ErrBadArguments},
 			{encoding.OpGetEphemerals, null, encoding.ErrOK},
 			// setACL /u to an ACL list of count -2.
 			{encoding.OpSetACL, append(binary.BigEndian.AppendUint32(nil, 2), '/', 'u', 0xff, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xff), encoding.ErrInvalidACL},
 		} {
-			if hdr := c.sendBody(step.op, step.body); hdr.Err != step.want {
+			if hdr := c.SendBody(step.op, step.body); hdr.Err != step.want {
 				t.Errorf("%v %x: %v, want %v", step.op, step.body, hdr.Err, step.want)
 			}
 		}
 
-		d := connectRaw(t, addr)
-		d.sendBody0(encoding.OpDeleteContainer, []byte{0, 0})
-		d.expectClosed(0)
+		d := itest.ConnectRaw(t, addr)
+		d.SendBody0(encoding.OpDeleteContainer, []byte{0, 0})
+		d.ExpectClosed(0)
 	})
 }
 
@@ -315,15 +272,15 @@ func TestWireMalformedStrings(t *testing.T) {
 // rule keeps a watched path inside the BMP, as one keeps a node's.
 func TestWireSetWatchesJavaPath(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
+		c := itest.ConnectRaw(t, addr)
 		for path, want := range map[string]string{
 			"/\U0001F600": "/\xed\xa0\xbd\xed\xb8\x80",
 			"/a":          "/a",
 		} {
 			// A data watch on a node that does not exist: one NodeDeleted at zxid -1, then the
 			// reply.
-			c.send(encoding.OpSetWatches, &encoding.SetWatches{DataWatches: []string{path}, ExistWatches: []string{}, ChildWatches: []string{}})
-			hdr, body, err := c.readReply()
+			c.Send(encoding.OpSetWatches, &encoding.SetWatches{DataWatches: []string{path}, ExistWatches: []string{}, ChildWatches: []string{}})
+			hdr, body, err := c.ReadReply()
 			if err != nil || hdr.Xid != encoding.XidNotification || hdr.Zxid != -1 {
 				t.Fatalf("setWatches %q: first frame %+v (%v), want an event at zxid -1", path, hdr, err)
 			}
@@ -333,50 +290,11 @@ func TestWireSetWatchesJavaPath(t *testing.T) {
 			if !bytes.Equal(body, wantBody) {
 				t.Errorf("setWatches %q: event %x, want %x", path, body, wantBody)
 			}
-			if hdr, _ := c.rawReply(); hdr.Err != encoding.ErrOK {
+			if hdr, _ := c.RawReply(); hdr.Err != encoding.ErrOK {
 				t.Fatalf("setWatches %q: %v", path, hdr.Err)
 			}
 		}
 	})
-}
-
-// rawSyncEcho sends a sync of path, its bytes as they are, and returns the reply's path as the
-// server wrote it.
-func (c *rawClient) rawSyncEcho(path string) string {
-	c.t.Helper()
-	c.send(encoding.OpSync, &encoding.SyncRequest{Path: path})
-	hdr, body := c.rawReply()
-	if hdr.Err != encoding.ErrOK || len(body) < 4 || int(binary.BigEndian.Uint32(body)) != len(body)-4 {
-		c.t.Fatalf("sync %x: %v %x", path, hdr.Err, body)
-	}
-	return string(body[4:])
-}
-
-// rawReply reads up to the reply to the last request sent and returns its header and body,
-// undecoded.
-func (c *rawClient) rawReply() (encoding.ReplyHeader, []byte) {
-	c.t.Helper()
-	for {
-		hdr, body, err := c.readReply()
-		if err != nil {
-			c.t.Fatalf("read reply: %v", err)
-		}
-		if hdr.Xid == c.xid {
-			return hdr, body
-		}
-	}
-}
-
-// sendBody0 sends a request whose body is the given bytes, as sendBody does, without reading.
-func (c *rawClient) sendBody0(op encoding.Op, body []byte) {
-	c.t.Helper()
-	c.xid++
-	frame := encoding.AppendFrame(nil, &encoding.RequestHeader{Xid: c.xid, Op: op})
-	frame = append(frame, body...)
-	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-	if _, err := c.conn.Write(frame); err != nil {
-		c.t.Fatalf("write %v: %v", op, err)
-	}
 }
 
 // TestWireRootAliasWatches: "" is the root to a read, but a watch a request sets on "" stays
@@ -385,7 +303,7 @@ func (c *rawClient) sendBody0(op encoding.Op, body []byte) {
 // events that name "".
 func TestWireRootAliasWatches(t *testing.T) {
 	forEachServer(t, func(t *testing.T, addr string) {
-		w := connectRaw(t, addr)
+		w := itest.ConnectRaw(t, addr)
 		calls := []struct {
 			what string
 			op   encoding.Op
@@ -395,38 +313,38 @@ func TestWireRootAliasWatches(t *testing.T) {
 			{"exists '' with a watch", encoding.OpExists, &encoding.ExistsRequest{Path: "", Watch: true}, encoding.ErrOK},
 			{"getChildren '' with a watch", encoding.OpGetChildren, &encoding.GetChildrenRequest{Path: "", Watch: true}, encoding.ErrOK},
 			{"setData /", encoding.OpSetData, &encoding.SetDataRequest{Path: "/", Data: []byte("x"), Version: -1}, encoding.ErrOK},
-			{"create /k", encoding.OpCreate, &encoding.CreateRequest{Path: "/k", ACL: rawOpenACL}, encoding.ErrOK},
+			{"create /k", encoding.OpCreate, &encoding.CreateRequest{Path: "/k", ACL: itest.RawOpenACL}, encoding.ErrOK},
 			{"checkWatches ''", encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "", Type: encoding.WatcherAny}, encoding.ErrOK},
 			{"checkWatches /", encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "/", Type: encoding.WatcherAny}, encoding.ErrNoWatcher},
 			{"addWatch '' recursive", encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "", Mode: encoding.AddWatchPersistentRecursive}, encoding.ErrOK},
-			{"create /k2", encoding.OpCreate, &encoding.CreateRequest{Path: "/k2", ACL: rawOpenACL}, encoding.ErrOK},
+			{"create /k2", encoding.OpCreate, &encoding.CreateRequest{Path: "/k2", ACL: itest.RawOpenACL}, encoding.ErrOK},
 			{"removeWatches '' data", encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "", Type: encoding.WatcherData}, encoding.ErrOK},
 		}
 		for _, c := range calls {
-			if code := w.mustCall(c.op, c.req, nil); code != c.want {
+			if code := w.MustCall(c.op, c.req, nil); code != c.want {
 				t.Errorf("%s: %v, want %v", c.what, code, c.want)
 			}
 		}
-		if ev := w.takeEvents(); len(ev) != 0 {
+		if ev := w.TakeEvents(); len(ev) != 0 {
 			t.Errorf("watches on '' fired: %v", ev)
 		}
 
-		s := connectRaw(t, addr)
+		s := itest.ConnectRaw(t, addr)
 		sw := &encoding.SetWatches{RelativeZxid: 1, DataWatches: []string{""}, ExistWatches: []string{}, ChildWatches: []string{""}}
-		if code := s.mustCall(encoding.OpSetWatches, sw, nil); code != encoding.ErrOK {
+		if code := s.MustCall(encoding.OpSetWatches, sw, nil); code != encoding.ErrOK {
 			t.Fatalf("setWatches: %v", code)
 		}
-		if ev := fmt.Sprint(s.takeEvents()); ev != "[NodeDataChanged  NodeChildrenChanged ]" {
+		if ev := fmt.Sprint(s.TakeEvents()); ev != "[NodeDataChanged  NodeChildrenChanged ]" {
 			t.Errorf("setWatches on '' at zxid 1: events %s, want NodeDataChanged and NodeChildrenChanged of ''", ev)
 		}
-		if code := s.mustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "", Type: encoding.WatcherAny}, nil); code != encoding.ErrNoWatcher {
+		if code := s.MustCall(encoding.OpCheckWatches, &encoding.CheckWatchesRequest{Path: "", Type: encoding.WatcherAny}, nil); code != encoding.ErrNoWatcher {
 			t.Errorf("checkWatches '' after the events: %v, want NoWatcher", code)
 		}
 	})
 }
 
 // TestWireNullStrings: a null string (length -1) in a create, a multi or setACL's ACL, answered
-// as ZooKeeper 3.9.6 answers it, where zetcd used to close the connection. ZooKeeper's Java code
+// as ZooKeeper 3.9.6 answers it, not with a closed connection. ZooKeeper's Java code
 // gets a null there, and the answer is what that code does with it: a create's null path, and a
 // null in any op's path of a multi, is MarshallingError (Java dereferences it); in an ACL, a null
 // scheme is InvalidACL, a null id MarshallingError for world, digest and ip (InvalidACL for
@@ -436,17 +354,17 @@ func TestWireRootAliasWatches(t *testing.T) {
 // result. sync echoes a null path as null.
 func TestWireNullStrings(t *testing.T) {
 	const null = encoding.NullString
-	world := worldACL(encoding.PermAll)
+	world := itest.WorldACL(encoding.PermAll)
 	forEachServer(t, func(t *testing.T, addr string) {
-		c := connectRaw(t, addr)
-		if code := c.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/u", ACL: rawOpenACL}, &encoding.CreateResponse{}); code != encoding.ErrOK {
+		c := itest.ConnectRaw(t, addr)
+		if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/u", ACL: itest.RawOpenACL}, &encoding.CreateResponse{}); code != encoding.ErrOK {
 			t.Fatalf("create /u: %v", code)
 		}
 		// call sends req as op and checks the answer's code, and that it took a zxid of its own.
 		call := func(what string, op encoding.Op, req, resp encoding.Record, want encoding.ErrCode) {
 			t.Helper()
-			before := c.lastZxid("/u")
-			hdr, err := c.call(op, req, resp)
+			before := c.LastZxid("/u")
+			hdr, err := c.Call(op, req, resp)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
@@ -459,45 +377,45 @@ func TestWireNullStrings(t *testing.T) {
 			if op == encoding.OpCreateContainer {
 				flags = encoding.ModeContainer
 			}
-			call(fmt.Sprintf("%v with a null path", op), op, &encoding.CreateRequest{Path: null, ACL: rawOpenACL, Flags: flags}, nil, encoding.ErrMarshallingError)
+			call(fmt.Sprintf("%v with a null path", op), op, &encoding.CreateRequest{Path: null, ACL: itest.RawOpenACL, Flags: flags}, nil, encoding.ErrMarshallingError)
 		}
-		call("createTTL with a null path", encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: null, ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 1000}, nil, encoding.ErrMarshallingError)
+		call("createTTL with a null path", encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: null, ACL: itest.RawOpenACL, Flags: encoding.ModePersistentWithTTL, TTL: 1000}, nil, encoding.ErrMarshallingError)
 		// The flags and the TTL are checked first.
-		call("createTTL with a null path and no TTL", encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: null, ACL: rawOpenACL, Flags: encoding.ModePersistentWithTTL}, nil, encoding.ErrBadArguments)
-		call("create with a null path and bad flags", encoding.OpCreate, &encoding.CreateRequest{Path: null, ACL: rawOpenACL, Flags: 99}, nil, encoding.ErrBadArguments)
-		call("create with a null path and a null ACL id", encoding.OpCreate, &encoding.CreateRequest{Path: null, ACL: []encoding.ACL{aclOf(encoding.PermAll, "foo", null)}}, nil, encoding.ErrMarshallingError)
-		call("create with a bad path and a null ACL id", encoding.OpCreate, &encoding.CreateRequest{Path: "x", ACL: []encoding.ACL{aclOf(encoding.PermAll, "world", null)}}, nil, encoding.ErrBadArguments)
+		call("createTTL with a null path and no TTL", encoding.OpCreateTTL, &encoding.CreateTTLRequest{Path: null, ACL: itest.RawOpenACL, Flags: encoding.ModePersistentWithTTL}, nil, encoding.ErrBadArguments)
+		call("create with a null path and bad flags", encoding.OpCreate, &encoding.CreateRequest{Path: null, ACL: itest.RawOpenACL, Flags: 99}, nil, encoding.ErrBadArguments)
+		call("create with a null path and a null ACL id", encoding.OpCreate, &encoding.CreateRequest{Path: null, ACL: []encoding.ACL{itest.ACLOf(encoding.PermAll, "foo", null)}}, nil, encoding.ErrMarshallingError)
+		call("create with a bad path and a null ACL id", encoding.OpCreate, &encoding.CreateRequest{Path: "x", ACL: []encoding.ACL{itest.ACLOf(encoding.PermAll, "world", null)}}, nil, encoding.ErrBadArguments)
 		for _, step := range []struct {
 			acl  []encoding.ACL
 			want encoding.ErrCode
 		}{
-			{[]encoding.ACL{aclOf(encoding.PermAll, null, "anyone")}, encoding.ErrInvalidACL},
-			{[]encoding.ACL{aclOf(encoding.PermAll, "world", null)}, encoding.ErrMarshallingError},
-			{[]encoding.ACL{aclOf(encoding.PermAll, "digest", null)}, encoding.ErrMarshallingError},
-			{[]encoding.ACL{aclOf(encoding.PermAll, "ip", null)}, encoding.ErrMarshallingError},
-			{[]encoding.ACL{aclOf(encoding.PermAll, "auth", null)}, encoding.ErrInvalidACL},
-			{[]encoding.ACL{aclOf(encoding.PermAll, "foo", null)}, encoding.ErrInvalidACL},
-			{[]encoding.ACL{world, aclOf(encoding.PermAll, null, "anyone")}, encoding.ErrMarshallingError},
-			{[]encoding.ACL{world, aclOf(encoding.PermRead, null, "anyone")}, encoding.ErrInvalidACL},
-			{[]encoding.ACL{aclOf(encoding.PermAll, null, "anyone"), world}, encoding.ErrInvalidACL},
-			{[]encoding.ACL{aclOf(encoding.PermAll, null, null), aclOf(encoding.PermAll, null, null)}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{itest.ACLOf(encoding.PermAll, null, "anyone")}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{itest.ACLOf(encoding.PermAll, "world", null)}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{itest.ACLOf(encoding.PermAll, "digest", null)}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{itest.ACLOf(encoding.PermAll, "ip", null)}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{itest.ACLOf(encoding.PermAll, "auth", null)}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{itest.ACLOf(encoding.PermAll, "foo", null)}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{world, itest.ACLOf(encoding.PermAll, null, "anyone")}, encoding.ErrMarshallingError},
+			{[]encoding.ACL{world, itest.ACLOf(encoding.PermRead, null, "anyone")}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{itest.ACLOf(encoding.PermAll, null, "anyone"), world}, encoding.ErrInvalidACL},
+			{[]encoding.ACL{itest.ACLOf(encoding.PermAll, null, null), itest.ACLOf(encoding.PermAll, null, null)}, encoding.ErrMarshallingError},
 		} {
 			call(fmt.Sprintf("create with ACL %q", step.acl), encoding.OpCreate, &encoding.CreateRequest{Path: "/n", ACL: step.acl}, nil, step.want)
 			call(fmt.Sprintf("setACL to %q", step.acl), encoding.OpSetACL, &encoding.SetACLRequest{Path: "/u", ACL: step.acl, Version: -1}, nil, step.want)
 		}
 
 		// auth's null id expands to the caller's identities, as an empty one does.
-		a := connectRaw(t, addr)
-		if code := a.mustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("u:p")}, nil); code != encoding.ErrOK {
+		a := itest.ConnectRaw(t, addr)
+		if code := a.MustCall(encoding.OpAuth, &encoding.AuthPacket{Scheme: "digest", Auth: []byte("u:p")}, nil); code != encoding.ErrOK {
 			t.Fatalf("auth: %v", code)
 		}
-		authNull := []encoding.ACL{aclOf(encoding.PermAll, "auth", null)}
-		if code := a.mustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/a", ACL: authNull}, &encoding.CreateResponse{}); code != encoding.ErrOK {
+		authNull := []encoding.ACL{itest.ACLOf(encoding.PermAll, "auth", null)}
+		if code := a.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/a", ACL: authNull}, &encoding.CreateResponse{}); code != encoding.ErrOK {
 			t.Fatalf("create /a with ACL auth:null: %v", code)
 		}
 		var got encoding.GetACLResponse
-		want := []encoding.ACL{aclOf(encoding.PermAll, "digest", znode.DigestID("u", "p"))}
-		if code := a.mustCall(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/a"}, &got); code != encoding.ErrOK || !slices.Equal(got.ACL, want) {
+		want := []encoding.ACL{itest.ACLOf(encoding.PermAll, "digest", znode.DigestID("u", "p"))}
+		if code := a.MustCall(encoding.OpGetACL, &encoding.GetACLRequest{Path: "/a"}, &got); code != encoding.ErrOK || !slices.Equal(got.ACL, want) {
 			t.Errorf("getACL /a: %v %q, want %q", code, got.ACL, want)
 		}
 
@@ -513,13 +431,13 @@ func TestWireNullStrings(t *testing.T) {
 			want encoding.ErrCode // the header's; ErrOK: the multi's results are answered
 			ops  []encoding.ErrCode
 		}{
-			{"a create's null path", multi(create(null, rawOpenACL)), encoding.ErrMarshallingError, nil},
-			{"a null path after a failing op", multi(noNode, create(null, rawOpenACL)), encoding.ErrMarshallingError, nil},
+			{"a create's null path", multi(create(null, itest.RawOpenACL)), encoding.ErrMarshallingError, nil},
+			{"a null path after a failing op", multi(noNode, create(null, itest.RawOpenACL)), encoding.ErrMarshallingError, nil},
 			{"a check's null path", multi(encoding.MultiOp{Op: encoding.OpCheck, Record: &encoding.CheckVersionRequest{Path: null, Version: -1}}), encoding.ErrMarshallingError, nil},
-			{"world:null", multi(create("/m", []encoding.ACL{aclOf(encoding.PermAll, "world", null)})), encoding.ErrMarshallingError, nil},
-			{"world:null after a failing op", multi(noNode, create("/m", []encoding.ACL{aclOf(encoding.PermAll, "world", null)})), encoding.ErrOK,
+			{"world:null", multi(create("/m", []encoding.ACL{itest.ACLOf(encoding.PermAll, "world", null)})), encoding.ErrMarshallingError, nil},
+			{"world:null after a failing op", multi(noNode, create("/m", []encoding.ACL{itest.ACLOf(encoding.PermAll, "world", null)})), encoding.ErrOK,
 				[]encoding.ErrCode{encoding.ErrNoNode, encoding.ErrRuntimeInconsistency}},
-			{"a null scheme", multi(setU, create("/m", []encoding.ACL{aclOf(encoding.PermAll, null, "anyone")})), encoding.ErrOK,
+			{"a null scheme", multi(setU, create("/m", []encoding.ACL{itest.ACLOf(encoding.PermAll, null, "anyone")})), encoding.ErrOK,
 				[]encoding.ErrCode{encoding.ErrOK, encoding.ErrInvalidACL}},
 		} {
 			var resp encoding.MultiResponse
@@ -534,8 +452,8 @@ func TestWireNullStrings(t *testing.T) {
 		}
 
 		// sync echoes a null path as null.
-		c.send(encoding.OpSync, &encoding.SyncRequest{Path: null})
-		if hdr, body := c.rawReply(); hdr.Err != encoding.ErrOK || !bytes.Equal(body, []byte{0xff, 0xff, 0xff, 0xff}) {
+		c.Send(encoding.OpSync, &encoding.SyncRequest{Path: null})
+		if hdr, body := c.RawReply(); hdr.Err != encoding.ErrOK || !bytes.Equal(body, []byte{0xff, 0xff, 0xff, 0xff}) {
 			t.Errorf("sync with a null path: %v %x, want OK and a null path", hdr.Err, body)
 		}
 	})

@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
-// ZooKeeper's zxid semantics, which group commit (issue 16: many sessions' writes in one etcd
-// transaction, each numbered inside it) must keep, read from raw frames on zetcd and on a real
+// ZooKeeper's zxid semantics, which group commit (many sessions' writes in one etcd transaction,
+// each numbered inside it: docs/design.md, "Group commit") must keep, read from raw frames on zetcd and on a real
 // ZooKeeper:
 //
 //   - every write has a zxid of its own, across all sessions: a failed write consumes one too,
@@ -80,7 +81,7 @@ func (r zxReply) String() string {
 // Only its goroutine uses it until run returns.
 type zxWorker struct {
 	id         int
-	c          *rawClient
+	c          *itest.RawClient
 	rng        *rand.Rand
 	own        string // a node only this session writes
 	ownVersion int32
@@ -170,7 +171,7 @@ func (w *zxWorker) step() error {
 
 // do sends one request, records its reply and checks its code.
 func (w *zxWorker) do(write bool, op encoding.Op, what string, req, resp encoding.Record, want encoding.ErrCode) (*zxReply, error) {
-	hdr, err := w.c.call(op, req, resp)
+	hdr, err := w.c.Call(op, req, resp)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -193,7 +194,7 @@ func (w *zxWorker) create(op encoding.Op, p string, mode encoding.CreateMode, wa
 	if op == encoding.OpCreate2 {
 		resp = &c2
 	}
-	req := &encoding.CreateRequest{Path: p, Data: []byte("c"), ACL: rawOpenACL, Flags: mode}
+	req := &encoding.CreateRequest{Path: p, Data: []byte("c"), ACL: itest.RawOpenACL, Flags: mode}
 	r, err := w.do(true, op, fmt.Sprintf("%v %s", op, p), req, resp, want)
 	if err != nil || want != 0 {
 		return err
@@ -315,7 +316,7 @@ func TestZxidsDistinctAcrossSessions(t *testing.T) {
 	forServers(t, directServers, func(t *testing.T, addr string) {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		setup := &zxWorker{id: -1, c: connectRawTimeout(t, addr, zxTimeoutMs)}
+		setup := &zxWorker{id: -1, c: itest.ConnectRawTimeout(t, addr, zxTimeoutMs)}
 		for _, p := range []string{"/zx", "/zx/seq", "/zx/seq/fixed"} {
 			if err := setup.create(encoding.OpCreate2, p, 0, 0); err != nil {
 				t.Fatal(err)
@@ -332,7 +333,7 @@ func TestZxidsDistinctAcrossSessions(t *testing.T) {
 			if err := setup.create(encoding.OpCreate2, own, 0, 0); err != nil {
 				t.Fatal(err)
 			}
-			workers[i] = &zxWorker{id: i, c: connectRawTimeout(t, addr, zxTimeoutMs), rng: rand.New(rand.NewPCG(seed, uint64(i))), own: own}
+			workers[i] = &zxWorker{id: i, c: itest.ConnectRawTimeout(t, addr, zxTimeoutMs), rng: rand.New(rand.NewPCG(seed, uint64(i))), own: own}
 		}
 
 		start := time.Now()
@@ -357,15 +358,15 @@ func TestZxidsDistinctAcrossSessions(t *testing.T) {
 			all = append(all, w.replies...)
 		}
 		logZxidWorkload(t, all, elapsed)
-		reportViolations(t, "distinct write zxids", zxDuplicates(all))
+		itest.ReportViolations(t, "distinct write zxids", zxDuplicates(all))
 		for _, w := range append([]*zxWorker{setup}, workers...) {
-			reportViolations(t, "per-session zxid order", zxSessionOrder(w.replies))
+			itest.ReportViolations(t, "per-session zxid order", zxSessionOrder(w.replies))
 		}
-		reportViolations(t, "reply Stats", zxReplyStats(all))
+		itest.ReportViolations(t, "reply Stats", zxReplyStats(all))
 		model, bad := zxReplay(all)
-		reportViolations(t, "replies in zxid order", bad)
-		setup.c.conn.SetDeadline(time.Now().Add(30 * time.Second))
-		reportViolations(t, "Stats read afterwards", zxCompareTree(setup.c, model))
+		itest.ReportViolations(t, "replies in zxid order", bad)
+		setup.c.Conn.SetDeadline(time.Now().Add(30 * time.Second))
+		itest.ReportViolations(t, "Stats read afterwards", zxCompareTree(setup.c, model))
 	})
 }
 
@@ -514,7 +515,7 @@ func zxReplay(all []zxReply) (map[string]*zxNode, []string) {
 
 // zxCompareTree reads the Stat of every node of model with exists and returns where it differs
 // from the model.
-func zxCompareTree(c *rawClient, model map[string]*zxNode) []string {
+func zxCompareTree(c *itest.RawClient, model map[string]*zxNode) []string {
 	paths := make([]string, 0, len(model))
 	for p := range model {
 		paths = append(paths, p)
@@ -524,7 +525,7 @@ func zxCompareTree(c *rawClient, model map[string]*zxNode) []string {
 	for _, p := range paths {
 		want := model[p]
 		var resp encoding.ExistsResponse
-		code := c.mustCall(encoding.OpExists, &encoding.ExistsRequest{Path: p}, &resp)
+		code := c.MustCall(encoding.OpExists, &encoding.ExistsRequest{Path: p}, &resp)
 		switch {
 		case !want.exists && code == encoding.ErrNoNode:
 			continue
@@ -571,7 +572,7 @@ func (f zwFrame) String() string {
 // zwWatcher keeps a data watch on each node: getData with a watch, and again after each event.
 // Only the test's goroutine uses it.
 type zwWatcher struct {
-	c      *rawClient
+	c      *itest.RawClient
 	armed  map[string]encoding.Zxid // path -> mzxid of the getData that set its watch
 	live   map[string]bool          // path -> its watch is set and has not fired
 	frames []zwFrame
@@ -581,12 +582,12 @@ type zwWatcher struct {
 
 // arm reads path with a watch, logging the frames it reads on the way.
 func (w *zwWatcher) arm(p string) (encoding.Zxid, error) {
-	xid, err := w.c.trySend(encoding.OpGetData, &encoding.GetDataRequest{Path: p, Watch: true})
+	xid, err := w.c.TrySend(encoding.OpGetData, &encoding.GetDataRequest{Path: p, Watch: true})
 	if err != nil {
 		return 0, err
 	}
 	for {
-		hdr, body, err := w.c.readReply()
+		hdr, body, err := w.c.ReadReply()
 		if err != nil {
 			return 0, fmt.Errorf("getData %s: %w", p, err)
 		}
@@ -631,8 +632,8 @@ func (w *zwWatcher) event(hdr encoding.ReplyHeader, body []byte) error {
 // next returns the oldest event not handled yet, reading one if none is queued.
 func (w *zwWatcher) next() (zwFrame, error) {
 	for len(w.queue) == 0 {
-		w.c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-		hdr, body, err := w.c.readReply()
+		w.c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		hdr, body, err := w.c.ReadReply()
 		if err != nil {
 			return zwFrame{}, fmt.Errorf("waiting for a watch event: %w", err)
 		}
@@ -717,27 +718,27 @@ func TestZxidOrderOfEventsAndReplies(t *testing.T) {
 	forServers(t, directServers, func(t *testing.T, addr string) {
 		seed := uint64(time.Now().UnixNano())
 		t.Logf("seed %d", seed)
-		setup := connectRawTimeout(t, addr, zxTimeoutMs)
-		setup.create("/zw", nil, 0)
+		setup := itest.ConnectRawTimeout(t, addr, zxTimeoutMs)
+		setup.Create("/zw", nil, 0)
 		nodes := make([]string, zwNodes)
 		writes := map[string][]encoding.Zxid{} // per node, the zxids of its writes, its create first
 		for i := range nodes {
 			nodes[i] = fmt.Sprintf("/zw/n%d", i)
-			writes[nodes[i]] = []encoding.Zxid{setup.create(nodes[i], nil, 0)}
+			writes[nodes[i]] = []encoding.Zxid{setup.Create(nodes[i], nil, 0)}
 		}
-		writes[zwEnd] = []encoding.Zxid{setup.create(zwEnd, nil, 0)}
+		writes[zwEnd] = []encoding.Zxid{setup.Create(zwEnd, nil, 0)}
 
-		w := &zwWatcher{c: connectRawTimeout(t, addr, zxTimeoutMs), armed: map[string]encoding.Zxid{}, live: map[string]bool{}}
+		w := &zwWatcher{c: itest.ConnectRawTimeout(t, addr, zxTimeoutMs), armed: map[string]encoding.Zxid{}, live: map[string]bool{}}
 		for _, p := range append(slices.Clone(nodes), zwEnd) {
 			if _, err := w.arm(p); err != nil {
 				t.Fatal(err)
 			}
 		}
-		writers := make([]*rawClient, zwWriters)
+		writers := make([]*itest.RawClient, zwWriters)
 		for i := range writers {
-			writers[i] = connectRawTimeout(t, addr, zxTimeoutMs)
+			writers[i] = itest.ConnectRawTimeout(t, addr, zxTimeoutMs)
 		}
-		ender := connectRawTimeout(t, addr, zxTimeoutMs)
+		ender := itest.ConnectRawTimeout(t, addr, zxTimeoutMs)
 
 		// Each writer's goroutine owns its map until done is closed.
 		wrote := make([]map[string][]encoding.Zxid, zwWriters)
@@ -753,7 +754,7 @@ func TestZxidOrderOfEventsAndReplies(t *testing.T) {
 			wg.Go(func() {
 				for n := range zwWrites {
 					p := nodes[rng.IntN(len(nodes))]
-					hdr, err := c.call(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Data: []byte(fmt.Sprint(n)), Version: -1}, &encoding.SetDataResponse{})
+					hdr, err := c.Call(encoding.OpSetData, &encoding.SetDataRequest{Path: p, Data: []byte(fmt.Sprint(n)), Version: -1}, &encoding.SetDataResponse{})
 					if err != nil || hdr.Err != 0 {
 						errs <- fmt.Errorf("writer %d: setData %s: %v %v", i, p, hdr.Err, err)
 						return
@@ -766,7 +767,7 @@ func TestZxidOrderOfEventsAndReplies(t *testing.T) {
 			defer close(ended)
 			wg.Wait()
 			close(done)
-			hdr, err := ender.call(encoding.OpSetData, &encoding.SetDataRequest{Path: zwEnd, Version: -1}, &encoding.SetDataResponse{})
+			hdr, err := ender.Call(encoding.OpSetData, &encoding.SetDataRequest{Path: zwEnd, Version: -1}, &encoding.SetDataResponse{})
 			if err != nil || hdr.Err != 0 {
 				errs <- fmt.Errorf("setData %s: %v %v", zwEnd, hdr.Err, err)
 				return
@@ -816,7 +817,7 @@ func TestZxidOrderOfEventsAndReplies(t *testing.T) {
 		if events <= zwNodes {
 			t.Errorf("only %d events: the test checks less than it should", events)
 		}
-		reportViolations(t, "watch events and replies", append(w.bad, zwCheckFrames(w.frames, writes)...))
+		itest.ReportViolations(t, "watch events and replies", append(w.bad, zwCheckFrames(w.frames, writes)...))
 	})
 }
 

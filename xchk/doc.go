@@ -20,7 +20,7 @@
 //	xb.Close()
 //
 // cmd/zetcd exposes it as --oracle host:port, --oracle-answer zetcd|zookeeper and
-// --oracle-fail-fast; internal/testenv runs the whole integration suite through it ("xchk"
+// --oracle-fail-fast; internal/testkit/testenv runs the whole integration suite through it ("xchk"
 // mode, fail-fast, against a fresh ZooKeeper), so any difference fails the test that caused it.
 //
 // # Sessions

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/zetcd/zetcd/internal/embedetcd"
-	"github.com/zetcd/zetcd/internal/tcpproxy"
+	"github.com/zetcd/zetcd/internal/testkit/tcpproxy"
 )
 
 // TestGuardLeavesSilentMemberOut: a client knows one etcd through two endpoints (proxies), and

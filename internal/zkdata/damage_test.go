@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 	"github.com/zetcd/zetcd/internal/zkdata"
-	"github.com/zetcd/zetcd/internal/zkserver"
 )
 
 // realDataDir runs a short history on a real ZooKeeper with frequent snapshots, kills it and

@@ -17,8 +17,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 	"github.com/zetcd/zetcd/internal/zkdata"
-	"github.com/zetcd/zetcd/internal/zkserver"
 	"github.com/zetcd/zetcd/internal/zksession"
 )
 

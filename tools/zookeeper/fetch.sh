@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches the jars of a real Apache ZooKeeper server (the version in tools/zookeeper/pom.xml) from
 # Maven Central into .cache/zookeeper/lib, and writes .cache/zookeeper/conf/logback.xml (WARN and
-# above to stderr). internal/zkserver starts that server for tests; to run it by hand:
+# above to stderr). internal/testkit/zkserver starts that server for tests; to run it by hand:
 #
 #   java -cp ".cache/zookeeper/lib/*:.cache/zookeeper/conf" \
 #     org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg

@@ -1,8 +1,8 @@
 // Command benchetcd runs a bare single-member etcd (internal/embedetcd, the same embedded etcd
 // zetcd starts, with nothing in front of it) for `make bench`, which measures zetcd against it;
-// with --name, --peer and --initial-cluster it is one member of a new cluster, which the
-// etcd-cluster fault tests run three of, as processes they can pause and kill, and, with
-// --listen-peer behind proxies at --peer, cut off from each other.
+// with --name, --peer and --initial-cluster it is one member of a new cluster, which the fault
+// tests (integration/faults) run three of, as processes they can pause and kill, and,
+// with --listen-peer behind proxies at --peer, cut off from each other.
 //
 //	benchetcd --data-dir DIR --listen http://127.0.0.1:2379
 //	benchetcd --data-dir DIR --listen URL --name m1 --peer http://127.0.0.1:2380 \

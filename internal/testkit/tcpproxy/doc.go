@@ -1,0 +1,7 @@
+// Package tcpproxy is a TCP proxy for tests that stand a network fault between a client and a
+// server: frozen, it forwards nothing in either direction and keeps every connection open,
+// accepting new ones, as the kernel does for a process stopped with SIGSTOP or a partition that
+// keeps TCP connections up.
+//
+// It is test tooling, imported only by tests.
+package tcpproxy
