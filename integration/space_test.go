@@ -169,16 +169,9 @@ func TestSpaceFillAndRecover(t *testing.T) {
 		if i < 0 {
 			path, data = "/fill/more", big
 		}
-		for {
-			code := create(path, data)
-			if code == 0 {
-				break
-			}
-			if code != encoding.ErrQuotaExceeded || time.Since(deleted) > 20*time.Second {
-				t.Fatalf("create %s %v after deleting half the data: %v", path, time.Since(deleted).Round(time.Millisecond), code)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		testenv.Eventually(t, 20*time.Second, fmt.Sprintf("create %s after deleting half the data", path), func() error {
+			return refusedForSpace(t, create(path, data))
+		})
 	}
 	sp = z.Backend.Space()
 	t.Logf("writes accepted again %v after the deletes: db size %.1f MiB, in use %.1f MiB; whole test %v",
@@ -186,6 +179,21 @@ func TestSpaceFillAndRecover(t *testing.T) {
 	if noSpaceAlarm(t, cli) {
 		t.Error("etcd raised its NOSPACE alarm")
 	}
+}
+
+// refusedForSpace is a condition for testenv.Eventually on a write's answer: nil when it
+// succeeded, an error while it is refused for space (QuotaExceeded); any other answer fails the
+// test.
+func refusedForSpace(t *testing.T, code encoding.ErrCode) error {
+	t.Helper()
+	switch code {
+	case 0:
+		return nil
+	case encoding.ErrQuotaExceeded:
+		return fmt.Errorf("answered %v", code)
+	}
+	t.Fatalf("answered %v, want success or QuotaExceeded", code)
+	return nil
 }
 
 // httpGet returns the status code and body of GET url.
@@ -233,16 +241,12 @@ func TestProcessExternalNoSpace(t *testing.T) {
 		t.Fatalf("filling etcd: %v, want NOSPACE", err)
 	}
 	raised := time.Now()
-	for {
-		code, body := httpGet(t, base+"/healthz")
-		if code == 503 && strings.Contains(body, "NOSPACE") {
-			break
+	testenv.Eventually(t, 15*time.Second, "/healthz reporting the alarm", func() error {
+		if code, body := httpGet(t, base+"/healthz"); code != 503 || !strings.Contains(body, "NOSPACE") {
+			return fmt.Errorf("%d %q", code, body)
 		}
-		if time.Since(raised) > 15*time.Second {
-			t.Fatalf("/healthz %v after the alarm: %d %q", time.Since(raised).Round(time.Millisecond), code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("/healthz reports the alarm %v after it was raised", time.Since(raised).Round(time.Millisecond))
 	if code, body := httpGet(t, base+"/healthz?exclude=NOSPACE"); code != 200 {
 		t.Errorf("/healthz?exclude=NOSPACE: %d %q", code, body)
@@ -290,17 +294,9 @@ func TestProcessExternalNoSpace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	disarmed := time.Now()
-	for {
-		code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/b", Data: []byte("d"), ACL: itest.RawOpenACL}, &encoding.CreateResponse{})
-		if code == 0 {
-			break
-		}
-		if code != encoding.ErrQuotaExceeded || time.Since(disarmed) > 15*time.Second {
-			t.Fatalf("create %v after the operator's commands: %v", time.Since(disarmed).Round(time.Millisecond), code)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, "create after the operator's commands", func() error {
+		return refusedForSpace(t, c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/b", Data: []byte("d"), ACL: itest.RawOpenACL}, &encoding.CreateResponse{}))
+	})
 	if code, body := httpGet(t, base+"/healthz"); code != 200 {
 		t.Errorf("/healthz after the operator's commands: %d %q", code, body)
 	}
