@@ -1,19 +1,11 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 )
 
 func TestParseSecurityFlags(t *testing.T) {
@@ -54,32 +46,10 @@ func TestParseSecurityFlags(t *testing.T) {
 // TestListenTLSOnly: --zkaddr "" and --tls-zkaddr serve one TLS port, which with --tls-ca
 // requires client certificates.
 func TestListenTLSOnly(t *testing.T) {
-	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
-
-	o, err := parseFlags([]string{"--zkaddr", "", "--tls-zkaddr", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", keyFile, "--tls-ca", cert})
+	pki := itest.NewPKI(t)
+	cert, keyFile, _ := pki.Issue(t, "server", pkix.Name{CommonName: "zetcd"})
+	_, _, pair := pki.Issue(t, "client", pkix.Name{CommonName: "client"})
+	o, err := parseFlags([]string{"--zkaddr", "", "--tls-zkaddr", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", keyFile, "--tls-ca", pki.CAFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +75,7 @@ func TestListenTLSOnly(t *testing.T) {
 			}()
 		}
 	}()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	pair, err := tls.LoadX509KeyPair(cert, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := pki.Pool
 	read := func(cfg *tls.Config) error {
 		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
 		if err != nil {
