@@ -241,19 +241,15 @@ func zooKeeperFastReaper(t *testing.T) string {
 	return zkserver.Start(t, zkserver.Options{SystemProps: map[string]string{"znode.container.checkIntervalMs": "100"}}).Addr
 }
 
-// eventually polls cond for up to d.
-func eventually(d time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return true
+// gone is the condition, for testenv.Eventually, that p no longer exists on addr: zkctl stat
+// exits 1.
+func gone(t *testing.T, addr, p string) func() error {
+	return func() error {
+		if r := zkctl(t, addr, "stat", p); r.code != 1 {
+			return fmt.Errorf("zkctl stat %s exits %d", p, r.code)
 		}
+		return nil
 	}
-	return cond()
-}
-
-// gone is the condition, for eventually, that p no longer exists on addr: zkctl stat exits 1.
-func gone(t *testing.T, addr, p string) func() bool {
-	return func() bool { return zkctl(t, addr, "stat", p).code == 1 }
 }
 
 func TestContainerAndTTL(t *testing.T) {
@@ -270,13 +266,9 @@ func TestContainerAndTTL(t *testing.T) {
 			}
 			ok(t, addr, "delete", "/box/item")
 			// The reapers run every 100ms here.
-			if !eventually(20*time.Second, gone(t, addr, "/box")) {
-				t.Errorf("container /box still exists after its last child was deleted")
-			}
-			if !eventually(20*time.Second, gone(t, addr, "/short")) {
-				t.Errorf("TTL node /short still exists")
-			}
-			if gone(t, addr, "/long")() {
+			testenv.Eventually(t, 20*time.Second, "container /box reaped after its last child was deleted", gone(t, addr, "/box"))
+			testenv.Eventually(t, 20*time.Second, "TTL node /short reaped", gone(t, addr, "/short"))
+			if gone(t, addr, "/long")() == nil {
 				t.Errorf("TTL node /long (1h) was deleted")
 			}
 			for _, args := range [][]string{{"create", "-c", "-e", "/x"}, {"create", "-e", "-t", "5", "/x"}, {"create", "-t", "soon", "/x"}} {
@@ -308,6 +300,17 @@ func (s *syncBuffer) String() string {
 
 // background runs a zkctl command line that blocks (watch, get -w) and returns its outputs and
 // a channel with its exit status.
+// watchStarted is the condition, for testenv.Eventually, that a background zkctl watch has
+// said on stderr that it is watching.
+func watchStarted(errb *syncBuffer, line string) func() error {
+	return func() error {
+		if !strings.Contains(errb.String(), line) {
+			return fmt.Errorf("stderr %q", errb.String())
+		}
+		return nil
+	}
+}
+
 func background(ctx context.Context, addr string, args ...string) (out, errb *syncBuffer, done chan int) {
 	out, errb, done = &syncBuffer{}, &syncBuffer{}, make(chan int, 1)
 	e := &env{ctx: ctx, stdin: strings.NewReader(""), stdout: out, stderr: errb}
@@ -320,9 +323,12 @@ func TestGetWatch(t *testing.T) {
 		skipIfPending(t, s.Name, "SetWatches")
 		ok(t, addr, "create", "/w", "1")
 		out, errb, done := background(context.Background(), addr, "get", "-w", "/w")
-		if !eventually(10*time.Second, func() bool { return out.String() == "1\n" }) {
-			t.Fatalf("get -w printed %q, stderr %q", out.String(), errb.String())
-		}
+		testenv.Eventually(t, 10*time.Second, "get -w printing 1", func() error {
+			if out.String() != "1\n" {
+				return fmt.Errorf("printed %q, stderr %q", out.String(), errb.String())
+			}
+			return nil
+		})
 		ok(t, addr, "set", "/w", "2")
 		select {
 		case code := <-done:
@@ -345,16 +351,17 @@ func TestWatch(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		out, errb, done := background(ctx, addr+"/app", "watch", "-R", "/")
-		if !eventually(10*time.Second, func() bool { return strings.Contains(errb.String(), "watching /") }) {
-			t.Fatalf("watch did not start: %q", errb.String())
-		}
+		testenv.Eventually(t, 10*time.Second, "watch starting", watchStarted(errb, "watching /"))
 		ok(t, addr, "set", "/app/a", "x")
 		ok(t, addr, "create", "/app/a/b")
 		ok(t, addr, "delete", "/app/a/b")
 		want := "NodeDataChanged /a\nNodeCreated /a/b\nNodeDeleted /a/b\n"
-		if !eventually(10*time.Second, func() bool { return out.String() == want }) {
-			t.Errorf("watch -R printed %q, want %q", out.String(), want)
-		}
+		testenv.Eventually(t, 10*time.Second, "watch -R printing every event", func() error {
+			if out.String() != want {
+				return fmt.Errorf("printed %q, want %q", out.String(), want)
+			}
+			return nil
+		})
 		cancel()
 		select {
 		case code := <-done:
@@ -367,9 +374,7 @@ func TestWatch(t *testing.T) {
 
 		// Non-recursive, JSON, -n.
 		out, errb, done = background(context.Background(), addr, "--json", "watch", "-n", "2", "/app")
-		if !eventually(10*time.Second, func() bool { return strings.Contains(errb.String(), "watching") }) {
-			t.Fatalf("watch did not start: %q", errb.String())
-		}
+		testenv.Eventually(t, 10*time.Second, "watch starting", watchStarted(errb, "watching"))
 		ok(t, addr, "set", "/app/a", "y") // not a change of /app itself
 		ok(t, addr, "create", "/app/c")
 		ok(t, addr, "set", "/app", "z")
@@ -565,16 +570,10 @@ func TestDumpLoadModes(t *testing.T) {
 			if r := zkctlIn(t, dump, addr2, "load", "/m"); r.code != 0 {
 				t.Fatalf("load: %+v", r)
 			}
-			if !eventually(20*time.Second, gone(t, addr2, "/m/t")) {
-				t.Errorf("loaded TTL node /m/t (300ms) still exists")
-			}
+			testenv.Eventually(t, 20*time.Second, "loaded TTL node /m/t (300ms) reaped", gone(t, addr2, "/m/t"))
 			ok(t, addr2, "delete", "/m/box/item")
-			if !eventually(20*time.Second, gone(t, addr2, "/m/box")) {
-				t.Errorf("loaded container /m/box still exists after its last child was deleted")
-			}
-			if !eventually(20*time.Second, gone(t, addr2, "/m")) {
-				t.Errorf("loaded container /m still exists after its children went")
-			}
+			testenv.Eventually(t, 20*time.Second, "loaded container /m/box reaped after its last child was deleted", gone(t, addr2, "/m/box"))
+			testenv.Eventually(t, 20*time.Second, "loaded container /m reaped after its children went", gone(t, addr2, "/m"))
 		})
 	}
 }
@@ -625,13 +624,9 @@ func TestCopyModes(t *testing.T) {
 	if r := zkctl(t, zkAddr, "copy", "--to", zetcdAddr, "--container", "/locks", "--container", "/locks/l*", "--ttl", "/locks/t=300ms", "/locks"); r.code != 0 {
 		t.Fatalf("copy: %+v", r)
 	}
-	if !eventually(20*time.Second, gone(t, zetcdAddr, "/locks/t")) {
-		t.Errorf("copied TTL node still exists")
-	}
+	testenv.Eventually(t, 20*time.Second, "copied TTL node reaped", gone(t, zetcdAddr, "/locks/t"))
 	ok(t, zetcdAddr, "delete", "/locks/l1/held")
-	if !eventually(20*time.Second, gone(t, zetcdAddr, "/locks/l1")) {
-		t.Errorf("copied container still exists after its last child was deleted")
-	}
+	testenv.Eventually(t, 20*time.Second, "copied container reaped after its last child was deleted", gone(t, zetcdAddr, "/locks/l1"))
 }
 
 func TestParseConnectString(t *testing.T) {
