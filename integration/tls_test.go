@@ -56,7 +56,7 @@ func startSecureEtcd(t testing.TB, pki *itest.PKI) *secureEtcd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { root.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a bound for a hang
 	defer cancel()
 	steps := []func() error{
 		func() error { _, err := root.Put(ctx, "/outside", "untouched"); return err },

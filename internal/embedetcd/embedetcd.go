@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
@@ -177,6 +179,10 @@ func Start(cfg Config) (*Etcd, error) {
 	// ("simple") warns at start that it is not signed.
 	if !cfg.Users {
 		ec.AuthToken = ""
+	} else {
+		// Users are for tests: bcrypt's cheapest cost keeps each password's hash (user add,
+		// every login) from taking a second or more of a loaded machine under the race detector.
+		ec.BcryptCost = uint(bcrypt.MinCost)
 	}
 	ec.ListenPeerUrls = []url.URL{*lpurl}
 	ec.AdvertisePeerUrls = []url.URL{*purl}

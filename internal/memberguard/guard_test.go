@@ -140,7 +140,8 @@ func enableAuth(t *testing.T, endpoint, user, password string) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A bound for a hang, not a speed: etcd applies each step through raft and its disk.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for i, step := range []func() error{
 		func() error { _, err := root.UserAdd(ctx, "root", "root-password"); return err },
