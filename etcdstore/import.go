@@ -139,8 +139,11 @@ func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 		if t := n.Type(); t == zkdata.Container || t == zkdata.TTL {
 			p.add(importOp{zxid: mz, key: k.reapIndex(path), kind: 'r', node: n, size: len(path) + 48})
 		}
-		if s.Pzxid > s.Czxid {
+		switch importChildKey(n) {
+		case 'c':
 			p.add(importOp{zxid: int64(s.Pzxid), key: k.childCreates(path), kind: 'c', node: n, size: len(path) + 64})
+		case 'd':
+			p.add(importOp{zxid: int64(s.Pzxid), key: k.childDeletes(path), kind: 'c', node: n, size: len(path) + 64})
 		}
 		note(int64(s.Czxid))
 		note(mz)
@@ -447,14 +450,33 @@ func importMeta(n *zkdata.Node) aclValue {
 	return m
 }
 
+// importCreates is a node's create counter C (DataNode keeps it as its cversion; a client
+// reads 2C - numChildren).
+func importCreates(n *zkdata.Node) int64 {
+	return (int64(n.Stat.Cversion) + int64(n.Stat.NumChildren)) / 2
+}
+
+// importChildKey names the meta key an import puts at a node's pzxid: the child-create key of
+// a node that has had children (the replica finds a node's children through it, and its
+// Version counts C), else the child-delete key if pzxid is past czxid, else none (0).
+func importChildKey(n *zkdata.Node) byte {
+	switch {
+	case importCreates(n) > 0:
+		return 'c'
+	case n.Stat.Pzxid > n.Stat.Czxid:
+		return 'd'
+	}
+	return 0
+}
+
 // importOffsets is the offsets value that makes a node written by an import (data key put
-// once, ACL key absent, child-create key put once if pzxid is past czxid) report ZooKeeper's
+// once, ACL key absent, child-create key put once if C > 0) report ZooKeeper's
 // version, aversion and create counter, and its czxid when it lies outside the revision of
 // mzxid (z, where the data key is put).
 func importOffsets(n *zkdata.Node, z encoding.Zxid, l *importLayout) offsetsValue {
 	s := n.Stat
-	c := (int64(s.Cversion) + int64(s.NumChildren)) / 2
-	if s.Pzxid > s.Czxid {
+	c := importCreates(n)
+	if importChildKey(n) == 'c' {
 		c-- // the child-create key's Version 1
 	}
 	o := offsetsValue{
@@ -472,8 +494,8 @@ func importOffsets(n *zkdata.Node, z encoding.Zxid, l *importLayout) offsetsValu
 // (importOffsets may then be zero, which is harmless).
 func needsOffsets(n *zkdata.Node) bool {
 	s := n.Stat
-	c := (int64(s.Cversion) + int64(s.NumChildren)) / 2
-	if s.Pzxid > s.Czxid {
+	c := importCreates(n)
+	if importChildKey(n) == 'c' {
 		c--
 	}
 	return s.Version != 0 || int64(aversionOffset(n.Path)) != int64(s.Aversion) || c != 0 || s.Czxid != s.Mzxid
