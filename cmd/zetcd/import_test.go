@@ -326,3 +326,40 @@ func TestImportFlags(t *testing.T) {
 		t.Errorf("import of an empty directory: exit %d, want 1", code)
 	}
 }
+
+// TestImportLarge imports a tree of $ZETCD_IMPORT_LARGE nodes (skipped when unset) made with
+// multis of 500 creates, logs how long the load and the import take, and diffs it against
+// ZooKeeper. All of its zxids lie in one etcd revision, too many writes for one transaction, so
+// they are renumbered.
+func TestImportLarge(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("ZETCD_IMPORT_LARGE"))
+	if n <= 0 {
+		t.Skip("ZETCD_IMPORT_LARGE unset")
+	}
+	const perParent = 500
+	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
+		c := testenv.Connect(t, addr)
+		begin := time.Now()
+		for p := range n / perParent {
+			ops := []any{&zk.CreateRequest{Path: fmt.Sprintf("/p%d", p), Acl: openACL}}
+			for i := range perParent - 1 {
+				ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("/p%d/n%d", p, i), Data: []byte(fmt.Sprint(i)), Acl: openACL})
+			}
+			_, err := c.Multi(ops...)
+			must(t, err)
+			_, err = c.Set(fmt.Sprintf("/p%d/n1", p), []byte("x"), -1)
+			must(t, err)
+		}
+		t.Logf("made %d nodes in %v", n, time.Since(begin))
+	})
+	begin := time.Now()
+	etcdDir, res := importInto(t, zkDir, "--log-level", "warn")
+	t.Logf("import of %d nodes: %v, %+v", res.Nodes, time.Since(begin), res)
+	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
+	begin = time.Now()
+	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
+	t.Logf("zetcd started in %v", time.Since(begin))
+	begin = time.Now()
+	diffServers(t, buildZkctl(t), zkAddr, z.Addr)
+	t.Logf("diff in %v", time.Since(begin))
+}
