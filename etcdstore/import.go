@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -32,8 +33,15 @@ import (
 //
 // The import marker (keys.go) is put first, in the transaction that checks the prefix is
 // empty, and deleted last, with the fence: New refuses a prefix that holds it, so a half
-// written import is never served. Ephemeral nodes are left out (their sessions are not
-// imported), and ImportResult says how many.
+// written import is never served.
+//
+// Each open session becomes a zetcd session with the same id: an etcd lease of that id, the
+// session key with ZooKeeper's password for it (zkSessionPasswd) and its timeout, and its
+// ephemerals attached to the lease. Its owner is process 0, which names no process: the session
+// is an orphan (orphans.go), which a client resuming it takes over, and which the elected zetcd
+// ends at its timeout, as ZooKeeper expires a session whose client does not come back after a
+// restart. A session id that is not a positive int64 cannot be an etcd lease id: that session
+// and its ephemerals are left out, and ImportResult says how many.
 
 // ImportZxids is how an import places ZooKeeper's zxids.
 type ImportZxids string
@@ -50,6 +58,9 @@ const (
 // ImportConfig configures Import.
 type ImportConfig struct {
 	Client *clientv3.Client
+	// LeaseClient grants the sessions' leases with their ids (default: one on Client's
+	// connection; an in-process client, embedetcd.Etcd.InProcessClient, has none).
+	LeaseClient pb.LeaseClient
 	// Prefix is the store's prefix (default "/zk/"); it must hold no key.
 	Prefix string
 	Logger *zap.Logger
@@ -78,8 +89,11 @@ type ImportResult struct {
 	Padding    int64       // padding puts
 	FirstRev   int64       // the revision of the marker's transaction
 	FinalRev   int64       // the revision of the last transaction, which deleted the marker
-	Ephemerals int         // ephemeral nodes left out
-	Sessions   int         // open sessions left out
+	Sessions   int         // open sessions imported
+	Ephemerals int         // ephemeral nodes imported
+	// SkippedSessions and SkippedEphemerals were left out: sessions whose id cannot be an
+	// etcd lease id, and their ephemerals.
+	SkippedSessions, SkippedEphemerals int
 	// ResumeOK says that clients of ZooKeeper may reconnect with the zxid they last saw:
 	// FinalRev's zxids are past ZooKeeper's LastZxid.
 	ResumeOK bool
@@ -88,11 +102,12 @@ type ImportResult struct {
 // importOp is one key an import puts, carrying ZooKeeper zxid zxid (0: in the marker's
 // transaction).
 type importOp struct {
-	zxid int64
-	key  string
-	kind byte // 'n' data, 'c' child-create, 'o' offsets, 'r' reap index
-	node *zkdata.Node
-	size int // bytes it adds to a transaction, an estimate from above
+	zxid  int64
+	key   string
+	kind  byte // 'n' data, 'c' child-create, 'o' offsets, 'r' reap index
+	node  *zkdata.Node
+	lease int64 // an ephemeral's session
+	size  int   // bytes it adds to a transaction, an estimate from above
 }
 
 // importPlan is a State's keys, grouped by the zxid they carry.
@@ -100,11 +115,23 @@ type importPlan struct {
 	byZxid map[int64][]importOp
 	zxids  []int64 // every distinct non-zero zxid of the Stats, sorted
 	nodes  int
-	eph    int
+	// sessions are the sessions imported, by id; skipped counts the others, skippedEph their
+	// ephemerals; eph counts the ephemerals imported.
+	sessions        []zkdata.Session
+	eph             int
+	skipped, skipEp int
 }
 
 func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 	p := &importPlan{byZxid: map[int64][]importOp{}}
+	for id, sess := range st.Sessions {
+		if id > 0 {
+			p.sessions = append(p.sessions, sess)
+		} else {
+			p.skipped++
+		}
+	}
+	slices.SortFunc(p.sessions, func(a, b zkdata.Session) int { return cmp.Compare(a.ID, b.ID) })
 	seen := map[int64]bool{}
 	note := func(z int64) {
 		if z != 0 && !seen[z] {
@@ -119,11 +146,16 @@ func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 	slices.Sort(paths)
 	for _, path := range paths {
 		n := st.Nodes[path]
-		if n.Type() == zkdata.Ephemeral {
-			p.eph++
-			continue
-		}
 		s := n.Stat
+		var lease int64
+		if n.Type() == zkdata.Ephemeral {
+			if _, ok := st.Sessions[int64(s.EphemeralOwner)]; !ok || s.EphemeralOwner <= 0 {
+				p.skipEp++
+				continue
+			}
+			lease = int64(s.EphemeralOwner)
+			p.eph++
+		}
 		if s.Pzxid < s.Czxid {
 			return nil, fmt.Errorf("zetcd import: %s: pzxid %#x before czxid %#x cannot be stored", path, s.Pzxid, s.Czxid)
 		}
@@ -132,9 +164,9 @@ func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 		}
 		size := len(n.Data) + aclValueLen(aclValue{ACL: n.ACL}) + 2*len(path) + 256
 		mz := int64(s.Mzxid)
-		p.add(importOp{zxid: mz, key: k.data(path), kind: 'n', node: n, size: size})
+		p.add(importOp{zxid: mz, key: k.data(path), kind: 'n', node: n, lease: lease, size: size})
 		if needsOffsets(n) {
-			p.add(importOp{zxid: mz, key: k.offsets(path), kind: 'o', node: n, size: len(path) + 96})
+			p.add(importOp{zxid: mz, key: k.offsets(path), kind: 'o', node: n, lease: lease, size: len(path) + 96})
 		}
 		if t := n.Type(); t == zkdata.Container || t == zkdata.TTL {
 			p.add(importOp{zxid: mz, key: k.reapIndex(path), kind: 'r', node: n, size: len(path) + 48})
@@ -261,10 +293,11 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 		return res, err
 	}
 	im.plan = plan
-	res.Nodes, res.Ephemerals, res.Sessions = plan.nodes, plan.eph, len(st.Sessions)
-	if plan.eph > 0 || len(st.Sessions) > 0 {
-		im.log.Warn("open sessions and their ephemeral nodes are not imported: their parents show fewer children, and their clients must open new sessions",
-			zap.Int("sessions", len(st.Sessions)), zap.Int("ephemerals", plan.eph))
+	res.Nodes, res.Sessions, res.Ephemerals = plan.nodes, len(plan.sessions), plan.eph
+	res.SkippedSessions, res.SkippedEphemerals = plan.skipped, plan.skipEp
+	if plan.skipped > 0 || plan.skipEp > 0 {
+		im.log.Warn("sessions whose id cannot be an etcd lease id (not positive) are left out with their ephemeral nodes: their parents show fewer children, and their clients must open new sessions",
+			zap.Int("sessions", plan.skipped), zap.Int("ephemerals", plan.skipEp))
 	}
 	if err := im.begin(ctx); err != nil {
 		return res, err
@@ -272,6 +305,9 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	res.FirstRev = im.first
 	layout, why, err := im.layout()
 	if err != nil {
+		return res, im.failed(err)
+	}
+	if err := im.grantLeases(ctx); err != nil {
 		return res, im.failed(err)
 	}
 	res.Zxids, res.Why = ImportExact, why
@@ -284,8 +320,14 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	}
 	res.Revisions = len(layout.revs)
 	final, resume := im.finalRev(layout)
-	if err := im.padTo(ctx, final-1); err != nil {
+	sessionTxns := im.sessionTxns()
+	if err := im.padTo(ctx, final-1-int64(len(sessionTxns))); err != nil {
 		return res, im.failed(err)
+	}
+	for i, ops := range sessionTxns {
+		if err := im.commitAt(ctx, final-int64(len(sessionTxns)-i), ops); err != nil {
+			return res, im.failed(err)
+		}
 	}
 	if err := im.finish(ctx, final); err != nil {
 		return res, im.failed(err)
@@ -367,6 +409,7 @@ func (im *importer) finalRev(l *importLayout) (int64, bool) {
 	if n := len(l.revs); n > 0 {
 		final = l.revs[n-1].rev + 1
 	}
+	final += int64(len(im.sessionTxns()))
 	past := revOf(encoding.Zxid(im.st.LastZxid)) + 1
 	if past <= final {
 		return final, true
@@ -429,11 +472,11 @@ func (im *importer) opFor(op importOp, z encoding.Zxid, l *importLayout) clientv
 		if cz := l.zxid(int64(s.Czxid)); revOf(cz) == revOf(z) {
 			ix.czxid = uint16(cz & maxBatchIndex)
 		}
-		return clientv3.OpPut(op.key, encodeDataValue(n.Data, s.Mtime, ix, importMeta(n)))
+		return clientv3.OpPut(op.key, encodeDataValue(n.Data, s.Mtime, ix, importMeta(n)), clientv3.WithLease(clientv3.LeaseID(op.lease)))
 	case 'c':
 		return clientv3.OpPut(op.key, encodeIndexValue(uint16(z&maxBatchIndex)))
 	case 'o':
-		return clientv3.OpPut(op.key, encodeOffsetsValue(importOffsets(n, z, l)))
+		return clientv3.OpPut(op.key, encodeOffsetsValue(importOffsets(n, z, l)), clientv3.WithLease(clientv3.LeaseID(op.lease)))
 	}
 	return clientv3.OpPut(op.key, "")
 }
@@ -442,6 +485,8 @@ func (im *importer) opFor(op importOp, z encoding.Zxid, l *importLayout) clientv
 func importMeta(n *zkdata.Node) aclValue {
 	m := aclValue{Ctime: n.Stat.Ctime, Mode: encoding.ModePersistent, ACL: n.ACL}
 	switch n.Type() {
+	case zkdata.Ephemeral:
+		m.Mode = encoding.ModeEphemeral
 	case zkdata.Container:
 		m.Mode = encoding.ModeContainer
 	case zkdata.TTL:
@@ -499,6 +544,63 @@ func needsOffsets(n *zkdata.Node) bool {
 		c--
 	}
 	return s.Version != 0 || int64(aversionOffset(n.Path)) != int64(s.Aversion) || c != 0 || s.Czxid != s.Mzxid
+}
+
+// grantLeases grants each imported session's lease, with the session's id and the TTL zetcd
+// gives a session of its timeout (timing.go, leaseTTL, with the default margin).
+func (im *importer) grantLeases(ctx context.Context) error {
+	lc := im.cfg.LeaseClient
+	if lc == nil {
+		lc = pb.NewLeaseClient(im.cfg.Client.ActiveConnection())
+	}
+	timing := &Store{leaseMargin: defaultLeaseMargin}
+	for _, sess := range im.plan.sessions {
+		ttl := timing.leaseTTL(time.Duration(sess.Timeout) * time.Millisecond)
+		if _, err := lc.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: sess.ID, TTL: ttl}); err != nil {
+			return fmt.Errorf("grant the lease of session %#x: %w", sess.ID, err)
+		}
+	}
+	if n := len(im.plan.sessions); n > 0 {
+		im.log.Info("import: sessions' leases granted", zap.Int("sessions", n))
+	}
+	return nil
+}
+
+// sessionTxns are the puts of the imported sessions' keys, in transactions within etcd's
+// limits: orphans of process 0, with ZooKeeper's passwords and their timeouts.
+func (im *importer) sessionTxns() [][]clientv3.Op {
+	var txns [][]clientv3.Op
+	for i, sess := range im.plan.sessions {
+		if i%im.cfg.MaxTxnOps == 0 {
+			txns = append(txns, nil)
+		}
+		id := encoding.SessionID(sess.ID)
+		v := encodeSessionValue(sessionValue{passwd: zkSessionPasswd(sess.ID), timeoutMs: sess.Timeout})
+		txns[len(txns)-1] = append(txns[len(txns)-1], clientv3.OpPut(im.keys.session(id), v, clientv3.WithLease(clientv3.LeaseID(sess.ID))))
+	}
+	return txns
+}
+
+// zkSessionPasswd is the password ZooKeeper gives session id (ZooKeeperServer.generatePasswd):
+// 16 bytes of java.util.Random seeded with id ^ ZooKeeperServer.superSecret (0xB3415C00), as
+// Random.nextBytes draws them: each nextInt gives four bytes, low byte first.
+func zkSessionPasswd(id int64) []byte {
+	const (
+		multiplier = 0x5DEECE66D
+		mask       = 1<<48 - 1
+	)
+	seed := (id ^ 0xB3415C00 ^ multiplier) & mask
+	out := make([]byte, 16)
+	for i := 0; i < len(out); {
+		seed = (seed*multiplier + 0xB) & mask
+		rnd := int32(seed >> 16)
+		for n := min(len(out)-i, 4); n > 0; n-- {
+			out[i] = byte(rnd)
+			rnd >>= 8
+			i++
+		}
+	}
+	return out
 }
 
 // padTo puts the marker until etcd's revision is rev (nothing when it is there already).

@@ -17,10 +17,10 @@ var importACL = []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme:
 
 // synthState is a small State in epoch 1: system nodes, a node changed in another revision
 // than the one that created it, one with children created and deleted, a container, a TTL
-// node, an ephemeral and its session.
+// node, an ephemeral and its session, and a session whose id cannot be a lease's.
 func synthState() *zkdata.State {
 	const e1 = 1 << 32
-	st := &zkdata.State{Nodes: map[string]*zkdata.Node{}, Sessions: map[int64]zkdata.Session{7: {ID: 7, Timeout: 10000}}, LastZxid: e1 | 0x30005}
+	st := &zkdata.State{Nodes: map[string]*zkdata.Node{}, Sessions: map[int64]zkdata.Session{7: {ID: 7, Timeout: 10000}, -5: {ID: -5, Timeout: 4000}}, LastZxid: e1 | 0x30005}
 	add := func(path string, data []byte, s encoding.Stat) {
 		s.DataLength = int32(len(data))
 		st.Nodes[path] = &zkdata.Node{Path: path, Data: data, ACL: importACL, Stat: s}
@@ -36,8 +36,9 @@ func synthState() *zkdata.State {
 	ttl, _ := zkdata.TTLOwner(3600_000)
 	add("/t", []byte("t"), encoding.Stat{Czxid: e1 | 2, Mzxid: e1 | 2, Pzxid: e1 | 2, EphemeralOwner: encoding.SessionID(ttl)})
 	add("/a/eph", nil, encoding.Stat{Czxid: e1 | 0x30005, Mzxid: e1 | 0x30005, Pzxid: e1 | 0x30005, EphemeralOwner: 7})
-	st.Nodes["/a"].Stat.NumChildren = 2 // the ephemeral too
-	st.Nodes["/a"].Stat.Cversion = 8
+	add("/a/eph-neg", nil, encoding.Stat{Czxid: e1 | 0x30005, Mzxid: e1 | 0x30005, Pzxid: e1 | 0x30005, EphemeralOwner: -5})
+	st.Nodes["/a"].Stat.NumChildren = 3 // the ephemerals too
+	st.Nodes["/a"].Stat.Cversion = 7
 	return st
 }
 
@@ -48,10 +49,10 @@ func TestImportSynthetic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Zxids != ImportExact || res.Ephemerals != 1 || res.Sessions != 1 || res.Nodes != 8 || !res.ResumeOK {
+	if res.Zxids != ImportExact || res.Ephemerals != 1 || res.Sessions != 1 || res.Nodes != 9 || !res.ResumeOK {
 		t.Fatalf("result %+v", res)
 	}
-	if want := int64(0x10003) + 1; res.FinalRev != want {
+	if want := int64(0x10003) + 2; res.FinalRev != want { // the session key's transaction, then the last
 		t.Errorf("final revision %d, want %d", res.FinalRev, want)
 	}
 	b, err := New(context.Background(), Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1})
@@ -59,20 +60,23 @@ func TestImportSynthetic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	if res.SkippedSessions != 1 || res.SkippedEphemerals != 1 {
+		t.Errorf("skipped: %+v", res)
+	}
+	if _, _, _, ok, _ := b.tree.node("/a/eph-neg", false); ok {
+		t.Errorf("the ephemeral of session -5 was imported")
+	}
 	for path, zn := range st.Nodes {
-		n, _, _, ok, err := b.tree.node(path, false)
-		if path == "/a/eph" {
-			if ok {
-				t.Errorf("%s: the ephemeral of a session was imported", path)
-			}
+		if path == "/a/eph-neg" {
 			continue
 		}
+		n, _, _, ok, err := b.tree.node(path, false)
 		if !ok || err != nil {
 			t.Fatalf("%s: not imported: %v", path, err)
 		}
 		want := zn.ClientStat()
 		if path == "/a" {
-			want.NumChildren, want.Cversion = 1, 9 // without the ephemeral
+			want.NumChildren, want.Cversion = 2, 8 // without the ephemeral of session -5
 		}
 		if n.Stat != want || string(n.Data) != string(zn.Data) || (n.Data == nil) != (zn.Data == nil) {
 			t.Errorf("%s: Stat %+v data %q, want %+v %q", path, n.Stat, n.Data, want, zn.Data)
@@ -84,6 +88,22 @@ func TestImportSynthetic(t *testing.T) {
 	r, err := cli.Get(context.Background(), "/zk/r", clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil || len(r.Kvs) != 2 {
 		t.Errorf("reap index keys: %v %v", r, err)
+	}
+	r, err = cli.Get(context.Background(), "/zk/s/0000000000000007")
+	if err != nil || len(r.Kvs) != 1 || r.Kvs[0].Lease != 7 {
+		t.Fatalf("session key: %v %v", r, err)
+	}
+	if sv, err := decodeSessionValue(r.Kvs[0].Value); err != nil || sv.timeoutMs != 10000 || sv.owner != 0 || string(sv.passwd) != string(zkSessionPasswd(7)) {
+		t.Errorf("session value %+v %v", sv, err)
+	}
+}
+
+// TestZkSessionPasswd: java.util.Random's sequence (new Random(42).nextInt() is -1170105035)
+// drawn as Random.nextBytes draws it.
+func TestZkSessionPasswd(t *testing.T) {
+	p := zkSessionPasswd(42 ^ 0xB3415C00)
+	if got := int32(uint32(p[0]) | uint32(p[1])<<8 | uint32(p[2])<<16 | uint32(p[3])<<24); got != -1170105035 {
+		t.Errorf("first int %d, want -1170105035", got)
 	}
 }
 
@@ -101,6 +121,7 @@ func TestImportRefuses(t *testing.T) {
 	}
 
 	st := synthState()
+	st.Sessions = nil                                                                               // lease ids are etcd's, not a prefix's: one import may hold them
 	st.Nodes["/a/b"].Stat.Czxid, st.Nodes["/a/b"].Stat.Mzxid, st.Nodes["/a/b"].Stat.Pzxid = 5, 5, 5 // epoch 0
 	_, err = Import(ctx, ImportConfig{Client: cli, Prefix: "/exact/", Zxids: ImportExact}, st)
 	if err == nil || !strings.Contains(err.Error(), "exact zxids impossible") || !strings.Contains(err.Error(), `import marker "/exact/i"`) {

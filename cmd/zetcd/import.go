@@ -80,6 +80,7 @@ func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error)
 	defer etcd.close()
 	cfg := etcdstore.ImportConfig{
 		Client:          etcd.cli,
+		LeaseClient:     etcd.leases,
 		Prefix:          o.prefix,
 		Logger:          log.Named("import"),
 		Zxids:           etcdstore.ImportZxids(o.zxids),
@@ -95,7 +96,11 @@ func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error)
 		return res, err
 	}
 	log.Info("import finished", zap.Int("nodes", res.Nodes), zap.String("zxids", string(res.Zxids)),
+		zap.Int("sessions", res.Sessions), zap.Int("ephemerals", res.Ephemerals),
 		zap.Int64("padding", res.Padding), zap.Duration("took", time.Since(start)))
+	if res.Sessions > 0 {
+		log.Info("start zetcd within the sessions' timeouts: their clients resume them there, and the elected zetcd expires those that do not come back")
+	}
 	if res.Why != "" {
 		log.Warn("zxids were renumbered in order; Stats keep their order, not ZooKeeper's values", zap.String("why", res.Why))
 	}

@@ -19,8 +19,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
@@ -362,4 +364,60 @@ func TestImportLarge(t *testing.T) {
 	begin = time.Now()
 	diffServers(t, buildZkctl(t), zkAddr, z.Addr)
 	t.Logf("diff in %v", time.Since(begin))
+}
+
+// TestImportSessions: sessions open when ZooKeeper stopped are imported with their ids,
+// timeouts, ephemerals and ZooKeeper's passwords. One resumed on zetcd with the id and
+// password ZooKeeper gave it keeps its ephemeral; one that does not come back is expired at its
+// timeout by the elected zetcd, its ephemeral deleted.
+func TestImportSessions(t *testing.T) {
+	var keep, leave encoding.ConnectResponse
+	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
+		for _, s := range []struct {
+			path string
+			resp *encoding.ConnectResponse
+		}{{"/app/keep", &keep}, {"/app/leave", &leave}} {
+			c := itest.ConnectRawTimeout(t, addr, 6000)
+			if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: s.path, ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
+				t.Fatalf("create %s: %v", s.path, code)
+			}
+			*s.resp = c.Session
+		}
+	})
+	etcdDir, res := importInto(t, zkDir, "--zxids", "exact")
+	if res.Sessions != 2 || res.Ephemerals != 2 || res.SkippedSessions != 0 {
+		t.Fatalf("import result %+v", res)
+	}
+	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
+	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: time.Second})
+	// ZooKeeper restarted on the copy holds both sessions too, until their timeouts.
+	diffServers(t, buildZkctl(t), zkAddr, z.Addr)
+
+	c := itest.DialRaw(t, z.Addr)
+	resp, err := c.Handshake(encoding.ConnectRequest{TimeOut: keep.TimeOut, SessionID: keep.SessionID, Passwd: keep.Passwd, HasReadOnly: true})
+	if err != nil || resp.TimeOut == 0 || resp.SessionID != keep.SessionID {
+		t.Fatalf("resume with ZooKeeper's id and password: %+v %v", resp, err)
+	}
+	watcher := testenv.Connect(t, z.Addr)
+	deadline := time.Now().Add(time.Duration(leave.TimeOut)*time.Millisecond*2 + 15*time.Second)
+	for {
+		c.Ping()
+		ok, _, err := watcher.Exists("/app/leave")
+		must(t, err)
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %#x not expired by %v", leave.SessionID, deadline)
+		}
+		time.Sleep(time.Second)
+	}
+	if ok, st, err := watcher.Exists("/app/keep"); err != nil || !ok || st.EphemeralOwner != int64(keep.SessionID) {
+		t.Errorf("/app/keep of the resumed session: %v %+v %v", ok, st, err)
+	}
+	_, app, err := watcher.Get("/app")
+	must(t, err)
+	if app.Pzxid <= int64(res.FinalRev)<<16 {
+		t.Errorf("/app pzxid %#x did not move with the expiry", app.Pzxid)
+	}
 }
