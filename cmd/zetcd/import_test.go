@@ -368,10 +368,11 @@ func TestImportLarge(t *testing.T) {
 
 // TestImportSessions: sessions open when ZooKeeper stopped are imported with their ids,
 // timeouts, ephemerals and ZooKeeper's passwords. One resumed on zetcd with the id and
-// password ZooKeeper gave it keeps its ephemeral; one that does not come back is expired at its
+// password ZooKeeper gave it, and the last zxid it saw there, keeps its ephemeral; one that does not come back is expired at its
 // timeout by the elected zetcd, its ephemeral deleted.
 func TestImportSessions(t *testing.T) {
 	var keep, leave encoding.ConnectResponse
+	var seen encoding.Zxid // the newest zxid the clients saw on ZooKeeper
 	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
 		for _, s := range []struct {
 			path string
@@ -382,6 +383,7 @@ func TestImportSessions(t *testing.T) {
 				t.Fatalf("create %s: %v", s.path, code)
 			}
 			*s.resp = c.Session
+			seen = c.Ping()
 		}
 	})
 	etcdDir, res := importInto(t, zkDir, "--zxids", "exact")
@@ -394,7 +396,7 @@ func TestImportSessions(t *testing.T) {
 	diffServers(t, buildZkctl(t), zkAddr, z.Addr)
 
 	c := itest.DialRaw(t, z.Addr)
-	resp, err := c.Handshake(encoding.ConnectRequest{TimeOut: keep.TimeOut, SessionID: keep.SessionID, Passwd: keep.Passwd, HasReadOnly: true})
+	resp, err := c.Handshake(encoding.ConnectRequest{LastZxidSeen: seen, TimeOut: keep.TimeOut, SessionID: keep.SessionID, Passwd: keep.Passwd, HasReadOnly: true})
 	if err != nil || resp.TimeOut == 0 || resp.SessionID != keep.SessionID {
 		t.Fatalf("resume with ZooKeeper's id and password: %+v %v", resp, err)
 	}
