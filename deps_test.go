@@ -34,7 +34,7 @@ var layers = []layer{
 	{pkg: "zetcd", module: []string{"encoding"}},
 	{pkg: "zetcd/zetcdtest", module: []string{"encoding", "zetcd"}},
 	{pkg: "xchk", module: []string{"encoding", "zetcd"}},
-	{pkg: "etcdstore", module: []string{"encoding", "internal/znode", "internal/watch", "zetcd"}, etcd: true},
+	{pkg: "etcdstore", module: []string{"encoding", "internal/znode", "internal/watch", "internal/zkdata", "zetcd"}, etcd: true},
 }
 
 // etcdAllowed lists the module packages besides etcdstore that may import etcd: composition

@@ -66,6 +66,10 @@ package etcdstore
 //	                       events of its revision can differ from ZooKeeper's per-op watch
 //	                       triggers (delete then create one node, two writes' setData); the
 //	                       watch feed fires the journal instead, each change at its write's zxid.
+//	P i                    import marker: present while `zetcd import` (import.go) writes a
+//	                       ZooKeeper data directory into the prefix, which it also puts as
+//	                       padding to move etcd's revision; New refuses to start while it
+//	                       exists. Value: what is being imported.
 //
 // The meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so one
 // range reads them all. A node's own c and d keys are absent until it has had a child: C=0.
@@ -193,6 +197,8 @@ func (k keySchema) errorKey() string { return k.prefix + "x" }
 func (k keySchema) journal() string { return k.prefix + "j" }
 
 func (k keySchema) fence() string { return k.prefix + "f" }
+
+func (k keySchema) importMarker() string { return k.prefix + "i" }
 
 // pathOfMetaKey inverts the meta keys (acl, childCreates, childDeletes, offsets): it returns the
 // znode path of any of a node's meta keys, and the key's name, its last byte ('a', 'c', 'd' or

@@ -288,8 +288,8 @@ func (b *Store) answered(z encoding.Zxid) {
 // newestAnswerRev is the revision of the newest zxid answered (answered).
 func (b *Store) newestAnswerRev() int64 { return revOf(encoding.Zxid(b.newestAnswer.Load())) }
 
-// bootstrap writes the system nodes in one transaction, only if the root does not exist yet. It
-// returns the revision it ran at.
+// bootstrap writes the system nodes in one transaction, only if the root does not exist yet,
+// and fails if an import into the prefix did not finish. It returns the revision it ran at.
 func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 	all := []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
 	read := []encoding.ACL{{Perms: encoding.PermRead, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
@@ -301,12 +301,22 @@ func (b *Store) bootstrap(ctx context.Context) (int64, error) {
 		}
 		puts = append(puts, clientv3.OpPut(b.keys.data(p), encodeDataValue([]byte{}, 0, zxidIndexes{}, aclValue{ACL: acl})))
 	}
+	// An import (import.go) writes the system nodes itself, in the transaction that puts its
+	// marker; a prefix holding the marker is half written and is not served.
+	marker := b.keys.importMarker()
 	r, err := b.kv.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(b.keys.data("/")), "=", 0)).
+		If(clientv3.Compare(clientv3.CreateRevision(b.keys.data("/")), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(marker), "=", 0)).
 		Then(append(puts, b.fenceOp())...).
+		Else(clientv3.OpGet(marker)).
 		Commit()
 	if err != nil {
 		return 0, fmt.Errorf("zetcd: bootstrap system nodes under %q: %w", b.keys.prefix, err)
+	}
+	if !r.Succeeded {
+		if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			return 0, checkImportMarker(b.keys, kvs[0].Value)
+		}
 	}
 	return r.Header.Revision, nil
 }

@@ -3,6 +3,9 @@
 // With no --endpoints it starts an embedded single-member etcd with its data in --data-dir, so
 // one command gives a working ZooKeeper on 127.0.0.1:2181. With --endpoints it fronts an existing
 // etcd cluster; any number of zetcd processes may serve the same cluster and prefix.
+//
+// `zetcd import --zk-data-dir DIR` writes a stopped ZooKeeper's tree into that storage instead
+// (import.go, docs/migration.md).
 package main
 
 import (
@@ -30,6 +33,9 @@ import (
 var version = "3.9.0-zetcd-dev"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "import" {
+		os.Exit(importMain(os.Args[2:], os.Stderr))
+	}
 	o, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)

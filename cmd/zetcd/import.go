@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/etcdstore"
+	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/zkdata"
+)
+
+// `zetcd import --zk-data-dir DIR [storage flags]` writes the tree of a stopped ZooKeeper's data
+// directory into zetcd's storage (etcdstore.Import): the embedded etcd in --data-dir, or the
+// etcd of --endpoints under --prefix, with zetcd's own etcd flags. See docs/migration.md.
+
+// importOptions are the import command's flags: zetcd's storage flags and its own.
+type importOptions struct {
+	options
+	zkDataDir       string
+	zxids           string
+	maxPadding      int64
+	maxRequestBytes int
+}
+
+// parseImportFlags parses the import command's line (args after "import").
+func parseImportFlags(args []string, stderr io.Writer) (importOptions, error) {
+	var o importOptions
+	fs := flag.NewFlagSet("zetcd import", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.register(fs)
+	fs.StringVar(&o.zkDataDir, "zk-data-dir", "", "ZooKeeper's data directory (dataDir, or dataLogDir if the logs are apart: the one holding version-2); ZooKeeper must be stopped")
+	fs.StringVar(&o.zxids, "zxids", string(etcdstore.ImportAuto), "auto: ZooKeeper's zxids exactly where possible, else renumbered in order; exact: exactly or fail; renumber: renumbered in order")
+	fs.Int64Var(&o.maxPadding, "max-padding", etcdstore.DefaultMaxPadding, "most etcd revisions spent moving etcd's revision to ZooKeeper's zxids")
+	fs.IntVar(&o.maxRequestBytes, "etcd-max-request-bytes", 3<<19, "with --endpoints, the external etcd's --max-request-bytes, which each transaction stays within")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := o.resolve(func(name string) bool { return set[name] }); err != nil {
+		return o, err
+	}
+	if err := o.check(fs.Args()); err != nil {
+		return o, err
+	}
+	switch etcdstore.ImportZxids(o.zxids) {
+	case etcdstore.ImportAuto, etcdstore.ImportExact, etcdstore.ImportRenumber:
+	default:
+		return o, fmt.Errorf("--zxids %q: want auto, exact or renumber", o.zxids)
+	}
+	if o.zkDataDir == "" {
+		return o, errors.New("--zk-data-dir is required")
+	}
+	if o.maxPadding < 0 {
+		return o, errors.New("--max-padding must not be negative")
+	}
+	return o, nil
+}
+
+// runImport loads the ZooKeeper directory and writes it into zetcd's storage.
+func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error) {
+	start := time.Now()
+	st, err := zkdata.Load(o.zkDataDir, zkdata.Options{Log: log.Named("zkdata"), Progress: loadProgress(log)})
+	if err != nil {
+		return etcdstore.ImportResult{}, fmt.Errorf("read ZooKeeper's data directory: %w", err)
+	}
+	log.Info("ZooKeeper data loaded", zap.String("dir", o.zkDataDir), zap.Int("nodes", len(st.Nodes)),
+		zap.Int("sessions", len(st.Sessions)), zap.String("last-zxid", fmt.Sprintf("%#x", st.LastZxid)),
+		zap.String("snapshot", st.Snapshot), zap.Strings("skipped", st.Skipped), zap.Duration("took", time.Since(start)))
+	etcd, err := connectEtcd(o.options, log)
+	if err != nil {
+		return etcdstore.ImportResult{}, err
+	}
+	defer etcd.close()
+	cfg := etcdstore.ImportConfig{
+		Client:          etcd.cli,
+		LeaseClient:     etcd.leases,
+		Prefix:          o.prefix,
+		Logger:          log.Named("import"),
+		Zxids:           etcdstore.ImportZxids(o.zxids),
+		MaxPadding:      o.maxPadding,
+		MaxTxnOps:       o.etcdMaxTxnOps,
+		MaxRequestBytes: o.maxRequestBytes,
+	}
+	if etcd.embedded != nil {
+		cfg.MaxTxnOps, cfg.MaxRequestBytes = embedetcd.MaxTxnOps, embedetcd.MaxRequestBytes
+	}
+	res, err := etcdstore.Import(context.Background(), cfg, st)
+	if err != nil {
+		return res, err
+	}
+	log.Info("import finished", zap.Int("nodes", res.Nodes), zap.String("zxids", string(res.Zxids)),
+		zap.Int("sessions", res.Sessions), zap.Int("ephemerals", res.Ephemerals),
+		zap.Int64("padding", res.Padding), zap.Duration("took", time.Since(start)))
+	if res.Sessions > 0 {
+		log.Info("start zetcd within the sessions' timeouts: their clients resume them there, and the elected zetcd expires those that do not come back")
+	}
+	if res.Why != "" {
+		log.Warn("zxids were renumbered in order; Stats keep their order, not ZooKeeper's values", zap.String("why", res.Why))
+	}
+	if !res.ResumeOK {
+		log.Warn("zetcd's zxids stay below ZooKeeper's last zxid: clients that saw ZooKeeper must start new ZooKeeper handles (a reconnect is refused)")
+	}
+	return res, nil
+}
+
+// loadProgress logs the load's progress every few seconds.
+func loadProgress(log *zap.Logger) func(zkdata.Progress) {
+	var last time.Time
+	return func(p zkdata.Progress) {
+		if time.Since(last) < 2*time.Second {
+			return
+		}
+		last = time.Now()
+		log.Info("loading ZooKeeper data", zap.String("file", p.File), zap.Int("files", p.Files),
+			zap.Int("nodes", p.Nodes), zap.Int64("txns", p.Txns))
+	}
+}
+
+// importMain is `zetcd import`: it returns the exit status.
+func importMain(args []string, stderr io.Writer) int {
+	o, err := parseImportFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "zetcd import:", err)
+		return 2
+	}
+	log, err := newLogger(o.logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "zetcd import:", err)
+		return 2
+	}
+	defer log.Sync()
+	if _, err := runImport(o, log); err != nil {
+		log.Error("import failed", zap.Error(err))
+		return 1
+	}
+	return 0
+}

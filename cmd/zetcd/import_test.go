@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/etcdstore"
+	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
+)
+
+var openACL = zk.WorldACL(zk.PermAll)
+
+func must(t testing.TB, err error, allowed ...error) {
+	t.Helper()
+	for _, a := range allowed {
+		if errors.Is(err, a) {
+			return
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// importHistory makes a history on the ZooKeeper at addr and closes its sessions: creates
+// (sequential ones too), many setData, deletes and creates again, setACL, multis, a container
+// and TTL nodes.
+func importHistory(t testing.TB, addr string) {
+	t.Helper()
+	c := testenv.Connect(t, addr)
+	for _, p := range []string{"/app", "/app/seq", "/app/cfg", "/app/acl", "/app/re"} {
+		_, err := c.Create(p, []byte("v "+p), 0, openACL)
+		must(t, err)
+	}
+	_, err := c.Create("/app/null", nil, 0, openACL)
+	must(t, err)
+	_, err = c.CreateContainer("/app/container", []byte("c"), zk.FlagContainer, openACL)
+	must(t, err)
+	_, err = c.Create("/app/container/kid", nil, 0, openACL)
+	must(t, err)
+	_, err = c.CreateTTL("/app/ttl", []byte("t"), zk.FlagTTL, openACL, time.Hour)
+	must(t, err)
+	for i := range 40 {
+		_, err = c.Set("/app/cfg", []byte(fmt.Sprintf("v%d", i)), -1)
+		must(t, err)
+		_, err = c.Create("/app/seq/n-", []byte(strconv.Itoa(i)), zk.FlagSequence, openACL)
+		must(t, err)
+		if i%3 == 0 {
+			must(t, c.Delete(fmt.Sprintf("/app/seq/n-%010d", i), -1))
+		}
+		if i%4 == 0 {
+			acl := append(zk.DigestACL(zk.PermRead|zk.PermAdmin, "user", fmt.Sprintf("pw%d", i)), zk.WorldACL(zk.PermAll)...)
+			_, err = c.SetACL("/app/acl", acl, -1)
+			must(t, err)
+		}
+		if i%5 == 0 {
+			must(t, c.Delete("/app/re", -1))
+			_, err = c.Create("/app/re", []byte(fmt.Sprint("again ", i)), 0, openACL)
+			must(t, err)
+		}
+		_, err = c.Multi(
+			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d", i), Data: []byte("m"), Acl: openACL},
+			&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprintf("m%d", i)), Version: -1},
+			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d/kid", i), Data: nil, Acl: openACL},
+		)
+		must(t, err)
+		_, err = c.Create("/app/cfg", nil, 0, openACL)
+		must(t, err, zk.ErrNodeExists) // a failed write: an error txn
+	}
+	// An ephemeral of a closed session is gone from the directory (closeSession deletes it).
+	s := testenv.Connect(t, addr)
+	_, err = s.Create("/app/eph", nil, zk.FlagEphemeral, openACL)
+	must(t, err)
+	s.Close()
+	c.Close()
+}
+
+// freePort returns a port free at the time of the call.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startZooKeeperOn starts ZooKeeper on dataDir as the one member of an ensemble
+// (standaloneEnabled=false), whose zxids start in epoch 1 as a real ensemble's do; a standalone
+// server's epoch 0 zxids lie below etcd's first revisions. It returns the client address and a
+// function that kills the server, also called when the test ends.
+func startZooKeeperOn(t testing.TB, dataDir string) (addr string, kill func()) {
+	t.Helper()
+	lib := zkserver.LibDir()
+	java, err := exec.LookPath("java")
+	if err != nil || lib == "" {
+		t.Skipf("no java or ZooKeeper jars: %v", err)
+	}
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dataDir, "myid"), []byte("1\n"), 0o644))
+	port := freePort(t)
+	cfg := fmt.Sprintf("tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nstandaloneEnabled=false\n"+
+		"server.1=127.0.0.1:%d:%d:participant;127.0.0.1:%d\nmaxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\nsnapCount=50\n",
+		dataDir, freePort(t), freePort(t), port)
+	must(t, os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "logback.xml"), []byte(zkserver.LogbackXML), 0o644))
+	logf, err := os.Create(filepath.Join(dir, "zk.log"))
+	must(t, err)
+	defer logf.Close()
+	cmd := exec.Command(java, "-Dzookeeper.extendedTypesEnabled=true", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-cp", filepath.Join(lib, "*")+string(filepath.ListSeparator)+dir,
+		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "zoo.cfg"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	must(t, cmd.Start())
+	kill = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	t.Cleanup(kill)
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := zkserver.FourLetterWord(addr, "srvr", time.Second)
+		if err == nil && strings.Contains(out, "Mode: ") {
+			return addr, kill
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "zk.log"))
+			t.Fatalf("ZooKeeper on %s did not start:\n%s", dataDir, log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// zooKeeperHistory makes importHistory on a new one-member ensemble, stops it, and returns its
+// data directory and the address of ZooKeeper restarted on a copy of it.
+func zooKeeperHistory(t testing.TB, more func(addr string)) (dir, addr string) {
+	t.Helper()
+	dir = t.TempDir()
+	first, kill := startZooKeeperOn(t, dir)
+	importHistory(t, first)
+	if more != nil {
+		more(first)
+	}
+	kill()
+	cp := t.TempDir()
+	must(t, os.CopyFS(cp, os.DirFS(dir)))
+	addr, _ = startZooKeeperOn(t, cp)
+	return dir, addr
+}
+
+// importInto runs `zetcd import` of zkDir into a new embedded etcd directory, which it returns.
+func importInto(t testing.TB, zkDir string, extra ...string) (string, etcdstore.ImportResult) {
+	t.Helper()
+	etcdDir := t.TempDir()
+	o, err := parseImportFlags(append([]string{"--zk-data-dir", zkDir, "--data-dir", etcdDir}, extra...), io.Discard)
+	must(t, err)
+	res, err := runImport(o, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)))
+	must(t, err)
+	return etcdDir, res
+}
+
+// buildZkctl builds zkctl, whose diff compares the two servers.
+func buildZkctl(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "zkctl")
+	out, err := exec.Command("go", "build", "-o", bin, "../zkctl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build zkctl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// diffServers runs zkctl diff between ZooKeeper and zetcd and fails on any difference.
+func diffServers(t testing.TB, zkctl, from, to string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(zkctl, append([]string{"diff", "--from", from, "--to", to}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("zkctl diff %v: %v\n%s", args, err, out.String())
+	}
+	t.Logf("zkctl diff %v:\n%s", args, out.String())
+}
+
+// sameStats compares every node's Stat on both servers exactly, zxids by value.
+func sameStats(t testing.TB, a, b *zk.Conn) int {
+	t.Helper()
+	n := 0
+	var walk func(p string)
+	walk = func(p string) {
+		_, sa, err := a.Get(p)
+		must(t, err)
+		_, sb, err := b.Get(p)
+		must(t, err)
+		if *sa != *sb {
+			t.Errorf("%s: ZooKeeper's Stat %+v, zetcd's %+v", p, *sa, *sb)
+		}
+		n++
+		kids, _, err := a.Children(p)
+		must(t, err)
+		for _, k := range kids {
+			walk(path.Join(p, k))
+		}
+	}
+	walk("/")
+	return n
+}
+
+// TestImportMatchesZooKeeper imports a real ZooKeeper's directory and checks with zkctl diff
+// and Stat by Stat that zetcd serves what ZooKeeper, restarted on a copy of it, serves, then
+// that both go on alike.
+func TestImportMatchesZooKeeper(t *testing.T) {
+	zkDir, zkAddr := zooKeeperHistory(t, nil)
+	zkctl := buildZkctl(t)
+
+	for _, mode := range []string{"exact", "renumber"} {
+		t.Run(mode, func(t *testing.T) {
+			etcdDir, res := importInto(t, zkDir, "--zxids", mode)
+			if string(res.Zxids) != mode || res.Nodes == 0 || res.Ephemerals != 0 {
+				t.Fatalf("import result %+v", res)
+			}
+			t.Logf("import: %+v", res)
+			e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
+			z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
+			diffServers(t, zkctl, zkAddr, z.Addr)
+			diffServers(t, zkctl, zkAddr, z.Addr, "--system")
+			zc, ec := testenv.Connect(t, zkAddr), testenv.Connect(t, z.Addr)
+			if mode == "exact" {
+				t.Logf("%d Stats equal", sameStats(t, zc, ec))
+				return
+			}
+			// Renumbered, the clients that saw ZooKeeper's zxids are refused unless padded past them.
+			if !res.ResumeOK {
+				t.Errorf("renumbered import not padded past ZooKeeper's last zxid: %+v", res)
+			}
+		})
+	}
+}
+
+// TestImportContinues: after an exact import, a write conditional on the version read from
+// ZooKeeper succeeds on zetcd, and a sequential create gets ZooKeeper's next number; both
+// servers then agree, exact zxids and the times of the new writes aside.
+func TestImportContinues(t *testing.T) {
+	var before *zk.Stat
+	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
+		c := testenv.Connect(t, addr)
+		var err error
+		_, before, err = c.Get("/app/cfg")
+		must(t, err)
+		c.Close()
+	})
+	etcdDir, _ := importInto(t, zkDir, "--zxids", "exact")
+	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
+	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
+	for _, addr := range []string{zkAddr, z.Addr} {
+		cl := testenv.Connect(t, addr)
+		st, err := cl.Set("/app/cfg", []byte("after"), before.Version)
+		must(t, err)
+		if st.Version != before.Version+1 || st.Mzxid <= before.Mzxid {
+			t.Errorf("%s: setData gave %+v after %+v", addr, st, before)
+		}
+		name, err := cl.Create("/app/seq/n-", nil, zk.FlagSequence, openACL)
+		must(t, err)
+		if name != "/app/seq/n-0000000040" {
+			t.Errorf("%s: sequential create named %s, want /app/seq/n-0000000040", addr, name)
+		}
+		must(t, cl.Delete("/app/re", -1))
+		cl.Close()
+	}
+	diffServers(t, buildZkctl(t), zkAddr, z.Addr, "--skip-times")
+}
+
+// TestImportStandalone: a standalone ZooKeeper's zxids (epoch 0) lie below etcd's first
+// revisions, so --zxids auto renumbers them, and says why; zetcd serves the tree.
+func TestImportStandalone(t *testing.T) {
+	srv := zkserver.Start(t, zkserver.Options{})
+	importHistory(t, srv.Addr)
+	c := testenv.Connect(t, srv.Addr)
+	want, wantStat, err := c.Get("/app/cfg")
+	must(t, err)
+	c.Close()
+	srv.Stop()
+	etcdDir, res := importInto(t, filepath.Join(srv.Dir, "data"))
+	if res.Zxids != etcdstore.ImportRenumber || !strings.Contains(res.Why, "already passed") || !res.ResumeOK {
+		t.Fatalf("import result %+v", res)
+	}
+	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
+	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
+	got, st, err := testenv.Connect(t, z.Addr).Get("/app/cfg")
+	must(t, err)
+	if string(got) != string(want) || st.Version != wantStat.Version || st.Mtime != wantStat.Mtime {
+		t.Errorf("/app/cfg: %q %+v, ZooKeeper had %q %+v", got, st, want, wantStat)
+	}
+}
+
+// TestImportFlags: the import command's own errors.
+func TestImportFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--zk-data-dir is required"},
+		{[]string{"--zk-data-dir", "x", "--zxids", "some"}, `--zxids "some"`},
+		{[]string{"--zk-data-dir", "x", "--prefix", "/zk"}, "must end with '/'"},
+	} {
+		_, err := parseImportFlags(tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if code := importMain([]string{"--zk-data-dir", t.TempDir(), "--data-dir", t.TempDir(), "--log-level", "error"}, io.Discard); code != 1 {
+		t.Errorf("import of an empty directory: exit %d, want 1", code)
+	}
+}
+
+// TestImportLarge imports a tree of $ZETCD_IMPORT_LARGE nodes (skipped when unset) made with
+// multis of 500 creates, logs how long the load and the import take, and diffs it against
+// ZooKeeper. All of its zxids lie in one etcd revision, too many writes for one transaction, so
+// they are renumbered.
+func TestImportLarge(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("ZETCD_IMPORT_LARGE"))
+	if n <= 0 {
+		t.Skip("ZETCD_IMPORT_LARGE unset")
+	}
+	const perParent = 500
+	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
+		c := testenv.Connect(t, addr)
+		begin := time.Now()
+		for p := range n / perParent {
+			ops := []any{&zk.CreateRequest{Path: fmt.Sprintf("/p%d", p), Acl: openACL}}
+			for i := range perParent - 1 {
+				ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("/p%d/n%d", p, i), Data: []byte(fmt.Sprint(i)), Acl: openACL})
+			}
+			_, err := c.Multi(ops...)
+			must(t, err)
+			_, err = c.Set(fmt.Sprintf("/p%d/n1", p), []byte("x"), -1)
+			must(t, err)
+		}
+		t.Logf("made %d nodes in %v", n, time.Since(begin))
+	})
+	begin := time.Now()
+	etcdDir, res := importInto(t, zkDir, "--log-level", "warn")
+	t.Logf("import of %d nodes: %v, %+v", res.Nodes, time.Since(begin), res)
+	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
+	begin = time.Now()
+	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
+	t.Logf("zetcd started in %v", time.Since(begin))
+	begin = time.Now()
+	diffServers(t, buildZkctl(t), zkAddr, z.Addr)
+	t.Logf("diff in %v", time.Since(begin))
+}
+
+// TestImportSessions: sessions open when ZooKeeper stopped are imported with their ids,
+// timeouts, ephemerals and ZooKeeper's passwords. One resumed on zetcd with the id and
+// password ZooKeeper gave it, and the last zxid it saw there, keeps its ephemeral; one that does not come back is expired at its
+// timeout by the elected zetcd, its ephemeral deleted.
+func TestImportSessions(t *testing.T) {
+	var keep, leave encoding.ConnectResponse
+	var seen encoding.Zxid // the newest zxid the clients saw on ZooKeeper
+	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
+		for _, s := range []struct {
+			path string
+			resp *encoding.ConnectResponse
+		}{{"/app/keep", &keep}, {"/app/leave", &leave}} {
+			c := itest.ConnectRawTimeout(t, addr, 6000)
+			if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: s.path, ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
+				t.Fatalf("create %s: %v", s.path, code)
+			}
+			*s.resp = c.Session
+			seen = c.Ping()
+		}
+	})
+	etcdDir, res := importInto(t, zkDir, "--zxids", "exact")
+	if res.Sessions != 2 || res.Ephemerals != 2 || res.SkippedSessions != 0 {
+		t.Fatalf("import result %+v", res)
+	}
+	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
+	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: time.Second})
+	// ZooKeeper restarted on the copy holds both sessions too, until their timeouts.
+	diffServers(t, buildZkctl(t), zkAddr, z.Addr)
+
+	c := itest.DialRaw(t, z.Addr)
+	resp, err := c.Handshake(encoding.ConnectRequest{LastZxidSeen: seen, TimeOut: keep.TimeOut, SessionID: keep.SessionID, Passwd: keep.Passwd, HasReadOnly: true})
+	if err != nil || resp.TimeOut == 0 || resp.SessionID != keep.SessionID {
+		t.Fatalf("resume with ZooKeeper's id and password: %+v %v", resp, err)
+	}
+	watcher := testenv.Connect(t, z.Addr)
+	deadline := time.Now().Add(time.Duration(leave.TimeOut)*time.Millisecond*2 + 15*time.Second)
+	for {
+		c.Ping()
+		ok, _, err := watcher.Exists("/app/leave")
+		must(t, err)
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %#x not expired by %v", leave.SessionID, deadline)
+		}
+		time.Sleep(time.Second)
+	}
+	if ok, st, err := watcher.Exists("/app/keep"); err != nil || !ok || st.EphemeralOwner != int64(keep.SessionID) {
+		t.Errorf("/app/keep of the resumed session: %v %+v %v", ok, st, err)
+	}
+	_, app, err := watcher.Get("/app")
+	must(t, err)
+	if app.Pzxid <= int64(res.FinalRev)<<16 {
+		t.Errorf("/app pzxid %#x did not move with the expiry", app.Pzxid)
+	}
+}
