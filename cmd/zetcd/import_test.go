@@ -112,6 +112,9 @@ func startZooKeeperOn(t testing.TB, dataDir string) (addr string, kill func()) {
 	lib := zkserver.LibDir()
 	java, err := exec.LookPath("java")
 	if err != nil || lib == "" {
+		if zkserver.Required() {
+			t.Fatalf("no java or ZooKeeper jars (%s is set): %v", zkserver.EnvRequire, err)
+		}
 		t.Skipf("no java or ZooKeeper jars: %v", err)
 	}
 	dir := t.TempDir()
@@ -147,9 +150,11 @@ func startZooKeeperOn(t testing.TB, dataDir string) (addr string, kill func()) {
 	}
 }
 
-// zooKeeperHistory makes importHistory on a new one-member ensemble, stops it, and returns its
-// data directory and the address of ZooKeeper restarted on a copy of it.
-func zooKeeperHistory(t testing.TB, more func(addr string)) (dir, addr string) {
+// zooKeeperHistory makes importHistory on a new one-member ensemble, kills it, and returns its
+// data directory and a function that starts ZooKeeper on a copy of it and returns its address.
+// The copy is started when the test compares it with zetcd: ZooKeeper gives the sessions it
+// loads their whole timeout from then on.
+func zooKeeperHistory(t testing.TB, more func(addr string)) (dir string, restart func() string) {
 	t.Helper()
 	dir = t.TempDir()
 	first, kill := startZooKeeperOn(t, dir)
@@ -160,8 +165,11 @@ func zooKeeperHistory(t testing.TB, more func(addr string)) (dir, addr string) {
 	kill()
 	cp := t.TempDir()
 	must(t, os.CopyFS(cp, os.DirFS(dir)))
-	addr, _ = startZooKeeperOn(t, cp)
-	return dir, addr
+	return dir, func() string {
+		t.Helper()
+		addr, _ := startZooKeeperOn(t, cp)
+		return addr
+	}
 }
 
 // importInto runs `zetcd import` of zkDir into a new embedded etcd directory, which it returns.
@@ -226,8 +234,9 @@ func sameStats(t testing.TB, a, b *zk.Conn) int {
 // and Stat by Stat that zetcd serves what ZooKeeper, restarted on a copy of it, serves, then
 // that both go on alike.
 func TestImportMatchesZooKeeper(t *testing.T) {
-	zkDir, zkAddr := zooKeeperHistory(t, nil)
 	zkctl := buildZkctl(t)
+	zkDir, restartZK := zooKeeperHistory(t, nil)
+	zkAddr := restartZK()
 
 	for _, mode := range []string{"exact", "renumber"} {
 		t.Run(mode, func(t *testing.T) {
@@ -258,7 +267,8 @@ func TestImportMatchesZooKeeper(t *testing.T) {
 // servers then agree, exact zxids and the times of the new writes aside.
 func TestImportContinues(t *testing.T) {
 	var before *zk.Stat
-	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
+	zkctl := buildZkctl(t)
+	zkDir, restartZK := zooKeeperHistory(t, func(addr string) {
 		c := testenv.Connect(t, addr)
 		var err error
 		_, before, err = c.Get("/app/cfg")
@@ -268,6 +278,7 @@ func TestImportContinues(t *testing.T) {
 	etcdDir, _ := importInto(t, zkDir, "--zxids", "exact")
 	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
+	zkAddr := restartZK()
 	for _, addr := range []string{zkAddr, z.Addr} {
 		cl := testenv.Connect(t, addr)
 		st, err := cl.Set("/app/cfg", []byte("after"), before.Version)
@@ -283,7 +294,7 @@ func TestImportContinues(t *testing.T) {
 		must(t, cl.Delete("/app/re", -1))
 		cl.Close()
 	}
-	diffServers(t, buildZkctl(t), zkAddr, z.Addr, "--skip-times")
+	diffServers(t, zkctl, zkAddr, z.Addr, "--skip-times")
 }
 
 // TestImportStandalone: a standalone ZooKeeper's zxids (epoch 0) lie below etcd's first
@@ -339,7 +350,8 @@ func TestImportLarge(t *testing.T) {
 		t.Skip("ZETCD_IMPORT_LARGE unset")
 	}
 	const perParent = 500
-	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
+	zkctl := buildZkctl(t)
+	zkDir, restartZK := zooKeeperHistory(t, func(addr string) {
 		c := testenv.Connect(t, addr)
 		begin := time.Now()
 		for p := range n / perParent {
@@ -361,24 +373,28 @@ func TestImportLarge(t *testing.T) {
 	begin = time.Now()
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
 	t.Logf("zetcd started in %v", time.Since(begin))
+	zkAddr := restartZK()
 	begin = time.Now()
-	diffServers(t, buildZkctl(t), zkAddr, z.Addr)
+	diffServers(t, zkctl, zkAddr, z.Addr)
 	t.Logf("diff in %v", time.Since(begin))
 }
 
 // TestImportSessions: sessions open when ZooKeeper stopped are imported with their ids,
 // timeouts, ephemerals and ZooKeeper's passwords. One resumed on zetcd with the id and
-// password ZooKeeper gave it, and the last zxid it saw there, keeps its ephemeral; one that does not come back is expired at its
-// timeout by the elected zetcd, its ephemeral deleted.
+// password ZooKeeper gave it, and the last zxid it saw there, keeps its ephemeral; one that
+// does not come back is expired at its timeout by the elected zetcd, its ephemeral deleted.
 func TestImportSessions(t *testing.T) {
 	var keep, leave encoding.ConnectResponse
 	var seen encoding.Zxid // the newest zxid the clients saw on ZooKeeper
-	zkDir, zkAddr := zooKeeperHistory(t, func(addr string) {
+	zkctl := buildZkctl(t)
+	zkDir, restartZK := zooKeeperHistory(t, func(addr string) {
 		for _, s := range []struct {
 			path string
 			resp *encoding.ConnectResponse
 		}{{"/app/keep", &keep}, {"/app/leave", &leave}} {
-			c := itest.ConnectRawTimeout(t, addr, 6000)
+			// 20 s: both servers must still hold the sessions when they are compared, on a
+			// loaded machine too.
+			c := itest.ConnectRawTimeout(t, addr, 20000)
 			if code := c.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: s.path, ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, nil); code != 0 {
 				t.Fatalf("create %s: %v", s.path, code)
 			}
@@ -393,27 +409,24 @@ func TestImportSessions(t *testing.T) {
 	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: time.Second})
 	// ZooKeeper restarted on the copy holds both sessions too, until their timeouts.
-	diffServers(t, buildZkctl(t), zkAddr, z.Addr)
+	diffServers(t, zkctl, restartZK(), z.Addr)
 
 	c := itest.DialRaw(t, z.Addr)
 	resp, err := c.Handshake(encoding.ConnectRequest{LastZxidSeen: seen, TimeOut: keep.TimeOut, SessionID: keep.SessionID, Passwd: keep.Passwd, HasReadOnly: true})
 	if err != nil || resp.TimeOut == 0 || resp.SessionID != keep.SessionID {
 		t.Fatalf("resume with ZooKeeper's id and password: %+v %v", resp, err)
 	}
+	c.Conn.SetDeadline(time.Now().Add(2 * time.Minute)) // pings until the other session expires
 	watcher := testenv.Connect(t, z.Addr)
-	deadline := time.Now().Add(time.Duration(leave.TimeOut)*time.Millisecond*2 + 15*time.Second)
-	for {
+	testenv.Eventually(t, time.Duration(leave.TimeOut)*time.Millisecond*2+15*time.Second, fmt.Sprintf("session %#x expired", leave.SessionID), func() error {
 		c.Ping()
 		ok, _, err := watcher.Exists("/app/leave")
 		must(t, err)
-		if !ok {
-			break
+		if ok {
+			return errors.New("/app/leave still exists")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("session %#x not expired by %v", leave.SessionID, deadline)
-		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	})
 	if ok, st, err := watcher.Exists("/app/keep"); err != nil || !ok || st.EphemeralOwner != int64(keep.SessionID) {
 		t.Errorf("/app/keep of the resumed session: %v %+v %v", ok, st, err)
 	}
