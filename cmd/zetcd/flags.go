@@ -57,15 +57,21 @@ func parseFlags(args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("zetcd", flag.ContinueOnError)
 	o.register(fs)
+	return o, o.parse(fs, args)
+}
+
+// parse parses args with fs, on which o's flags are registered (with others, perhaps), then
+// resolves and checks o.
+func (o *options) parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if err := o.resolve(func(name string) bool { return set[name] }); err != nil {
-		return o, err
+		return err
 	}
-	return o, o.check(fs.Args())
+	return o.check(fs.Args())
 }
 
 // register defines zetcd's flags on fs, with their defaults.

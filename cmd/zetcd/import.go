@@ -38,15 +38,7 @@ func parseImportFlags(args []string, stderr io.Writer) (importOptions, error) {
 	fs.StringVar(&o.zxids, "zxids", string(etcdstore.ImportAuto), "auto: ZooKeeper's zxids exactly where possible, else renumbered in order; exact: exactly or fail; renumber: renumbered in order")
 	fs.Int64Var(&o.maxPadding, "max-padding", etcdstore.DefaultMaxPadding, "most etcd revisions spent moving etcd's revision to ZooKeeper's zxids")
 	fs.IntVar(&o.maxRequestBytes, "etcd-max-request-bytes", 3<<19, "with --endpoints, the external etcd's --max-request-bytes, which each transaction stays within")
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if err := o.resolve(func(name string) bool { return set[name] }); err != nil {
-		return o, err
-	}
-	if err := o.check(fs.Args()); err != nil {
+	if err := o.parse(fs, args); err != nil {
 		return o, err
 	}
 	switch etcdstore.ImportZxids(o.zxids) {

@@ -29,18 +29,6 @@ import (
 
 var openACL = zk.WorldACL(zk.PermAll)
 
-func must(t testing.TB, err error, allowed ...error) {
-	t.Helper()
-	for _, a := range allowed {
-		if errors.Is(err, a) {
-			return
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // importHistory makes a history on the ZooKeeper at addr and closes its sessions: creates
 // (sequential ones too), many setData, deletes and creates again, setACL, multis, a container
 // and TTL nodes.
@@ -49,47 +37,47 @@ func importHistory(t testing.TB, addr string) {
 	c := testenv.Connect(t, addr)
 	for _, p := range []string{"/app", "/app/seq", "/app/cfg", "/app/acl", "/app/re"} {
 		_, err := c.Create(p, []byte("v "+p), 0, openACL)
-		must(t, err)
+		testenv.Must(t, err)
 	}
 	_, err := c.Create("/app/null", nil, 0, openACL)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.CreateContainer("/app/container", []byte("c"), zk.FlagContainer, openACL)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.Create("/app/container/kid", nil, 0, openACL)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.CreateTTL("/app/ttl", []byte("t"), zk.FlagTTL, openACL, time.Hour)
-	must(t, err)
+	testenv.Must(t, err)
 	for i := range 40 {
 		_, err = c.Set("/app/cfg", []byte(fmt.Sprintf("v%d", i)), -1)
-		must(t, err)
+		testenv.Must(t, err)
 		_, err = c.Create("/app/seq/n-", []byte(strconv.Itoa(i)), zk.FlagSequence, openACL)
-		must(t, err)
+		testenv.Must(t, err)
 		if i%3 == 0 {
-			must(t, c.Delete(fmt.Sprintf("/app/seq/n-%010d", i), -1))
+			testenv.Must(t, c.Delete(fmt.Sprintf("/app/seq/n-%010d", i), -1))
 		}
 		if i%4 == 0 {
 			acl := append(zk.DigestACL(zk.PermRead|zk.PermAdmin, "user", fmt.Sprintf("pw%d", i)), zk.WorldACL(zk.PermAll)...)
 			_, err = c.SetACL("/app/acl", acl, -1)
-			must(t, err)
+			testenv.Must(t, err)
 		}
 		if i%5 == 0 {
-			must(t, c.Delete("/app/re", -1))
+			testenv.Must(t, c.Delete("/app/re", -1))
 			_, err = c.Create("/app/re", []byte(fmt.Sprint("again ", i)), 0, openACL)
-			must(t, err)
+			testenv.Must(t, err)
 		}
 		_, err = c.Multi(
 			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d", i), Data: []byte("m"), Acl: openACL},
 			&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprintf("m%d", i)), Version: -1},
 			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d/kid", i), Data: nil, Acl: openACL},
 		)
-		must(t, err)
+		testenv.Must(t, err)
 		_, err = c.Create("/app/cfg", nil, 0, openACL)
-		must(t, err, zk.ErrNodeExists) // a failed write: an error txn
+		testenv.Must(t, err, zk.ErrNodeExists) // a failed write: an error txn
 	}
 	// An ephemeral of a closed session is gone from the directory (closeSession deletes it).
 	s := testenv.Connect(t, addr)
 	_, err = s.Create("/app/eph", nil, zk.FlagEphemeral, openACL)
-	must(t, err)
+	testenv.Must(t, err)
 	s.Close()
 	c.Close()
 }
@@ -98,7 +86,7 @@ func importHistory(t testing.TB, addr string) {
 func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
+	testenv.Must(t, err)
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
@@ -118,21 +106,21 @@ func startZooKeeperOn(t testing.TB, dataDir string) (addr string, kill func()) {
 		t.Skipf("no java or ZooKeeper jars: %v", err)
 	}
 	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dataDir, "myid"), []byte("1\n"), 0o644))
+	testenv.Must(t, os.WriteFile(filepath.Join(dataDir, "myid"), []byte("1\n"), 0o644))
 	port := freePort(t)
 	cfg := fmt.Sprintf("tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nstandaloneEnabled=false\n"+
 		"server.1=127.0.0.1:%d:%d:participant;127.0.0.1:%d\nmaxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\nsnapCount=50\n",
 		dataDir, freePort(t), freePort(t), port)
-	must(t, os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644))
-	must(t, os.WriteFile(filepath.Join(dir, "logback.xml"), []byte(zkserver.LogbackXML), 0o644))
+	testenv.Must(t, os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644))
+	testenv.Must(t, os.WriteFile(filepath.Join(dir, "logback.xml"), []byte(zkserver.LogbackXML), 0o644))
 	logf, err := os.Create(filepath.Join(dir, "zk.log"))
-	must(t, err)
+	testenv.Must(t, err)
 	defer logf.Close()
 	cmd := exec.Command(java, "-Dzookeeper.extendedTypesEnabled=true", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-cp", filepath.Join(lib, "*")+string(filepath.ListSeparator)+dir,
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "zoo.cfg"))
 	cmd.Stdout, cmd.Stderr = logf, logf
-	must(t, cmd.Start())
+	testenv.Must(t, cmd.Start())
 	kill = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	t.Cleanup(kill)
 	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -164,7 +152,7 @@ func zooKeeperHistory(t testing.TB, more func(addr string)) (dir string, restart
 	}
 	kill()
 	cp := t.TempDir()
-	must(t, os.CopyFS(cp, os.DirFS(dir)))
+	testenv.Must(t, os.CopyFS(cp, os.DirFS(dir)))
 	return dir, func() string {
 		t.Helper()
 		addr, _ := startZooKeeperOn(t, cp)
@@ -177,9 +165,9 @@ func importInto(t testing.TB, zkDir string, extra ...string) (string, etcdstore.
 	t.Helper()
 	etcdDir := t.TempDir()
 	o, err := parseImportFlags(append([]string{"--zk-data-dir", zkDir, "--data-dir", etcdDir}, extra...), io.Discard)
-	must(t, err)
+	testenv.Must(t, err)
 	res, err := runImport(o, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)))
-	must(t, err)
+	testenv.Must(t, err)
 	return etcdDir, res
 }
 
@@ -213,15 +201,15 @@ func sameStats(t testing.TB, a, b *zk.Conn) int {
 	var walk func(p string)
 	walk = func(p string) {
 		_, sa, err := a.Get(p)
-		must(t, err)
+		testenv.Must(t, err)
 		_, sb, err := b.Get(p)
-		must(t, err)
+		testenv.Must(t, err)
 		if *sa != *sb {
 			t.Errorf("%s: ZooKeeper's Stat %+v, zetcd's %+v", p, *sa, *sb)
 		}
 		n++
 		kids, _, err := a.Children(p)
-		must(t, err)
+		testenv.Must(t, err)
 		for _, k := range kids {
 			walk(path.Join(p, k))
 		}
@@ -272,7 +260,7 @@ func TestImportContinues(t *testing.T) {
 		c := testenv.Connect(t, addr)
 		var err error
 		_, before, err = c.Get("/app/cfg")
-		must(t, err)
+		testenv.Must(t, err)
 		c.Close()
 	})
 	etcdDir, _ := importInto(t, zkDir, "--zxids", "exact")
@@ -282,16 +270,16 @@ func TestImportContinues(t *testing.T) {
 	for _, addr := range []string{zkAddr, z.Addr} {
 		cl := testenv.Connect(t, addr)
 		st, err := cl.Set("/app/cfg", []byte("after"), before.Version)
-		must(t, err)
+		testenv.Must(t, err)
 		if st.Version != before.Version+1 || st.Mzxid <= before.Mzxid {
 			t.Errorf("%s: setData gave %+v after %+v", addr, st, before)
 		}
 		name, err := cl.Create("/app/seq/n-", nil, zk.FlagSequence, openACL)
-		must(t, err)
+		testenv.Must(t, err)
 		if name != "/app/seq/n-0000000040" {
 			t.Errorf("%s: sequential create named %s, want /app/seq/n-0000000040", addr, name)
 		}
-		must(t, cl.Delete("/app/re", -1))
+		testenv.Must(t, cl.Delete("/app/re", -1))
 		cl.Close()
 	}
 	diffServers(t, zkctl, zkAddr, z.Addr, "--skip-times")
@@ -304,7 +292,7 @@ func TestImportStandalone(t *testing.T) {
 	importHistory(t, srv.Addr)
 	c := testenv.Connect(t, srv.Addr)
 	want, wantStat, err := c.Get("/app/cfg")
-	must(t, err)
+	testenv.Must(t, err)
 	c.Close()
 	srv.Stop()
 	etcdDir, res := importInto(t, filepath.Join(srv.Dir, "data"))
@@ -314,7 +302,7 @@ func TestImportStandalone(t *testing.T) {
 	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
 	got, st, err := testenv.Connect(t, z.Addr).Get("/app/cfg")
-	must(t, err)
+	testenv.Must(t, err)
 	if string(got) != string(want) || st.Version != wantStat.Version || st.Mtime != wantStat.Mtime {
 		t.Errorf("/app/cfg: %q %+v, ZooKeeper had %q %+v", got, st, want, wantStat)
 	}
@@ -360,9 +348,9 @@ func TestImportLarge(t *testing.T) {
 				ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("/p%d/n%d", p, i), Data: []byte(fmt.Sprint(i)), Acl: openACL})
 			}
 			_, err := c.Multi(ops...)
-			must(t, err)
+			testenv.Must(t, err)
 			_, err = c.Set(fmt.Sprintf("/p%d/n1", p), []byte("x"), -1)
-			must(t, err)
+			testenv.Must(t, err)
 		}
 		t.Logf("made %d nodes in %v", n, time.Since(begin))
 	})
@@ -421,7 +409,7 @@ func TestImportSessions(t *testing.T) {
 	testenv.Eventually(t, time.Duration(leave.TimeOut)*time.Millisecond*2+15*time.Second, fmt.Sprintf("session %#x expired", leave.SessionID), func() error {
 		c.Ping()
 		ok, _, err := watcher.Exists("/app/leave")
-		must(t, err)
+		testenv.Must(t, err)
 		if ok {
 			return errors.New("/app/leave still exists")
 		}
@@ -431,7 +419,7 @@ func TestImportSessions(t *testing.T) {
 		t.Errorf("/app/keep of the resumed session: %v %+v %v", ok, st, err)
 	}
 	_, app, err := watcher.Get("/app")
-	must(t, err)
+	testenv.Must(t, err)
 	if app.Pzxid <= int64(res.FinalRev)<<16 {
 		t.Errorf("/app pzxid %#x did not move with the expiry", app.Pzxid)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 	"github.com/zetcd/zetcd/internal/zkdata"
 )
@@ -23,15 +24,15 @@ func realDataDir(t *testing.T) (string, map[string]clientNode) {
 	srv := zkserver.Start(t, zkserver.Options{ConfigLines: []string{"snapCount=20"}, SystemProps: serverProps("")})
 	c := connect(t, srv.Addr, sessionTimeout)
 	_, err := c.Create("/d", nil, 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 	for i := range 150 {
 		p := fmt.Sprintf("/d/n%d", i%10)
 		if _, err := c.Create(p, []byte("x"), 0, open); err != nil {
 			_, err = c.Set(p, []byte(fmt.Sprint(i)), -1)
-			must(t, err)
+			testenv.Must(t, err)
 		}
 		if i%4 == 0 {
-			must(t, c.Delete(p, -1))
+			testenv.Must(t, c.Delete(p, -1))
 		}
 	}
 	truth := readTree(t, c)
@@ -108,7 +109,7 @@ func patch(t *testing.T, path string, off int64, b []byte) {
 func remove(t *testing.T, paths ...string) {
 	t.Helper()
 	for _, p := range paths {
-		must(t, os.Remove(p))
+		testenv.Must(t, os.Remove(p))
 	}
 }
 
@@ -164,7 +165,7 @@ func TestDamage(t *testing.T) {
 	t.Run("not a data directory", func(t *testing.T) {
 		wantError(t, t.TempDir(), "not a ZooKeeper data directory")
 		empty := t.TempDir()
-		must(t, os.Mkdir(filepath.Join(empty, "version-2"), 0o755))
+		testenv.Must(t, os.Mkdir(filepath.Join(empty, "version-2"), 0o755))
 		wantError(t, empty, "not a ZooKeeper data directory")
 	})
 	t.Run("log checksum", func(t *testing.T) {
@@ -217,17 +218,17 @@ func TestDamage(t *testing.T) {
 		dst := copyDir(t, src)
 		newest := inCopy(src, dst, snaps[len(snaps)-1])
 		fi, err := os.Stat(newest)
-		must(t, err)
+		testenv.Must(t, err)
 		patch(t, newest, fi.Size()/2, []byte{0xA5, 0x5A})
 		second := inCopy(src, dst, snaps[len(snaps)-2])
 		fi, err = os.Stat(second)
-		must(t, err)
-		must(t, os.Truncate(second, fi.Size()-3))
+		testenv.Must(t, err)
+		testenv.Must(t, os.Truncate(second, fi.Size()-3))
 		// The third has its first seal changed: the nodes' checksum, 67 bytes from the end of
 		// a 3.9 snapshot (seal, digest, seal, last zxid, seal).
 		third := inCopy(src, dst, snaps[len(snaps)-3])
 		fi, err = os.Stat(third)
-		must(t, err)
+		testenv.Must(t, err)
 		patch(t, third, fi.Size()-67+7, []byte{0xA5})
 		st, err := zkdata.Load(dst, zkdata.Options{})
 		if err != nil {
@@ -256,7 +257,7 @@ func TestDamage(t *testing.T) {
 			name string
 			tear func(path string)
 		}{
-			{"cut", func(p string) { must(t, os.Truncate(p, last.off+12+last.length/2)) }},
+			{"cut", func(p string) { testenv.Must(t, os.Truncate(p, last.off+12+last.length/2)) }},
 			{"zeroed", func(p string) { patch(t, p, last.off+12+last.length/2, make([]byte, last.length)) }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -267,7 +268,7 @@ func TestDamage(t *testing.T) {
 					t.Fatalf("Load: %v", err)
 				}
 				full, err := zkdata.Load(src, zkdata.Options{})
-				must(t, err)
+				testenv.Must(t, err)
 				if st.LastZxid != full.LastZxid-1 {
 					t.Errorf("LastZxid = %#x, want %#x", st.LastZxid, full.LastZxid-1)
 				}
@@ -287,9 +288,9 @@ func TestCrashMidWrite(t *testing.T) {
 	srv := zkserver.Start(t, zkserver.Options{ConfigLines: []string{"snapCount=50"}, SystemProps: props})
 	c := connect(t, srv.Addr, sessionTimeout)
 	_, err := c.Create("/app", nil, 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.Create("/app/shared", nil, 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 	done := make(chan struct{})
 	for w := range 4 {
 		go func() {

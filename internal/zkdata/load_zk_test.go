@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 	"github.com/zetcd/zetcd/internal/zkdata"
 )
@@ -36,19 +37,6 @@ func serverProps(compression string) map[string]string {
 	return p
 }
 
-// must fails the test on an error other than the ones allowed.
-func must(t testing.TB, err error, allowed ...error) {
-	t.Helper()
-	for _, a := range allowed {
-		if errors.Is(err, a) {
-			return
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // buildHistory makes every kind of history through clients of the server at addr, with writers
 // running at once so that snapshots (snapCount is low) are fuzzy. Sessions it leaves open keep
 // ephemerals.
@@ -59,27 +47,27 @@ func buildHistory(t testing.TB, addr string) {
 	quitter := connect(t, addr, sessionTimeout)
 
 	_, err := c.Create("/app", []byte("root of the test"), 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.Create("/app/shared", nil, 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.Create("/app/cfg", []byte("v0"), 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.Create("/app/acl", []byte("acl"), 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.CreateContainer("/app/container", []byte("c"), zk.FlagContainer, open)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.CreateTTL("/app/ttl", []byte("t"), zk.FlagTTL, open, time.Hour)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.CreateTTL("/app/ttlseq-", []byte("ts"), zk.FlagPersistentSequentialWithTTL, open, 2*time.Hour)
-	must(t, err)
+	testenv.Must(t, err)
 	_, err = c.Create("/app/null", nil, 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 	big := make([]byte, 300<<10)
 	for i := range big {
 		big[i] = byte(i * 7)
 	}
 	_, err = c.Create("/app/big", big, 0, open)
-	must(t, err)
+	testenv.Must(t, err)
 
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -91,49 +79,49 @@ func buildHistory(t testing.TB, addr string) {
 	}
 	for i := range 30 {
 		_, err = c.Set("/app/cfg", []byte(fmt.Sprintf("v%d", i+1)), -1)
-		must(t, err)
+		testenv.Must(t, err)
 		_, err = keeper.Create(fmt.Sprintf("/app/eph-%d", i), []byte("k"), zk.FlagEphemeral, open)
-		must(t, err)
+		testenv.Must(t, err)
 		_, err = quitter.Create(fmt.Sprintf("/app/shared/q-%d", i), nil, zk.FlagEphemeral, open)
-		must(t, err)
+		testenv.Must(t, err)
 		if i%3 == 0 {
 			_, err = keeper.Create("/app/shared/kseq-", nil, zk.FlagEphemeralSequential, open)
-			must(t, err)
+			testenv.Must(t, err)
 		}
 		acl := zk.DigestACL(zk.PermRead|zk.PermAdmin, "user", fmt.Sprintf("pw%d", i))
 		_, err = c.SetACL("/app/acl", append(acl, zk.WorldACL(zk.PermRead|zk.PermAdmin)...), -1)
-		must(t, err)
+		testenv.Must(t, err)
 		// Multis: one that commits and one that fails (a multi of error txns in the log).
 		_, err = c.Multi(
 			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d", i), Data: []byte("m"), Acl: open},
 			&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprintf("m%d", i)), Version: -1},
 			&zk.CheckVersionRequest{Path: "/app/acl", Version: -1},
 		)
-		must(t, err)
+		testenv.Must(t, err)
 		_, err = c.Multi(
 			&zk.CreateRequest{Path: fmt.Sprintf("/app/never-%d", i), Data: nil, Acl: open},
 			&zk.CheckVersionRequest{Path: "/app/cfg", Version: 999999},
 		)
-		must(t, err, zk.ErrBadVersion)
+		testenv.Must(t, err, zk.ErrBadVersion)
 		if i%2 == 1 {
 			_, err = c.Multi(&zk.DeleteRequest{Path: fmt.Sprintf("/app/m-%d", i-1), Version: -1})
-			must(t, err)
+			testenv.Must(t, err)
 		}
 		// Failed single writes are error txns in the log.
 		_, err = c.Create("/app/cfg", nil, 0, open)
-		must(t, err, zk.ErrNodeExists)
+		testenv.Must(t, err, zk.ErrNodeExists)
 		err = c.Delete("/app/nothing", -1)
-		must(t, err, zk.ErrNoNode)
+		testenv.Must(t, err, zk.ErrNoNode)
 		_, err = c.Create(fmt.Sprintf("/app/container/child-%d", i), nil, 0, open)
-		must(t, err)
+		testenv.Must(t, err)
 		if i%2 == 0 {
-			must(t, c.Delete(fmt.Sprintf("/app/container/child-%d", i), -1))
+			testenv.Must(t, c.Delete(fmt.Sprintf("/app/container/child-%d", i), -1))
 		}
 		// Sessions that open and close, some leaving ephemerals to the closeSession.
 		if i%5 == 0 {
 			s := connect(t, addr, 6*time.Second)
 			_, err = s.Create(fmt.Sprintf("/app/shared/short-%d", i), nil, zk.FlagEphemeral, open)
-			must(t, err)
+			testenv.Must(t, err)
 			s.Close()
 		}
 	}
@@ -254,9 +242,9 @@ func loadFromEverySnapshot(t *testing.T, dataDir string, truth map[string]client
 	replayed := 0
 	for _, snap := range snaps {
 		dir := filepath.Join(t.TempDir(), "version-2")
-		must(t, os.Mkdir(dir, 0o755))
+		testenv.Must(t, os.Mkdir(dir, 0o755))
 		for _, f := range append([]string{snap}, logs...) {
-			must(t, os.Link(filepath.Join(v, f), filepath.Join(dir, f)))
+			testenv.Must(t, os.Link(filepath.Join(v, f), filepath.Join(dir, f)))
 		}
 		st, err := zkdata.Load(dir, zkdata.Options{})
 		if err != nil {
@@ -318,9 +306,9 @@ func TestLoadLargeZooKeeperTree(t *testing.T) {
 		for i := p % 97; i < perParent-1; i += 97 {
 			path := fmt.Sprintf("/p%d/n%d", p, i)
 			data, stat, err := c.Get(path)
-			must(t, err)
+			testenv.Must(t, err)
 			acl, _, err := c.GetACL(path)
-			must(t, err)
+			testenv.Must(t, err)
 			sample[path] = clientNode{data: data, acl: acl, stat: *stat}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/snappy"
 
 	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/zkdata"
 )
 
@@ -61,13 +62,13 @@ func (s *snapWriter) seal() {
 func writeSnapshot(t testing.TB, dir string, zxid int64, ext string, sessions map[int64]int32, acls map[int64][]encoding.ACL, next func() (synthNode, bool)) {
 	t.Helper()
 	v := filepath.Join(dir, "version-2")
-	must(t, os.MkdirAll(v, 0o755))
+	testenv.Must(t, os.MkdirAll(v, 0o755))
 	name := fmt.Sprintf("snapshot.%x", zxid)
 	if ext != "" {
 		name += "." + ext
 	}
 	f, err := os.Create(filepath.Join(v, name))
-	must(t, err)
+	testenv.Must(t, err)
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	var out io.Writer = bw
@@ -127,9 +128,9 @@ func writeSnapshot(t testing.TB, dir string, zxid int64, ext string, sessions ma
 	s.e.Int64(zxid) // last processed zxid
 	s.seal()
 	if closer != nil {
-		must(t, closer.Close())
+		testenv.Must(t, closer.Close())
 	}
-	must(t, bw.Flush())
+	testenv.Must(t, bw.Flush())
 }
 
 func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -200,7 +201,7 @@ type txnWriter struct {
 func newLog(t testing.TB, dir string, zxid int64) *txnWriter {
 	t.Helper()
 	f, err := os.Create(filepath.Join(dir, "version-2", fmt.Sprintf("log.%x", zxid)))
-	must(t, err)
+	testenv.Must(t, err)
 	l := &txnWriter{f: f, w: bufio.NewWriter(f)}
 	var e encoding.Encoder
 	e.Int32(0x5a4b4c47)
@@ -237,8 +238,8 @@ func (l *txnWriter) txn(session int64, zxid int64, typ encoding.Op, digest bool,
 // close pads the log with zeros, as its preallocation does.
 func (l *txnWriter) close(t testing.TB) {
 	l.w.Write(make([]byte, 4096))
-	must(t, l.w.Flush())
-	must(t, l.f.Close())
+	testenv.Must(t, l.w.Flush())
+	testenv.Must(t, l.f.Close())
 }
 
 func create(path string, data []byte, ephemeral bool, parentCVersion int32) func(e *encoding.Encoder) {
@@ -492,7 +493,7 @@ func TestRestartAfterTornWrite(t *testing.T) {
 	}
 
 	// Without the restart's log, the torn entry ends the history.
-	must(t, os.Remove(filepath.Join(dir, "version-2", "log.12")))
+	testenv.Must(t, os.Remove(filepath.Join(dir, "version-2", "log.12")))
 	if st, err = zkdata.Load(dir, zkdata.Options{}); err != nil || st.LastZxid != 0x11 {
 		t.Errorf("Load without log.12: LastZxid %#x, %v; want 0x11", st.LastZxid, err)
 	}
