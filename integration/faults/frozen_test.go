@@ -19,9 +19,9 @@ import (
 // write a follower forwarded to it before is failed then too (etcdstore's FailStuckWrites),
 // where it waited for etcd's own request timeout (7 s with a 1 s election timeout). A session
 // whose client keeps talking keeps its session and its ephemeral node. Without the guard, the
-// gRPC keepalive gave the member up after 13 s; without either, the first write sent to the
-// frozen member held every write of the zetcd for the committer's 30 s, and the session was
-// lost.
+// gRPC keepalive would give the member up only after 13 s; without either, the first write sent
+// to the frozen member would hold every write of the zetcd for the committer's 30 s, and the
+// session would be lost.
 func TestFaultEtcdMemberFrozen(t *testing.T) {
 	for _, role := range []string{"follower", "leader"} {
 		t.Run(role, func(t *testing.T) {

@@ -21,9 +21,9 @@ import (
 // With the leader and a follower frozen, the leader resumes and revokes every lease that it
 // heard no refresh of for its TTL, leader still or not (TestFaultEtcdMemberFrozen says why).
 // A session's lease outlives the outage by its margin (etcdstore's leaseTTL, 1.5 × timeout +
-// 67 s, 76 s here), so the sessions live on in this case too. When it was 1.5 × timeout + 7 s
-// (16 s here), the resumed leader revoked every lease: the talking sessions were expired, and
-// the departed one's ephemeral went with etcd's expiry, its parent's pzxid left behind.
+// 67 s, 76 s here), so the sessions live on in this case too. With a margin of 7 s instead
+// (16 s here), the resumed leader would revoke every lease: the talking sessions would expire,
+// and the departed one's ephemeral would go with etcd's expiry, its parent's pzxid left behind.
 //
 // In both, a session whose client went away before the outage ends, its ephemeral deleted
 // and counted in its parent's cversion. Its zetcd's attempt to end it failed during the outage
