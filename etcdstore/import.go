@@ -310,6 +310,11 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	if err := im.grantLeases(ctx); err != nil {
 		return res, im.failed(err)
 	}
+	stopKeeping, err := im.keepLeases(ctx)
+	if err != nil {
+		return res, im.failed(err)
+	}
+	defer stopKeeping()
 	res.Zxids, res.Why = ImportExact, why
 	if why != "" {
 		res.Zxids = ImportRenumber
@@ -564,6 +569,26 @@ func (im *importer) grantLeases(ctx context.Context) error {
 		im.log.Info("import: sessions' leases granted", zap.Int("sessions", n))
 	}
 	return nil
+}
+
+// keepLeases refreshes the imported sessions' leases until stop is called, at the import's
+// end: a long import (padding millions of revisions) must not let etcd expire a lease before
+// its ephemerals are written, nor before zetcd serves the session. Once zetcd runs, the session
+// is an orphan like any other (orphans.go), ended at its timeout unless resumed.
+func (im *importer) keepLeases(ctx context.Context) (stop func(), err error) {
+	kctx, cancel := context.WithCancel(ctx)
+	for _, sess := range im.plan.sessions {
+		ch, err := im.cfg.Client.KeepAlive(kctx, clientv3.LeaseID(sess.ID))
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("keep the lease of session %#x alive: %w", sess.ID, err)
+		}
+		go func() {
+			for range ch {
+			}
+		}()
+	}
+	return cancel, nil
 }
 
 // sessionTxns are the puts of the imported sessions' keys, in transactions within etcd's
