@@ -3,10 +3,9 @@
 GO       ?= go
 FUZZTIME ?= 30s
 ARGS     ?=
-# The whole suite, as CI runs it (.ci/run calls `make test`). The timeout is per package and is there
-# for a hung run: ./integration takes about 8 minutes on a busy 2-core machine (2026-11-28), and
-# ./integration/faults and ./integration/clients run their tests one after another too; 45m keeps a
-# hung run inside CI's hour.
+# The whole suite, as CI runs it (.ci/run calls `make test`): about 13 minutes on 2 cores. The
+# timeout is per package and is there for a hung run: the longest package, ./integration, takes about
+# 7 minutes alone and 13 with a second suite beside it; 45m keeps a hung run inside CI's limit.
 TESTFLAGS ?= -race -count=1 -timeout 45m
 
 SHELL := /bin/bash
