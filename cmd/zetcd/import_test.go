@@ -95,7 +95,20 @@ func freePort(t testing.TB) int {
 // (standaloneEnabled=false), whose zxids start in epoch 1 as a real ensemble's do; a standalone
 // server's epoch 0 zxids lie below etcd's first revisions. It returns the client address and a
 // function that kills the server, also called when the test ends.
-func startZooKeeperOn(t testing.TB, dataDir string) (addr string, kill func()) {
+// zkRun is how the tests run ZooKeeper: its heap and snapCount.
+type zkRun struct {
+	heap      string
+	snapCount int
+}
+
+// smallZK is a ZooKeeper for trees of hundreds of nodes, snapshotting often so that snapshots
+// are fuzzy and logs follow them; bigZK holds a million nodes.
+var (
+	smallZK = zkRun{heap: "-Xmx256m", snapCount: 50}
+	bigZK   = zkRun{heap: "-Xmx3g", snapCount: 100000}
+)
+
+func startZooKeeperOn(t testing.TB, dataDir string, run zkRun) (addr string, kill func()) {
 	t.Helper()
 	lib := zkserver.LibDir()
 	java, err := exec.LookPath("java")
@@ -109,14 +122,14 @@ func startZooKeeperOn(t testing.TB, dataDir string) (addr string, kill func()) {
 	testenv.Must(t, os.WriteFile(filepath.Join(dataDir, "myid"), []byte("1\n"), 0o644))
 	port := freePort(t)
 	cfg := fmt.Sprintf("tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nstandaloneEnabled=false\n"+
-		"server.1=127.0.0.1:%d:%d:participant;127.0.0.1:%d\nmaxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\nsnapCount=50\n",
-		dataDir, freePort(t), freePort(t), port)
+		"server.1=127.0.0.1:%d:%d:participant;127.0.0.1:%d\nmaxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=*\nsnapCount=%d\n",
+		dataDir, freePort(t), freePort(t), port, run.snapCount)
 	testenv.Must(t, os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644))
 	testenv.Must(t, os.WriteFile(filepath.Join(dir, "logback.xml"), []byte(zkserver.LogbackXML), 0o644))
 	logf, err := os.Create(filepath.Join(dir, "zk.log"))
 	testenv.Must(t, err)
 	defer logf.Close()
-	cmd := exec.Command(java, "-Dzookeeper.extendedTypesEnabled=true", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	cmd := exec.Command(java, "-Dzookeeper.extendedTypesEnabled=true", run.heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 		"-cp", filepath.Join(lib, "*")+string(filepath.ListSeparator)+dir,
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(dir, "zoo.cfg"))
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -142,10 +155,10 @@ func startZooKeeperOn(t testing.TB, dataDir string) (addr string, kill func()) {
 // data directory and a function that starts ZooKeeper on a copy of it and returns its address.
 // The copy is started when the test compares it with zetcd: ZooKeeper gives the sessions it
 // loads their whole timeout from then on.
-func zooKeeperHistory(t testing.TB, more func(addr string)) (dir string, restart func() string) {
+func zooKeeperHistory(t testing.TB, run zkRun, more func(addr string)) (dir string, restart func() string) {
 	t.Helper()
 	dir = t.TempDir()
-	first, kill := startZooKeeperOn(t, dir)
+	first, kill := startZooKeeperOn(t, dir, run)
 	importHistory(t, first)
 	if more != nil {
 		more(first)
@@ -155,7 +168,7 @@ func zooKeeperHistory(t testing.TB, more func(addr string)) (dir string, restart
 	testenv.Must(t, os.CopyFS(cp, os.DirFS(dir)))
 	return dir, func() string {
 		t.Helper()
-		addr, _ := startZooKeeperOn(t, cp)
+		addr, _ := startZooKeeperOn(t, cp, run)
 		return addr
 	}
 }
@@ -223,7 +236,7 @@ func sameStats(t testing.TB, a, b *zk.Conn) int {
 // that both go on alike.
 func TestImportMatchesZooKeeper(t *testing.T) {
 	zkctl := buildZkctl(t)
-	zkDir, restartZK := zooKeeperHistory(t, nil)
+	zkDir, restartZK := zooKeeperHistory(t, smallZK, nil)
 	zkAddr := restartZK()
 
 	for _, mode := range []string{"exact", "renumber"} {
@@ -256,7 +269,7 @@ func TestImportMatchesZooKeeper(t *testing.T) {
 func TestImportContinues(t *testing.T) {
 	var before *zk.Stat
 	zkctl := buildZkctl(t)
-	zkDir, restartZK := zooKeeperHistory(t, func(addr string) {
+	zkDir, restartZK := zooKeeperHistory(t, smallZK, func(addr string) {
 		c := testenv.Connect(t, addr)
 		var err error
 		_, before, err = c.Get("/app/cfg")
@@ -339,7 +352,7 @@ func TestImportLarge(t *testing.T) {
 	}
 	const perParent = 500
 	zkctl := buildZkctl(t)
-	zkDir, restartZK := zooKeeperHistory(t, func(addr string) {
+	zkDir, restartZK := zooKeeperHistory(t, bigZK, func(addr string) {
 		c := testenv.Connect(t, addr)
 		begin := time.Now()
 		for p := range n / perParent {
@@ -377,7 +390,7 @@ func TestImportSessions(t *testing.T) {
 	var keep, leave encoding.ConnectResponse
 	var seen encoding.Zxid // the newest zxid the clients saw on ZooKeeper
 	zkctl := buildZkctl(t)
-	zkDir, restartZK := zooKeeperHistory(t, func(addr string) {
+	zkDir, restartZK := zooKeeperHistory(t, smallZK, func(addr string) {
 		for _, s := range []struct {
 			path string
 			resp *encoding.ConnectResponse
