@@ -558,9 +558,8 @@ func (im *importer) grantLeases(ctx context.Context) error {
 	if lc == nil {
 		lc = pb.NewLeaseClient(im.cfg.Client.ActiveConnection())
 	}
-	timing := &Store{leaseMargin: defaultLeaseMargin}
 	for _, sess := range im.plan.sessions {
-		ttl := timing.leaseTTL(time.Duration(sess.Timeout) * time.Millisecond)
+		ttl := leaseTTLWith(time.Duration(sess.Timeout)*time.Millisecond, defaultLeaseMargin)
 		if _, err := lc.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: sess.ID, TTL: ttl}); err != nil {
 			return fmt.Errorf("grant the lease of session %#x: %w", sess.ID, err)
 		}

@@ -96,8 +96,11 @@ const defaultLeaseMargin = 60 * time.Second
 // stall of a minute and more. The price: once every zetcd has died, etcd removes a session's
 // ephemerals up to the margin later; no client sees it, as no zetcd serves meanwhile, and the
 // next one elected ends the orphans at their time.
-func (b *Store) leaseTTL(timeout time.Duration) int64 {
-	ttl := timeout + keepAliveCadence(timeout) + 3*time.Second + b.leaseMargin
+func (b *Store) leaseTTL(timeout time.Duration) int64 { return leaseTTLWith(timeout, b.leaseMargin) }
+
+// leaseTTLWith is leaseTTL for a lease margin m (Config.LeaseMargin).
+func leaseTTLWith(timeout, m time.Duration) int64 {
+	ttl := timeout + keepAliveCadence(timeout) + 3*time.Second + m
 	return int64((ttl + time.Second - 1) / time.Second)
 }
 

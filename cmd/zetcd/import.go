@@ -132,7 +132,8 @@ func importMain(args []string, stderr io.Writer) int {
 	}
 	defer log.Sync()
 	if _, err := runImport(o, log); err != nil {
-		log.Error("import failed", zap.Error(err))
+		// One line for the operator: the error names the file, offset or key; a stack says nothing.
+		log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error("import failed", zap.Error(err))
 		return 1
 	}
 	return 0
