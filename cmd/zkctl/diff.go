@@ -79,10 +79,7 @@ type diffOptions struct {
 
 func cmdDiff(e *env, args []string) error {
 	l := newCmdLine("diff", 0, 1)
-	from := l.String("from", e.server, "")
-	to := l.String("to", "", "")
-	fromAuth := l.String("from-auth", e.auth, "")
-	toAuth := l.String("to-auth", e.auth, "")
+	srv := l.withServers(e)
 	var o diffOptions
 	l.Func("ignore", "", func(s string) error {
 		if err := validatePath(s); err != nil {
@@ -99,8 +96,8 @@ func cmdDiff(e *env, args []string) error {
 	if err := l.parse(args); err != nil {
 		return err
 	}
-	if *to == "" {
-		return usagef("--to is required")
+	if err := srv.check(); err != nil {
+		return err
 	}
 	root := "/"
 	if l.NArg() == 1 {
@@ -115,12 +112,12 @@ func cmdDiff(e *env, args []string) error {
 	if *progress || isTerminal(e.stderr) {
 		o.progress = e.stderr
 	}
-	fc, err := connect(*from, *fromAuth, e.timeout)
+	fc, err := connect(*srv.from, *srv.fromAuth, e.timeout)
 	if err != nil {
 		return exitStatus{2, fmt.Errorf("diff: --from: %w", err)}
 	}
 	defer fc.Close()
-	tc, err := connect(*to, *toAuth, e.timeout)
+	tc, err := connect(*srv.to, *srv.toAuth, e.timeout)
 	if err != nil {
 		return exitStatus{2, fmt.Errorf("diff: --to: %w", err)}
 	}

@@ -497,23 +497,20 @@ func cmdLoad(e *env, args []string) error {
 
 func cmdCopy(e *env, args []string) error {
 	l := newCmdLine("copy", 1, 2)
-	from := l.String("from", e.server, "")
-	to := l.String("to", "", "")
-	fromAuth := l.String("from-auth", e.auth, "")
-	toAuth := l.String("to-auth", e.auth, "")
+	srv := l.withServers(e)
 	var modes modeRules
 	modes.register(l.FlagSet)
 	if err := l.parse(args); err != nil {
 		return err
 	}
-	if *to == "" {
-		return usagef("--to is required")
+	if err := srv.check(); err != nil {
+		return err
 	}
 	src, dst := l.Arg(0), l.Arg(0)
 	if l.NArg() == 2 {
 		dst = l.Arg(1)
 	}
-	sc, err := connect(*from, *fromAuth, e.timeout)
+	sc, err := connect(*srv.from, *srv.fromAuth, e.timeout)
 	if err != nil {
 		return err
 	}
@@ -522,7 +519,7 @@ func cmdCopy(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	dc, err := connect(*to, *toAuth, e.timeout)
+	dc, err := connect(*srv.to, *srv.toAuth, e.timeout)
 	if err != nil {
 		return err
 	}

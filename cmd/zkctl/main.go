@@ -210,6 +210,28 @@ func newCmdLine(name string, min, max int) *cmdLine {
 	return &cmdLine{FlagSet: fs, min: min, max: max, version: -1}
 }
 
+// twoServers are the --from and --to servers of copy and diff, each with its own digest auth
+// (--from-auth, --to-auth; default --auth); --from defaults to --server.
+type twoServers struct{ from, to, fromAuth, toAuth *string }
+
+// withServers declares twoServers' flags.
+func (l *cmdLine) withServers(e *env) twoServers {
+	return twoServers{
+		from:     l.String("from", e.server, ""),
+		to:       l.String("to", "", ""),
+		fromAuth: l.String("from-auth", e.auth, ""),
+		toAuth:   l.String("to-auth", e.auth, ""),
+	}
+}
+
+// check reports a usage error when --to is missing.
+func (s twoServers) check() error {
+	if *s.to == "" {
+		return usagef("--to is required")
+	}
+	return nil
+}
+
 // withVersion declares -v VERSION, the version a write is conditional on.
 func (l *cmdLine) withVersion() *cmdLine {
 	l.v = l.String("v", "", "")
