@@ -265,14 +265,17 @@ func (p *importPlan) renumberedLayout(from int64, maxOps, maxBytes int) (*import
 
 // importer is one run of Import.
 type importer struct {
-	cfg    ImportConfig
-	keys   keySchema
-	log    *zap.Logger
-	st     *zkdata.State
-	plan   *importPlan
-	marker string // the marker's value
-	first  int64  // the marker's CreateRevision
-	padded int64
+	cfg  ImportConfig
+	keys keySchema
+	log  *zap.Logger
+	st   *zkdata.State
+	plan *importPlan
+	// sessionTxns are the imported sessions' puts (makeSessionTxns), committed just before the
+	// import's final revision.
+	sessionTxns [][]clientv3.Op
+	marker      string // the marker's value
+	first       int64  // the marker's CreateRevision
+	padded      int64
 }
 
 // Import writes st into the empty prefix cfg.Prefix (see the comment above ImportZxids).
@@ -293,6 +296,7 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 		return res, err
 	}
 	im.plan = plan
+	im.sessionTxns = im.makeSessionTxns()
 	res.Nodes, res.Sessions, res.Ephemerals = plan.nodes, len(plan.sessions), plan.eph
 	res.SkippedSessions, res.SkippedEphemerals = plan.skipped, plan.skipEp
 	if plan.skipped > 0 || plan.skipEp > 0 {
@@ -325,7 +329,7 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	}
 	res.Revisions = len(layout.revs)
 	final, resume := im.finalRev(layout)
-	sessionTxns := im.sessionTxns()
+	sessionTxns := im.sessionTxns
 	if err := im.padTo(ctx, final-1-int64(len(sessionTxns))); err != nil {
 		return res, im.failed(err)
 	}
@@ -408,13 +412,14 @@ func (im *importer) layout() (_ *importLayout, why string, err error) {
 
 // finalRev is the revision of the import's last transaction, and whether it is past
 // ZooKeeper's LastZxid (so that a client's lastZxidSeen from ZooKeeper is not ahead of zetcd):
-// always for exact zxids, for renumbered ones if the padding to it is within bounds.
+// always for exact zxids, for renumbered ones if the padding to it is within bounds. The
+// sessions' transactions come just before it.
 func (im *importer) finalRev(l *importLayout) (int64, bool) {
 	final := im.first + 1
 	if n := len(l.revs); n > 0 {
 		final = l.revs[n-1].rev + 1
 	}
-	final += int64(len(im.sessionTxns()))
+	final += int64(len(im.sessionTxns))
 	past := revOf(encoding.Zxid(im.st.LastZxid)) + 1
 	if past <= final {
 		return final, true
@@ -590,9 +595,9 @@ func (im *importer) keepLeases(ctx context.Context) (stop func(), err error) {
 	return cancel, nil
 }
 
-// sessionTxns are the puts of the imported sessions' keys, in transactions within etcd's
+// makeSessionTxns returns the puts of the imported sessions' keys, in transactions within etcd's
 // limits: orphans of process 0, with ZooKeeper's passwords and their timeouts.
-func (im *importer) sessionTxns() [][]clientv3.Op {
+func (im *importer) makeSessionTxns() [][]clientv3.Op {
 	var txns [][]clientv3.Op
 	for i, sess := range im.plan.sessions {
 		if i%im.cfg.MaxTxnOps == 0 {
