@@ -779,4 +779,27 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 	}
 	w("\nNo session and no watch is open while the words are asked (the loaders' sessions are closed): `dump` and\n")
 	w("`wchs` list sessions, ephemerals and watches, so these times are what the tree's size alone costs them.\n")
+	if k != nil && k.Import != nil {
+		importMarkdown(b, k, sr.Znodes)
+	}
+}
+
+// importMarkdown renders the import of the scale step's ZooKeeper data directory beside
+// ZooKeeper's own restart on it.
+func importMarkdown(b *strings.Builder, k *scaleRun, znodes int) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	im := k.Import
+	w("\n### Importing ZooKeeper's data directory\n\n")
+	w("ZooKeeper, stopped after its restart above, has its data directory (its snapshots and transaction logs\n")
+	w("of the %s znodes) imported by `zetcd import --zk-data-dir` into a new embedded etcd (docs/migration.md),\n", thousands(znodes))
+	w("from starting the command until it exits; then zetcd is started on the import, until a new session's\n")
+	w("getData of the last znode succeeds. ZooKeeper's restart reads the same snapshot and logs, JVM start included.\n\n")
+	if im.Error != "" {
+		w("**The import did not complete**: after %.1f s, %s\n", im.Seconds, im.Error)
+		return
+	}
+	w("| | seconds | against ZooKeeper's restart |\n| --- | ---: | ---: |\n")
+	w("| ZooKeeper's restart on its directory | %.1f | 1.00 |\n", k.RestartSeconds)
+	w("| `zetcd import` of that directory (zxids %s, peak RSS %s) | %.1f | %.2f |\n", orDash(im.Zxids), mib(im.PeakRSSKB), im.Seconds, im.Seconds/k.RestartSeconds)
+	w("| zetcd's start on the import | %.1f | %.2f |\n", im.StartSeconds, im.StartSeconds/k.RestartSeconds)
 }

@@ -312,3 +312,27 @@ func TestSpan(t *testing.T) {
 		}
 	}
 }
+
+// TestImportMarkdown: the import's figures beside ZooKeeper's restart, and a failed import said.
+func TestImportMarkdown(t *testing.T) {
+	k := &scaleRun{Target: "zookeeper", RestartSeconds: 10,
+		Import: &importRun{Seconds: 5, PeakRSSKB: 1 << 20, Zxids: "renumber", StartSeconds: 4}}
+	var b strings.Builder
+	importMarkdown(&b, k, 1000000)
+	for _, want := range []string{
+		"### Importing ZooKeeper's data directory",
+		"| ZooKeeper's restart on its directory | 10.0 | 1.00 |",
+		"| `zetcd import` of that directory (zxids renumber, peak RSS 1024 MiB) | 5.0 | 0.50 |",
+		"| zetcd's start on the import | 4.0 | 0.40 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("no %q in\n%s", want, b.String())
+		}
+	}
+	k.Import = &importRun{Seconds: 3, Error: "zetcd import: exit status 1: import failed"}
+	b.Reset()
+	importMarkdown(&b, k, 1000000)
+	if want := "**The import did not complete**: after 3.0 s, zetcd import: exit status 1: import failed"; !strings.Contains(b.String(), want) {
+		t.Errorf("no %q in\n%s", want, b.String())
+	}
+}

@@ -11,6 +11,9 @@ package main
 //	          the time from starting the process until a new session reads a znode (zetcd
 //	          first loads its in-memory replica of the tree from etcd; ZooKeeper its snapshot
 //	          and transaction log), the RSS then and a few seconds later, and the peak
+//	import    ZooKeeper only: once it is stopped again, `zetcd import` of its data directory into
+//	          a new embedded etcd (its time and peak RSS), then zetcd started on the import until
+//	          a new session reads the last znode
 //
 // zetcd runs with --quota-backend-bytes scaleQuota (a million znodes and their history need more
 // than etcd's default 2 GiB quota) and every four-letter word allowed; ZooKeeper with a heap of
@@ -24,9 +27,11 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -76,6 +81,19 @@ type scaleRun struct {
 	RestartRSSKB     int64 `json:"restartRssKB"`
 	SettledRSSKB     int64 `json:"settledRssKB"`
 	RestartPeakRSSKB int64 `json:"restartPeakRssKB"`
+	// Import is the import of ZooKeeper's data directory (ZooKeeper's run only).
+	Import *importRun `json:"import,omitempty"`
+}
+
+// importRun is `zetcd import` of the loaded ZooKeeper's data directory.
+type importRun struct {
+	Seconds   float64 `json:"seconds"`   // from starting `zetcd import` until it exited
+	PeakRSSKB int64   `json:"peakRssKB"` // the import process's peak RSS
+	Zxids     string  `json:"zxids"`     // "exact" or "renumber", as the import reports
+	// StartSeconds is from starting zetcd on the import until a new session's getData of the
+	// last znode succeeded.
+	StartSeconds float64 `json:"startSeconds"`
+	Error        string  `json:"error,omitempty"` // why the import or the start failed
 }
 
 // scaleRuns is the scale step of both servers.
@@ -204,7 +222,60 @@ func measureScale(o *options, name string) (*scaleRun, error) {
 	run.SettledRSSKB, run.RestartPeakRSSKB = m.EndRSSKB, m.PeakRSSKB
 	log.Printf("scale: %-9s restarted: serving after %.1fs, RSS %s (%s %s later, peak %s)", name, run.RestartSeconds,
 		mib(run.RestartRSSKB), mib(run.SettledRSSKB), scaleSettle, mib(run.RestartPeakRSSKB))
+	if name == "zookeeper" {
+		s.stop()
+		run.Import = measureImport(o, filepath.Join(o.workDir, "zookeeper", "data"))
+	}
 	return run, nil
+}
+
+// measureImport imports the stopped ZooKeeper's data directory zkDir into a new embedded etcd
+// in o.workDir/zetcd, then starts zetcd on it. A failure is a result, not the end of the step.
+func measureImport(o *options, zkDir string) *importRun {
+	r := &importRun{}
+	log.Printf("scale: importing ZooKeeper's data directory into zetcd")
+	t0 := time.Now()
+	cmd := exec.Command(filepath.Join(o.bin, "zetcd"), "import", "--zk-data-dir", zkDir,
+		"--data-dir", filepath.Join(o.workDir, "zetcd"), "--log-level", "info")
+	out, err := cmd.CombinedOutput()
+	r.Seconds = time.Since(t0).Seconds()
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.PeakRSSKB = ru.Maxrss
+		}
+	}
+	if err != nil {
+		r.Error = fmt.Sprintf("zetcd import: %v: %s", err, lastError(string(out)))
+		log.Printf("scale: import failed after %.1fs: %s", r.Seconds, r.Error)
+		return r
+	}
+	r.Zxids = importedZxids(string(out))
+	log.Printf("scale: imported in %.1fs (zxids %s, peak RSS %s)", r.Seconds, r.Zxids, mib(r.PeakRSSKB))
+	t0 = time.Now()
+	s, err := launchScale(o, "zetcd")
+	if err == nil {
+		err = waitRead(s, scaleNode(o.sc.znodes-1))
+		s.stop()
+	}
+	r.StartSeconds = time.Since(t0).Seconds()
+	if err != nil {
+		r.Error = fmt.Sprintf("zetcd on the import: %v", err)
+		log.Printf("scale: %s", r.Error)
+		return r
+	}
+	log.Printf("scale: zetcd on the import served after %.1fs", r.StartSeconds)
+	return r
+}
+
+// importedZxids is the zxids field of the "import finished" line of `zetcd import`'s log.
+func importedZxids(logText string) string {
+	for _, line := range strings.Split(logText, "\n") {
+		var entry struct{ Msg, Zxids string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "import finished" {
+			return entry.Zxids
+		}
+	}
+	return ""
 }
 
 // scaleNode names the i-th znode of the tree: memFanout children per parent.
@@ -341,7 +412,12 @@ func lastError(logText string) string {
 // tenth of its load.
 func scaleEstimate(o *options) time.Duration {
 	load := time.Duration(o.sc.znodes) * time.Second / scaleZetcdRate
-	return load*3/2*11/10 + 2*(30*time.Second+time.Duration(3*o.sc.reps)*time.Second)
+	imp := time.Duration(o.sc.znodes) * time.Second / scaleImportRate
+	return load*3/2*11/10 + 2*(30*time.Second+time.Duration(3*o.sc.reps)*time.Second) + imp
 }
 
 const scaleZetcdRate = 10000
+
+// scaleImportRate is about how many znodes a second `zetcd import` and zetcd's start on it take
+// together on a 2-core machine.
+const scaleImportRate = 40000
