@@ -430,19 +430,34 @@ func (im *importer) finalRev(l *importLayout) (int64, bool) {
 	return past, true
 }
 
-// write commits each revision's writes, padding before each.
+// write commits each revision's writes, padding before each. The next revision's operations
+// are built while etcd commits the one before.
 func (im *importer) write(ctx context.Context, l *importLayout) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	built := make(chan []clientv3.Op, 1)
+	go func() {
+		defer close(built)
+		for _, r := range l.revs {
+			ops := make([]clientv3.Op, 0, r.ops)
+			for _, z := range r.zxids {
+				for _, op := range im.plan.byZxid[z] {
+					ops = append(ops, im.opFor(op, l.zxid(op.zxid), l))
+				}
+			}
+			select {
+			case built <- ops:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	last := time.Now()
 	written := 0
 	for i, r := range l.revs {
+		ops := <-built
 		if err := im.padTo(ctx, r.rev-1); err != nil {
 			return err
-		}
-		ops := make([]clientv3.Op, 0, r.ops)
-		for _, z := range r.zxids {
-			for _, op := range im.plan.byZxid[z] {
-				ops = append(ops, im.opFor(op, l.zxid(op.zxid), l))
-			}
 		}
 		if err := im.commitAt(ctx, r.rev, ops); err != nil {
 			return err
