@@ -19,7 +19,12 @@ import (
 //     whatever zetcd makes of the error (a cancelled request, an expired session's lease, a
 //     request over etcd's limits): zetcd reports the failures that matter itself.
 //
-// etcd has no setting for either. Start applies it to Config.Logger.
+// It also drops the request from etcd's "apply request took too long": etcd writes the whole
+// request there, every key of a transaction, and a large group commit or an import's
+// transaction of tens of thousands of keys made each such line megabytes long. The line stays,
+// with how long the apply took and the response's size.
+//
+// etcd has no setting for any of these. Start applies it to Config.Logger.
 func Quiet(l *zap.Logger) *zap.Logger {
 	return l.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return &quietCore{Core: c} }))
 }
@@ -45,11 +50,28 @@ func (c *quietCore) Write(ent zapcore.Entry, fields []zapcore.Field) error {
 	if ent.Level < zapcore.DPanicLevel && (quietMessages[ent.Message] || cancelled(fields)) {
 		ent.Level, ent.Stack = zapcore.DebugLevel, ""
 	}
+	if ent.Message == slowApplyMessage {
+		fields = withoutField(fields, "request")
+	}
 	// Through the wrapped core's Check: its own level and filters decide, as for any entry.
 	if ce := c.Core.Check(ent, nil); ce != nil {
 		ce.Write(fields...)
 	}
 	return nil
+}
+
+// slowApplyMessage is etcd's warning of a request that took long to apply (etcdserver/txn).
+const slowApplyMessage = "apply request took too long"
+
+// withoutField returns fields less the one named key.
+func withoutField(fields []zapcore.Field, key string) []zapcore.Field {
+	out := make([]zapcore.Field, 0, len(fields))
+	for _, f := range fields {
+		if f.Key != key {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func (c *quietCore) With(fields []zapcore.Field) zapcore.Core {

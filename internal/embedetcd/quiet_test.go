@@ -51,3 +51,25 @@ func TestQuiet(t *testing.T) {
 		}
 	}
 }
+
+// stringerFunc is a fmt.Stringer that records being called.
+type stringerFunc func() string
+
+func (f stringerFunc) String() string { return f() }
+
+// TestQuietSlowApply: etcd's slow-apply warning keeps its level and figures, and its request is
+// neither written nor turned into text.
+func TestQuietSlowApply(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	called := false
+	Quiet(zap.New(core)).Warn(slowApplyMessage, zap.Duration("took", 2), zap.String("response", "size:1"),
+		zap.Stringer("request", stringerFunc(func() string { called = true; return "txn:<...>" })))
+	all := logs.All()
+	if len(all) != 1 || all[0].Level != zapcore.WarnLevel {
+		t.Fatalf("logged %v", all)
+	}
+	m := all[0].ContextMap()
+	if _, ok := m["request"]; ok || called || m["response"] != "size:1" || m["took"] == nil {
+		t.Errorf("fields %v (request's String called: %v)", m, called)
+	}
+}
