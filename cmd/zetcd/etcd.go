@@ -83,6 +83,7 @@ func startEmbedded(o options, log *zap.Logger) (*embedetcd.Etcd, error) {
 		Logger:            atLeastWarn(log.Named("etcd")),
 		QuotaBackendBytes: o.quotaBytes,
 		Compactor:         true,
+		BulkLoad:          o.bulkLoad,
 	})
 	if err != nil {
 		return nil, err

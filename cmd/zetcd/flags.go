@@ -18,6 +18,8 @@ import (
 
 // options are zetcd's command line, parsed and checked.
 type options struct {
+	// bulkLoad is not a flag: zetcd import sets it for its embedded etcd (embedetcd.Config).
+	bulkLoad          bool
 	zkAddr            string
 	endpoints         string
 	dataDir           string

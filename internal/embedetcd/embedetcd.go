@@ -56,6 +56,10 @@ type Config struct {
 	// clients log in with a user name and password (tests of --etcd-user). Without it, etcd
 	// authentication cannot be used: zetcd's own embedded etcd has no users.
 	Users bool
+	// BulkLoad is for an etcd that one writer fills with large transactions (zetcd import):
+	// their applies take long by design, so etcd's slow-apply warning, which also writes every
+	// key of the request as text, is off.
+	BulkLoad bool
 	// Member, if set, makes this etcd one member of a new multi-member cluster (fault tests
 	// run three as separate processes); otherwise it is a cluster of one.
 	Member *Member
@@ -204,6 +208,9 @@ func Start(cfg Config) (*Etcd, error) {
 	}
 	if cfg.MaxRequestBytes > 0 {
 		ec.MaxRequestBytes = cfg.MaxRequestBytes
+	}
+	if cfg.BulkLoad {
+		ec.WarningApplyDuration = time.Hour
 	}
 	if cfg.TLS != nil {
 		ec.ClientTLSInfo = transport.TLSInfo{
