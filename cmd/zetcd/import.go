@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"go.uber.org/zap"
@@ -55,7 +57,8 @@ func parseImportFlags(args []string, stderr io.Writer) (importOptions, error) {
 	return o, nil
 }
 
-// runImport loads the ZooKeeper directory and writes it into zetcd's storage.
+// runImport loads the ZooKeeper directory and writes it into zetcd's storage. etcd is started
+// only once the directory has been read: a wrong path leaves no etcd data directory behind.
 func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error) {
 	start := time.Now()
 	st, err := zkdata.Load(o.zkDataDir, zkdata.Options{Log: log.Named("zkdata"), Progress: loadProgress(log)})
@@ -65,6 +68,7 @@ func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error)
 	log.Info("ZooKeeper data loaded", zap.String("dir", o.zkDataDir), zap.Int("nodes", len(st.Nodes)),
 		zap.Int("sessions", len(st.Sessions)), zap.String("last-zxid", fmt.Sprintf("%#x", st.LastZxid)),
 		zap.String("snapshot", st.Snapshot), zap.Strings("skipped", st.Skipped), zap.Duration("took", time.Since(start)))
+	o.bulkLoad = true
 	etcd, err := connectEtcd(o.options, log)
 	if err != nil {
 		return etcdstore.ImportResult{}, err
@@ -115,6 +119,12 @@ func loadProgress(log *zap.Logger) func(zkdata.Progress) {
 	}
 }
 
+// importGCPercent is the import's GOGC (unless the environment sets one). Its live heap is
+// ZooKeeper's whole tree beside etcd's index of it, which Go's default GOGC of 100 marks over and
+// over as it grows: at a million znodes a quarter of the import's CPU. 300 spent a third less
+// CPU for 1.5 times the peak RSS (2.9 against 1.9 GiB); GOMEMLIMIT still bounds the heap.
+const importGCPercent = 300
+
 // importMain is `zetcd import`: it returns the exit status.
 func importMain(args []string, stderr io.Writer) int {
 	o, err := parseImportFlags(args, stderr)
@@ -131,6 +141,9 @@ func importMain(args []string, stderr io.Writer) int {
 		return 2
 	}
 	defer log.Sync()
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(importGCPercent)
+	}
 	if _, err := runImport(o, log); err != nil {
 		// One line for the operator: the error names the file, offset or key; a stack says nothing.
 		log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error("import failed", zap.Error(err))
