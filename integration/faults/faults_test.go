@@ -71,13 +71,15 @@ func startTalking(t *testing.T, addrs []string, timeout time.Duration, path stri
 }
 
 // leaveAfterEphemeral opens a raw session with the given timeout on addr, creates an
-// ephemeral node at path, and goes away at once (closes its socket): it returns the time of
-// the client's last packet.
+// ephemeral node at path, and goes away at once (closes its socket): it returns the time the
+// client sent its last packet, the create. The server heard it later, so a session ended no
+// sooner than its timeout after it was heard ends no sooner than that after this time; the
+// time of the create's reply would be up to the create's latency too late.
 func leaveAfterEphemeral(t *testing.T, addr, path string, timeout time.Duration) time.Time {
 	t.Helper()
 	c := itest.ConnectRawTimeout(t, addr, int32(timeout/time.Millisecond))
-	c.MustCreate(path, nil, encoding.ModeEphemeral)
 	last := time.Now()
+	c.MustCreate(path, nil, encoding.ModeEphemeral)
 	c.Close()
 	return last
 }

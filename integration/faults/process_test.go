@@ -168,8 +168,8 @@ func killOrphanedSession(t *testing.T, killAfter time.Duration) {
 	owner := itest.ConnectRawTimeout(t, a.Addr, int32(timeout/time.Millisecond))
 	owner.MustCreate("/o", nil, 0)
 	watcher := itest.ConnectRawTimeout(t, b.Addr, 40000)
+	lastPacket := time.Now() // the owner sends its last packet, heard after this (leaveAfterEphemeral)
 	owner.MustCreate("/o/e", nil, encoding.ModeEphemeral)
-	lastPacket := time.Now() // the owner sends nothing more
 	// The ephemeral was created through the other zetcd: as on a ZooKeeper follower, a read
 	// here sees it once this zetcd has applied it, which sync waits for. Without it the child
 	// watch could be set before, and spent on, the create.
