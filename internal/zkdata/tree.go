@@ -59,9 +59,10 @@ var (
 	errNodeExists = errors.New("node exists")
 )
 
-func newTree() *tree {
+// newTree is an empty tree whose map has room for about nodes nodes.
+func newTree(nodes int) *tree {
 	return &tree{
-		nodes:      make(map[string]*znode),
+		nodes:      make(map[string]*znode, nodes),
 		ephemerals: make(map[int64]map[string]struct{}),
 		sessions:   make(map[int64]int32),
 	}
@@ -71,7 +72,7 @@ func newTree() *tree {
 // /zookeeper/config, the last with the read-only world ACL and aversion -1 (DataTree's
 // constructor and addConfigNode).
 func initialTree() *tree {
-	t := newTree()
+	t := newTree(0)
 	t.nodes[""] = &znode{data: []byte{}, acl: openACL}
 	for _, p := range []string{"/zookeeper", "/zookeeper/quota", "/zookeeper/config"} {
 		t.add(p, &znode{data: []byte{}, acl: openACL})
