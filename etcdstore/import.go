@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,14 +140,20 @@ func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 			p.zxids = append(p.zxids, z)
 		}
 	}
-	paths := make([]string, 0, len(st.Nodes))
-	for path := range st.Nodes {
-		paths = append(paths, path)
+	// In path order, for a deterministic plan; the nodes taken with their paths, as a lookup
+	// of each in the map again costs a cache miss a node.
+	type pathNode struct {
+		path string
+		n    *zkdata.Node
 	}
-	slices.Sort(paths)
-	for _, path := range paths {
-		n := st.Nodes[path]
-		s := n.Stat
+	nodes := make([]pathNode, 0, len(st.Nodes))
+	for path, n := range st.Nodes {
+		nodes = append(nodes, pathNode{path, n})
+	}
+	slices.SortFunc(nodes, func(a, b pathNode) int { return strings.Compare(a.path, b.path) })
+	for _, pn := range nodes {
+		path, n := pn.path, pn.n
+		s := &n.Stat
 		var lease int64
 		if n.Type() == zkdata.Ephemeral {
 			if _, ok := st.Sessions[int64(s.EphemeralOwner)]; !ok || s.EphemeralOwner <= 0 {
