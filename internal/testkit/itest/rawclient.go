@@ -144,9 +144,15 @@ func (c *RawClient) ReadReply() (encoding.ReplyHeader, []byte, error) {
 	return hdr, frame[16:], nil
 }
 
-// Call sends one request and reads its reply into resp (when the reply is not an error). It
-// never fails the test itself, so goroutines other than the test's may use it.
+// callTimeout is how long a Call may take: each has it from its start, so that a long script
+// on one connection (a loaded machine's hundreds of calls) does not run out of a deadline set
+// when it was dialled.
+const callTimeout = 30 * time.Second
+
+// Call sends one request and reads its reply into resp (when the reply is not an error), within
+// callTimeout. It never fails the test itself, so goroutines other than the test's may use it.
 func (c *RawClient) Call(op encoding.Op, req, resp encoding.Record) (encoding.ReplyHeader, error) {
+	c.Conn.SetDeadline(time.Now().Add(callTimeout))
 	xid, err := c.TrySend(op, req)
 	if err != nil {
 		return encoding.ReplyHeader{}, err
