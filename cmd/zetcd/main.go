@@ -228,8 +228,8 @@ func newServer(o options, log *zap.Logger, served zetcd.Backend, backend *etcdst
 	})
 }
 
-// serve serves ZooKeeper clients on the client ports and the operator endpoint on
-// --metrics-addr until a signal, a port's failure or the embedded etcd's, then shuts down.
+// serve serves ZooKeeper clients on the client ports, the AdminServer on --admin-addr and the
+// operator endpoint on --metrics-addr until a signal, a port's failure or the embedded etcd's, then shuts down.
 func serve(o options, log *zap.Logger, srv *zetcd.Server, etcd *etcdConn, reg *prometheus.Registry, backend *etcdstore.Store) error {
 	serveErr, clientPort, err := listen(o, log, srv, etcd.endpoints)
 	if err != nil {
