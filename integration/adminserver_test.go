@@ -218,6 +218,24 @@ func TestAdminServerMatchesZooKeeper(t *testing.T) {
 		}
 	}
 
+	for _, method := range []string{"HEAD", "OPTIONS", "PUT", "DELETE"} {
+		for _, path := range []string{"/commands", "/commands/ruok", "/"} {
+			statuses := map[string]int{}
+			for name, base := range map[string]string{"zookeeper": zkBase, "zetcd": zeBase} {
+				req, _ := http.NewRequest(method, base+path, nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				statuses[name] = resp.StatusCode
+			}
+			if statuses["zetcd"] != statuses["zookeeper"] {
+				t.Errorf("%s %s: %d, ZooKeeper's %d", method, path, statuses["zetcd"], statuses["zookeeper"])
+			}
+		}
+	}
+
 	lists := map[string]string{}
 	for name, base := range map[string]string{"zookeeper": zkBase, "zetcd": zeBase} {
 		resp, err := http.Get(base + "/commands")

@@ -94,17 +94,26 @@ func (s *Server) AdminHandler(cfg AdminConfig) http.Handler {
 }
 
 func (h *adminHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	// Methods as ZooKeeper's servlet takes them, on any path: HEAD as GET without the body
+	// (net/http drops it), OPTIONS with the methods allowed, others but GET and POST 405.
+	method := req.Method
+	switch method {
+	case http.MethodGet, http.MethodPost:
+	case http.MethodHead:
+		method = http.MethodGet
+	case http.MethodOptions:
+		w.Header().Set("Allow", "GET, HEAD, POST, OPTIONS")
+		return
+	default:
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
 	name, ok := strings.CutPrefix(req.URL.Path, "/commands")
 	if !ok || (name != "" && name[0] != '/') {
 		http.NotFound(w, req)
 		return
 	}
 	name = strings.TrimPrefix(name, "/")
-	if req.Method != http.MethodGet && req.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-		return
-	}
 	if name == "" {
 		h.list(w)
 		return
@@ -120,9 +129,9 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	if cmd.post != (req.Method == http.MethodPost) {
+	if cmd.post != (method == http.MethodPost) {
 		h.answer(w, http.StatusInternalServerError, cmd.names[0],
-			failure(cmd.names[0], fmt.Sprintf("%s does not take %s", cmd.names[0], req.Method)))
+			failure(cmd.names[0], fmt.Sprintf("%s does not take %s", cmd.names[0], method)))
 		return
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), fourLetterTimeout)

@@ -172,6 +172,18 @@ func TestAdminServerAnswers(t *testing.T) {
 	if status, out := adminGet(t, http.MethodPost, url+"/commands/ruok", ""); status != http.StatusInternalServerError || out["command"] != "ruok" {
 		t.Errorf("POST ruok: %d %v; want 500 (ruok is served on GET)", status, out)
 	}
+	// ZooKeeper's servlet answers HEAD as GET and OPTIONS with 200, and refuses the others.
+	for method, want := range map[string]int{"HEAD": 200, "OPTIONS": 200, "PUT": 405, "DELETE": 405} {
+		req, _ := http.NewRequest(method, url+"/commands/ruok", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s ruok: %d, want %d", method, resp.StatusCode, want)
+		}
+	}
 }
 
 func mapsEqual(a, b map[string]any) bool {
