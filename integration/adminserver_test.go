@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -93,6 +94,15 @@ func askAdmin(t *testing.T, base string, c adminCall) adminAnswer {
 // client address and the AdminServer's base URL once it answers.
 func startZooKeeperAdmin(t *testing.T) (addr, base string) {
 	t.Helper()
+	if jars, _ := filepath.Glob(filepath.Join(zkserver.LibDir(), "jetty-server-*.jar")); len(jars) == 0 {
+		// ZooKeeper starts without its AdminServer when jetty is not on its class path;
+		// tools/zookeeper/fetch.sh puts it there.
+		msg := "no jetty in " + zkserver.LibDir() + " for ZooKeeper's AdminServer: run tools/zookeeper/fetch.sh"
+		if zkserver.Required() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
