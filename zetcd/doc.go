@@ -1,9 +1,12 @@
 // Package zetcd is the ZooKeeper front: a server for the Apache ZooKeeper client protocol
 // (Server), the seams it serves through (Handler, Session, Backend, EventSink: seams.go), and
 // the decorators that wrap a Session through Forward (metrics, request logging). It knows
-// ZooKeeper framing and sessions and nothing of how znodes are stored: package etcdstore
-// implements Backend on etcd, xchk cross-checks it against a real ZooKeeper, and
-// zetcd/zetcdtest is an in-memory fake for tests. It imports no etcd package (deps_test.go).
+// ZooKeeper framing and sessions and nothing of how znodes are stored. Besides the client
+// protocol it answers ZooKeeper's operator interfaces: the four-letter words on the client port
+// (fourletter.go) and the AdminServer's HTTP commands (Server.AdminHandler, admin.go), both
+// from the same figures. Package etcdstore implements Backend on etcd, xchk cross-checks it
+// against a real ZooKeeper, and zetcd/zetcdtest is an in-memory fake for tests. It imports no
+// etcd package (deps_test.go).
 //
 // # Request flow
 //

@@ -39,30 +39,32 @@ var DefaultFourLetterWords = []string{"ruok", "srvr", "stat", "mntr", "conf", "e
 // fourLetterCommands maps each four-letter word zetcd answers to the function producing its
 // output. A word outside the whitelist, or one ZooKeeper knows and zetcd does not answer
 // (stmk, hash), gets ZooKeeper's refusal sentence. Adding a command means adding a row.
-var fourLetterCommands = map[string]func(*fourLetterRun) string{
-	"ruok": func(*fourLetterRun) string { return "imok" },
-	"isro": func(*fourLetterRun) string { return "rw" }, // zetcd is never read-only
-	"gtmk": func(*fourLetterRun) string { return strconv.Itoa(traceMask) },
-	"srvr": (*fourLetterRun).srvr,
-	"stat": (*fourLetterRun).stat,
-	"mntr": (*fourLetterRun).mntr,
-	"conf": (*fourLetterRun).conf,
-	"envi": (*fourLetterRun).envi,
-	"cons": (*fourLetterRun).cons,
-	"crst": (*fourLetterRun).crst,
-	"srst": (*fourLetterRun).srst,
-	"wchs": (*fourLetterRun).wchs,
-	"wchc": (*fourLetterRun).wchc,
-	"wchp": (*fourLetterRun).wchp,
-	"dump": (*fourLetterRun).dump,
-	"dirs": (*fourLetterRun).dirs,
+var fourLetterCommands = map[string]func(*commandRun) string{
+	"ruok": func(*commandRun) string { return "imok" },
+	"isro": func(*commandRun) string { return "rw" }, // zetcd is never read-only
+	"gtmk": func(r *commandRun) string { return strconv.FormatInt(r.s.traceMask.Load(), 10) },
+	"srvr": (*commandRun).srvr,
+	"stat": (*commandRun).stat,
+	"mntr": (*commandRun).mntr,
+	"conf": (*commandRun).conf,
+	"envi": (*commandRun).envi,
+	"cons": (*commandRun).cons,
+	"crst": (*commandRun).crst,
+	"srst": (*commandRun).srst,
+	"wchs": (*commandRun).wchs,
+	"wchc": (*commandRun).wchc,
+	"wchp": (*commandRun).wchp,
+	"dump": (*commandRun).dump,
+	"dirs": (*commandRun).dirs,
 }
 
 const (
 	// fourLetterTimeout bounds the backend requests of one four-letter word.
 	fourLetterTimeout = 5 * time.Second
-	// traceMask is what gtmk answers: ZooKeeper's default trace mask. zetcd has no tracing.
-	traceMask = 306
+	// defaultTraceMask is ZooKeeper's default trace mask (ZooTrace), what gtmk answers until
+	// the AdminServer's set_trace_mask changes it. zetcd has no tracing: the mask is kept and
+	// reported, nothing more.
+	defaultTraceMask = 306
 	// notServing is ZooKeeper's answer when it cannot serve (here: the backend is unreachable).
 	notServing = "This ZooKeeper instance is not currently serving requests\n"
 )
@@ -114,7 +116,7 @@ func (c *clientConn) fourLetterWord(cmd string) {
 	var out string
 	if f, ok := fourLetterCommands[cmd]; ok && c.s.fourLetter[cmd] {
 		ctx, cancel := context.WithTimeout(c.ctx, fourLetterTimeout)
-		out = f(&fourLetterRun{s: c.s, c: c, ctx: ctx})
+		out = f(&commandRun{s: c.s, ctx: ctx, warn: c.log.Warn, port: localPort(c.nc), what: "four-letter word"})
 		cancel()
 	} else {
 		out = cmd + " is not executed because it is not in the whitelist.\n"
@@ -131,25 +133,36 @@ func (c *clientConn) fourLetterWord(cmd string) {
 	c.graceful.Store(true)
 }
 
-// fourLetterRun is one four-letter word being answered on connection c.
-type fourLetterRun struct {
-	s   *Server
-	c   *clientConn
-	ctx context.Context
+// commandRun is one four-letter word or AdminServer command being answered. port is the
+// client port conf and configuration report (-1 for none); what names the interface in logs.
+type commandRun struct {
+	s    *Server
+	ctx  context.Context
+	warn func(msg string, fields ...zap.Field)
+	port int
+	what string
 }
 
-func (r *fourLetterRun) log(what string, err error) {
-	r.c.log.Warn("four-letter word: backend stats unavailable", zap.String("stats", what), zap.Error(err))
+func (r *commandRun) statsFailed(stats string, err error) {
+	r.warn(r.what+": backend stats unavailable", zap.String("stats", stats), zap.Error(err))
+}
+
+// localPort is the TCP port nc was accepted on, -1 if it has none.
+func localPort(nc net.Conn) int {
+	if a, ok := nc.LocalAddr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return -1
 }
 
 // backendStats asks the StatsSource for the cheap numbers; ok is false if it failed (the
 // server then answers notServing). Without a StatsSource the numbers are zero.
-func (r *fourLetterRun) backendStats() (BackendStats, bool) {
+func (r *commandRun) backendStats() (BackendStats, bool) {
 	var st BackendStats
 	if r.s.statsSrc != nil {
 		var err error
 		if st, err = r.s.statsSrc.Stats(r.ctx); err != nil {
-			r.log("stats", err)
+			r.statsFailed("stats", err)
 			return st, false
 		}
 	}
@@ -158,19 +171,19 @@ func (r *fourLetterRun) backendStats() (BackendStats, bool) {
 }
 
 // treeStats is backendStats for the tree scan.
-func (r *fourLetterRun) treeStats() (TreeStats, bool) {
+func (r *commandRun) treeStats() (TreeStats, bool) {
 	ts := TreeStats{Ephemerals: map[encoding.SessionID][]string{}}
 	if r.s.statsSrc != nil {
 		var err error
 		if ts, err = r.s.statsSrc.TreeStats(r.ctx); err != nil {
-			r.log("tree", err)
+			r.statsFailed("tree", err)
 			return ts, false
 		}
 	}
 	return ts, true
 }
 
-func (r *fourLetterRun) watches() watchSummary {
+func (r *commandRun) watches() watchSummary {
 	if r.s.statsSrc == nil {
 		return summarizeWatches(nil)
 	}
@@ -204,7 +217,7 @@ var buildDate = sync.OnceValue(func() string {
 })
 
 // srvrBody is srvr's output after its version line.
-func (r *fourLetterRun) srvrBody(st BackendStats) string {
+func (r *commandRun) srvrBody(st BackendStats) string {
 	s := r.s
 	minMs, avgMs, maxMs := s.stats.latency()
 	var b strings.Builder
@@ -219,7 +232,7 @@ func (r *fourLetterRun) srvrBody(st BackendStats) string {
 	return b.String()
 }
 
-func (r *fourLetterRun) srvr() string {
+func (r *commandRun) srvr() string {
 	st, ok := r.backendStats()
 	if !ok {
 		return notServing
@@ -228,7 +241,7 @@ func (r *fourLetterRun) srvr() string {
 }
 
 // stat is srvr with the connections (brief) after the version line.
-func (r *fourLetterRun) stat() string {
+func (r *commandRun) stat() string {
 	st, ok := r.backendStats()
 	if !ok {
 		return notServing
@@ -245,7 +258,7 @@ func (r *fourLetterRun) stat() string {
 }
 
 // cons lists every connection in full, then a blank line.
-func (r *fourLetterRun) cons() string {
+func (r *commandRun) cons() string {
 	var b strings.Builder
 	for _, c := range r.s.connList() {
 		c.writeConnInfo(&b, false)
@@ -254,14 +267,19 @@ func (r *fourLetterRun) cons() string {
 	return b.String()
 }
 
-func (r *fourLetterRun) crst() string {
-	for _, c := range r.s.connList() {
-		c.st.reset()
-	}
+func (r *commandRun) crst() string {
+	r.s.resetConnStats()
 	return "Connection stats reset.\n"
 }
 
-func (r *fourLetterRun) srst() string {
+// resetConnStats resets every open connection's counters (crst, connection_stat_reset).
+func (s *Server) resetConnStats() {
+	for _, c := range s.connList() {
+		c.st.reset()
+	}
+}
+
+func (r *commandRun) srst() string {
 	r.s.stats.reset()
 	return "Server stats reset.\n"
 }
@@ -282,38 +300,69 @@ func (s *Server) connList() []*clientConn {
 // once it does (they are written before established is stored).
 func (c *clientConn) hasSession() bool { return c.st.established.Load() != 0 }
 
+// connInfo is what ZooKeeper tells of one connection (ServerCnxn's connection info): the
+// brief part for every connection, the rest once it serves a session (hasSession).
+type connInfo struct {
+	remote                 string
+	interest               int // what ZooKeeper shows of the socket's interest set: 1 (reading) once a session is served, 0 before
+	queued, received, sent int64
+	session                bool // the fields below are set
+	id                     encoding.SessionID
+	lastOp                 string
+	established            int64 // unix ms
+	timeout                time.Duration
+	lastCxid               int64 // -1 for none
+	lastZxid               int64
+	lastResp               int64 // unix ms
+	latLast, latMin        int64 // ms
+	latAvg, latMax         int64 // ms
+}
+
+// info reads c's counters; the session's part only unless brief.
+func (c *clientConn) info(brief bool) connInfo {
+	st := &c.st
+	ci := connInfo{remote: c.remote, queued: st.queued.Load(), received: st.received.Load(), sent: st.sent.Load()}
+	if c.hasSession() {
+		ci.interest = 1
+	}
+	if brief || !c.hasSession() {
+		return ci
+	}
+	ci.session = true
+	ci.id = c.id
+	ci.lastOp = "NA"
+	if op := st.lastOp.Load(); op != 0 {
+		ci.lastOp = lastOpName(encoding.Op(op - 1))
+	}
+	ci.established = st.established.Load()
+	ci.timeout = c.timeout
+	ci.lastCxid = st.lastCxid.Load()
+	ci.lastZxid = st.lastZxid.Load()
+	ci.lastResp = st.lastResp.Load()
+	ci.latLast = st.latLast.Load()
+	if ci.latMin = st.latMin.Load(); ci.latMin == math.MaxInt64 {
+		ci.latMin = 0
+	}
+	if n := st.latCount.Load(); n > 0 {
+		ci.latAvg = st.latTotal.Load() / n
+	}
+	ci.latMax = st.latMax.Load()
+	return ci
+}
+
 // writeConnInfo writes one connection's line of stat (brief) or cons, in ZooKeeper's shape:
 //
 //	/127.0.0.1:51234[1](queued=0,recved=12,sent=12[,sid=0x…,lop=GETD,est=…,to=30000,lcxid=0x…,lzxid=0x…,lresp=…,llat=0,minlat=0,avglat=0,maxlat=3])
-//
-// The number in brackets is what ZooKeeper shows of the socket's interest set: 1 (reading)
-// once a session is served, 0 before.
 func (c *clientConn) writeConnInfo(b *strings.Builder, brief bool) {
-	st := &c.st
-	interest := 0
-	if c.hasSession() {
-		interest = 1
-	}
-	fmt.Fprintf(b, " /%s[%d](queued=%d,recved=%d,sent=%d", c.remote, interest, st.queued.Load(), st.received.Load(), st.sent.Load())
-	if !brief && c.hasSession() {
-		lop := "NA"
-		if op := st.lastOp.Load(); op != 0 {
-			lop = lastOpName(encoding.Op(op - 1))
-		}
-		fmt.Fprintf(b, ",sid=%s,lop=%s,est=%d,to=%d", hex64(int64(c.id)), lop, st.established.Load(), c.timeout.Milliseconds())
-		if cxid := st.lastCxid.Load(); cxid >= 0 {
-			fmt.Fprintf(b, ",lcxid=%s", hex64(cxid))
-		}
-		minLat := st.latMin.Load()
-		if minLat == math.MaxInt64 {
-			minLat = 0
-		}
-		var avgLat int64
-		if n := st.latCount.Load(); n > 0 {
-			avgLat = st.latTotal.Load() / n
+	ci := c.info(brief)
+	fmt.Fprintf(b, " /%s[%d](queued=%d,recved=%d,sent=%d", ci.remote, ci.interest, ci.queued, ci.received, ci.sent)
+	if ci.session {
+		fmt.Fprintf(b, ",sid=%s,lop=%s,est=%d,to=%d", hex64(int64(ci.id)), ci.lastOp, ci.established, ci.timeout.Milliseconds())
+		if ci.lastCxid >= 0 {
+			fmt.Fprintf(b, ",lcxid=%s", hex64(ci.lastCxid))
 		}
 		fmt.Fprintf(b, ",lzxid=%s,lresp=%d,llat=%d,minlat=%d,avglat=%d,maxlat=%d",
-			hex64(st.lastZxid.Load()), st.lastResp.Load(), st.latLast.Load(), minLat, avgLat, st.latMax.Load())
+			hex64(ci.lastZxid), ci.lastResp, ci.latLast, ci.latMin, ci.latAvg, ci.latMax)
 	}
 	b.WriteString(")\n")
 }
@@ -376,28 +425,47 @@ func lastOpName(op encoding.Op) string {
 	return "NA"
 }
 
-// mntr lists ZooKeeper 3.9's gauges, in its order, then the counters zetcd has a meaning for.
-// It reads the tree once (ephemerals, data size).
-func (r *fourLetterRun) mntr() string {
-	st, ok := r.backendStats()
+// field is one named figure of an answer, in ZooKeeper's order: the four-letter words print
+// fields as text, the AdminServer as JSON members.
+type field struct {
+	key string
+	val any
+}
+
+// mntr lists monitorFields as ZooKeeper prints them: "zk_<key>\t<value>".
+func (r *commandRun) mntr() string {
+	fields, ok := r.monitorFields()
 	if !ok {
 		return notServing
 	}
+	var b strings.Builder
+	for _, f := range fields {
+		v := f.val
+		if d, ok := v.(float64); ok {
+			v = javaDouble(d)
+		}
+		fmt.Fprintf(&b, "zk_%s\t%v\n", f.key, v)
+	}
+	return b.String()
+}
+
+// monitorFields are ZooKeeper 3.9's gauges, in its order, then the counters zetcd has a
+// meaning for (mntr, monitor). It reads the tree once (ephemerals, data size); ok is false
+// when the backend cannot say.
+func (r *commandRun) monitorFields() (fields []field, ok bool) {
+	st, ok := r.backendStats()
+	if !ok {
+		return nil, false
+	}
 	ts, ok := r.treeStats()
 	if !ok {
-		return notServing
+		return nil, false
 	}
 	s := r.s
 	w := r.watches()
 	minMs, avgMs, maxMs := s.stats.latency()
 	last, smallest, largest := s.stats.responseSizes()
-	var b strings.Builder
-	kv := func(k string, v any) {
-		if f, ok := v.(float64); ok {
-			v = javaDouble(f)
-		}
-		fmt.Fprintf(&b, "zk_%s\t%v\n", k, v)
-	}
+	kv := func(k string, v any) { fields = append(fields, field{k, v}) }
 	kv("version", s.fullVersion())
 	kv("server_state", "standalone")
 	kv("ephemerals_count", ts.EphemeralCount)
@@ -433,39 +501,59 @@ func (r *fourLetterRun) mntr() string {
 	kv("bytes_received_count", s.stats.bytesReceived.SinceReset())
 	kv("response_bytes", s.stats.bytesSent.SinceReset())
 	kv("connection_request_count", s.stats.handshakes.SinceReset())
-	return b.String()
+	return fields, true
 }
 
-// conf reports the configuration in ZooKeeper's keys. zetcd has no tick: tickTime is half the
-// minimum session timeout, which is how ZooKeeper derives its default minimum. The data and
-// log directories are Config.DataDirs.
-func (r *fourLetterRun) conf() string {
-	s := r.s
-	port := -1
-	if a, ok := r.c.nc.LocalAddr().(*net.TCPAddr); ok {
-		port = a.Port
+// serverConfig is the configuration in ZooKeeper's terms (conf, configuration). zetcd has no
+// tick: tickTime is half the minimum session timeout, which is how ZooKeeper derives its
+// default minimum. The data and log directories are Config.DataDirs.
+type serverConfig struct {
+	clientPort                           int
+	dataDir, dataLogDir                  string
+	tickTime                             int64 // ms
+	maxClientCnxns                       int
+	minSessionTimeout, maxSessionTimeout int64 // ms
+}
+
+func (r *commandRun) config() serverConfig {
+	cfg := r.s.cfg
+	return serverConfig{
+		clientPort:        r.port,
+		dataDir:           cfg.DataDirs.Snap,
+		dataLogDir:        cfg.DataDirs.Log,
+		tickTime:          (cfg.MinSessionTimeout / 2).Milliseconds(),
+		maxClientCnxns:    cfg.MaxClientCnxns,
+		minSessionTimeout: cfg.MinSessionTimeout.Milliseconds(),
+		maxSessionTimeout: cfg.MaxSessionTimeout.Milliseconds(),
 	}
-	dataDir, logDir := s.cfg.DataDirs.Snap, s.cfg.DataDirs.Log
+}
+
+// conf reports serverConfig in ZooKeeper's keys, with the directories' sizes.
+func (r *commandRun) conf() string {
+	c := r.config()
 	var b strings.Builder
-	fmt.Fprintf(&b, "clientPort=%d\n", port)
+	fmt.Fprintf(&b, "clientPort=%d\n", c.clientPort)
 	b.WriteString("secureClientPort=-1\n")
-	fmt.Fprintf(&b, "dataDir=%s\n", dataDir)
-	fmt.Fprintf(&b, "dataDirSize=%d\n", dirSize(dataDir))
-	fmt.Fprintf(&b, "dataLogDir=%s\n", logDir)
-	fmt.Fprintf(&b, "dataLogSize=%d\n", dirSize(logDir))
-	fmt.Fprintf(&b, "tickTime=%d\n", (s.cfg.MinSessionTimeout / 2).Milliseconds())
-	fmt.Fprintf(&b, "maxClientCnxns=%d\n", s.cfg.MaxClientCnxns)
-	fmt.Fprintf(&b, "minSessionTimeout=%d\n", s.cfg.MinSessionTimeout.Milliseconds())
-	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", s.cfg.MaxSessionTimeout.Milliseconds())
+	fmt.Fprintf(&b, "dataDir=%s\n", c.dataDir)
+	fmt.Fprintf(&b, "dataDirSize=%d\n", dirSize(c.dataDir))
+	fmt.Fprintf(&b, "dataLogDir=%s\n", c.dataLogDir)
+	fmt.Fprintf(&b, "dataLogSize=%d\n", dirSize(c.dataLogDir))
+	fmt.Fprintf(&b, "tickTime=%d\n", c.tickTime)
+	fmt.Fprintf(&b, "maxClientCnxns=%d\n", c.maxClientCnxns)
+	fmt.Fprintf(&b, "minSessionTimeout=%d\n", c.minSessionTimeout)
+	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", c.maxSessionTimeout)
 	b.WriteString("clientPortListenBacklog=-1\n")
 	b.WriteString("serverId=0\n")
 	return b.String()
 }
 
-func (r *fourLetterRun) dirs() string {
-	dataDir, logDir := r.s.cfg.DataDirs.Snap, r.s.cfg.DataDirs.Log
-	return fmt.Sprintf("datadir_size: %d\nlogdir_size: %d\n", dirSize(dataDir), dirSize(logDir))
+func (r *commandRun) dirs() string {
+	return fmt.Sprintf("datadir_size: %d\nlogdir_size: %d\n", r.s.dataDirSize(), r.s.logDirSize())
 }
+
+// dataDirSize and logDirSize are the sizes of Config.DataDirs (dirs, srvr's JSON form).
+func (s *Server) dataDirSize() int64 { return dirSize(s.cfg.DataDirs.Snap) }
+func (s *Server) logDirSize() int64  { return dirSize(s.cfg.DataDirs.Log) }
 
 // dirSize is the total size of the regular files under dir; 0 if dir is "" or unreadable.
 func dirSize(dir string) int64 {
@@ -487,10 +575,20 @@ func dirSize(dir string) int64 {
 	return n
 }
 
-// envi reports the environment in ZooKeeper's keys and order. The java.* keys describe the Go
-// runtime where they have a counterpart and are "<NA>" (ZooKeeper's word for an unset
-// property) where they do not.
-func (r *fourLetterRun) envi() string {
+// envi reports environmentFields as ZooKeeper prints them.
+func (r *commandRun) envi() string {
+	var b strings.Builder
+	b.WriteString("Environment:\n")
+	for _, f := range r.s.environmentFields() {
+		fmt.Fprintf(&b, "%s=%v\n", f.key, f.val)
+	}
+	return b.String()
+}
+
+// environmentFields is the environment in ZooKeeper's keys and order (envi, environment), all
+// strings. The java.* keys describe the Go runtime where they have a counterpart and are
+// "<NA>" (ZooKeeper's word for an unset property) where they do not.
+func (s *Server) environmentFields() []field {
 	na := func(v string, err error) string {
 		if err != nil || v == "" {
 			return "<NA>"
@@ -513,29 +611,26 @@ func (r *fourLetterRun) envi() string {
 		maxMem = total
 	}
 	free := total - int64(ms.HeapAlloc)
-
-	var b strings.Builder
-	b.WriteString("Environment:\n")
-	line := func(k, v string) { fmt.Fprintf(&b, "%s=%s\n", k, v) }
-	line("zookeeper.version", r.s.fullVersion())
-	line("host.name", host)
-	line("java.version", runtime.Version())
-	line("java.vendor", "<NA>")
-	line("java.home", "<NA>")
-	line("java.class.path", exe)
-	line("java.library.path", "<NA>")
-	line("java.io.tmpdir", os.TempDir())
-	line("java.compiler", "<NA>")
-	line("os.name", osName())
-	line("os.arch", runtime.GOARCH)
-	line("os.version", osVersion())
-	line("user.name", userName)
-	line("user.home", userHome)
-	line("user.dir", wd)
-	line("os.memory.free", strconv.FormatInt(free/mb, 10)+"MB")
-	line("os.memory.max", strconv.FormatInt(maxMem/mb, 10)+"MB")
-	line("os.memory.total", strconv.FormatInt(total/mb, 10)+"MB")
-	return b.String()
+	return []field{
+		{"zookeeper.version", s.fullVersion()},
+		{"host.name", host},
+		{"java.version", runtime.Version()},
+		{"java.vendor", "<NA>"},
+		{"java.home", "<NA>"},
+		{"java.class.path", exe},
+		{"java.library.path", "<NA>"},
+		{"java.io.tmpdir", os.TempDir()},
+		{"java.compiler", "<NA>"},
+		{"os.name", osName()},
+		{"os.arch", runtime.GOARCH},
+		{"os.version", osVersion()},
+		{"user.name", userName},
+		{"user.home", userHome},
+		{"user.dir", wd},
+		{"os.memory.free", strconv.FormatInt(free/mb, 10) + "MB"},
+		{"os.memory.max", strconv.FormatInt(maxMem/mb, 10) + "MB"},
+		{"os.memory.total", strconv.FormatInt(total/mb, 10) + "MB"},
+	}
 }
 
 // osName is the operating system's name as Java's os.name spells the common ones.
@@ -564,13 +659,13 @@ func osVersion() string {
 }
 
 // wchs summarises the data watches: connections, paths and watches.
-func (r *fourLetterRun) wchs() string {
+func (r *commandRun) wchs() string {
 	w := r.watches()
 	return fmt.Sprintf("%d connections watching %d paths\nTotal watches:%d\n", len(w.bySession), len(w.byPath), w.dataCount)
 }
 
 // wchc lists the data watches by session.
-func (r *fourLetterRun) wchc() string {
+func (r *commandRun) wchc() string {
 	w := r.watches()
 	var b strings.Builder
 	for _, id := range sortedSessions(w.bySession) {
@@ -584,7 +679,7 @@ func (r *fourLetterRun) wchc() string {
 }
 
 // wchp lists the data watches by path.
-func (r *fourLetterRun) wchp() string {
+func (r *commandRun) wchp() string {
 	w := r.watches()
 	paths := make([]string, 0, len(w.byPath))
 	for p := range w.byPath {
@@ -606,28 +701,19 @@ func (r *fourLetterRun) wchp() string {
 // every session (all of etcd's, one tree scan), and the connections grouped by expiry time.
 // Expiry times are rounded up to the next tick (tickTime as conf reports it), as ZooKeeper's
 // expiry queues round them.
-func (r *fourLetterRun) dump() string {
+func (r *commandRun) dump() string {
 	ts, ok := r.treeStats()
 	if !ok {
 		return notServing
 	}
 	s := r.s
-	tick := max(s.cfg.MinSessionTimeout/2, time.Millisecond)
-	bucket := func(t time.Time) time.Time {
-		return time.UnixMilli((t.UnixMilli()/tick.Milliseconds() + 1) * tick.Milliseconds())
-	}
 	var b strings.Builder
 
-	sessions := s.sessions.expiries()
+	sets, n := s.sessionSets()
 	b.WriteString("SessionTracker dump:\n")
-	sets := map[time.Time][]encoding.SessionID{}
-	for id, at := range sessions {
-		sets[bucket(at)] = append(sets[bucket(at)], id)
-	}
-	fmt.Fprintf(&b, "Session Sets (%d)/(%d):\n", len(sets), len(sessions))
+	fmt.Fprintf(&b, "Session Sets (%d)/(%d):\n", len(sets), n)
 	for _, at := range sortedTimes(sets) {
 		ids := sets[at]
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 		fmt.Fprintf(&b, "%d expire at %s:\n", len(ids), javaDate(at))
 		for _, id := range ids {
 			b.WriteString("\t" + hex64(int64(id)) + "\n")
@@ -652,7 +738,7 @@ func (r *fourLetterRun) dump() string {
 		if c.hasSession() {
 			at = time.Unix(0, c.lastActivity.Load()).Add(c.timeout)
 		}
-		csets[bucket(at)] = append(csets[bucket(at)], c)
+		csets[s.expiryBucket(at)] = append(csets[s.expiryBucket(at)], c)
 	}
 	fmt.Fprintf(&b, "Connections Sets (%d)/(%d):\n", len(csets), len(conns))
 	for _, at := range sortedTimes(csets) {
@@ -666,6 +752,27 @@ func (r *fourLetterRun) dump() string {
 		}
 	}
 	return b.String()
+}
+
+// expiryBucket rounds t up to the next tick (tickTime as conf reports it), as ZooKeeper's
+// expiry queues (ExpiryQueue) round expiry times.
+func (s *Server) expiryBucket(t time.Time) time.Time {
+	tick := max(s.cfg.MinSessionTimeout/2, time.Millisecond).Milliseconds()
+	return time.UnixMilli((t.UnixMilli()/tick + 1) * tick)
+}
+
+// sessionSets groups the sessions this server tracks by expiryBucket, ids sorted (dump's
+// session sets); n is the number of sessions.
+func (s *Server) sessionSets() (sets map[time.Time][]encoding.SessionID, n int) {
+	sessions := s.sessions.expiries()
+	sets = map[time.Time][]encoding.SessionID{}
+	for id, at := range sessions {
+		sets[s.expiryBucket(at)] = append(sets[s.expiryBucket(at)], id)
+	}
+	for _, ids := range sets {
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	}
+	return sets, len(sessions)
 }
 
 // expiries returns when each session this server tracks expires if its client stays silent:

@@ -134,6 +134,9 @@ type Server struct {
 	stats    serverStats
 	sessions *sessionTable
 	started  time.Time // for zk_uptime
+	// traceMask is ZooKeeper's trace mask (ZooTrace): gtmk and get_trace_mask report it,
+	// set_trace_mask sets it; nothing else reads it.
+	traceMask atomic.Int64
 	// statsSrc is the backend's StatsSource (statsSourceOf), nil if it has none; fourLetter is
 	// the set of words answered. Both read-only.
 	statsSrc   StatsSource
@@ -172,6 +175,7 @@ func NewServer(b Backend, cfg Config) *Server {
 	s.stats.respMin.Store(math.MaxInt64)
 	s.sessions = newSessionTable(ctx, cfg.Logger, s.storeReachable)
 	s.started = time.Now()
+	s.traceMask.Store(defaultTraceMask)
 	s.statsSrc, _ = statsSourceOf(cfg, b)
 	s.fourLetter = fourLetterWhitelist(cfg.FourLetterWords)
 	if cfg.Metrics != nil {

@@ -40,6 +40,8 @@ type options struct {
 	fourLetterList    string      // --4lw-whitelist as given
 	fourLetterWords   []string
 	metricsAddr       string
+	adminAddr         string // --admin-addr: ZooKeeper's AdminServer
+	adminTLS          bool   // --admin-tls
 	pprof             bool
 	drainTimeout      time.Duration
 	reapInterval      time.Duration // --reap-interval
@@ -93,6 +95,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.logRequests, "log-requests", false, "log every request at debug level (with --log-level debug); see docs/operating.md, \"Logs\"")
 	fs.StringVar(&o.fourLetterList, "4lw-whitelist", strings.Join(zetcd.DefaultFourLetterWords, ","), "comma-separated four-letter words answered, * for all (srvr always is)")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "address of the HTTP endpoint for /metrics, /healthz, /readyz; empty: none; see docs/operating.md, \"Metrics\"")
+	fs.StringVar(&o.adminAddr, "admin-addr", "", "address of ZooKeeper's AdminServer (/commands); empty: none; see docs/operating.md, \"AdminServer\"")
+	fs.BoolVar(&o.adminTLS, "admin-tls", false, "serve --admin-addr over TLS only, with the client port's --tls-cert, --tls-key and --tls-ca")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve Go's profiler under /debug/pprof/ on --metrics-addr")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long connections may take to finish what they read; see docs/operating.md, \"Draining and upgrades\"")
 	fs.DurationVar(&o.reapInterval, "reap-interval", etcdstore.DefaultReapInterval, "how often the elected zetcd deletes empty containers and expired TTL nodes; 0: never elected; see docs/operating.md, \"Scale-out and failures\"")
@@ -157,6 +161,9 @@ func (o *options) check(extra []string) error {
 	}
 	if o.pprof && o.metricsAddr == "" {
 		return fmt.Errorf("--pprof needs --metrics-addr")
+	}
+	if o.adminTLS && (o.adminAddr == "" || o.security.tlsCert == "") {
+		return fmt.Errorf("--admin-tls needs --admin-addr and the client port's --tls-cert and --tls-key")
 	}
 	if len(extra) > 0 {
 		return fmt.Errorf("unexpected arguments: %v", extra)

@@ -107,6 +107,11 @@ func startHTTP(addr string, h http.Handler, log *zap.Logger) (*httpEndpoint, err
 	if err != nil {
 		return nil, fmt.Errorf("listen for metrics on %s: %w", addr, err)
 	}
+	return serveHTTP(ln, h, log), nil
+}
+
+// serveHTTP serves h on ln until stop.
+func serveHTTP(ln net.Listener, h http.Handler, log *zap.Logger) *httpEndpoint {
 	e := &httpEndpoint{
 		srv:  &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second},
 		addr: ln.Addr(),
@@ -115,10 +120,10 @@ func startHTTP(addr string, h http.Handler, log *zap.Logger) (*httpEndpoint, err
 	go func() {
 		defer close(e.done)
 		if err := e.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("metrics endpoint stopped", zap.Error(err))
+			log.Error("HTTP endpoint stopped", zap.Error(err))
 		}
 	}()
-	return e, nil
+	return e
 }
 
 // stop closes the endpoint, giving requests in flight a moment to finish.

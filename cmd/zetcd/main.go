@@ -228,12 +228,20 @@ func newServer(o options, log *zap.Logger, served zetcd.Backend, backend *etcdst
 	})
 }
 
-// serve serves ZooKeeper clients on the client ports and the operator endpoint on
-// --metrics-addr until a signal, a port's failure or the embedded etcd's, then shuts down.
+// serve serves ZooKeeper clients on the client ports, the AdminServer on --admin-addr and the
+// operator endpoint on --metrics-addr until a signal, a port's failure or the embedded etcd's, then shuts down.
 func serve(o options, log *zap.Logger, srv *zetcd.Server, etcd *etcdConn, reg *prometheus.Registry, backend *etcdstore.Store) error {
-	serveErr, err := listen(o, log, srv, etcd.endpoints)
+	serveErr, clientPort, err := listen(o, log, srv, etcd.endpoints)
 	if err != nil {
 		return err
+	}
+	if o.adminAddr != "" {
+		ep, err := startAdmin(o, log, srv, backend, clientPort)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		defer ep.stop()
 	}
 	if o.metricsAddr != "" {
 		ep, err := startEndpoint(o, log, srv, etcd.cli, reg, backend)
@@ -248,10 +256,11 @@ func serve(o options, log *zap.Logger, srv *zetcd.Server, etcd *etcdConn, reg *p
 }
 
 // listen opens the client ports and serves srv on each; a port's failure comes on serveErr.
-func listen(o options, log *zap.Logger, srv *zetcd.Server, endpoints []string) (serveErr <-chan error, err error) {
+// clientPort is the plain one's port number, -1 if there is none.
+func listen(o options, log *zap.Logger, srv *zetcd.Server, endpoints []string) (serveErr <-chan error, clientPort int, err error) {
 	ports, err := o.security.listen(o.zkAddr)
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	errc := make(chan error, len(ports))
 	for _, p := range ports {
@@ -263,7 +272,7 @@ func listen(o options, log *zap.Logger, srv *zetcd.Server, endpoints []string) (
 			}
 		}()
 	}
-	return errc, nil
+	return errc, plainPort(ports), nil
 }
 
 // startEndpoint starts the operator's HTTP endpoint on --metrics-addr.
