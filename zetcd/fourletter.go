@@ -377,7 +377,7 @@ func lastOpName(op encoding.Op) string {
 }
 
 // mntr lists ZooKeeper 3.9's gauges, in its order, then the counters zetcd has a meaning for.
-// It reads the tree once (ephemerals, data size).
+// The gauges are the monitorFigures /metrics exports under the same names (zkmetrics.go).
 func (r *fourLetterRun) mntr() string {
 	st, ok := r.backendStats()
 	if !ok {
@@ -388,9 +388,7 @@ func (r *fourLetterRun) mntr() string {
 		return notServing
 	}
 	s := r.s
-	w := r.watches()
-	minMs, avgMs, maxMs := s.stats.latency()
-	last, smallest, largest := s.stats.responseSizes()
+	f := s.monitorFigures(st, ts, r.watches())
 	var b strings.Builder
 	kv := func(k string, v any) {
 		if f, ok := v.(float64); ok {
@@ -400,34 +398,33 @@ func (r *fourLetterRun) mntr() string {
 	}
 	kv("version", s.fullVersion())
 	kv("server_state", "standalone")
-	kv("ephemerals_count", ts.EphemeralCount)
-	kv("num_alive_connections", s.numConnections())
-	kv("avg_latency", round4(avgMs))
-	kv("outstanding_requests", s.stats.outstanding.Load())
-	kv("znode_count", st.NodeCount)
-	kv("global_sessions", st.Sessions)
+	kv("ephemerals_count", f.ephemerals)
+	kv("num_alive_connections", f.connections)
+	kv("avg_latency", round4(f.avgLatency))
+	kv("outstanding_requests", f.outstanding)
+	kv("znode_count", f.znodes)
+	kv("global_sessions", f.globalSessions)
 	kv("non_mtls_remote_conn_count", 0)
-	kv("last_client_response_size", last)
-	kv("packets_sent", s.stats.sent.Load())
-	kv("packets_received", s.stats.received.Load())
-	kv("max_client_response_size", largest)
+	kv("last_client_response_size", f.lastResp)
+	kv("packets_sent", f.packetsSent)
+	kv("packets_received", f.packetsReceived)
+	kv("max_client_response_size", f.maxResp)
 	kv("connection_drop_probability", 0.0)
-	kv("watch_count", w.total)
-	kv("auth_failed_count", s.stats.authFailed.Load())
-	kv("min_latency", minMs)
-	open, limit, fdOK := fileDescriptors()
-	if fdOK {
-		kv("max_file_descriptor_count", limit)
+	kv("watch_count", f.watches)
+	kv("auth_failed_count", f.authFailed)
+	kv("min_latency", f.minLatency)
+	if f.fdOK {
+		kv("max_file_descriptor_count", f.maxFDs)
 	}
-	kv("approximate_data_size", ts.ApproximateDataSize)
-	if fdOK {
-		kv("open_file_descriptor_count", open)
+	kv("approximate_data_size", f.dataSize)
+	if f.fdOK {
+		kv("open_file_descriptor_count", f.openFDs)
 	}
-	kv("local_sessions", 0)
-	kv("uptime", time.Since(s.started).Milliseconds())
-	kv("max_latency", maxMs)
+	kv("local_sessions", f.localSessions)
+	kv("uptime", f.uptime)
+	kv("max_latency", f.maxLatency)
 	kv("outstanding_tls_handshake", 0)
-	kv("min_client_response_size", smallest)
+	kv("min_client_response_size", f.minResp)
 	kv("non_mtls_local_conn_count", 0)
 	kv("connection_rejected", s.stats.refusedConns.SinceReset())
 	kv("bytes_received_count", s.stats.bytesReceived.SinceReset())
