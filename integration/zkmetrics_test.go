@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -191,90 +193,102 @@ func TestZooKeeperMetricNames(t *testing.T) {
 	}
 }
 
-// zkRegistered is what a real ZooKeeper's mntr tells of the metrics it registers: with its
-// default metrics provider mntr prints each gauge and counter by name, and each summary as
-// avg_, min_, max_, cnt_ and sum_ of its name, plus p50_, p95_, p99_ and p999_ for
-// DetailLevel.ADVANCED.
-type zkRegistered struct {
-	plain    map[string]bool // gauges and counters
-	summary  map[string]bool // summaries; true for DetailLevel.ADVANCED
-	allNames []string
+// compileRegistrationsProvider compiles tools/zookeeper/metrics/RegistrationsProvider.java
+// against ZooKeeper's jars into a temporary directory, for a real ZooKeeper to load. Without
+// javac or the jars the test is skipped, or failed when zkserver.Required.
+func compileRegistrationsProvider(t *testing.T) string {
+	t.Helper()
+	lib := zkserver.LibDir()
+	jars, _ := filepath.Glob(filepath.Join(lib, "zookeeper-[0-9]*.jar"))
+	javac, err := exec.LookPath("javac")
+	if err != nil || len(jars) == 0 {
+		msg := fmt.Sprintf("javac (%v) and ZooKeeper's jars in %q needed", err, lib)
+		if zkserver.Required() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	out := t.TempDir()
+	cmd := exec.Command(javac, "-nowarn", "-cp", filepath.Join(lib, "*"), "-d", out,
+		filepath.Join("..", "tools", "zookeeper", "metrics", "RegistrationsProvider.java"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, b)
+	}
+	return out
 }
 
-func parseMntrRegistrations(mntr string) zkRegistered {
-	keys := map[string]bool{}
-	for _, line := range strings.Split(mntr, "\n") {
-		if k, _, ok := strings.Cut(line, "\t"); ok {
-			keys[strings.TrimPrefix(k, "zk_")] = true
-		}
-	}
-	r := zkRegistered{plain: map[string]bool{}, summary: map[string]bool{}}
-	inSummary := map[string]bool{}
-	for k := range keys {
-		name, ok := strings.CutPrefix(k, "cnt_")
-		if !ok || !keys["avg_"+name] || !keys["sum_"+name] || !keys["min_"+name] || !keys["max_"+name] {
-			continue
-		}
-		r.summary[name] = keys["p50_"+name]
-		for _, p := range []string{"avg_", "min_", "max_", "cnt_", "sum_", "p50_", "p95_", "p99_", "p999_"} {
-			inSummary[p+name] = true
-		}
-	}
-	for k := range keys {
-		if !inSummary[k] && k != "version" && k != "server_state" {
-			r.plain[k] = true
-		}
-	}
-	for k := range r.plain {
-		r.allNames = append(r.allNames, k)
-	}
-	for k := range r.summary {
-		r.allNames = append(r.allNames, k)
-	}
-	sort.Strings(r.allNames)
-	return r
-}
-
-// TestZooKeeperMetricsMatchZooKeeper compares zetcd's ZooKeeper names with what a real
-// ZooKeeper 3.9 registers, after the same requests on both: each name zetcd exports is one
-// ZooKeeper registers, of the same kind (a summary, with ZooKeeper's detail level and so its
-// quantiles; or a gauge or counter), and zetcd's family has the type and labels
-// PrometheusMetricsProvider gives that kind. ZooKeeper's registrations are read from its mntr
-// (its Prometheus provider is not among the jars tools/zookeeper fetches); the names it
-// registers that zetcd leaves out are listed.
-func TestZooKeeperMetricsMatchZooKeeper(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the zetcd binary")
-	}
-	zk := zkserver.Start(t, zkserver.Options{})
+// zkKinds starts a real ZooKeeper with RegistrationsProvider as its metrics provider, makes
+// zkRequests on it, and returns the kind of every metric it registered, by name.
+func zkKinds(t *testing.T) map[string]string {
+	t.Helper()
+	classes := compileRegistrationsProvider(t)
+	zk := zkserver.Start(t, zkserver.Options{
+		ConfigLines: []string{"metricsProvider.className=zetcd.oracle.RegistrationsProvider"},
+		Classpath:   []string{classes},
+	})
 	zkRequests(t, zk.Addr)
 	mntr, err := zkserver.FourLetterWord(zk.Addr, "mntr", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := parseMntrRegistrations(mntr)
+	kinds := map[string]string{}
+	for _, line := range strings.Split(mntr, "\n") {
+		if k, v, ok := strings.Cut(line, "\t"); ok {
+			if name, ok := strings.CutPrefix(k, "zk_metric_kind."); ok {
+				kinds[name] = v
+			}
+		}
+	}
+	if len(kinds) == 0 {
+		t.Fatalf("mntr reports no registration; the provider was not loaded:\n%s", mntr)
+	}
+	return kinds
+}
+
+// promExport is what PrometheusMetricsProvider exports for a metric of a kind
+// RegistrationsProvider reports: the type, and a summary's quantiles; the sets have the label
+// "key", which none of zetcd's has.
+func promExport(kind string) (typ string, quantiles []float64) {
+	switch kind {
+	case "gauge", "gauge_set":
+		return "gauge", nil
+	case "counter", "counter_set":
+		return "counter", nil
+	case "summary_basic", "summary_set_basic":
+		return "summary", []float64{0.5}
+	case "summary_advanced", "summary_set_advanced":
+		return "summary", []float64{0.5, 0.9, 0.99}
+	}
+	return kind, nil
+}
+
+// TestZooKeeperMetricsMatchZooKeeper compares zetcd's ZooKeeper names with the metrics a real
+// ZooKeeper 3.9 registers, after the same requests on both: each name zetcd exports is one
+// ZooKeeper registers, without a label set, and zetcd's family has the type and quantiles
+// PrometheusMetricsProvider gives that kind of metric. ZooKeeper's registrations are read
+// through RegistrationsProvider (its Prometheus provider is not among the jars tools/zookeeper
+// fetches); the names ZooKeeper registers that zetcd leaves out are listed.
+func TestZooKeeperMetricsMatchZooKeeper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the zetcd binary")
+	}
+	kinds := zkKinds(t)
 	fams := scrapeFamilies(t, startZetcdWithMetrics(t))
 
 	exported := map[string]bool{}
 	for _, m := range zetcd.ZKMetrics() {
 		exported[m.Name] = true
-		advanced, isSummary := reg.summary[m.Name]
-		switch {
-		case isSummary:
-			want := []float64{0.5}
-			if advanced {
-				want = []float64{0.5, 0.9, 0.99}
-			}
-			if m.Type != "summary" || !slices.Equal(m.Quantiles, want) {
-				t.Errorf("%s: ZooKeeper registers a summary with quantiles %v; zetcd exports a %s %v", m.Name, want, m.Type, m.Quantiles)
-			}
-		case reg.plain[m.Name]:
-			if m.Type != "gauge" && m.Type != "counter" {
-				t.Errorf("%s: ZooKeeper registers a gauge or counter; zetcd exports a %s", m.Name, m.Type)
-			}
-		default:
+		kind, ok := kinds[m.Name]
+		if !ok {
 			t.Errorf("%s: zetcd exports it; ZooKeeper 3.9 registers no metric by that name", m.Name)
 			continue
+		}
+		if strings.HasSuffix(kind, "_set") || strings.Contains(kind, "_set_") {
+			t.Errorf("%s: ZooKeeper registers a %s (label key); zetcd exports it without labels", m.Name, kind)
+		}
+		typ, quantiles := promExport(kind)
+		if m.Type != typ || !slices.Equal(m.Quantiles, quantiles) {
+			t.Errorf("%s: ZooKeeper registers a %s, exported as a %s %v; zetcd's is a %s %v", m.Name, kind, typ, quantiles, m.Type, m.Quantiles)
 		}
 		f, ok := fams[m.Name]
 		if !ok {
@@ -286,11 +300,12 @@ func TestZooKeeperMetricsMatchZooKeeper(t *testing.T) {
 		}
 	}
 	var leftOut []string
-	for _, name := range reg.allNames {
+	for name, kind := range kinds {
 		if !exported[name] {
-			leftOut = append(leftOut, name)
+			leftOut = append(leftOut, name+" ("+kind+")")
 		}
 	}
+	sort.Strings(leftOut)
 	t.Logf("ZooKeeper 3.9 registers %d metrics; zetcd exports %d of them and leaves out:\n\t%s",
-		len(reg.allNames), len(exported), strings.Join(leftOut, " "))
+		len(kinds), len(exported), strings.Join(leftOut, "\n\t"))
 }
