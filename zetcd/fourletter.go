@@ -409,7 +409,7 @@ func (r *fourLetterRun) mntr() string {
 	kv("packets_sent", f.packetsSent)
 	kv("packets_received", f.packetsReceived)
 	kv("max_client_response_size", f.maxResp)
-	kv("connection_drop_probability", 0.0)
+	kv("connection_drop_probability", f.dropProbability)
 	kv("watch_count", f.watches)
 	kv("auth_failed_count", f.authFailed)
 	kv("min_latency", f.minLatency)

@@ -59,6 +59,7 @@ var zkGauges = []zkGauge{
 	{"packets_sent", "frames and four-letter answers written since srst", func(f *monitorFigures) (float64, bool) { return always(f.packetsSent) }},
 	{"packets_received", "frames read since srst", func(f *monitorFigures) (float64, bool) { return always(f.packetsReceived) }},
 	{"max_client_response_size", "bytes of the largest reply frame", func(f *monitorFigures) (float64, bool) { return always(f.maxResp) }},
+	{"connection_drop_probability", "0: zetcd sheds no connections at random", func(f *monitorFigures) (float64, bool) { return f.dropProbability, true }},
 	{"watch_count", "watches of this process, data and child tables", func(f *monitorFigures) (float64, bool) { return always(f.watches) }},
 	{"auth_failed_count", "requests answered AuthFailed since srst", func(f *monitorFigures) (float64, bool) { return always(f.authFailed) }},
 	{"min_latency", "smallest request latency since srst, ms", func(f *monitorFigures) (float64, bool) { return always(f.minLatency) }},
@@ -153,7 +154,7 @@ func newZKSummary(name, help string, objectives map[float64]float64) prometheus.
 // once for a mntr answer or a scrape.
 type monitorFigures struct {
 	ephemerals, connections, outstanding, znodes, globalSessions int64
-	avgLatency                                                   float64
+	avgLatency, dropProbability                                  float64
 	minLatency, maxLatency                                       int64
 	lastResp, minResp, maxResp                                   int64
 	packetsSent, packetsReceived                                 int64
@@ -184,7 +185,8 @@ func (s *Server) monitorFigures(st BackendStats, ts TreeStats, w watchSummary) m
 		watches:         int64(w.total),
 		authFailed:      s.stats.authFailed.Load(),
 		dataSize:        ts.ApproximateDataSize,
-		localSessions:   0,
+		localSessions:   0, // zetcd has no local sessions
+		dropProbability: 0, // ZooKeeper's connection throttle drops at random; zetcd's backpressure does not
 		uptime:          time.Since(s.started).Milliseconds(),
 		openFDs:         open,
 		maxFDs:          limit,
