@@ -194,22 +194,26 @@ func TestZooKeeperMetricNames(t *testing.T) {
 }
 
 // compileRegistrationsProvider compiles tools/zookeeper/metrics/RegistrationsProvider.java
-// against ZooKeeper's jars into a temporary directory, for a real ZooKeeper to load. Without
-// javac or the jars the test is skipped, or failed when zkserver.Required.
+// against ZooKeeper's jars into a temporary directory, for a real ZooKeeper to load. It runs
+// javac from the java runtime's jdk.compiler module, which a JRE has too (the launcher of Java
+// programs from source uses it). Without java or the jars the test is skipped, or failed when
+// zkserver.Required.
 func compileRegistrationsProvider(t *testing.T) string {
 	t.Helper()
 	lib := zkserver.LibDir()
 	jars, _ := filepath.Glob(filepath.Join(lib, "zookeeper-[0-9]*.jar"))
-	javac, err := exec.LookPath("javac")
+	java, err := exec.LookPath("java")
 	if err != nil || len(jars) == 0 {
-		msg := fmt.Sprintf("javac (%v) and ZooKeeper's jars in %q needed", err, lib)
+		msg := fmt.Sprintf("java (%v) and ZooKeeper's jars in %q needed", err, lib)
 		if zkserver.Required() {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
 	out := t.TempDir()
-	cmd := exec.Command(javac, "-nowarn", "-cp", filepath.Join(lib, "*"), "-d", out,
+	all, _ := filepath.Glob(filepath.Join(lib, "*.jar")) // javac's Main expands no wildcard
+	cmd := exec.Command(java, "-m", "jdk.compiler/com.sun.tools.javac.Main", "-nowarn",
+		"-cp", strings.Join(all, string(filepath.ListSeparator)), "-d", out,
 		filepath.Join("..", "tools", "zookeeper", "metrics", "RegistrationsProvider.java"))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, b)

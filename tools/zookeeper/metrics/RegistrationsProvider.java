@@ -26,7 +26,7 @@ import org.apache.zookeeper.metrics.SummarySet;
  * The kinds: gauge, gauge_set, counter, counter_set, summary_basic, summary_advanced,
  * summary_set_basic, summary_set_advanced (the sets have a label "key" in Prometheus).
  *
- * Compiled by the test against ZooKeeper's jar; zoo.cfg names it with
+ * Compiled by the test against ZooKeeper's jars; zoo.cfg names it with
  * metricsProvider.className=zetcd.oracle.RegistrationsProvider.
  */
 public final class RegistrationsProvider implements MetricsProvider {
