@@ -28,8 +28,7 @@ import (
 // and line order are ZooKeeper's, so that its tools (zkServer.sh status, kazoo's
 // server_version, Solr's and HBase's status pages, Prometheus exporters scraping mntr) read
 // zetcd as they read ZooKeeper; values are zetcd's. Numbers about the tree and the watches come
-// from the backend's StatsSource; no command reads the whole tree more than once, and only
-// mntr and dump read it at all.
+// from the backend's StatsSource; only dump reads every session's ephemeral nodes.
 
 // DefaultFourLetterWords are the words answered when Config.FourLetterWords is nil. ZooKeeper
 // 3.5+ answers only srvr by default; zetcd answers the read-only, cheap-enough set its users'
@@ -383,12 +382,8 @@ func (r *fourLetterRun) mntr() string {
 	if !ok {
 		return notServing
 	}
-	ts, ok := r.treeStats()
-	if !ok {
-		return notServing
-	}
 	s := r.s
-	f := s.monitorFigures(st, ts, r.watches())
+	f := s.monitorFigures(st, r.watches())
 	var b strings.Builder
 	kv := func(k string, v any) {
 		if f, ok := v.(float64); ok {

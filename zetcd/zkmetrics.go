@@ -164,12 +164,12 @@ type monitorFigures struct {
 }
 
 // monitorFigures reads the figures from the server's counters and the backend's numbers.
-func (s *Server) monitorFigures(st BackendStats, ts TreeStats, w watchSummary) monitorFigures {
+func (s *Server) monitorFigures(st BackendStats, w watchSummary) monitorFigures {
 	minMs, avgMs, maxMs := s.stats.latency()
 	last, smallest, largest := s.stats.responseSizes()
 	open, limit, fdOK := fileDescriptors()
 	return monitorFigures{
-		ephemerals:      ts.EphemeralCount,
+		ephemerals:      st.EphemeralCount,
 		connections:     int64(s.numConnections()),
 		outstanding:     s.stats.outstanding.Load(),
 		znodes:          st.NodeCount,
@@ -184,7 +184,7 @@ func (s *Server) monitorFigures(st BackendStats, ts TreeStats, w watchSummary) m
 		packetsReceived: s.stats.received.Load(),
 		watches:         int64(w.total),
 		authFailed:      s.stats.authFailed.Load(),
-		dataSize:        ts.ApproximateDataSize,
+		dataSize:        st.ApproximateDataSize,
 		localSessions:   0, // zetcd has no local sessions
 		dropProbability: 0, // ZooKeeper's connection throttle drops at random; zetcd's backpressure does not
 		uptime:          time.Since(s.started).Milliseconds(),
@@ -195,9 +195,9 @@ func (s *Server) monitorFigures(st BackendStats, ts TreeStats, w watchSummary) m
 }
 
 // zkCollector exports ZooKeeper's gauges and counters of a Server at scrape time; the latency
-// summaries are Metrics' own. The gauges need the backend's numbers (in memory, no etcd
-// request): when it cannot give them (ErrNotServing), none is exported, as ZooKeeper answers
-// nothing while it does not serve.
+// summaries are Metrics' own. The gauges need the backend's cheap numbers (StatsSource.Stats):
+// when it cannot give them (ErrNotServing), none is exported, as mntr then answers that the
+// server is not serving.
 type zkCollector struct {
 	s        *Server
 	gauges   []*prometheus.Desc // zkGauges'
@@ -245,7 +245,6 @@ func (c *zkCollector) Collect(ch chan<- prometheus.Metric) {
 func (c *zkCollector) figures() (monitorFigures, bool) {
 	s := c.s
 	var st BackendStats
-	ts := TreeStats{}
 	var w watchSummary
 	if s.statsSrc != nil {
 		ctx, cancel := context.WithTimeout(s.ctx, serverCollectTimeout)
@@ -254,12 +253,9 @@ func (c *zkCollector) figures() (monitorFigures, bool) {
 		if st, err = s.statsSrc.Stats(ctx); err != nil {
 			return monitorFigures{}, false
 		}
-		if ts, err = s.statsSrc.TreeStats(ctx); err != nil {
-			return monitorFigures{}, false
-		}
 		w = summarizeWatches(s.statsSrc.Watches())
 	}
-	return s.monitorFigures(st, ts, w), true
+	return s.monitorFigures(st, w), true
 }
 
 // ZKMetricsLeftOut are names of ZooKeeper's Prometheus metrics that ZooKeeper's example alert
