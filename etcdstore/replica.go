@@ -602,11 +602,17 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 }
 
 // backendStats returns the replica's counts of znodes (the root counted twice, as ZooKeeper
-// counts it) and sessions.
+// counts it), sessions and ephemeral nodes, and its data size: one look at each session with
+// ephemeral nodes, no walk of the tree.
 func (r *replica) backendStats() zetcd.BackendStats {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return zetcd.BackendStats{Zxid: encoding.Zxid(r.zxid.Load()), NodeCount: r.t.count + 1, Sessions: r.t.sessions}
+	st := zetcd.BackendStats{Zxid: encoding.Zxid(r.zxid.Load()), NodeCount: r.t.count + 1, Sessions: r.t.sessions,
+		ApproximateDataSize: r.t.dataSize}
+	for _, paths := range r.t.ephemerals {
+		st.EphemeralCount += int64(len(paths))
+	}
+	return st
 }
 
 // stats returns the replica's counters (the root counted twice, as ZooKeeper counts it) and

@@ -66,6 +66,10 @@ func TestEtcdStatsSource(t *testing.T) {
 	if ts.ApproximateDataSize != wantSize {
 		t.Errorf("data size %d, want %d", ts.ApproximateDataSize, wantSize)
 	}
+	// Stats has the same counts, without the paths.
+	if st.EphemeralCount != ts.EphemeralCount || st.ApproximateDataSize != wantSize {
+		t.Errorf("Stats: %d ephemerals, data size %d; want %d and %d", st.EphemeralCount, st.ApproximateDataSize, ts.EphemeralCount, wantSize)
+	}
 
 	if _, _, err := s2.GetData(ctx, &encoding.GetDataRequest{Path: "/d", Watch: true}); err != nil {
 		t.Fatal(err)

@@ -107,6 +107,7 @@ func (c *clientConn) observeRequest(r *pendingRequest, zxid encoding.Zxid, err e
 	now := time.Now()
 	d := now.Sub(r.received)
 	c.s.stats.observeLatency(d)
+	c.s.cfg.Metrics.observeZKLatency(r.hdr.Op, d)
 	if code, ok := errCode(err); ok && code == encoding.ErrAuthFailed {
 		c.s.stats.authFailed.Add(1)
 	}

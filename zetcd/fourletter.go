@@ -28,8 +28,7 @@ import (
 // and line order are ZooKeeper's, so that its tools (zkServer.sh status, kazoo's
 // server_version, Solr's and HBase's status pages, Prometheus exporters scraping mntr) read
 // zetcd as they read ZooKeeper; values are zetcd's. Numbers about the tree and the watches come
-// from the backend's StatsSource; no command reads the whole tree more than once, and only
-// mntr and dump read it at all.
+// from the backend's StatsSource; only dump reads every session's ephemeral nodes.
 
 // DefaultFourLetterWords are the words answered when Config.FourLetterWords is nil. ZooKeeper
 // 3.5+ answers only srvr by default; zetcd answers the read-only, cheap-enough set its users'
@@ -450,52 +449,45 @@ func (r *commandRun) mntr() string {
 }
 
 // monitorFields are ZooKeeper 3.9's gauges, in its order, then the counters zetcd has a
-// meaning for (mntr, monitor). It reads the tree once (ephemerals, data size); ok is false
-// when the backend cannot say.
+// meaning for (mntr, monitor). The gauges are the monitorFigures /metrics exports under the
+// same names (zkmetrics.go); ok is false when the backend cannot say.
 func (r *commandRun) monitorFields() (fields []field, ok bool) {
 	st, ok := r.backendStats()
 	if !ok {
 		return nil, false
 	}
-	ts, ok := r.treeStats()
-	if !ok {
-		return nil, false
-	}
 	s := r.s
-	w := r.watches()
-	minMs, avgMs, maxMs := s.stats.latency()
-	last, smallest, largest := s.stats.responseSizes()
+	f := s.monitorFigures(st, r.watches())
 	kv := func(k string, v any) { fields = append(fields, field{k, v}) }
 	kv("version", s.fullVersion())
 	kv("server_state", "standalone")
-	kv("ephemerals_count", ts.EphemeralCount)
-	kv("num_alive_connections", s.numConnections())
-	kv("avg_latency", round4(avgMs))
-	kv("outstanding_requests", s.stats.outstanding.Load())
-	kv("znode_count", st.NodeCount)
-	kv("global_sessions", st.Sessions)
+	kv("ephemerals_count", f.ephemerals)
+	kv("num_alive_connections", f.connections)
+	kv("avg_latency", round4(f.avgLatency))
+	kv("outstanding_requests", f.outstanding)
+	kv("znode_count", f.znodes)
+	kv("global_sessions", f.globalSessions)
 	kv("non_mtls_remote_conn_count", 0)
-	kv("last_client_response_size", last)
-	kv("packets_sent", s.stats.sent.Load())
-	kv("packets_received", s.stats.received.Load())
-	kv("max_client_response_size", largest)
-	kv("connection_drop_probability", 0.0)
-	kv("watch_count", w.total)
-	kv("auth_failed_count", s.stats.authFailed.Load())
-	kv("min_latency", minMs)
-	open, limit, fdOK := fileDescriptors()
-	if fdOK {
-		kv("max_file_descriptor_count", limit)
+	kv("last_client_response_size", f.lastResp)
+	kv("packets_sent", f.packetsSent)
+	kv("packets_received", f.packetsReceived)
+	kv("max_client_response_size", f.maxResp)
+	kv("connection_drop_probability", f.dropProbability)
+	kv("watch_count", f.watches)
+	kv("auth_failed_count", f.authFailed)
+	kv("min_latency", f.minLatency)
+	if f.fdOK {
+		kv("max_file_descriptor_count", f.maxFDs)
 	}
-	kv("approximate_data_size", ts.ApproximateDataSize)
-	if fdOK {
-		kv("open_file_descriptor_count", open)
+	kv("approximate_data_size", f.dataSize)
+	if f.fdOK {
+		kv("open_file_descriptor_count", f.openFDs)
 	}
-	kv("local_sessions", 0)
-	kv("uptime", time.Since(s.started).Milliseconds())
-	kv("max_latency", maxMs)
+	kv("local_sessions", f.localSessions)
+	kv("uptime", f.uptime)
+	kv("max_latency", f.maxLatency)
 	kv("outstanding_tls_handshake", 0)
-	kv("min_client_response_size", smallest)
+	kv("min_client_response_size", f.minResp)
 	kv("non_mtls_local_conn_count", 0)
 	kv("connection_rejected", s.stats.refusedConns.SinceReset())
 	kv("bytes_received_count", s.stats.bytesReceived.SinceReset())

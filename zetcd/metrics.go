@@ -50,6 +50,8 @@ import (
 //	znodes, global_sessions,       gauges    from the backend at scrape time (one count-only
 //	last_zxid                                etcd request per scrape)
 //
+// Beside them, ZooKeeper's own names for the figures zetcd shares with ZooKeeper (zkmetrics.go).
+//
 // The cross-checker (xchk) registers its mismatch counter on the same Registerer.
 type Metrics struct {
 	reg prometheus.Registerer
@@ -64,6 +66,9 @@ type Metrics struct {
 	batched    prometheus.Counter
 	own        prometheus.Counter
 	diverged   prometheus.Counter
+
+	// ZooKeeper's request latency summaries, under its names (zkmetrics.go).
+	readLatency, updateLatency prometheus.Summary
 }
 
 // NewMetrics creates the request, session and etcd metrics and registers them on reg.
@@ -113,8 +118,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "zetcd", Name: "replica_divergences_total",
 			Help: "Revisions this process applied to its replica ahead of etcd's watch whose events etcd's watch reported otherwise; each reloads the replica from etcd. Always 0 unless zetcd has a bug.",
 		}),
+		readLatency:   newZKSummary(zkReadLatency, "readlatency (ZooKeeper's name): latency of requests that make no transaction, in milliseconds.", zkAdvancedObjectives),
+		updateLatency: newZKSummary(zkUpdateLatency, "updatelatency (ZooKeeper's name): latency of requests that make a transaction, in milliseconds.", zkAdvancedObjectives),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions, m.batchSize, m.commitTime, m.batched, m.own, m.diverged} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.roundTrips, m.etcdErrors, m.sessions, m.batchSize, m.commitTime, m.batched, m.own, m.diverged,
+		m.readLatency, m.updateLatency} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -244,6 +252,9 @@ type serverCollector struct {
 func (m *Metrics) registerServer(s *Server) error {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("zetcd_"+name, help, labels, nil)
+	}
+	if err := m.reg.Register(newZKCollector(s)); err != nil {
+		return err
 	}
 	return m.reg.Register(&serverCollector{
 		s:              s,

@@ -242,8 +242,8 @@ type StatsSource interface {
 	// Stats reports the numbers that cost one bounded backend request (count-only ranges, no
 	// data transferred).
 	Stats(ctx context.Context) (BackendStats, error)
-	// TreeStats reads the whole tree once (ephemeral nodes, data size). It is for the commands
-	// that need it (mntr, dump), never for a hot path.
+	// TreeStats reads the whole tree once (every session's ephemeral nodes). It is for the
+	// commands that need it (dump), never for a hot path.
 	TreeStats(ctx context.Context) (TreeStats, error)
 	// Watches lists every watch registered in this process, from memory.
 	Watches() []WatchInfo
@@ -259,6 +259,9 @@ type BackendStats struct {
 	// Sessions counts the sessions in the backend, whichever zetcd process serves them
 	// (ZooKeeper's global sessions).
 	Sessions int64
+	// EphemeralCount and ApproximateDataSize are TreeStats', kept as counts by the backend.
+	EphemeralCount      int64
+	ApproximateDataSize int64
 }
 
 // TreeStats are the numbers read from the whole tree at one zxid.

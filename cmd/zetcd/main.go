@@ -135,7 +135,8 @@ func newBackend(o options, log *zap.Logger, etcd *etcdConn, reg prometheus.Regis
 }
 
 // hookBackend starts the embedded etcd's compactor on the store's progress, has the member
-// guard fail the writes stuck on a member it leaves out, and registers the space metrics.
+// guard fail the writes stuck on a member it leaves out, and registers the space metrics (and
+// with an embedded etcd, ZooKeeper's fsynctime from its log).
 func hookBackend(log *zap.Logger, etcd *etcdConn, reg prometheus.Registerer, backend *etcdstore.Store, silence time.Duration) error {
 	if etcd.embedded != nil {
 		// Compacts no further than the store's watch feed has applied; stopped by the
@@ -147,6 +148,9 @@ func hookBackend(log *zap.Logger, etcd *etcdConn, reg prometheus.Registerer, bac
 		})
 		if err != nil {
 			return err
+		}
+		if err := reg.Register(newFsyncTimeCollector(prometheus.DefaultGatherer)); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
 		}
 	}
 	if etcd.guard != nil {

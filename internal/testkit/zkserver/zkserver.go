@@ -64,6 +64,9 @@ type Options struct {
 	// SystemProps are passed to the JVM as -Dkey=value, e.g.
 	// "zookeeper.DigestAuthenticationProvider.superDigest": "super:<base64(sha1(super:password))>".
 	SystemProps map[string]string
+	// Classpath entries are added after ZooKeeper's jars: classes a test compiled for the
+	// server to load (a metrics provider named by "metricsProvider.className=...").
+	Classpath []string
 }
 
 // Server is a running ZooKeeper started by Start.
@@ -257,7 +260,7 @@ func start(java, lib, dir string, port int, opts Options) (*Server, error) {
 
 	args := append([]string(nil), jvmFlags...)
 	args = append(args, systemProps(opts.SystemProps)...)
-	classpath := filepath.Join(lib, "*") + string(filepath.ListSeparator) + confDir
+	classpath := strings.Join(append([]string{filepath.Join(lib, "*"), confDir}, opts.Classpath...), string(filepath.ListSeparator))
 	args = append(args, "-cp", classpath, mainClass, cfg)
 	cmd := exec.Command(java, args...)
 	cmd.Dir = dir
