@@ -135,8 +135,8 @@ func checkZKMetric(m zetcd.ZKMetric, f *dto.MetricFamily) error {
 	return nil
 }
 
-// TestZooKeeperMetricNames: every metric name the queries of ZooKeeper's example alert rules
-// use (testdata/zookeeper_rules_metrics.txt) resolves against zetcd's /metrics, or is one zetcd
+// TestZooKeeperMetricNames: every metric name the queries of ZooKeeper's example alert rules and
+// of Grafana's ZooKeeper mixin use (testdata/zookeeper_*_metrics.txt) resolves against zetcd's /metrics, or is one zetcd
 // leaves out for a reason it states (zetcd.ZKMetricsLeftOut), listed here; and every ZooKeeper
 // name zetcd claims to export is there with ZooKeeper's type, labels and quantiles.
 func TestZooKeeperMetricNames(t *testing.T) {
@@ -156,7 +156,8 @@ func TestZooKeeperMetricNames(t *testing.T) {
 		}
 	}
 	var leftOut []string
-	for _, name := range readNames(t, "testdata/zookeeper_rules_metrics.txt") {
+	queried := append(readNames(t, "testdata/zookeeper_rules_metrics.txt"), readNames(t, "testdata/zookeeper_mixin_metrics.txt")...)
+	for _, name := range queried {
 		if name == "up" {
 			continue // Prometheus records it for every scrape; no server exports it
 		}
@@ -168,10 +169,10 @@ func TestZooKeeperMetricNames(t *testing.T) {
 			leftOut = append(leftOut, name+": "+why)
 			continue
 		}
-		t.Errorf("%s: queried by ZooKeeper's alert rules, not on zetcd's /metrics and not a name zetcd leaves out", name)
+		t.Errorf("%s: queried by ZooKeeper's alert rules or Grafana's ZooKeeper mixin, not on zetcd's /metrics and not a name zetcd leaves out", name)
 	}
 	sort.Strings(leftOut)
-	t.Logf("names ZooKeeper's alert rules query that zetcd leaves out:\n\t%s", strings.Join(leftOut, "\n\t"))
+	t.Logf("names ZooKeeper's alert rules and Grafana's ZooKeeper mixin query that zetcd leaves out:\n\t%s", strings.Join(leftOut, "\n\t"))
 
 	// The figures moved with the requests.
 	for name, atLeast := range map[string]float64{

@@ -259,9 +259,11 @@ func (c *zkCollector) figures() (monitorFigures, bool) {
 }
 
 // ZKMetricsLeftOut are names of ZooKeeper's Prometheus metrics that ZooKeeper's example alert
-// rules query and zetcd does not export, each with why: zetcd has no true value for them. The
-// other names ZooKeeper registers and zetcd leaves out are in docs/operating.md.
+// rules or Grafana's ZooKeeper mixin query and zetcd does not export, each with why: zetcd has no
+// true value for them. The other names ZooKeeper registers and zetcd leaves out are in
+// docs/operating.md.
 var ZKMetricsLeftOut = map[string]string{
+	"quorum_size":           "the size of a ZooKeeper ensemble's quorum, which a standalone ZooKeeper does not export either; zetcd's quorum is etcd's (etcd_server_has_leader, etcd's member list)",
 	"election_time":         "ZooKeeper's leader election; zetcd's servers elect no leader among themselves (etcd's elections: etcd_server_leader_changes_seen_total)",
 	"snapshottime":          "ZooKeeper's snapshots of its tree; zetcd takes none (etcd's are its own)",
 	"jvm_memory_bytes_used": "the JVM's memory; zetcd is no JVM (go_memstats_* and process_resident_memory_bytes)",
