@@ -52,8 +52,14 @@ func (m *multiState) guards(fence bool) []clientv3.Cmp {
 	}
 	slices.Sort(paths)
 	var cmps []clientv3.Cmp
-	if fence && len(paths) > 0 {
+	// A batch that set a quota's statistics from its subtree (quota.go) rests on every node of
+	// the subtree: the fence pins them all.
+	if fence && len(paths) > 0 || m.statsInit {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.fence()), "<", m.rev+1))
+	}
+	if !fence && len(paths) > 0 {
+		// The set of quota'd paths the checks used (the fence covers it too).
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.quota()), "<", m.rev+1))
 	}
 	for _, p := range paths {
 		n := m.nodes[p]
@@ -162,6 +168,14 @@ func (m *multiState) writes() []txnWrite {
 			} else {
 				ops = append(ops, txnWrite{key: k.offsets(p), value: encodeOffsetsValue(want), lease: lease})
 			}
+		}
+		// Quota statistics put in the data (quota.go) go in the stats key unless the data key
+		// is put anyway; a put of the data key leaves no stats key behind.
+		switch {
+		case putData && more.stats.mod != 0:
+			ops = append(ops, txnWrite{key: k.stats(p), del: true})
+		case !putData && n.statsWrites > 0:
+			ops = append(ops, txnWrite{key: k.stats(p), value: string(n.data), lease: lease})
 		}
 		if n.created {
 			if znode.IsReaped(n.meta.Mode) {

@@ -1,0 +1,326 @@
+package etcdstore
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+)
+
+// ZooKeeper's quotas, kept as DataTree keeps them. A quota on path q is the node
+// /zookeeper/quota<q>/zookeeper_limits (its data a StatsTrack string of limits); its statistics
+// are the data of /zookeeper/quota<q>/zookeeper_stats ("count=N,bytes=M"):
+//
+//   - creating the limits node makes q a quota'd path (DataTree's pTrie), deleting it unmakes it;
+//   - creating the stats node sets its data to the count and bytes of q's subtree as it stands
+//     (DataTree.updateQuotaForPath), whatever data the create carried;
+//   - every create, delete and setData at or below q, where q is the deepest quota'd path above
+//     the node (DataTree.getMaxPrefixWithQuota; "/" never counts), adds to the stats node's count
+//     and bytes (DataTree.updateQuotaStat) in the same transaction, so at the same zxid, as the
+//     write. ZooKeeper changes only the node's data: its version, mzxid and mtime stay, no watch
+//     fires. zetcd keeps such data in the node's stats key (keys.go) rather than its data key,
+//     whose etcd counters are the node's version and mzxid.
+//   - with Config.EnforceQuota (ZooKeeper's zookeeper.enforceQuota), a create or setData that
+//     would pass a hard limit fails with QuotaExceeded, and one that passes a soft limit is
+//     logged (ZooKeeperServer.checkQuota); without it nothing is checked or logged, as in
+//     ZooKeeper.
+//
+// The set of quota'd paths is held by the replica (tree.quotas), so a write under no quota
+// costs one empty-map test. Every transaction that creates or deletes a limits node puts the
+// quota key, which batches checked without the fence compare (commit.go), so none commits
+// stats on a stale set.
+
+const (
+	quotaZookeeper = "/zookeeper/quota"
+	quotaLimitNode = "zookeeper_limits"
+	quotaStatNode  = "zookeeper_stats"
+)
+
+// quotaLimitPath and quotaStatPath are ZooKeeper's Quotas.limitPath and Quotas.statPath.
+func quotaLimitPath(q string) string { return quotaZookeeper + q + "/" + quotaLimitNode }
+func quotaStatPath(q string) string  { return quotaZookeeper + q + "/" + quotaStatNode }
+
+// quotaOf returns the quota'd path whose node called name (quotaLimitNode or quotaStatNode)
+// path is.
+func quotaOf(path, name string) (string, bool) {
+	parent, ok := strings.CutSuffix(path, "/"+name)
+	if !ok {
+		return "", false
+	}
+	q, ok := strings.CutPrefix(parent, quotaZookeeper)
+	if !ok || len(q) < 2 || q[0] != '/' {
+		return "", false
+	}
+	return q, true
+}
+
+// quotaSet is the set of quota'd paths: those with a limits node. Shared, never changed in
+// place (with and without copy it).
+type quotaSet map[string]struct{}
+
+func (s quotaSet) with(q string) quotaSet {
+	if _, ok := s[q]; ok {
+		return s
+	}
+	out := make(quotaSet, len(s)+1)
+	for p := range s {
+		out[p] = struct{}{}
+	}
+	out[q] = struct{}{}
+	return out
+}
+
+func (s quotaSet) without(q string) quotaSet {
+	if _, ok := s[q]; !ok {
+		return s
+	}
+	out := make(quotaSet, len(s))
+	for p := range s {
+		if p != q {
+			out[p] = struct{}{}
+		}
+	}
+	return out
+}
+
+// maxPrefix is DataTree.getMaxPrefixWithQuota: the deepest quota'd path that is path or one of
+// its ancestors, "" when there is none.
+func (s quotaSet) maxPrefix(path string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	for p := path; len(p) > 1; {
+		if _, ok := s[p]; ok {
+			return p
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return ""
+		}
+		p = p[:i]
+	}
+	return ""
+}
+
+// statsTrack is ZooKeeper's StatsTrack: "key=value" pairs separated by ',' or ';'; a key
+// absent reads -1.
+type statsTrack map[string]int64
+
+const (
+	statsCount          = "count"
+	statsBytes          = "bytes"
+	statsCountHardLimit = "countHardLimit"
+	statsByteHardLimit  = "byteHardLimit"
+)
+
+var errStatsTrack = errors.New("malformed quota statistics")
+
+// parseStatsTrack parses data as StatsTrack's constructor does; err where that one throws.
+func parseStatsTrack(data []byte) (statsTrack, error) {
+	st := statsTrack{}
+	if len(data) == 0 {
+		return st, nil
+	}
+	pairs := strings.FieldsFunc(string(data), func(r rune) bool { return r == ',' || r == ';' })
+	if data[0] == ',' || data[0] == ';' {
+		return nil, errStatsTrack // Java's split keeps the leading empty pair
+	}
+	for _, pair := range pairs {
+		kv := strings.Split(pair, "=")
+		for len(kv) > 0 && kv[len(kv)-1] == "" {
+			kv = kv[:len(kv)-1] // Java's split drops trailing empty strings
+		}
+		if len(kv) < 2 {
+			return nil, errStatsTrack
+		}
+		v := int64(-1)
+		if kv[1] != "" {
+			var err error
+			if v, err = strconv.ParseInt(kv[1], 10, 64); err != nil {
+				return nil, errStatsTrack
+			}
+		}
+		st[kv[0]] = v
+	}
+	return st, nil
+}
+
+func (st statsTrack) get(key string) int64 {
+	if v, ok := st[key]; ok {
+		return v
+	}
+	return -1
+}
+
+// String is StatsTrack.toString: count and bytes first, then, after an extra "=", the other
+// keys sorted, each after a ';'.
+func (st statsTrack) String() string {
+	var b strings.Builder
+	b.WriteString("count=" + strconv.FormatInt(st.get(statsCount), 10))
+	b.WriteString(",bytes=" + strconv.FormatInt(st.get(statsBytes), 10))
+	var rest []string
+	for k := range st {
+		if k != statsCount && k != statsBytes {
+			rest = append(rest, k)
+		}
+	}
+	if len(rest) > 0 {
+		b.WriteString("=")
+		slices.Sort(rest)
+		for _, k := range rest {
+			b.WriteString(";" + k + "=" + strconv.FormatInt(st[k], 10))
+		}
+	}
+	return b.String()
+}
+
+// nodeBefore is the overlay's node at path as it was before the write being simulated
+// (multiState.begin): what ZooKeeper's checkQuota reads, the tree as committed.
+func (m *multiState) nodeBefore(path string) *mnode {
+	i, ok := m.undo[path]
+	switch {
+	case !ok:
+		return m.node(path)
+	case i >= 0:
+		return &m.saved[i]
+	}
+	// Not in the overlay before the write: as the replica holds it (multiState.node).
+	if m.lookup != nil {
+		if n := m.lookup(path); n != nil {
+			return n
+		}
+	}
+	return &mnode{path: path}
+}
+
+// checkQuota is ZooKeeperServer.checkQuota for a create (countDiff 1, lastData nil) or a
+// setData of data at path: QuotaExceeded past a hard limit, a WARN past a soft one. It reads
+// the quota'd paths, limits and stats from before the write, as ZooKeeper reads its committed
+// tree while it prepares a multi's ops.
+func (m *multiState) checkQuota(path string, lastData, data []byte, countDiff int64) encoding.ErrCode {
+	if !m.enforceQuota {
+		return 0
+	}
+	q := m.quotasBefore.maxPrefix(path)
+	if q == "" {
+		return 0
+	}
+	ln := m.nodeBefore(quotaLimitPath(q))
+	limits, err := parseStatsTrack(ln.data)
+	if !ln.exists || err != nil {
+		m.log.Warn("quota: limits node missing or unreadable", zap.String("path", quotaLimitPath(q)), zap.Error(err))
+		return 0
+	}
+	bytesDiff := int64(len(data) - len(lastData))
+	checkCount := countDiff != 0 && (limits.get(statsCount) > -1 || limits.get(statsCountHardLimit) > -1)
+	checkBytes := bytesDiff != 0 && (limits.get(statsBytes) > -1 || limits.get(statsByteHardLimit) > -1)
+	if !checkCount && !checkBytes {
+		return 0
+	}
+	sn := m.nodeBefore(quotaStatPath(q))
+	stats, err := parseStatsTrack(sn.data)
+	if !sn.exists || err != nil {
+		m.log.Warn("quota: stats node missing or unreadable", zap.String("path", quotaStatPath(q)), zap.Error(err))
+		return 0
+	}
+	if checkCount && m.overQuota(q, "count", "CountLimit", stats.get(statsCount)+countDiff, limits.get(statsCount), limits.get(statsCountHardLimit)) {
+		return encoding.ErrQuotaExceeded
+	}
+	if checkBytes && m.overQuota(q, "bytes", "ByteLimit", stats.get(statsBytes)+bytesDiff, limits.get(statsBytes), limits.get(statsByteHardLimit)) {
+		return encoding.ErrQuotaExceeded
+	}
+	return 0
+}
+
+// overQuota logs a value past its limit (the hard one if set, else the soft one) with
+// ZooKeeper's words ("current count", "softCountLimit"), and reports whether the hard limit
+// refuses it.
+func (m *multiState) overQuota(q, what, limitName string, value, soft, hard int64) bool {
+	limit, kind := soft, "soft"
+	if hard > -1 {
+		limit, kind = hard, "hard"
+	}
+	if value <= limit {
+		return false
+	}
+	m.log.Warn("Quota exceeded", zap.String("path", q), zap.Int64("current "+what, value), zap.Int64(kind+limitName, limit))
+	return hard > -1
+}
+
+// updateQuotaStat is DataTree.updateQuotaStat: add to the count and bytes of quota q's stats
+// node, if q is one.
+func (m *multiState) updateQuotaStat(q string, bytesDiff, countDiff int64) {
+	if q == "" {
+		return
+	}
+	sn := m.node(quotaStatPath(q))
+	stats, err := parseStatsTrack(sn.data)
+	if !sn.exists || err != nil {
+		m.log.Warn("quota: stats node missing or unreadable", zap.String("path", quotaStatPath(q)), zap.Error(err))
+		return
+	}
+	stats[statsCount] = stats.get(statsCount) + countDiff
+	stats[statsBytes] = stats.get(statsBytes) + bytesDiff
+	m.setStats(sn, stats)
+}
+
+// setStats makes st the data of the stats node n, leaving its Stat but its dataLength.
+func (m *multiState) setStats(n *mnode, st statsTrack) {
+	n.data = []byte(st.String())
+	n.stat.DataLength = int32(len(n.data))
+	n.touched = true
+	n.statsWrites++
+}
+
+// quotaCreated keeps the quotas for the node created at path with data (DataTree.createNode):
+// a limits node makes a quota, a stats node is set to its quota's subtree, and the node counts
+// in the deepest quota above it.
+func (m *multiState) quotaCreated(path string, data []byte) {
+	if q, ok := quotaOf(path, quotaLimitNode); ok {
+		m.quotas = m.quotas.with(q)
+		m.quotasChanged = true
+	}
+	if q, ok := quotaOf(path, quotaStatNode); ok {
+		count, bytes := m.subtreeSize(q)
+		m.setStats(m.node(path), statsTrack{statsCount: count, statsBytes: bytes})
+		m.statsInit = true
+	}
+	m.updateQuotaStat(m.quotas.maxPrefix(path), int64(len(data)), 1)
+}
+
+// quotaDeleted keeps the quotas for the node at path deleted with data (DataTree.deleteNode).
+func (m *multiState) quotaDeleted(path string, data []byte) {
+	if q, ok := quotaOf(path, quotaLimitNode); ok {
+		m.quotas = m.quotas.without(q)
+		m.quotasChanged = true
+	}
+	m.updateQuotaStat(m.quotas.maxPrefix(path), -int64(len(data)), -1)
+}
+
+// subtreeSize is DataTree.getCounts at the overlay's state: the nodes at and below q, and their
+// data bytes. The replica's subtree at the read, corrected by the overlay's nodes in it; the
+// commit is guarded by the fence (statsInit), so that no write elsewhere in the subtree slips
+// between.
+func (m *multiState) subtreeSize(q string) (count, bytes int64) {
+	if m.subtree != nil {
+		count, bytes = m.subtree(q)
+	}
+	for p, n := range m.nodes {
+		if p != q && !strings.HasPrefix(p, q+"/") {
+			continue
+		}
+		if n.read && n.keys.exists() {
+			count--
+			bytes -= int64(len(n.keys.dataNow()))
+		}
+		if n.exists {
+			count++
+			bytes += int64(len(n.data))
+		}
+	}
+	return count, bytes
+}
