@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -323,4 +324,56 @@ func (m *multiState) subtreeSize(q string) (count, bytes int64) {
 		}
 	}
 	return count, bytes
+}
+
+// quotaDeletes is what a transaction that deletes the nodes at paths outside the committer (an
+// ended session's ephemerals, a reaped node) compares and writes to keep their quotas'
+// statistics (DataTree.deleteNode), read from the replica at its revision. The compares fail
+// if the replica had not seen a node, its stats node or the set of quota'd paths as they are:
+// the caller tries again once the replica has caught up.
+func (b *Store) quotaDeletes(paths []string) (cmps []clientv3.Cmp, ops []clientv3.Op) {
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	b.tree.read(func(v replicaView) {
+		t := v.r.t
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(b.keys.quota()), "<", v.r.rev+1))
+		deltas := map[string]*[2]int64{} // quota'd path → count and bytes deleted
+		for _, p := range paths {
+			q := t.quotas.maxPrefix(p)
+			if q == "" {
+				continue
+			}
+			var mod int64 // 0, failing the compare, if the replica has not seen the node
+			if rn := t.nodes[p]; rn != nil && rn.keys.exists() {
+				mod = rn.keys.data.mod
+				if deltas[q] == nil {
+					deltas[q] = &[2]int64{}
+				}
+				deltas[q][0]++
+				deltas[q][1] += int64(len(rn.keys.dataNow()))
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(b.keys.data(p)), "=", mod))
+		}
+		for q, d := range deltas {
+			sp := quotaStatPath(q)
+			sn := t.nodes[sp]
+			if sn == nil || !sn.keys.exists() || slices.Contains(paths, sp) {
+				b.log.Warn("quota: stats node missing", zap.String("path", sp))
+				continue
+			}
+			st, err := parseStatsTrack(sn.keys.dataNow())
+			if err != nil {
+				b.log.Warn("quota: stats node unreadable", zap.String("path", sp), zap.Error(err))
+				continue
+			}
+			st[statsCount] = st.get(statsCount) - d[0]
+			st[statsBytes] = st.get(statsBytes) - d[1]
+			cmps = append(cmps,
+				clientv3.Compare(clientv3.ModRevision(b.keys.data(sp)), "=", sn.keys.data.mod),
+				clientv3.Compare(clientv3.ModRevision(b.keys.metaPrefix(sp)), "<", v.r.rev+1).WithPrefix())
+			ops = append(ops, clientv3.OpPut(b.keys.stats(sp), st.String(), clientv3.WithLease(clientv3.LeaseID(sn.keys.lease))))
+		}
+	})
+	return cmps, ops
 }

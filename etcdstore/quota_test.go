@@ -2,7 +2,10 @@ package etcdstore
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -248,4 +251,116 @@ func TestQuotaMultiLimitsLookedUp(t *testing.T) {
 		t.Fatalf("multi: %+v, %v", r, err)
 	}
 	e.wantStats("count=2,bytes=3")
+}
+
+// TestQuotaConcurrentWrites: writes of many sessions of two processes, group-committed in
+// batches and conflicting across processes (one with fence guards), ended sessions'
+// ephemerals and a reaped container all leave the statistics equal to the subtree.
+func TestQuotaConcurrentWrites(t *testing.T) {
+	cli := startEtcd(t)
+	var stores []*Store
+	for _, cfg := range []Config{
+		{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: 50 * time.Millisecond, FenceGuards: true},
+		{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1},
+	} {
+		b, err := New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		stores = append(stores, b)
+	}
+	ctx := context.Background()
+	s := openTestSession(t, stores[1])
+	for _, p := range []string{"/q", "/zookeeper/quota/q"} {
+		if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: p, ACL: openACL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{quotaLimitPath("/q"), quotaStatPath("/q")} {
+		if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: p, Data: []byte("count=-1,bytes=-1"), ACL: openACL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	const workers, each = 8, 12
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws, err := stores[w%2].Connect(ctx, zetcd.ConnectParams{Timeout: 10 * time.Second})
+			if err != nil {
+				errs <- err
+				return
+			}
+			for i := range each {
+				p := fmt.Sprintf("/q/w%d-%d", w, i)
+				flags := encoding.CreateMode(0)
+				if i%3 == 0 {
+					flags = encoding.ModeEphemeral
+				}
+				if _, _, err := ws.Create(ctx, &encoding.CreateRequest{Path: p, Data: []byte(p), ACL: openACL, Flags: flags}); err != nil {
+					errs <- err
+					return
+				}
+				if i%4 == 1 {
+					if _, _, err := ws.SetData(ctx, &encoding.SetDataRequest{Path: p, Data: []byte("x"), Version: -1}); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if i%4 == 2 {
+					if _, err := ws.Delete(ctx, &encoding.DeleteRequest{Path: p, Version: -1}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			if _, err := ws.Close(ctx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	// A container reaped once its child is gone.
+	if _, _, err := s.CreateContainer(ctx, &encoding.CreateRequest{Path: "/q/cont", Data: []byte("cc"), ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: "/q/cont/x", ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, &encoding.DeleteRequest{Path: "/q/cont/x", Version: -1}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "container reaped", func() bool {
+		if _, _, err := s.Sync(ctx, &encoding.SyncRequest{Path: "/"}); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: "/q/cont"})
+		return err != nil
+	})
+
+	var count, bytes int64
+	stores[1].tree.read(func(v replicaView) { count, bytes = v.subtreeSize("/q") })
+	want := fmt.Sprintf("count=%d,bytes=%d", count, bytes)
+	for _, b := range stores {
+		ss := openTestSession(t, b)
+		if _, _, err := ss.Sync(ctx, &encoding.SyncRequest{Path: "/"}); err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := ss.GetData(ctx, &encoding.GetDataRequest{Path: quotaStatPath("/q")})
+		if err != nil || string(r.Data) != want {
+			t.Errorf("stats %q, %v; want %q", r.Data, err, want)
+		}
+	}
+	if count != 1+workers*each/2 {
+		t.Errorf("the subtree holds %d nodes", count)
+	}
 }

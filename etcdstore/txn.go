@@ -74,8 +74,8 @@ func (m *multiState) guards(fence bool) []clientv3.Cmp {
 		}
 		// A meta key is written with a revision past the read, or deleted only together with
 		// the data key (a node deleted) or while a child-create or data key is put (an
-		// offsets key no longer needed), so two compares pin all of a node's keys. A node
-		// read with no key at all needs one: whatever makes it exist puts its data key.
+		// offsets or stats key no longer needed), so two compares pin all of a node's keys. A
+		// node read with no key at all needs one: whatever makes it exist puts its data key.
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.data(p)), "=", n.keys.data.mod))
 		if !n.keys.empty() {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.metaPrefix(p)), "<", m.rev+1).WithPrefix())

@@ -113,6 +113,20 @@ func quotaScript(t *testing.T, addr string) []string {
 	look("/zookeeper/quota/q/in/zookeeper_stats")
 	look(quotaStats)
 
+	// An ended session's ephemerals leave the statistics.
+	e := itest.ConnectRaw(t, addr)
+	if code := e.MustCall(encoding.OpCreate, &encoding.CreateRequest{Path: "/q/eph", Data: []byte("ee"), ACL: itest.RawOpenACL, Flags: encoding.ModeEphemeral}, &encoding.CreateResponse{}); code != 0 {
+		t.Fatalf("create ephemeral: %v", code)
+	}
+	c.MustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{})
+	look(quotaStats)
+	if code := e.MustCall(encoding.OpCloseSession, nil, nil); code != 0 {
+		t.Fatalf("closeSession: %v", code)
+	}
+	c.MustCall(encoding.OpSync, &encoding.SyncRequest{Path: "/"}, &encoding.SyncResponse{})
+	look(quotaStats)
+	last = 0 // the other session's writes took zxids
+
 	// A create2 of a stats node answers the Stat before its statistics replace the data.
 	create("/zookeeper/quota/r", "")
 	var r2 encoding.Create2Response
@@ -184,6 +198,10 @@ func quotaWant(enforced bool) []string {
 		pick("create /q/in/x: -125, next zxid true", "create /q/in/x: 0, next zxid true"),
 		pick(`  /zookeeper/quota/q/in/zookeeper_stats "count=1,bytes=1" version=0 dataLength=15 mzxid=czxid:true`,
 			`  /zookeeper/quota/q/in/zookeeper_stats "count=2,bytes=2" version=0 dataLength=15 mzxid=czxid:true`),
+		pick(`  /zookeeper/quota/q/zookeeper_stats "count=5,bytes=5" version=0 dataLength=15 mzxid=czxid:true`,
+			`  /zookeeper/quota/q/zookeeper_stats "count=7,bytes=16" version=0 dataLength=16 mzxid=czxid:true`),
+		pick(`  /zookeeper/quota/q/zookeeper_stats "count=6,bytes=7" version=0 dataLength=15 mzxid=czxid:true`,
+			`  /zookeeper/quota/q/zookeeper_stats "count=8,bytes=18" version=0 dataLength=16 mzxid=czxid:true`),
 		pick(`  /zookeeper/quota/q/zookeeper_stats "count=5,bytes=5" version=0 dataLength=15 mzxid=czxid:true`,
 			`  /zookeeper/quota/q/zookeeper_stats "count=7,bytes=16" version=0 dataLength=16 mzxid=czxid:true`),
 		"create /zookeeper/quota/r: 0, next zxid true",
