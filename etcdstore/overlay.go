@@ -85,14 +85,13 @@ type multiState struct {
 	// set before the write being simulated, which checkQuota reads. quotasChanged: an op
 	// created or deleted a limits node (the commit puts the quota key); statsInit: an op
 	// created a stats node, whose count rests on its whole subtree (the commit is guarded by
-	// the fence). subtree counts the nodes and data bytes at and below a path in the replica
-	// at rev.
+	// the fence); tree is the replica the overlay was read from, which counts the subtree.
 	quotas, quotasBefore       quotaSet
 	quotasChanged, statsInit   bool
 	undoQuotas                 quotaSet
 	undoChanged, undoStatsInit bool
 	enforceQuota               bool
-	subtree                    func(path string) (count, bytes int64)
+	tree                       *replica
 	log                        *zap.Logger
 }
 
@@ -226,10 +225,7 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 		}
 	})
 	m.lookup = func(p string) *mnode { return b.tree.nodeAt(p, m.rev) }
-	m.subtree = func(p string) (count, bytes int64) {
-		b.tree.read(func(v replicaView) { count, bytes = v.subtreeSize(p) })
-		return count, bytes
-	}
+	m.tree = b.tree
 	return m, err
 }
 

@@ -307,8 +307,8 @@ func (m *multiState) quotaDeleted(path string, data []byte) {
 // commit is guarded by the fence (statsInit), so that no write elsewhere in the subtree slips
 // between.
 func (m *multiState) subtreeSize(q string) (count, bytes int64) {
-	if m.subtree != nil {
-		count, bytes = m.subtree(q)
+	if m.tree != nil {
+		m.tree.read(func(v replicaView) { count, bytes = v.subtreeSize(q) })
 	}
 	for p, n := range m.nodes {
 		if p != q && !strings.HasPrefix(p, q+"/") {

@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -362,5 +363,60 @@ func TestQuotaConcurrentWrites(t *testing.T) {
 	}
 	if count != 1+workers*each/2 {
 		t.Errorf("the subtree holds %d nodes", count)
+	}
+}
+
+// TestQuotaEnforcedBatch: creates racing past a hard count limit, group-committed in batches,
+// are checked in turn: exactly as many succeed as the limit leaves room for.
+func TestQuotaEnforcedBatch(t *testing.T) {
+	cli := startEtcd(t)
+	b, err := New(context.Background(), Config{Client: cli, Logger: zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)), ReapInterval: -1, FenceGuards: true, EnforceQuota: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	s := openTestSession(t, b)
+	for _, c := range []struct{ path, data string }{
+		{"/q", ""}, {"/zookeeper/quota/q", ""},
+		{quotaLimitPath("/q"), "count=-1,bytes=-1=;countHardLimit=10"}, {quotaStatPath("/q"), ""},
+	} {
+		if _, _, err := s.Create(ctx, &encoding.CreateRequest{Path: c.path, Data: []byte(c.data), ACL: openACL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const workers, each = 8, 5
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[encoding.ErrCode]int{}
+	batched := false
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws := openTestSession(t, b)
+			for i := range each {
+				_, z, err := ws.Create(ctx, &encoding.CreateRequest{Path: fmt.Sprintf("/q/w%d-%d", w, i), ACL: openACL})
+				var code encoding.ErrCode
+				if err != nil && !errors.As(err, &code) {
+					t.Error(err)
+				}
+				mu.Lock()
+				codes[code]++
+				batched = batched || z&0xffff != 0 // not the first write of its batch (zxid.go)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if !batched {
+		t.Error("no two creates shared a batch")
+	}
+	if codes[0] != 9 || codes[encoding.ErrQuotaExceeded] != workers*each-9 {
+		t.Errorf("codes %v, want 9 created and the rest QuotaExceeded", codes)
+	}
+	r, _, err := s.GetData(ctx, &encoding.GetDataRequest{Path: quotaStatPath("/q")})
+	if err != nil || string(r.Data) != "count=10,bytes=0" {
+		t.Errorf("stats %q, %v", r.Data, err)
 	}
 }
