@@ -30,10 +30,12 @@ import (
 //     logged (ZooKeeperServer.checkQuota); without it nothing is checked or logged, as in
 //     ZooKeeper.
 //
-// The set of quota'd paths is held by the replica (tree.quotas), so a write under no quota
-// costs one empty-map test. Every transaction that creates or deletes a limits node puts the
-// quota key, which batches checked without the fence compare (commit.go), so none commits
-// stats on a stale set.
+// The committer keeps them on its overlay (checks.go); the deletes made outside it (an ended
+// session's ephemerals, a reaped node) through quotaDeletes. The set of quota'd paths is held
+// by the replica (tree.quotas), so a write under no quota costs a test of an empty map. Every
+// transaction that creates or deletes a limits node puts the quota key (keys.go), which the
+// transactions checked without the fence compare (multiState.guards), so that none counts on a
+// stale set.
 
 const (
 	quotaZookeeper = "/zookeeper/quota"
@@ -48,12 +50,16 @@ func quotaStatPath(q string) string  { return quotaZookeeper + q + "/" + quotaSt
 // quotaOf returns the quota'd path whose node called name (quotaLimitNode or quotaStatNode)
 // path is.
 func quotaOf(path, name string) (string, bool) {
-	parent, ok := strings.CutSuffix(path, "/"+name)
+	rest, ok := strings.CutPrefix(path, quotaZookeeper)
 	if !ok {
 		return "", false
 	}
-	q, ok := strings.CutPrefix(parent, quotaZookeeper)
-	if !ok || len(q) < 2 || q[0] != '/' {
+	q, ok := strings.CutSuffix(rest, name)
+	if !ok || !strings.HasSuffix(q, "/") {
+		return "", false
+	}
+	q = q[:len(q)-1]
+	if len(q) < 2 || q[0] != '/' {
 		return "", false
 	}
 	return q, true

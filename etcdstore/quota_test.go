@@ -420,3 +420,20 @@ func TestQuotaEnforcedBatch(t *testing.T) {
 		t.Errorf("stats %q, %v", r.Data, err)
 	}
 }
+
+func TestQuotaOf(t *testing.T) {
+	for path, want := range map[string]string{
+		"/zookeeper/quota/q/zookeeper_limits":    "/q",
+		"/zookeeper/quota/a/b/zookeeper_limits":  "/a/b",
+		"/zookeeper/quota/zookeeper_limits":      "",
+		"/zookeeper/quotax/q/zookeeper_limits":   "",
+		"/zookeeper/quota/q/xzookeeper_limits":   "",
+		"/zookeeper/quota/q/zookeeper_stats":     "",
+		"/q/zookeeper_limits":                    "",
+		"/zookeeper/quota/q/zookeeper_limits/no": "",
+	} {
+		if got, ok := quotaOf(path, quotaLimitNode); got != want || ok != (want != "") {
+			t.Errorf("quotaOf(%s) = %q, %v; want %q", path, got, ok, want)
+		}
+	}
+}
