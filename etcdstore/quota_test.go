@@ -211,6 +211,9 @@ func TestQuotaStats(t *testing.T) {
 	e.get(e.enforced, "/")
 	e.create(e.enforced, "/q/g", "", 0)
 	e.wantStats("count=1,bytes=0")
+	if errs := e.logs.FilterLevelExact(zap.ErrorLevel); errs.Len() > 0 {
+		t.Errorf("errors logged (a replica divergence?): %v", errs.All())
+	}
 }
 
 // TestQuotaNested: a write counts in the deepest quota above it only; a stats node created
