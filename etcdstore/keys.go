@@ -118,6 +118,12 @@ func (k keySchema) childrenPrefix(path string) string {
 	return k.prefix + "n/" + strconv.Itoa(depth(path)+1) + path + "/"
 }
 
+// descendantsAt is the prefix of the data keys (space "n/") or meta keys (space "m/") of the
+// nodes below path, path not "/", at depth d.
+func (k keySchema) descendantsAt(space, path string, d int) string {
+	return k.prefix + space + strconv.Itoa(d) + path + "/"
+}
+
 // dataKeysPrefix is the common prefix of every data key.
 func (k keySchema) dataKeysPrefix() string { return k.prefix + "n/" }
 

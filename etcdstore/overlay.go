@@ -83,16 +83,18 @@ type multiState struct {
 	// Quotas (quota.go). quotas is the set of quota'd paths at the overlay's state: the
 	// replica's at rev, then as the ops created and deleted limits nodes; quotasBefore is the
 	// set before the write being simulated, which checkQuota reads. quotasChanged: an op
-	// created or deleted a limits node (the commit puts the quota key); statsInit: an op
-	// created a stats node, whose count rests on its whole subtree (the commit is guarded by
-	// the fence); tree is the replica the overlay was read from, which counts the subtree.
-	quotas, quotasBefore       quotaSet
-	quotasChanged, statsInit   bool
-	undoQuotas                 quotaSet
-	undoChanged, undoStatsInit bool
-	enforceQuota               bool
-	tree                       *replica
-	log                        *zap.Logger
+	// created or deleted a limits node (the commit puts the quota key); subtrees are the
+	// subtrees counted for the stats nodes the ops created, which the commit guards; tree is
+	// the replica the overlay was read from, which counts them.
+	quotas, quotasBefore quotaSet
+	quotasChanged        bool
+	subtrees             []subtreeRead
+	undoQuotas           quotaSet
+	undoChanged          bool
+	undoSubtrees         int
+	enforceQuota         bool
+	tree                 *replica
+	log                  *zap.Logger
 }
 
 // begin starts the simulation of one write, which rollback can undo.
@@ -104,7 +106,7 @@ func (m *multiState) begin() {
 	m.saved = m.saved[:0]
 	m.undoGrowth, m.undoPuts = m.growth, m.puts
 	m.quotasBefore = m.quotas
-	m.undoQuotas, m.undoChanged, m.undoStatsInit = m.quotas, m.quotasChanged, m.statsInit
+	m.undoQuotas, m.undoChanged, m.undoSubtrees = m.quotas, m.quotasChanged, len(m.subtrees)
 }
 
 // rollback undoes the write simulated since begin. A node the write looked at without having
@@ -120,7 +122,7 @@ func (m *multiState) rollback() {
 	}
 	clear(m.undo)
 	m.growth, m.puts = m.undoGrowth, m.undoPuts
-	m.quotas, m.quotasChanged, m.statsInit = m.undoQuotas, m.undoChanged, m.undoStatsInit
+	m.quotas, m.quotasChanged, m.subtrees = m.undoQuotas, m.undoChanged, m.subtrees[:m.undoSubtrees]
 }
 
 // grow accounts an op that puts put bytes of data and changes the data by delta bytes:

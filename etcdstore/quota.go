@@ -294,7 +294,6 @@ func (m *multiState) quotaCreated(path string, data []byte) {
 	if q, ok := quotaOf(path, quotaStatNode); ok {
 		count, bytes := m.subtreeSize(q)
 		m.setStats(m.node(path), statsTrack{statsCount: count, statsBytes: bytes})
-		m.statsInit = true
 	}
 	m.updateQuotaStat(m.quotas.maxPrefix(path), int64(len(data)), 1)
 }
@@ -309,12 +308,14 @@ func (m *multiState) quotaDeleted(path string, data []byte) {
 }
 
 // subtreeSize is DataTree.getCounts at the overlay's state: the nodes at and below q, and their
-// data bytes. The replica's subtree at the read, corrected by the overlay's nodes in it; the
-// commit is guarded by the fence (statsInit), so that no write elsewhere in the subtree slips
-// between.
+// data bytes. The replica's subtree, corrected by the overlay's nodes in it; the commit guards
+// the subtree (subtreeGuards), so that no write made elsewhere slips between.
 func (m *multiState) subtreeSize(q string) (count, bytes int64) {
 	if m.tree != nil {
-		m.tree.read(func(v replicaView) { count, bytes = v.subtreeSize(q) })
+		var st subtreeRead
+		m.tree.read(func(v replicaView) { st = v.subtree(q) })
+		m.subtrees = append(m.subtrees, st)
+		count, bytes = st.count, st.bytes
 	}
 	for p, n := range m.nodes {
 		if p != q && !strings.HasPrefix(p, q+"/") {
@@ -382,4 +383,36 @@ func (b *Store) quotaDeletes(paths []string) (cmps []clientv3.Cmp, ops []clientv
 		}
 	})
 	return cmps, ops
+}
+
+// subtreeRead is a subtree as the replica counted it: the nodes at and below path and their
+// data bytes, path's data key's CreateRevision (0: absent) and the depth of its deepest node.
+type subtreeRead struct {
+	path         string
+	count, bytes int64
+	created      int64
+	deepest      int
+}
+
+// subtreeGuards are the compares that the subtree st has not changed since rev: its root's
+// data key neither created, deleted nor put; no data key put at any depth of the subtree or
+// one below its deepest (where a node must go before a deeper one can); no meta key put at
+// the root or any depth above the deepest (a child's delete puts its parent's).
+func (k keySchema) subtreeGuards(st subtreeRead, rev int64) []clientv3.Cmp {
+	before := func(key string) clientv3.Cmp {
+		return clientv3.Compare(clientv3.ModRevision(key), "<", rev+1).WithPrefix()
+	}
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(k.data(st.path)), "=", st.created),
+		clientv3.Compare(clientv3.ModRevision(k.data(st.path)), "<", rev+1),
+		before(k.metaPrefix(st.path)),
+	}
+	root := depth(st.path)
+	for d := root + 1; d <= max(st.deepest, root)+1; d++ {
+		cmps = append(cmps, before(k.descendantsAt("n/", st.path, d)))
+		if d <= st.deepest {
+			cmps = append(cmps, before(k.descendantsAt("m/", st.path, d)))
+		}
+	}
+	return cmps
 }

@@ -352,7 +352,7 @@ func TestQuotaConcurrentWrites(t *testing.T) {
 	})
 
 	var count, bytes int64
-	stores[1].tree.read(func(v replicaView) { count, bytes = v.subtreeSize("/q") })
+	stores[1].tree.read(func(v replicaView) { st := v.subtree("/q"); count, bytes = st.count, st.bytes })
 	want := fmt.Sprintf("count=%d,bytes=%d", count, bytes)
 	for _, b := range stores {
 		ss := openTestSession(t, b)
@@ -438,5 +438,53 @@ func TestQuotaOf(t *testing.T) {
 		if got, ok := quotaOf(path, quotaLimitNode); got != want || ok != (want != "") {
 			t.Errorf("quotaOf(%s) = %q, %v; want %q", path, got, ok, want)
 		}
+	}
+}
+
+// TestQuotaStatsCreateGuarded: the count a stats node's create takes from the subtree is
+// guarded: writes another process makes in the subtree while the create is on its way to etcd
+// (below the deepest node too) make it count again.
+func TestQuotaStatsCreateGuarded(t *testing.T) {
+	cli := startEtcd(t)
+	held := &heldKV{KV: cli.KV, held: make(chan struct{}, 1)}
+	a, err := New(context.Background(), Config{Client: cli, KV: held, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	b, err := New(context.Background(), Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	sa, sb := openTestSession(t, a), openTestSession(t, b)
+	for _, p := range []string{"/q", "/q/a", "/q/a/b", "/zookeeper/quota/q", quotaLimitPath("/q")} {
+		if _, _, err := sa.Create(ctx, &encoding.CreateRequest{Path: p, ACL: openACL}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := sb.Sync(ctx, &encoding.SyncRequest{Path: "/"}); err != nil {
+		t.Fatal(err)
+	}
+
+	release := make(chan struct{})
+	held.hold.Store(&release)
+	created := make(chan error, 1)
+	go func() {
+		_, _, err := sa.Create(ctx, &encoding.CreateRequest{Path: quotaStatPath("/q"), ACL: openACL})
+		created <- err
+	}()
+	<-held.held
+	if _, _, err := sb.Create(ctx, &encoding.CreateRequest{Path: "/q/a/b/c", Data: []byte("cc"), ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := sa.GetData(ctx, &encoding.GetDataRequest{Path: quotaStatPath("/q")})
+	if err != nil || string(r.Data) != "count=4,bytes=2" {
+		t.Errorf("stats %q, %v; want count=4,bytes=2", r.Data, err)
 	}
 }

@@ -568,8 +568,12 @@ func (v replicaView) descendants(path string) int64 {
 	return total
 }
 
-// subtreeSize counts the nodes at and below path and their data bytes (DataTree.getCounts).
-func (v replicaView) subtreeSize(path string) (count, bytes int64) {
+// subtree counts the nodes at and below path and their data bytes (DataTree.getCounts).
+func (v replicaView) subtree(path string) subtreeRead {
+	st := subtreeRead{path: path}
+	if n := v.r.t.nodes[path]; n != nil {
+		st.created = n.keys.data.create
+	}
 	stack := []string{path}
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
@@ -578,11 +582,12 @@ func (v replicaView) subtreeSize(path string) (count, bytes int64) {
 		if n == nil || !n.keys.exists() {
 			continue
 		}
-		count++
-		bytes += int64(len(n.keys.dataNow()))
+		st.count++
+		st.bytes += int64(len(n.keys.dataNow()))
+		st.deepest = max(st.deepest, depth(p))
 		n.children.each(func(c string) { stack = append(stack, childPath(p, c)) })
 	}
-	return count, bytes
+	return st
 }
 
 // ephemerals lists the paths of the nodes attached to lease, unsorted.

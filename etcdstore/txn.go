@@ -52,10 +52,12 @@ func (m *multiState) guards(fence bool) []clientv3.Cmp {
 	}
 	slices.Sort(paths)
 	var cmps []clientv3.Cmp
-	// A batch that set a quota's statistics from its subtree (quota.go) rests on every node of
-	// the subtree: the fence pins them all.
-	if fence && len(paths) > 0 || m.statsInit {
+	if fence && len(paths) > 0 {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.fence()), "<", m.rev+1))
+	}
+	// A stats node created (quota.go) rests on every node of the subtree it counted.
+	for _, st := range m.subtrees {
+		cmps = append(cmps, m.keys.subtreeGuards(st, m.rev)...)
 	}
 	if !fence && len(paths) > 0 {
 		// The set of quota'd paths the checks used (the fence covers it too).
