@@ -33,13 +33,21 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 	case encoding.OpDelete:
 		return m.delete(o)
 	case encoding.OpSetData:
-		if code := znode.CheckSetData(m, o.path, o.version, m.auth); code != 0 {
+		// ZooKeeper checks the quota after the ACL and before the version.
+		if code := znode.CheckSetData(m, o.path, -1, m.auth); code != 0 {
 			return encoding.MultiResult{}, code
 		}
 		n := m.node(o.path)
+		if code := m.checkQuota(o.path, n.data, o.data, 0); code != 0 {
+			return encoding.MultiResult{}, code
+		}
+		if code := znode.CheckSetData(m, o.path, o.version, m.auth); code != 0 {
+			return encoding.MultiResult{}, code
+		}
 		if code := m.grow(int64(len(o.data))-int64(len(n.data)), int64(len(o.data))); code != 0 {
 			return encoding.MultiResult{}, code
 		}
+		m.updateQuotaStat(m.quotas.maxPrefix(o.path), int64(len(o.data)-len(n.data)), 0)
 		n.touched = true
 		n.dataWrites++
 		n.data = o.data
@@ -72,6 +80,9 @@ func (m *multiState) apply(o mop, owner encoding.SessionID, now int64) (encoding
 func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encoding.MultiResult, encoding.ErrCode) {
 	name, acl, code := znode.CheckCreate(m, znode.CreateOp{Op: o.op, Path: o.path, ACL: o.acl, Flags: o.flags, TTL: o.ttl}, m.auth, m.providers)
 	if code != 0 {
+		return encoding.MultiResult{}, code
+	}
+	if code := m.checkQuota(name, nil, o.data, 1); code != 0 {
 		return encoding.MultiResult{}, code
 	}
 	if code := m.grow(createBytes(name, o.data), createBytes(name, o.data)); code != 0 {
@@ -107,10 +118,13 @@ func (m *multiState) create(o mop, owner encoding.SessionID, now int64) (encodin
 	parent.createsIx = m.index
 	parent.stat.NumChildren++
 	parent.stat.Pzxid = z
-	if o.op == encoding.OpCreate {
-		return encoding.MultiResult{Op: encoding.OpCreate, Record: &encoding.CreateResponse{Path: name}}, 0
+	// The reply's Stat is the node's before the quotas change it (DataTree.createNode).
+	res := encoding.MultiResult{Op: encoding.OpCreate, Record: &encoding.CreateResponse{Path: name}}
+	if o.op != encoding.OpCreate {
+		res = encoding.MultiResult{Op: encoding.OpCreate2, Record: &encoding.Create2Response{Path: name, Stat: n.statNow()}}
 	}
-	return encoding.MultiResult{Op: encoding.OpCreate2, Record: &encoding.Create2Response{Path: name, Stat: n.statNow()}}, 0
+	m.quotaCreated(name, o.data)
+	return res, 0
 }
 
 // delete simulates a delete after znode.CheckDelete, the checks of a single delete.
@@ -121,6 +135,7 @@ func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
 	parentP, _ := znode.Parent(o.path)
 	parent, n := m.node(parentP), m.node(o.path)
 	m.grow(-createBytes(o.path, n.data), 0)
+	data := n.data
 	*n = mnode{
 		path: n.path, read: n.read,
 		keys:    n.keys,
@@ -131,5 +146,6 @@ func (m *multiState) delete(o mop) (encoding.MultiResult, encoding.ErrCode) {
 	parent.deletesIx = m.index
 	parent.stat.NumChildren--
 	parent.stat.Pzxid = pendingZxid(m.index)
+	m.quotaDeleted(o.path, data)
 	return encoding.MultiResult{Op: encoding.OpDelete}, 0
 }

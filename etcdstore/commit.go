@@ -408,6 +408,9 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 	if len(writes) > 0 {
 		writes = append(writes, b.fenceWrite())
 	}
+	if m.quotasChanged {
+		writes = append(writes, txnWrite{key: b.keys.quota()})
+	}
 	if len(journal) > 0 {
 		writes = append(writes, txnWrite{key: b.keys.journal(), value: encodeJournal(journal)})
 	}

@@ -14,7 +14,8 @@
 // changing what a write read make it retry up to maxConflictRetries. One elected process reaps
 // containers and TTL nodes and ends the sessions of dead processes (reaper.go, orphans.go).
 // Writes that would grow the data past its limit below etcd's space quota are refused with
-// QuotaExceeded, sized from a background poll of etcd's status (space.go).
+// QuotaExceeded, sized from a background poll of etcd's status (space.go). ZooKeeper's quotas on
+// subtrees are counted with every write, and enforced with Config.EnforceQuota (quota.go).
 //
 // The files by concern; a request's verb is found by its file name:
 //
@@ -32,7 +33,8 @@
 //	write engine             commit.go (the committer: queue, batches, retries), multi.go (a
 //	                         write as ops: parseMulti, runMulti), overlay.go (the state a batch
 //	                         is checked on), checks.go (ZooKeeper's per-op checks on it),
-//	                         txn.go (the guards and writes a batch commits), fence.go
+//	                         txn.go (the guards and writes a batch commits), fence.go,
+//	                         quota.go (ZooKeeper's quotas: statistics, limits)
 //	sessions and liveness    connect.go (open, resume), session.go (the Session, its end),
 //	                         keepalive.go (the lease keeper), process.go (process and taken
 //	                         keys), timing.go (every timing derived from the session timeout)

@@ -33,6 +33,11 @@ package etcdstore
 //	                       +1 is C + 2; delete then create again: the surviving keys keep their
 //	                       old CreateRevision and Versions). Attached to the session's lease for
 //	                       an ephemeral node, so it never outlives the node.
+//	P m/<d><path>\x00s     stats key, absent unless quota statistics (quota.go) were put in the
+//	                       node's data since its data key was last put: the node's data, which
+//	                       ZooKeeper changes without moving its version or mzxid (the data
+//	                       key's counters). Deleted when the data key is put again. Attached
+//	                       to the session's lease for an ephemeral node.
 //	P r<path>              reap index key, one per container and TTL node (empty value): written
 //	                       with the node, deleted with it, so that the reaper (reaper.go)
 //	                       finds its candidates with one range instead of a scan of the tree.
@@ -60,6 +65,10 @@ package etcdstore
 //	                       (value: the writing process's id), so that "no znode has changed
 //	                       since revision r" is one compare, ModRevision(P f) <= r (commit.go,
 //	                       fence guards). Deletes by an expiring lease alone go without it.
+//	P q                    quota key (empty value): put by every transaction that creates or
+//	                       deletes a quota's limits node (quota.go), so that a batch checked
+//	                       on a set of quota'd paths that has changed since fails its compare
+//	                       of it (commit.go) and is checked again.
 //	P j                    journal key: a multi, or a batch of several writes (commit.go), puts
 //	                       their per-op changes here (value: journalValue) in its revision. A
 //	                       transaction writes each key once, its net change, so the data-key
@@ -109,6 +118,12 @@ func (k keySchema) childrenPrefix(path string) string {
 	return k.prefix + "n/" + strconv.Itoa(depth(path)+1) + path + "/"
 }
 
+// descendantsAt is the prefix of the data keys (space "n/") or meta keys (space "m/") of the
+// nodes below path, path not "/", at depth d.
+func (k keySchema) descendantsAt(space, path string, d int) string {
+	return k.prefix + space + strconv.Itoa(d) + path + "/"
+}
+
 // dataKeysPrefix is the common prefix of every data key.
 func (k keySchema) dataKeysPrefix() string { return k.prefix + "n/" }
 
@@ -129,6 +144,7 @@ func (k keySchema) acl(path string) string          { return k.metaPrefix(path) 
 func (k keySchema) childCreates(path string) string { return k.metaPrefix(path) + "c" }
 func (k keySchema) childDeletes(path string) string { return k.metaPrefix(path) + "d" }
 func (k keySchema) offsets(path string) string      { return k.metaPrefix(path) + "o" }
+func (k keySchema) stats(path string) string        { return k.metaPrefix(path) + "s" }
 
 // reapIndex is the reap index key of a container or TTL node; reapIndexPrefix lists them all.
 func (k keySchema) reapIndex(path string) string { return k.prefix + "r" + path }
@@ -198,11 +214,13 @@ func (k keySchema) journal() string { return k.prefix + "j" }
 
 func (k keySchema) fence() string { return k.prefix + "f" }
 
+func (k keySchema) quota() string { return k.prefix + "q" }
+
 func (k keySchema) importMarker() string { return k.prefix + "i" }
 
-// pathOfMetaKey inverts the meta keys (acl, childCreates, childDeletes, offsets): it returns the
-// znode path of any of a node's meta keys, and the key's name, its last byte ('a', 'c', 'd' or
-// 'o').
+// pathOfMetaKey inverts the meta keys (acl, childCreates, childDeletes, offsets, stats): it
+// returns the znode path of any of a node's meta keys, and the key's name, its last byte ('a',
+// 'c', 'd', 'o' or 's').
 func (k keySchema) pathOfMetaKey(key string) (path string, name byte, ok bool) {
 	rest, ok := strings.CutPrefix(key, k.prefix+"m/")
 	if !ok {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"go.uber.org/zap"
+
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/znode"
 )
@@ -34,6 +36,7 @@ type mnode struct {
 	aclWrites    int  // setACL ops since it was read or created
 	childCreates int  // children created since it was read or created
 	childDeletes int  // children deleted since it was read or created
+	statsWrites  int  // quota statistics put in its data since it was read (quota.go)
 	// The indexes (zxid.go) of the writes that last created the node, put its data (setData or
 	// create), created a child and deleted a child, for the values that keep them (values.go).
 	createdIx, dataIx, createsIx, deletesIx uint16
@@ -76,6 +79,22 @@ type multiState struct {
 	undo                 map[string]int
 	saved                []mnode
 	undoGrowth, undoPuts int64
+
+	// Quotas (quota.go). quotas is the set of quota'd paths at the overlay's state: the
+	// replica's at rev, then as the ops created and deleted limits nodes; quotasBefore is the
+	// set before the write being simulated, which checkQuota reads. quotasChanged: an op
+	// created or deleted a limits node (the commit puts the quota key); subtrees are the
+	// subtrees counted for the stats nodes the ops created, which the commit guards; tree is
+	// the replica the overlay was read from, which counts them.
+	quotas, quotasBefore quotaSet
+	quotasChanged        bool
+	subtrees             []subtreeRead
+	undoQuotas           quotaSet
+	undoChanged          bool
+	undoSubtrees         int
+	enforceQuota         bool
+	tree                 *replica
+	log                  *zap.Logger
 }
 
 // begin starts the simulation of one write, which rollback can undo.
@@ -86,6 +105,8 @@ func (m *multiState) begin() {
 	clear(m.undo)
 	m.saved = m.saved[:0]
 	m.undoGrowth, m.undoPuts = m.growth, m.puts
+	m.quotasBefore = m.quotas
+	m.undoQuotas, m.undoChanged, m.undoSubtrees = m.quotas, m.quotasChanged, len(m.subtrees)
 }
 
 // rollback undoes the write simulated since begin. A node the write looked at without having
@@ -101,6 +122,7 @@ func (m *multiState) rollback() {
 	}
 	clear(m.undo)
 	m.growth, m.puts = m.undoGrowth, m.undoPuts
+	m.quotas, m.quotasChanged, m.subtrees = m.undoQuotas, m.undoChanged, m.subtrees[:m.undoSubtrees]
 }
 
 // grow accounts an op that puts put bytes of data and changes the data by delta bytes:
@@ -183,7 +205,8 @@ func addReadSet(set map[string]bool, ops []mop) {
 // readMultiState builds the overlay of paths at one revision, from the replica once it has
 // reached floor and everything this process answered (awaitFloor).
 func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64) (*multiState, error) {
-	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4), room: b.space.room()}
+	m := &multiState{keys: b.keys, nodes: make(map[string]*mnode, len(paths)+4), room: b.space.room(),
+		enforceQuota: b.enforceQuota, log: b.log}
 	if len(paths) == 0 {
 		m.rev = b.tree.revision()
 		return m, nil
@@ -194,6 +217,7 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 	var err error
 	read := make([]mnode, len(paths)) // one allocation for the nodes read
 	m.rev = b.tree.read(func(v replicaView) {
+		m.quotas = v.r.t.quotas
 		for i, p := range paths {
 			n := &read[i]
 			if err = v.overlayNode(n, p); err != nil {
@@ -203,6 +227,7 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 		}
 	})
 	m.lookup = func(p string) *mnode { return b.tree.nodeAt(p, m.rev) }
+	m.tree = b.tree
 	return m, err
 }
 

@@ -279,16 +279,17 @@ func (b *Store) reapNode(ctx context.Context, path string, dataRev int64) (bool,
 	if !ok || znode.IsSystem(path) {
 		return false, nil
 	}
-	r, err := b.kv.Txn(ctx).If(
+	qcmps, qops := b.quotaDeletes([]string{path})
+	r, err := b.kv.Txn(ctx).If(append([]clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(b.keys.data(path)), "=", dataRev),
 		clientv3.Compare(clientv3.CreateRevision(b.keys.childrenPrefix(path)), "=", 0).WithPrefix(),
-	).Then(
+	}, qcmps...)...).Then(append([]clientv3.Op{
 		clientv3.OpDelete(b.keys.data(path)),
 		clientv3.OpDelete(b.keys.metaPrefix(path), clientv3.WithPrefix()),
 		clientv3.OpPut(b.keys.childDeletes(parent), ""),
 		clientv3.OpDelete(b.keys.reapIndex(path)),
 		b.fenceOp(),
-	).Commit()
+	}, qops...)...).Commit()
 	if err != nil {
 		return false, err
 	}

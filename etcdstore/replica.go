@@ -114,6 +114,7 @@ type tree struct {
 	count      int64                         // the nodes that exist
 	dataSize   int64                         // ZooKeeper's approximate data size: every node's path and data length
 	ephemerals map[int64]map[string]struct{} // lease (session) → the paths of its ephemeral nodes
+	quotas     quotaSet                      // the quota'd paths: those with a limits node (quota.go)
 }
 
 func newTree() *tree {
@@ -377,11 +378,27 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 		}
 		n.keys.putData(kv, &t.acls)
 		t.countIn(path, n)
+		if q, ok := quotaOf(path, quotaLimitNode); ok {
+			t.quotas = t.quotas.with(q)
+		}
 		return
 	}
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
-		t.entry(path).keys.putMeta(name, kv, &t.acls)
+		n := t.entry(path)
+		t.changeMeta(path, n, name, func() { n.keys.putMeta(name, kv, &t.acls) })
 	}
+}
+
+// changeMeta runs change, a put or delete of the node's meta key name, keeping the counters
+// right when the key holds the node's data (the stats key).
+func (t *tree) changeMeta(path string, n *replicaNode, name byte, change func()) {
+	if name != 's' || !n.keys.exists() {
+		change()
+		return
+	}
+	t.uncount(path, n)
+	change()
+	t.countIn(path, n)
 }
 
 // putLoaded records a key a load read: a session key counts whatever its version (a session
@@ -408,6 +425,9 @@ func (t *tree) delete(keys keySchema, key string) {
 		t.uncount(path, n)
 		n.keys.deleteData()
 		t.forgetIfEmpty(path, n)
+		if q, ok := quotaOf(path, quotaLimitNode); ok {
+			t.quotas = t.quotas.without(q)
+		}
 		if path != "/" {
 			parent, name := splitPath(path)
 			if p := t.nodes[parent]; p != nil {
@@ -419,7 +439,7 @@ func (t *tree) delete(keys keySchema, key string) {
 	}
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		if n := t.nodes[path]; n != nil {
-			n.keys.deleteMeta(name)
+			t.changeMeta(path, n, name, func() { n.keys.deleteMeta(name) })
 			t.forgetIfEmpty(path, n)
 		}
 	}
@@ -434,7 +454,7 @@ func (t *tree) forgetIfEmpty(path string, n *replicaNode) {
 // countIn adds the existing node n at path to the counters; uncount takes it out.
 func (t *tree) countIn(path string, n *replicaNode) {
 	t.count++
-	t.dataSize += int64(len(path) + len(n.keys.value))
+	t.dataSize += int64(len(path) + len(n.keys.dataNow()))
 	if lease := n.keys.lease; lease != 0 {
 		paths := t.ephemerals[lease]
 		if paths == nil {
@@ -447,7 +467,7 @@ func (t *tree) countIn(path string, n *replicaNode) {
 
 func (t *tree) uncount(path string, n *replicaNode) {
 	t.count--
-	t.dataSize -= int64(len(path) + len(n.keys.value))
+	t.dataSize -= int64(len(path) + len(n.keys.dataNow()))
 	if lease := n.keys.lease; lease != 0 {
 		delete(t.ephemerals[lease], path)
 		if len(t.ephemerals[lease]) == 0 {
@@ -546,6 +566,28 @@ func (v replicaView) descendants(path string) int64 {
 		n.children.each(func(c string) { stack = append(stack, childPath(p, c)) })
 	}
 	return total
+}
+
+// subtree counts the nodes at and below path and their data bytes (DataTree.getCounts).
+func (v replicaView) subtree(path string) subtreeRead {
+	st := subtreeRead{path: path}
+	if n := v.r.t.nodes[path]; n != nil {
+		st.created = n.keys.data.create
+	}
+	stack := []string{path}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		n := v.r.t.nodes[p]
+		if n == nil || !n.keys.exists() {
+			continue
+		}
+		st.count++
+		st.bytes += int64(len(n.keys.dataNow()))
+		st.deepest = max(st.deepest, depth(p))
+		n.children.each(func(c string) { stack = append(stack, childPath(p, c)) })
+	}
+	return st
 }
 
 // ephemerals lists the paths of the nodes attached to lease, unsorted.

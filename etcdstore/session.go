@@ -464,6 +464,8 @@ func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev 
 		if len(paths) > 0 {
 			ops = append(ops, b.fenceOp())
 		}
+		qcmps, qops := b.quotaDeletes(paths)
+		cmps, ops = append(cmps, qcmps...), append(ops, qops...)
 		if owner != b.process.id {
 			ops = append(ops, b.takenFrom(owner))
 		}
@@ -480,7 +482,11 @@ func (b *Store) endSession(ctx context.Context, id encoding.SessionID, ownerRev 
 			// Resumed elsewhere, or already ended (lease expired in etcd): not ours to end.
 			return zxidOf(txn.Header.Revision, 0), false, nil
 		}
-		// An ephemeral was deleted or created concurrently: read the lease's keys again.
+		// An ephemeral was deleted or created concurrently, or the replica had not seen what
+		// the quotas rest on: read the lease's keys again, on a replica that has.
+		if len(paths) > 0 {
+			_ = b.awaitTreeRevision(ctx, txn.Header.Revision)
+		}
 	}
 	return 0, true, fmt.Errorf("session %s: close: too many conflicting retries", id)
 }

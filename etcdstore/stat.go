@@ -56,7 +56,18 @@ type moreKeys struct {
 	creates, deletes, offsets keyRevs
 	createsIx, deletesIx      uint16       // the child-create and child-delete keys' values
 	offs                      offsetsValue // the offsets key's value
-	err                       error
+	// stats is the stats key, statsData its value: the node's data when present (quota.go).
+	stats     keyRevs
+	statsData []byte
+	err       error
+}
+
+// dataNow is the node's data: its stats key's value if it has one, else its data key's.
+func (n *nodeKeys) dataNow() []byte {
+	if n.more != nil && n.more.stats.mod != 0 {
+		return n.more.statsData
+	}
+	return n.value
 }
 
 func (n *nodeKeys) moreOrZero() moreKeys {
@@ -68,7 +79,8 @@ func (n *nodeKeys) moreOrZero() moreKeys {
 
 // setMore replaces the node's moreKeys with m (nil when m holds nothing).
 func (n *nodeKeys) setMore(m moreKeys) {
-	if m == (moreKeys{}) {
+	if m.creates == (keyRevs{}) && m.deletes == (keyRevs{}) && m.offsets == (keyRevs{}) && m.stats == (keyRevs{}) &&
+		m.createsIx == 0 && m.deletesIx == 0 && m.offs == (offsetsValue{}) && m.statsData == nil && m.err == nil {
 		n.more = nil
 		return
 	}
@@ -105,12 +117,14 @@ func (n *nodeKeys) putMeta(name byte, kv *mvccpb.KeyValue, acls *aclTable) {
 			break
 		}
 		m.offsets, m.offs = revsOf(kv), offs
+	case 's':
+		m.stats, m.statsData = revsOf(kv), kv.Value
 	}
 	n.setMore(m)
 }
 
 // metaKeyNames are the names of a node's meta keys (keys.go), in key order.
-const metaKeyNames = "acdo"
+const metaKeyNames = "acdos"
 
 // metaRevs returns the revisions of the node's meta key of that name (mod 0: absent), and
 // whether name is one of metaKeyNames.
@@ -125,6 +139,8 @@ func (n *nodeKeys) metaRevs(name byte) (keyRevs, bool) {
 		return m.deletes, true
 	case 'o':
 		return m.offsets, true
+	case 's':
+		return m.stats, true
 	}
 	return keyRevs{}, false
 }
@@ -141,6 +157,8 @@ func (n *nodeKeys) deleteMeta(name byte) {
 		m.deletes, m.deletesIx = keyRevs{}, 0
 	case 'o':
 		m.offsets, m.offs = keyRevs{}, offsetsValue{}
+	case 's':
+		m.stats, m.statsData = keyRevs{}, nil
 	}
 	n.setMore(m)
 }
@@ -247,7 +265,7 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 	}
 	c := m.offs.Creates + m.creates.version
 	return node{
-		Data: n.value,
+		Data: n.dataNow(),
 		Meta: n.meta,
 		Stat: encoding.Stat{
 			Czxid:          zx(czxid),
@@ -258,7 +276,7 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 			Cversion:       int32(2*c - numChildren),
 			Aversion:       int32(n.acl.version-m.offs.Aversion) + aversionOffset(path),
 			EphemeralOwner: encoding.SessionID(n.lease),
-			DataLength:     int32(len(n.value)),
+			DataLength:     int32(len(n.dataNow())),
 			NumChildren:    int32(numChildren),
 			Pzxid:          zx(pzxid),
 		},

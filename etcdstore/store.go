@@ -84,6 +84,11 @@ type Config struct {
 	// sees a znode written without the fence (fenceWatch).
 	FenceGuards bool
 
+	// EnforceQuota is ZooKeeper's zookeeper.enforceQuota: a create or setData past a hard
+	// limit of a quota under /zookeeper/quota is refused with QuotaExceeded, and one past a
+	// soft limit logged (quota.go). Without it quotas are only counted, as in ZooKeeper.
+	EnforceQuota bool
+
 	// MaxTxnOps is etcd's --max-txn-ops: the committer keeps a batch of writes within it
 	// (commit.go). Default 128, etcd's default.
 	MaxTxnOps int
@@ -139,6 +144,8 @@ type Store struct {
 	// fenceGuards: the committer guards batches with the fence key (Config.FenceGuards); cleared
 	// for good by the watch feed if a znode is written without it (fenceWatch).
 	fenceGuards atomic.Bool
+	// enforceQuota is Config.EnforceQuota.
+	enforceQuota bool
 	// fenceResumes is when (UnixNano) fence guards resume after a batch failed them.
 	fenceResumes atomic.Int64
 	// reaper deletes containers and TTL nodes when this process is elected (reaper.go).
@@ -218,6 +225,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	b.commits.b = b
 	b.fenceGuards.Store(cfg.FenceGuards)
+	b.enforceQuota = cfg.EnforceQuota
 	if space.interval > 0 {
 		// The first poll before serving: the limit holds from the first write.
 		if err := space.poll(ctx); err != nil {

@@ -55,6 +55,14 @@ func (m *multiState) guards(fence bool) []clientv3.Cmp {
 	if fence && len(paths) > 0 {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.fence()), "<", m.rev+1))
 	}
+	// A stats node created (quota.go) rests on every node of the subtree it counted.
+	for _, st := range m.subtrees {
+		cmps = append(cmps, m.keys.subtreeGuards(st, m.rev)...)
+	}
+	if !fence && len(paths) > 0 {
+		// The set of quota'd paths the checks used (the fence covers it too).
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.quota()), "<", m.rev+1))
+	}
 	for _, p := range paths {
 		n := m.nodes[p]
 		if fence && n.read && n.keys.lease == 0 {
@@ -68,8 +76,8 @@ func (m *multiState) guards(fence bool) []clientv3.Cmp {
 		}
 		// A meta key is written with a revision past the read, or deleted only together with
 		// the data key (a node deleted) or while a child-create or data key is put (an
-		// offsets key no longer needed), so two compares pin all of a node's keys. A node
-		// read with no key at all needs one: whatever makes it exist puts its data key.
+		// offsets or stats key no longer needed), so two compares pin all of a node's keys. A
+		// node read with no key at all needs one: whatever makes it exist puts its data key.
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.data(p)), "=", n.keys.data.mod))
 		if !n.keys.empty() {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.metaPrefix(p)), "<", m.rev+1).WithPrefix())
@@ -162,6 +170,14 @@ func (m *multiState) writes() []txnWrite {
 			} else {
 				ops = append(ops, txnWrite{key: k.offsets(p), value: encodeOffsetsValue(want), lease: lease})
 			}
+		}
+		// Quota statistics put in the data (quota.go) go in the stats key unless the data key
+		// is put anyway; a put of the data key leaves no stats key behind.
+		switch {
+		case putData && more.stats.mod != 0:
+			ops = append(ops, txnWrite{key: k.stats(p), del: true})
+		case !putData && n.statsWrites > 0:
+			ops = append(ops, txnWrite{key: k.stats(p), value: string(n.data), lease: lease})
 		}
 		if n.created {
 			if znode.IsReaped(n.meta.Mode) {

@@ -47,6 +47,7 @@ type options struct {
 	reapInterval      time.Duration // --reap-interval
 	quotaBytes        int64         // --quota-backend-bytes
 	dataLimitBytes    int64         // --data-limit-bytes
+	enforceQuota      bool          // --enforce-quota
 	etcdMaxTxnOps     int           // --etcd-max-txn-ops
 	etcdKeepAlive     time.Duration // --etcd-keepalive-time
 	etcdKeepAliveWait time.Duration // --etcd-keepalive-timeout
@@ -106,6 +107,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.etcdSilence, "etcd-member-silence", 2*time.Second, "with several --endpoints, how long a member may not answer before zetcd leaves it out; 0: off; see docs/operating.md, \"Scale-out and failures\"")
 	fs.IntVar(&o.etcdMaxTxnOps, "etcd-max-txn-ops", 128, "with --endpoints, the external etcd's --max-txn-ops, which zetcd's transactions stay within")
 	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "refuse writes past this much of etcd's database in use; 0: 3/4 of the quota; <0: none; see docs/operating.md, \"Storage and space\"")
+	fs.BoolVar(&o.enforceQuota, "enforce-quota", false, "refuse creates and setData past a hard limit of zkCli's setquota with QuotaExceeded (ZooKeeper's zookeeper.enforceQuota); see docs/operating.md, \"Quotas\"")
 	fs.BoolVar(&o.adaptProcs, "adapt-gomaxprocs", true, fmt.Sprintf("run on one P (GOMAXPROCS=1) below %g cores of CPU, on all from %g; $GOMAXPROCS turns it off", gomaxprocs.DefaultDownCores, gomaxprocs.DefaultUpCores))
 	fs.StringVar(&o.oracle, "oracle", "", "cross-check mode: host:port of a ZooKeeper that mirrors every request; differences are logged and counted")
 	fs.StringVar(&o.oracleAnswerName, "oracle-answer", string(xchk.AnswerZetcd), "with --oracle: whose answers clients get, zetcd or zookeeper")

@@ -107,7 +107,12 @@ func jarDir(t *testing.T, env, name, glob string) string {
 // (testenv.ForEachServer; client returns the lines it printed); each must print want, line for
 // line.
 func onEveryServer(t *testing.T, what string, want []string, client func(t *testing.T, addr string) []string) {
-	testenv.ForEachServer(t, func(t *testing.T, addr string) {
+	onEveryServerWith(t, testenv.ServerOptions{}, what, want, client)
+}
+
+// onEveryServerWith is onEveryServer with every server started with opts.
+func onEveryServerWith(t *testing.T, opts testenv.ServerOptions, what string, want []string, client func(t *testing.T, addr string) []string) {
+	testenv.ForEachServerWith(t, opts, func(t *testing.T, addr string) {
 		wantLines(t, what+" on "+t.Name(), client(t, addr), want)
 	})
 }

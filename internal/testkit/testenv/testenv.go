@@ -98,6 +98,8 @@ type Options struct {
 	// Logger, if set, is the backend's and the server's logger instead of the test's (to
 	// observe what they log).
 	Logger *zap.Logger
+	// EnforceQuota is the backend's (etcdstore.Config).
+	EnforceQuota bool
 }
 
 // StartZetcdOn starts a zetcd on 127.0.0.1:0 in front of the given etcd, stopped at cleanup.
@@ -112,7 +114,7 @@ func StartZetcdOn(t testing.TB, c *Etcd, opts Options) *Zetcd {
 	defer cancel()
 	b, err := etcdstore.New(ctx, etcdstore.Config{Client: cli, KV: opts.KV, Logger: log, ReapInterval: opts.ReapInterval,
 		SuperDigest: opts.SuperDigest, X509: opts.X509, SASL: opts.SASL, DataLimit: opts.DataLimit, SpacePoll: opts.SpacePoll,
-		ManagedEtcd: opts.ManagedEtcd, FenceGuards: true})
+		ManagedEtcd: opts.ManagedEtcd, FenceGuards: true, EnforceQuota: opts.EnforceQuota})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +159,9 @@ type ServerOptions struct {
 	// MaxClientCnxns is zetcd's Config.MaxClientCnxns and ZooKeeper's maxClientCnxns (0: no
 	// limit on either). xchk skips: its own connections to its oracle would count.
 	MaxClientCnxns int
+	// EnforceQuota is zetcd's EnforceQuota and ZooKeeper's system property
+	// zookeeper.enforceQuota.
+	EnforceQuota bool
 }
 
 // SASLOptions are the SASL settings of ServerOptions, with ZooKeeper's system properties.
@@ -195,6 +200,9 @@ func (opts ServerOptions) zkOptions(t testing.TB) zkserver.Options {
 	if opts.SuperDigest != "" {
 		o.SystemProps["zookeeper.DigestAuthenticationProvider.superDigest"] = opts.SuperDigest
 	}
+	if opts.EnforceQuota {
+		o.SystemProps["zookeeper.enforceQuota"] = "true"
+	}
 	if s := opts.SASL; s != nil {
 		jaas := filepath.Join(t.TempDir(), "jaas.conf")
 		if err := os.WriteFile(jaas, []byte(JAAS(s.Users)), 0o600); err != nil {
@@ -228,7 +236,7 @@ func (opts ServerOptions) zkOptions(t testing.TB) zkserver.Options {
 
 // ZetcdOptions are the zetcd options for opts (StartZetcdOn).
 func (opts ServerOptions) ZetcdOptions() Options {
-	o := Options{SuperDigest: opts.SuperDigest}
+	o := Options{SuperDigest: opts.SuperDigest, EnforceQuota: opts.EnforceQuota}
 	cfg := Config
 	cfg.MaxClientCnxns = opts.MaxClientCnxns
 	if s := opts.SASL; s != nil {
@@ -296,7 +304,7 @@ func StartXchkWith(t testing.TB, opts ServerOptions) string {
 			t.Errorf("xchk found differences between zetcd and ZooKeeper (see the log above): %s", found)
 		}
 	})
-	z := StartZetcdOn(t, StartEtcd(t), Options{SuperDigest: opts.SuperDigest, Wrap: func(b zetcd.Backend) zetcd.Backend {
+	z := StartZetcdOn(t, StartEtcd(t), Options{SuperDigest: opts.SuperDigest, EnforceQuota: opts.EnforceQuota, Wrap: func(b zetcd.Backend) zetcd.Backend {
 		var err error
 		xb, err = xchk.NewBackend(b, xchk.Config{
 			OracleAddr: oracle.Addr,
