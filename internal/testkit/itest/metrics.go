@@ -10,19 +10,27 @@ import (
 	"testing"
 )
 
-// Scrape reads a Prometheus text exposition from url into "name{k="v",...}" → value, with the
-// labels sorted by name; histogram buckets are kept as their own series.
-func Scrape(t *testing.T, url string) map[string]float64 {
+// GetOK gets url and fails the test unless the answer is 200 OK; the caller closes its body.
+func GetOK(t *testing.T, url string) *http.Response {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
 		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
 	}
+	return resp
+}
+
+// Scrape reads a Prometheus text exposition from url into "name{k="v",...}" → value, with the
+// labels sorted by name; histogram buckets are kept as their own series.
+func Scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp := GetOK(t, url)
+	defer resp.Body.Close()
 	out := map[string]float64{}
 	s := bufio.NewScanner(resp.Body)
 	s.Buffer(nil, 1<<20)
