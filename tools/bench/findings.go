@@ -34,6 +34,7 @@ type findingsData struct {
 	RestartZetcd, RestartZK                      string
 	FourLetterZetcd, FourLetterZK                string
 	LoadVsZK                                     string
+	ImportVsZK                                   string // zetcd import's time over ZooKeeper's restart
 }
 
 // findings renders the Findings section from d.
@@ -145,6 +146,7 @@ func memoryFindings(f *findingsData, ms *memScaling) {
 // scaleFindings fills in the scale step's restart, four-letter words and load.
 func scaleFindings(f *findingsData, sr *scaleRuns) {
 	f.ScaleZnodes, f.RestartZetcd, f.RestartZK, f.FourLetterZetcd, f.FourLetterZK, f.LoadVsZK = "—", "—", "—", "—", "—", "—"
+	f.ImportVsZK = "—"
 	if sr == nil {
 		return
 	}
@@ -170,6 +172,9 @@ func scaleFindings(f *findingsData, sr *scaleRuns) {
 	f.FourLetterZetcd, f.FourLetterZK = words(z), words(k)
 	if z != nil && k != nil && z.LoadSeconds > 0 && k.LoadSeconds > 0 {
 		f.LoadVsZK = fmt.Sprintf("%.2f", k.LoadSeconds/z.LoadSeconds)
+	}
+	if k != nil && k.Import != nil && k.Import.Error == "" && k.RestartError == "" && k.RestartSeconds > 0 {
+		f.ImportVsZK = fmt.Sprintf("%.2f", k.Import.Seconds/k.RestartSeconds)
 	}
 }
 
