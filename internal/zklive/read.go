@@ -68,6 +68,9 @@ func (c *Config) log() *zap.Logger {
 	return zap.NewNop()
 }
 
+// ErrUnreadable marks the error of a node the reader may not read with the credentials given.
+var ErrUnreadable = errors.New("not readable")
+
 // fourLetterTimeout bounds one `cons` round trip.
 const fourLetterTimeout = 5 * time.Second
 
@@ -135,7 +138,7 @@ func readNode(ctx context.Context, s *session, p string) (*zkdata.Node, int64, e
 		case slices.ContainsFunc(errs[:], isCode(encoding.ErrNoNode)):
 			return nil, zxid, nil
 		case slices.ContainsFunc(errs[:], isCode(encoding.ErrNoAuth)):
-			return nil, zxid, fmt.Errorf("%s: not readable with the credentials given (NoAuth)", p)
+			return nil, zxid, fmt.Errorf("%s: %w: NoAuth with the credentials given", p, ErrUnreadable)
 		}
 		if err := errors.Join(errs[:]...); err != nil {
 			return nil, zxid, fmt.Errorf("%s: %w", p, err)
@@ -158,7 +161,7 @@ func readNode(ctx context.Context, s *session, p string) (*zkdata.Node, int64, e
 func checkACL(p string, acl []encoding.ACL) error {
 	for _, a := range acl {
 		if a.ID.Scheme == "digest" && strings.HasSuffix(a.ID.ID, ":x") {
-			return fmt.Errorf("%s: its ACL's digests are hidden from a client without ADMIN permission on it (%s)", p, a.ID.ID)
+			return fmt.Errorf("%s: %w: its ACL's digests are hidden from a client without ADMIN permission on it (%s)", p, ErrUnreadable, a.ID.ID)
 		}
 	}
 	return nil

@@ -1,0 +1,220 @@
+package zklive_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/internal/testkit/tcpproxy"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
+	"github.com/zetcd/zetcd/internal/zkdata"
+	"github.com/zetcd/zetcd/internal/zklive"
+)
+
+// applier applies a Follower's changes to the State of its initial read, and checks that no
+// node's reported state goes back.
+type applier struct {
+	t       testing.TB
+	mu      sync.Mutex
+	nodes   map[string]*zkdata.Node
+	changes int
+}
+
+func (a *applier) apply(c zklive.Change) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.changes++
+	old := a.nodes[c.Path]
+	if c.Node == nil {
+		if old == nil {
+			a.t.Errorf("%s: deleted, but it was not there", c.Path)
+		}
+		delete(a.nodes, c.Path)
+		return
+	}
+	if old != nil && c.Node.Stat.Czxid == old.Stat.Czxid {
+		n, o := c.Node.Stat, old.Stat
+		if n.Mzxid < o.Mzxid || n.Pzxid < o.Pzxid || n.Version < o.Version || n.Cversion < o.Cversion || n.Aversion < o.Aversion {
+			a.t.Errorf("%s: went back from %+v to %+v", c.Path, o, n)
+		}
+	}
+	if old != nil && c.Node.Stat.Czxid < old.Stat.Czxid {
+		a.t.Errorf("%s: created at %#x, then reported as created at %#x", c.Path, old.Stat.Czxid, c.Node.Stat.Czxid)
+	}
+	a.nodes[c.Path] = c.Node
+}
+
+func (a *applier) snapshot() (map[string]*zkdata.Node, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.nodes), a.changes
+}
+
+// writer changes the tree at addr until stop is closed, with every kind of write: creates
+// (sequential ones, containers, TTL nodes), deletes, setData, setACL, multis, and the
+// ephemerals of a session that closes. It reports how many rounds it made.
+func writer(t testing.TB, addr string, stop <-chan struct{}) <-chan int {
+	rounds := make(chan int, 1)
+	c := testenv.Connect(t, addr)
+	_, err := c.Create("/w", nil, 0, openACL)
+	testenv.Must(t, err)
+	_, err = c.Create("/w/acl", []byte("a"), 0, openACL)
+	testenv.Must(t, err)
+	go func() {
+		i := 0
+		defer func() { rounds <- i }()
+		check := func(what string, err error, allowed ...error) bool {
+			for _, a := range allowed {
+				if errors.Is(err, a) {
+					return true
+				}
+			}
+			if err != nil {
+				t.Errorf("round %d: %s: %v", i, what, err)
+				return false
+			}
+			return true
+		}
+		for ; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := fmt.Sprintf("/w/n-%d", i)
+			_, err := c.Create(p, []byte(p), 0, openACL)
+			if !check("create", err) {
+				return
+			}
+			if i > 0 {
+				_, err = c.Set(fmt.Sprintf("/w/n-%d", i-1), []byte("set"), -1)
+				if !check("setData", err, zk.ErrNoNode) {
+					return
+				}
+			}
+			if i%3 == 2 {
+				if !check("delete", c.Delete(fmt.Sprintf("/w/n-%d", i-2), -1), zk.ErrNoNode) {
+					return
+				}
+			}
+			_, err = c.SetACL("/w/acl", append(zk.DigestACL(zk.PermAll, "u", fmt.Sprint(i)), openACL...), -1)
+			if !check("setACL", err) {
+				return
+			}
+			_, err = c.Multi(
+				&zk.CreateRequest{Path: fmt.Sprintf("/w/m-%d", i), Data: []byte("m"), Acl: openACL},
+				&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprint(i)), Version: -1},
+				&zk.CreateRequest{Path: "/w/seq-", Acl: openACL, Flags: zk.FlagSequence},
+			)
+			if !check("multi", err) {
+				return
+			}
+			if i > 0 && !check("delete multi's", c.Delete(fmt.Sprintf("/w/m-%d", i-1), -1)) {
+				return
+			}
+			if i%5 == 0 {
+				_, err = c.CreateContainer(fmt.Sprintf("/w/c-%d", i), nil, zk.FlagContainer, openACL)
+				check("container", err)
+				_, err = c.CreateTTL(fmt.Sprintf("/w/ttl-%d", i), nil, zk.FlagTTL, openACL, time.Hour)
+				check("ttl", err)
+			}
+			if i%7 == 0 {
+				s, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
+				if !check("connect", err) {
+					return
+				}
+				_, err = s.Create(fmt.Sprintf("/w/eph-%d", i), nil, zk.FlagEphemeral, openACL)
+				check("ephemeral", err)
+				_, err = s.Create("/w/eseq-", nil, zk.FlagEphemeralSequential, openACL)
+				check("ephemeral sequential", err)
+				s.Close()
+			}
+		}
+	}()
+	return rounds
+}
+
+// followUntilEqual follows the ZooKeeper at addr through servers while a writer changes it (and
+// during calls fault every interval, if set), then checks that the changes applied to the
+// initial State give what Read gives once the writer has stopped and the follower caught up.
+func followUntilEqual(t *testing.T, addr string, servers []string, fault func(), hooks ...func(zapcore.Entry) error) {
+	history(t, addr)
+	openEphemerals(t, addr, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := zklive.Config{Servers: servers, Auth: readerAuth, SweepInterval: 300 * time.Millisecond,
+		Log: zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel), zaptest.WrapOptions(zap.Hooks(hooks...)))}
+	a := &applier{t: t}
+	// Changes start before Follow returns: the callback waits for the initial State.
+	ready := make(chan struct{})
+	f, st, err := zklive.Follow(ctx, cfg, func(c zklive.Change) { <-ready; a.apply(c) })
+	testenv.Must(t, err)
+	a.nodes = maps.Clone(st.Nodes)
+	close(ready)
+
+	stop := make(chan struct{})
+	rounds := writer(t, addr, stop)
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		if fault != nil {
+			fault()
+		}
+	}
+	close(stop)
+	n := <-rounds
+	zxid, err := f.Sync(ctx)
+	testenv.Must(t, err)
+	want, err := zklive.Read(ctx, zklive.Config{Servers: []string{addr}, Auth: readerAuth})
+	testenv.Must(t, err)
+	got, changes := a.snapshot()
+	equalNodes(t, got, want.Nodes)
+	t.Logf("writer: %d rounds; follower: %d changes up to zxid %#x; %d nodes", n, changes, zxid, len(got))
+	if n < 10 || changes < n {
+		t.Errorf("writer made %d rounds, follower reported %d changes", n, changes)
+	}
+	cancel()
+	if err := f.Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait: %v", err)
+	}
+}
+
+// TestFollowWriter: every change a writer makes during and after the initial read reaches the
+// follower, setACLs (which fire no watch) included.
+func TestFollowWriter(t *testing.T) {
+	srv := zkserver.Start(t, zkserver.Options{})
+	followUntilEqual(t, srv.Addr, []string{srv.Addr}, nil)
+}
+
+// TestFollowDroppedConnection: the follower's connection is closed again and again while the
+// writer goes on; each time it reads the tree again and reports the differences, and ends equal.
+func TestFollowDroppedConnection(t *testing.T) {
+	srv := zkserver.Start(t, zkserver.Options{})
+	p, err := tcpproxy.Start(srv.Addr)
+	testenv.Must(t, err)
+	defer p.Close()
+	var again atomic.Int32
+	resets := 0
+	followUntilEqual(t, srv.Addr, []string{p.Addr()}, func() { p.Reset(); resets++ }, func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, "following ZooKeeper again") {
+			again.Add(1)
+		}
+		return nil
+	})
+	if again.Load() == 0 {
+		t.Errorf("%d resets, and the follower never read the tree again", resets)
+	}
+	t.Logf("%d resets, %d reads of the whole tree again", resets, again.Load())
+}
