@@ -25,12 +25,14 @@ type reply struct {
 	body []byte
 }
 
-// notification is a watch event with the zxid of its ReplyHeader (the transaction that fired it),
-// or, with ev.Type EventNone and ping set, a ping's reply carrying ZooKeeper's last processed zxid.
+// notification is a watch event with the zxid of its ReplyHeader (the transaction that fired it);
+// or, with ping set, a ping's reply carrying ZooKeeper's last processed zxid; or, with lost set,
+// the end of the connection, the last notification of a session.
 type notification struct {
 	ev   encoding.WatcherEvent
 	zxid int64
 	ping bool
+	lost error
 }
 
 // session is one ZooKeeper session on one connection, with calls pipelined: any number of
@@ -54,8 +56,8 @@ type session struct {
 }
 
 // dial opens a new session on the first of servers that accepts one, adds the credentials and
-// starts reading; notify receives the notifications (from the reading goroutine, so it must not
-// block long and must not call).
+// starts reading; notify receives the notifications, in the order they arrive, from the reading
+// goroutine (so it must not block long, nor call).
 func dial(ctx context.Context, cfg *Config, notify func(notification)) (*session, error) {
 	var errs []error
 	for _, addr := range cfg.Servers {
@@ -186,6 +188,7 @@ func (s *session) fail(err error) {
 // session timeout keeps it alive: pings go out every third.
 func (s *session) readLoop(r *bufio.Reader, notify func(notification)) {
 	defer close(s.done)
+	defer func() { notify(notification{lost: s.lost()}) }()
 	for {
 		s.conn.SetReadDeadline(time.Now().Add(s.timeout * 2 / 3))
 		frame, err := encoding.ReadFrame(r, nil, maxFrame)

@@ -181,11 +181,15 @@ func (f *Follower) run(ctx context.Context) {
 	}
 }
 
-// step handles the next item, or sweeps when one is due and nothing comes.
+// step sweeps if a sweep is due, else handles the next item or waits until a sweep is due.
 func (f *Follower) step(ctx context.Context) error {
 	var wake <-chan time.Time
 	if f.dirty {
-		t := time.NewTimer(max(time.Until(f.lastSweep.Add(f.cfg.sweepInterval())), 0))
+		due := time.Until(f.lastSweep.Add(f.cfg.sweepInterval()))
+		if due <= 0 {
+			return f.sweep(ctx)
+		}
+		t := time.NewTimer(due)
 		defer t.Stop()
 		wake = t.C
 	}
@@ -201,6 +205,9 @@ func (f *Follower) step(ctx context.Context) error {
 			close(it.barrier)
 		}
 		return nil
+	}
+	if it.n.lost != nil {
+		return it.n.lost
 	}
 	f.account(it.n.zxid, it.n.ping)
 	if it.barrier != nil {
@@ -390,6 +397,8 @@ func (f *Follower) sweep(ctx context.Context) error {
 				switch {
 				case isCode(encoding.ErrNoNode)(err):
 					stale = append(stale, p)
+				case isCode(encoding.ErrNoAuth)(err):
+					firstErr = cmpErr(firstErr, fmt.Errorf("%s: %w: NoAuth with the credentials given", p, ErrUnreadable))
 				case err != nil:
 					firstErr = cmpErr(firstErr, fmt.Errorf("%s: %w", p, err))
 				case a.Stat != f.nodes[p].Stat || !slices.Equal(a.ACL, f.nodes[p].ACL):

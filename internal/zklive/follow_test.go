@@ -157,7 +157,7 @@ func followUntilEqual(t *testing.T, addr string, servers []string, fault func(),
 	cfg := zklive.Config{Servers: servers, Auth: readerAuth, SweepInterval: 300 * time.Millisecond,
 		Log: zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel), zaptest.WrapOptions(zap.Hooks(hooks...)))}
 	a := &applier{t: t}
-	// Changes start before Follow returns: the callback waits for the initial State.
+	// Changes may come before the initial State is taken: the callback waits for it.
 	ready := make(chan struct{})
 	f, st, err := zklive.Follow(ctx, cfg, func(c zklive.Change) { <-ready; a.apply(c) })
 	testenv.Must(t, err)
@@ -175,7 +175,14 @@ func followUntilEqual(t *testing.T, addr string, servers []string, fault func(),
 	}
 	close(stop)
 	n := <-rounds
-	zxid, err := f.Sync(ctx)
+	if fault != nil {
+		// A fault while the follower is idle: the end of its connection wakes it.
+		fault()
+		time.Sleep(100 * time.Millisecond)
+	}
+	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelSync()
+	zxid, err := f.Sync(syncCtx)
 	testenv.Must(t, err)
 	want, err := zklive.Read(ctx, zklive.Config{Servers: []string{addr}, Auth: readerAuth})
 	testenv.Must(t, err)

@@ -140,8 +140,10 @@ func readNode(ctx context.Context, s *session, p string) (*zkdata.Node, int64, e
 		case slices.ContainsFunc(errs[:], isCode(encoding.ErrNoAuth)):
 			return nil, zxid, fmt.Errorf("%s: %w: NoAuth with the credentials given", p, ErrUnreadable)
 		}
-		if err := errors.Join(errs[:]...); err != nil {
-			return nil, zxid, fmt.Errorf("%s: %w", p, err)
+		for _, err := range errs {
+			if err != nil {
+				return nil, zxid, fmt.Errorf("%s: %w", p, err)
+			}
 		}
 		if d.Stat != a.Stat || a.Stat != c.Stat {
 			continue

@@ -3,6 +3,7 @@ package zklive_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -160,13 +161,58 @@ func TestReadEqualsLoad(t *testing.T) {
 	t.Logf("%d nodes, %d sessions, last zxid %#x", len(got.Nodes), len(got.Sessions), got.LastZxid)
 }
 
-// TestReadNeedsCredentials: a node the reader may not read fails Read, naming it.
-func TestReadNeedsCredentials(t *testing.T) {
-	srv := zkserver.Start(t, zkserver.Options{})
+// TestReadCredentials: a node the reader may not read fails Read, naming it, and so does one
+// whose ACL it may read without ADMIN (ZooKeeper hides the digests); the super user reads all.
+func TestReadCredentials(t *testing.T) {
+	super := zk.DigestACL(zk.PermAll, "super", "root")[0].ID
+	srv := zkserver.Start(t, zkserver.Options{SystemProps: map[string]string{
+		"zookeeper.DigestAuthenticationProvider.superDigest": super,
+	}})
 	history(t, srv.Addr)
-	_, err := zklive.Read(context.Background(), zklive.Config{Servers: []string{srv.Addr}})
-	if err == nil || !strings.Contains(err.Error(), "/app/secret") {
+	ctx := context.Background()
+	_, err := zklive.Read(ctx, zklive.Config{Servers: []string{srv.Addr}})
+	if !errors.Is(err, zklive.ErrUnreadable) || !strings.Contains(err.Error(), "/app/secret") {
 		t.Fatalf("Read without credentials: %v, want an error naming /app/secret", err)
 	}
 	t.Log(err)
+
+	c := testenv.Connect(t, srv.Addr)
+	_, err = c.Create("/readonly", []byte("r"), 0, append(zk.DigestACL(zk.PermRead, "reader", "secret"), zk.DigestACL(zk.PermAll, "admin", "pw")...))
+	testenv.Must(t, err)
+	_, err = zklive.Read(ctx, zklive.Config{Servers: []string{srv.Addr}, Auth: readerAuth})
+	if !errors.Is(err, zklive.ErrUnreadable) || !strings.Contains(err.Error(), "/readonly") || !strings.Contains(err.Error(), "hidden") {
+		t.Fatalf("Read without ADMIN on /readonly: %v, want an error naming it", err)
+	}
+	t.Log(err)
+
+	st, err := zklive.Read(ctx, zklive.Config{Servers: []string{srv.Addr}, Auth: []zklive.Auth{{Scheme: "digest", Auth: []byte("super:root")}}})
+	testenv.Must(t, err)
+	n := st.Nodes["/readonly"]
+	if n == nil || len(n.ACL) != 2 || n.ACL[1].ID.ID != zk.DigestACL(zk.PermAll, "admin", "pw")[0].ID {
+		t.Fatalf("/readonly read by the super user: %+v", n)
+	}
+}
+
+// TestReadWithoutCons: a ZooKeeper that refuses `cons` (zkserver needs srvr and conf) leaves the
+// sessions' timeouts 0, and State.Skipped says why.
+func TestReadWithoutCons(t *testing.T) {
+	srv := zkserver.Start(t, zkserver.Options{ConfigLines: []string{"4lw.commands.whitelist=srvr,conf"}})
+	c := testenv.Connect(t, srv.Addr)
+	_, err := c.Create("/app", nil, 0, openACL)
+	testenv.Must(t, err)
+	openEphemerals(t, srv.Addr, 1)
+	st, err := zklive.Read(context.Background(), zklive.Config{Servers: []string{srv.Addr}})
+	testenv.Must(t, err)
+	id := c.SessionID() // not an owner: it owns no ephemeral
+	if len(st.Sessions) != 1 || st.Sessions[id].ID != 0 {
+		t.Fatalf("sessions %v", st.Sessions)
+	}
+	for _, s := range st.Sessions {
+		if s.Timeout != 0 || int64(st.Nodes["/app/live/e0"].Stat.EphemeralOwner) != s.ID {
+			t.Errorf("session %+v", s)
+		}
+	}
+	if len(st.Skipped) != 2 || !strings.Contains(st.Skipped[0], "whitelist") || !strings.Contains(st.Skipped[1], "timeout unknown") {
+		t.Errorf("skipped %q", st.Skipped)
+	}
 }
