@@ -2,6 +2,7 @@ package zklive
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,10 +80,11 @@ type item struct {
 // the error, which wraps ErrUnreadable.
 func Follow(ctx context.Context, cfg Config, report func(Change)) (*Follower, *zkdata.State, error) {
 	f := &Follower{cfg: cfg, report: report, log: cfg.log(), signal: make(chan struct{}, 1), done: make(chan struct{})}
-	if err := f.connect(ctx); err != nil {
+	last, err := f.connect(ctx)
+	if err != nil {
 		return nil, nil, err
 	}
-	st := &zkdata.State{Nodes: maps.Clone(f.nodes), LastZxid: f.seen}
+	st := &zkdata.State{Nodes: maps.Clone(f.nodes), LastZxid: last}
 	st.Sessions, st.Skipped = readSessions(&f.cfg, st.Nodes)
 	go f.run(ctx)
 	return f, st, nil
@@ -169,7 +171,7 @@ func (f *Follower) run(ctx context.Context) {
 			continue
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrUnreadable) {
-			f.err = cmpErr(ctx.Err(), err)
+			f.err = cmp.Or(ctx.Err(), err)
 			return
 		}
 		f.log.Warn("lost ZooKeeper: reading the tree again", zap.Error(err))
@@ -300,29 +302,29 @@ func (f *Follower) current() *session {
 
 // connect opens a session, sets the watch, and reads the tree; every transaction up to the
 // zxid read after the watch was set is in what it reads, and every later one either fires the
-// watch or moves a ReplyHeader's zxid.
-func (f *Follower) connect(ctx context.Context) error {
+// watch or moves a ReplyHeader's zxid. It returns the newest zxid a reply carried.
+func (f *Follower) connect(ctx context.Context) (int64, error) {
 	f.smu.Lock()
 	f.gen++
 	gen := f.gen
 	f.smu.Unlock()
 	s, err := dial(ctx, &f.cfg, func(n notification) { f.push(item{gen: gen, n: n}) })
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := s.call(ctx, encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/", Mode: encoding.AddWatchPersistentRecursive}, nil); err != nil {
 		s.close()
-		return fmt.Errorf("addWatch /: %w", err)
+		return 0, fmt.Errorf("addWatch /: %w", err)
 	}
 	start, err := lastZxid(ctx, s)
 	if err != nil {
 		s.close()
-		return err
+		return 0, err
 	}
-	nodes, _, err := readTree(ctx, &f.cfg, s, "/")
+	nodes, last, err := readTree(ctx, &f.cfg, s, "/")
 	if err != nil {
 		s.close()
-		return err
+		return 0, err
 	}
 	f.smu.Lock()
 	f.s = s
@@ -333,7 +335,7 @@ func (f *Follower) connect(ctx context.Context) error {
 		f.replace(nodes)
 	}
 	f.seen, f.dirty, f.lastSweep = start, false, time.Now()
-	return nil
+	return max(start, last), nil
 }
 
 // replace reports every difference between what was reported and nodes: new and changed nodes
@@ -355,13 +357,13 @@ func (f *Follower) replace(nodes map[string]*zkdata.Node) {
 func (f *Follower) reconnect(ctx context.Context) error {
 	pause := 100 * time.Millisecond
 	for {
-		err := f.connect(ctx)
+		_, err := f.connect(ctx)
 		if err == nil {
 			f.log.Info("following ZooKeeper again", zap.Int("nodes", len(f.nodes)))
 			return nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrUnreadable) {
-			return cmpErr(ctx.Err(), err)
+			return cmp.Or(ctx.Err(), err)
 		}
 		f.log.Warn("reconnecting to ZooKeeper", zap.Error(err), zap.Duration("pause", pause))
 		select {
@@ -398,9 +400,9 @@ func (f *Follower) sweep(ctx context.Context) error {
 				case isCode(encoding.ErrNoNode)(err):
 					stale = append(stale, p)
 				case isCode(encoding.ErrNoAuth)(err):
-					firstErr = cmpErr(firstErr, fmt.Errorf("%s: %w: NoAuth with the credentials given", p, ErrUnreadable))
+					firstErr = cmp.Or(firstErr, fmt.Errorf("%s: %w: NoAuth with the credentials given", p, ErrUnreadable))
 				case err != nil:
-					firstErr = cmpErr(firstErr, fmt.Errorf("%s: %w", p, err))
+					firstErr = cmp.Or(firstErr, fmt.Errorf("%s: %w", p, err))
 				case a.Stat != f.nodes[p].Stat || !slices.Equal(a.ACL, f.nodes[p].ACL):
 					stale = append(stale, p)
 				}
@@ -427,18 +429,4 @@ func (f *Follower) sweep(ctx context.Context) error {
 	f.seen = max(f.seen, start)
 	f.dirty, f.lastSweep = false, time.Now()
 	return nil
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
-}
-
-func (c *Config) sweepInterval() time.Duration {
-	if c.SweepInterval > 0 {
-		return c.SweepInterval
-	}
-	return 10 * time.Second
 }

@@ -61,6 +61,13 @@ func (c *Config) parallel() int {
 	return 32
 }
 
+func (c *Config) sweepInterval() time.Duration {
+	if c.SweepInterval > 0 {
+		return c.SweepInterval
+	}
+	return 10 * time.Second
+}
+
 func (c *Config) log() *zap.Logger {
 	if c.Log != nil {
 		return c.Log
