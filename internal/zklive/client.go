@@ -44,9 +44,10 @@ type session struct {
 	id      int64
 	timeout time.Duration // negotiated
 
-	wmu  sync.Mutex // serialises writes and xid allocation
-	wbuf []byte
-	xid  encoding.Xid
+	wmu   sync.Mutex // guards wbuf and xid
+	wbuf  []byte     // requests not yet written, in xid order
+	xid   encoding.Xid
+	flush chan struct{} // has a value while wbuf may hold requests
 
 	mu      sync.Mutex
 	pending map[encoding.Xid]chan reply
@@ -90,10 +91,11 @@ func dialOne(ctx context.Context, cfg *Config, addr string, notify func(notifica
 		id:      int64(resp.SessionID),
 		timeout: time.Duration(resp.TimeOut) * time.Millisecond,
 		pending: make(map[encoding.Xid]chan reply),
+		flush:   make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
 	go s.readLoop(r, notify)
-	go s.pingLoop()
+	go s.writeLoop()
 	for _, a := range cfg.Auth {
 		if _, err := s.call(ctx, encoding.OpAuth, &encoding.AuthPacket{Scheme: a.Scheme, Auth: a.Auth}, nil); err != nil {
 			s.close()
@@ -130,30 +132,62 @@ func (s *session) call(ctx context.Context, op encoding.Op, req, resp encoding.R
 	return s.start(op, req).wait(ctx, resp)
 }
 
-// send writes a request with the next xid and registers ch for its reply. The xid is taken
-// and the request written under one lock, so xids reach ZooKeeper in order.
+// send queues a request with the next xid for writeLoop and registers ch for its reply. The
+// xid is taken and the request queued under one lock, so xids reach ZooKeeper in order.
 func (s *session) send(op encoding.Op, req encoding.Record, ch chan reply) (encoding.Xid, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	xid := encoding.XidAuth
-	if op != encoding.OpAuth {
+	switch op {
+	case encoding.OpAuth:
+	case encoding.OpPing:
+		xid = encoding.XidPing
+	default:
 		s.xid++
 		xid = s.xid
 	}
-	s.mu.Lock()
-	if s.pending == nil {
+	if ch != nil {
+		s.mu.Lock()
+		if s.pending == nil {
+			s.mu.Unlock()
+			return xid, s.lost()
+		}
+		s.pending[xid] = ch
 		s.mu.Unlock()
-		return xid, s.lost()
 	}
-	s.pending[xid] = ch
-	s.mu.Unlock()
-	var err error
-	s.wbuf, err = encoding.WriteFrame(s.conn, s.wbuf, &encoding.RequestHeader{Xid: xid, Op: op}, req)
-	if err != nil {
-		s.fail(err)
-		return xid, s.lost()
+	s.wbuf = encoding.AppendFrame(s.wbuf, &encoding.RequestHeader{Xid: xid, Op: op}, req)
+	select {
+	case s.flush <- struct{}{}:
+	default:
 	}
 	return xid, nil
+}
+
+// writeLoop writes what send queued, as many requests in one write as have been queued since
+// the last, and sends a ping every third of the session timeout.
+func (s *session) writeLoop() {
+	t := time.NewTicker(s.timeout / 3)
+	defer t.Stop()
+	var out []byte
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			if _, err := s.send(encoding.OpPing, nil, nil); err != nil {
+				return
+			}
+			continue
+		case <-s.flush:
+		}
+		s.wmu.Lock()
+		out, s.wbuf = s.wbuf, out[:0]
+		s.wmu.Unlock()
+		if _, err := s.conn.Write(out); err != nil {
+			s.fail(err)
+			return
+		}
+	}
 }
 
 func (s *session) forget(xid encoding.Xid) {
@@ -221,26 +255,6 @@ func (s *session) readLoop(r *bufio.Reader, notify func(notification)) {
 			s.mu.Unlock()
 			if ok {
 				ch <- reply{hdr: hdr, body: body}
-			}
-		}
-	}
-}
-
-func (s *session) pingLoop() {
-	t := time.NewTicker(s.timeout / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-t.C:
-			s.wmu.Lock()
-			var err error
-			s.wbuf, err = encoding.WriteFrame(s.conn, s.wbuf, &encoding.RequestHeader{Xid: encoding.XidPing, Op: encoding.OpPing})
-			s.wmu.Unlock()
-			if err != nil {
-				s.fail(err)
-				return
 			}
 		}
 	}

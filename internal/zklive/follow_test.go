@@ -62,6 +62,23 @@ func (a *applier) snapshot() (map[string]*zkdata.Node, int) {
 	return maps.Clone(a.nodes), a.changes
 }
 
+// bulk creates n nodes under /bulk, by multis of 500.
+func bulk(t testing.TB, addr string, n int) {
+	t.Helper()
+	c := testenv.Connect(t, addr)
+	_, err := c.Create("/bulk", nil, 0, openACL)
+	testenv.Must(t, err)
+	for i := 0; i < n; i += 500 {
+		var ops []any
+		for j := i; j < min(i+500, n); j++ {
+			ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("/bulk/n%d", j), Data: []byte(fmt.Sprint(j)), Acl: openACL})
+		}
+		_, err := c.Multi(ops...)
+		testenv.Must(t, err)
+	}
+	c.Close()
+}
+
 // writer changes the tree at addr until stop is closed, with every kind of write: creates
 // (sequential ones, containers, TTL nodes), deletes, setData, setACL, multis, and the
 // ephemerals of a session that closes. It reports how many rounds it made.
@@ -146,14 +163,20 @@ func writer(t testing.TB, addr string, stop <-chan struct{}) <-chan int {
 	return rounds
 }
 
-// followUntilEqual follows the ZooKeeper at addr through servers while a writer changes it (and
-// during calls fault every interval, if set), then checks that the changes applied to the
-// initial State give what Read gives once the writer has stopped and the follower caught up.
+// followUntilEqual follows the ZooKeeper at addr through servers while a writer changes it,
+// from before the initial read on (and calls fault every half second, if set), then checks
+// that the changes applied to the initial State give what Read gives once the writer has
+// stopped and the follower caught up.
 func followUntilEqual(t *testing.T, addr string, servers []string, fault func(), hooks ...func(zapcore.Entry) error) {
 	history(t, addr)
 	openEphemerals(t, addr, 2)
+	bulk(t, addr, 2000) // an initial read long enough for the writer to change the tree during it
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	stop := make(chan struct{})
+	rounds := writer(t, addr, stop)
+	time.Sleep(200 * time.Millisecond)
+
 	cfg := zklive.Config{Servers: servers, Auth: readerAuth, SweepInterval: 300 * time.Millisecond,
 		Log: zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel), zaptest.WrapOptions(zap.Hooks(hooks...)))}
 	a := &applier{t: t}
@@ -163,9 +186,8 @@ func followUntilEqual(t *testing.T, addr string, servers []string, fault func(),
 	testenv.Must(t, err)
 	a.nodes = maps.Clone(st.Nodes)
 	close(ready)
+	t.Logf("initial read: %d nodes, up to zxid %#x", len(st.Nodes), st.LastZxid)
 
-	stop := make(chan struct{})
-	rounds := writer(t, addr, stop)
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
@@ -214,7 +236,14 @@ func TestFollowDroppedConnection(t *testing.T) {
 	defer p.Close()
 	var again atomic.Int32
 	resets := 0
-	followUntilEqual(t, srv.Addr, []string{p.Addr()}, func() { p.Reset(); resets++ }, func(e zapcore.Entry) error {
+	calls := 0
+	fault := func() { // every second: a reset may come during a read of the whole tree, or not
+		if calls++; calls%2 == 1 {
+			p.Reset()
+			resets++
+		}
+	}
+	followUntilEqual(t, srv.Addr, []string{p.Addr()}, fault, func(e zapcore.Entry) error {
 		if strings.Contains(e.Message, "following ZooKeeper again") {
 			again.Add(1)
 		}

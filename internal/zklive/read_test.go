@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -215,4 +216,19 @@ func TestReadWithoutCons(t *testing.T) {
 	if len(st.Skipped) != 2 || !strings.Contains(st.Skipped[0], "whitelist") || !strings.Contains(st.Skipped[1], "timeout unknown") {
 		t.Errorf("skipped %q", st.Skipped)
 	}
+}
+
+// TestReadLarge reads a tree of $ZETCD_ZKLIVE_LARGE nodes (skipped when unset) made with
+// multis of 500 creates, and logs how long Read takes.
+func TestReadLarge(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("ZETCD_ZKLIVE_LARGE"))
+	if n <= 0 {
+		t.Skip("ZETCD_ZKLIVE_LARGE unset")
+	}
+	srv := zkserver.Start(t, zkserver.Options{})
+	bulk(t, srv.Addr, n)
+	begin := time.Now()
+	st, err := zklive.Read(context.Background(), zklive.Config{Servers: []string{srv.Addr}})
+	testenv.Must(t, err)
+	t.Logf("read %d nodes in %v", len(st.Nodes), time.Since(begin))
 }
