@@ -76,6 +76,9 @@ type item struct {
 //     reported before (changed nodes parents first, deleted ones children first), retrying
 //     until ctx ends.
 //
+// Sessions are not followed: the State's are those of the initial read, and the ephemeralOwners
+// of the nodes reported later name the sessions open then, whose timeouts Sessions reads.
+//
 // A node that becomes unreadable with the credentials given stops the follower: Wait returns
 // the error, which wraps ErrUnreadable.
 func Follow(ctx context.Context, cfg Config, report func(Change)) (*Follower, *zkdata.State, error) {
@@ -85,7 +88,7 @@ func Follow(ctx context.Context, cfg Config, report func(Change)) (*Follower, *z
 		return nil, nil, err
 	}
 	st := &zkdata.State{Nodes: maps.Clone(f.nodes), LastZxid: last}
-	st.Sessions, st.Skipped = readSessions(&f.cfg, st.Nodes)
+	st.Sessions, st.Skipped = Sessions(cfg, st.Nodes)
 	go f.run(ctx)
 	return f, st, nil
 }

@@ -99,7 +99,7 @@ func Read(ctx context.Context, cfg Config) (*zkdata.State, error) {
 		return nil, err
 	}
 	st := &zkdata.State{Nodes: nodes, LastZxid: max(zxid, last)}
-	st.Sessions, st.Skipped = readSessions(&cfg, nodes)
+	st.Sessions, st.Skipped = Sessions(cfg, nodes)
 	return st, nil
 }
 
@@ -252,10 +252,10 @@ func (w *walker) done(n *zkdata.Node, zxid int64, err error) {
 	w.cond.Broadcast()
 }
 
-// readSessions returns the sessions that own ephemerals, with the timeouts `cons` shows for
-// those connected to one of cfg.Servers, and one line for each session whose timeout it could
-// not learn (left 0).
-func readSessions(cfg *Config, nodes map[string]*zkdata.Node) (map[int64]zkdata.Session, []string) {
+// Sessions returns the sessions that own ephemerals among nodes, with the timeouts `cons` shows
+// for those connected to one of cfg.Servers, and one line for each session whose timeout it
+// could not learn (left 0) and why.
+func Sessions(cfg Config, nodes map[string]*zkdata.Node) (map[int64]zkdata.Session, []string) {
 	sessions := make(map[int64]zkdata.Session)
 	for _, n := range nodes {
 		if owner := int64(n.Stat.EphemeralOwner); owner != 0 {
