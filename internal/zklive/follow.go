@@ -362,7 +362,7 @@ func (f *Follower) reconnect(ctx context.Context) error {
 	for {
 		_, err := f.connect(ctx)
 		if err == nil {
-			f.log.Info("following ZooKeeper again", zap.Int("nodes", len(f.nodes)))
+			f.log.Info("following ZooKeeper again", zap.Int("nodes", len(f.nodes)), zap.String("session", fmt.Sprintf("%#x", f.current().id)))
 			return nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrUnreadable) {
