@@ -42,7 +42,8 @@ type Follower struct {
 	nodes     map[string]*zkdata.Node // what has been reported: the initial read and every Change since
 	seen      int64                   // every transaction up to this zxid is in nodes, but for setACLs if dirty
 	dirty     bool                    // ZooKeeper applied transactions no event named since the last sweep
-	lastSweep time.Time
+	lastSweep time.Time               // when the last sweep (or the read of the whole tree) ended
+	sweepTook time.Duration           // how long it took
 
 	done chan struct{}
 	err  error // why the follower stopped; read after done is closed
@@ -190,7 +191,7 @@ func (f *Follower) run(ctx context.Context) {
 func (f *Follower) step(ctx context.Context) error {
 	var wake <-chan time.Time
 	if f.dirty {
-		due := time.Until(f.lastSweep.Add(f.cfg.sweepInterval()))
+		due := time.Until(f.lastSweep.Add(max(f.cfg.sweepInterval(), 9*f.sweepTook)))
 		if due <= 0 {
 			return f.sweep(ctx)
 		}
@@ -319,6 +320,7 @@ func (f *Follower) connect(ctx context.Context) (int64, error) {
 		s.close()
 		return 0, fmt.Errorf("addWatch /: %w", err)
 	}
+	begin := time.Now()
 	start, err := lastZxid(ctx, s)
 	if err != nil {
 		s.close()
@@ -337,7 +339,8 @@ func (f *Follower) connect(ctx context.Context) (int64, error) {
 	} else {
 		f.replace(nodes)
 	}
-	f.seen, f.dirty, f.lastSweep = start, false, time.Now()
+	f.seen, f.dirty = start, false
+	f.lastSweep, f.sweepTook = time.Now(), time.Since(begin)
 	return max(start, last), nil
 }
 
@@ -382,6 +385,7 @@ func (f *Follower) reconnect(ctx context.Context) error {
 // in full and reports each node whose ACL or Stat differs: what a setACL, which fires no watch,
 // changed. Every transaction up to the zxid read before it is then accounted for.
 func (f *Follower) sweep(ctx context.Context) error {
+	begin := time.Now()
 	s := f.current()
 	start, err := lastZxid(ctx, s)
 	if err != nil {
@@ -430,6 +434,7 @@ func (f *Follower) sweep(ctx context.Context) error {
 	// Events of transactions up to start are queued and find seen past them: their gaps, if
 	// any, were setACLs this sweep has read.
 	f.seen = max(f.seen, start)
-	f.dirty, f.lastSweep = false, time.Now()
+	f.dirty = false
+	f.lastSweep, f.sweepTook = time.Now(), time.Since(begin)
 	return nil
 }

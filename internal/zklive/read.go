@@ -35,7 +35,9 @@ type Config struct {
 	// Parallel is how many nodes are read at once; 0 means 32.
 	Parallel int
 	// SweepInterval is how often Follow re-reads every node's ACL once ZooKeeper has applied
-	// a transaction no watch event names (see Follow); 0 means 10 s.
+	// a transaction no watch event names (see Follow); 0 means 10 s. A sweep waits at least
+	// nine times as long as the last one took, so that sweeps of a large tree take at most a
+	// tenth of the time.
 	SweepInterval time.Duration
 	// Log receives what Read and Follow skip or retry; nil logs nothing.
 	Log *zap.Logger
