@@ -1,6 +1,7 @@
 package zklive_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -163,11 +164,19 @@ func writer(t testing.TB, addr string, stop <-chan struct{}) <-chan int {
 	return rounds
 }
 
-// followUntilEqual follows the ZooKeeper at addr through servers while a writer changes it,
-// from before the initial read on (and calls fault every half second, if set), then checks
-// that the changes applied to the initial State give what Read gives once the writer has
-// stopped and the follower caught up.
-func followUntilEqual(t *testing.T, addr string, servers []string, fault func(), hooks ...func(zapcore.Entry) error) {
+// followRun is how followUntilEqual follows a ZooKeeper.
+type followRun struct {
+	servers        []string                  // the follower's; the ZooKeeper's own address when empty
+	sessionTimeout time.Duration             // the follower's
+	writeFor       time.Duration             // how long the writer runs; 0 means 4 s
+	fault          func()                    // called every half second while the writer runs
+	hook           func(zapcore.Entry) error // sees what the follower logs
+}
+
+// followUntilEqual follows the ZooKeeper at addr while a writer changes it, from before the
+// initial read on, then checks that the changes applied to the initial State give what Read
+// gives once the writer has stopped and the follower caught up.
+func followUntilEqual(t *testing.T, addr string, run followRun) {
 	history(t, addr)
 	openEphemerals(t, addr, 2)
 	bulk(t, addr, 2000) // an initial read long enough for the writer to change the tree during it
@@ -177,8 +186,15 @@ func followUntilEqual(t *testing.T, addr string, servers []string, fault func(),
 	rounds := writer(t, addr, stop)
 	time.Sleep(200 * time.Millisecond)
 
-	cfg := zklive.Config{Servers: servers, Auth: readerAuth, SweepInterval: 300 * time.Millisecond,
-		Log: zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel), zaptest.WrapOptions(zap.Hooks(hooks...)))}
+	cfg := zklive.Config{Servers: run.servers, Auth: readerAuth, SessionTimeout: run.sessionTimeout, SweepInterval: 300 * time.Millisecond}
+	if len(cfg.Servers) == 0 {
+		cfg.Servers = []string{addr}
+	}
+	var opts []zap.Option
+	if run.hook != nil {
+		opts = append(opts, zap.Hooks(run.hook))
+	}
+	cfg.Log = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel), zaptest.WrapOptions(opts...))
 	a := &applier{t: t}
 	// Changes may come before the initial State is taken: the callback waits for it.
 	ready := make(chan struct{})
@@ -188,18 +204,18 @@ func followUntilEqual(t *testing.T, addr string, servers []string, fault func(),
 	close(ready)
 	t.Logf("initial read: %d nodes, up to zxid %#x", len(st.Nodes), st.LastZxid)
 
-	deadline := time.Now().Add(4 * time.Second)
+	deadline := time.Now().Add(cmp.Or(run.writeFor, 4*time.Second))
 	for time.Now().Before(deadline) {
 		time.Sleep(500 * time.Millisecond)
-		if fault != nil {
-			fault()
+		if run.fault != nil {
+			run.fault()
 		}
 	}
 	close(stop)
 	n := <-rounds
-	if fault != nil {
+	if run.fault != nil {
 		// A fault while the follower is idle: the end of its connection wakes it.
-		fault()
+		run.fault()
 		time.Sleep(100 * time.Millisecond)
 	}
 	syncCtx, cancelSync := context.WithTimeout(ctx, 30*time.Second)
@@ -224,7 +240,7 @@ func followUntilEqual(t *testing.T, addr string, servers []string, fault func(),
 // follower, setACLs (which fire no watch) included.
 func TestFollowWriter(t *testing.T) {
 	srv := zkserver.Start(t, zkserver.Options{})
-	followUntilEqual(t, srv.Addr, []string{srv.Addr}, nil)
+	followUntilEqual(t, srv.Addr, followRun{})
 }
 
 // TestFollowDroppedConnection: the follower's connection is closed again and again while the
@@ -243,14 +259,43 @@ func TestFollowDroppedConnection(t *testing.T) {
 			resets++
 		}
 	}
-	followUntilEqual(t, srv.Addr, []string{p.Addr()}, fault, func(e zapcore.Entry) error {
-		if strings.Contains(e.Message, "following ZooKeeper again") {
-			again.Add(1)
-		}
-		return nil
-	})
+	followUntilEqual(t, srv.Addr, followRun{servers: []string{p.Addr()}, fault: fault, hook: countAgain(&again)})
 	if again.Load() == 0 {
 		t.Errorf("%d resets, and the follower never read the tree again", resets)
 	}
 	t.Logf("%d resets, %d reads of the whole tree again", resets, again.Load())
+}
+
+// countAgain counts the follower's reads of the whole tree after the first.
+func countAgain(n *atomic.Int32) func(zapcore.Entry) error {
+	return func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, "following ZooKeeper again") {
+			n.Add(1)
+		}
+		return nil
+	}
+}
+
+// TestFollowExpired: the follower's connection is frozen longer than its session timeout, so
+// that ZooKeeper expires its session (and its watch); it opens a new one once the network
+// thaws, and ends equal.
+func TestFollowExpired(t *testing.T) {
+	srv := zkserver.Start(t, zkserver.Options{})
+	p, err := tcpproxy.Start(srv.Addr)
+	testenv.Must(t, err)
+	defer p.Close()
+	var again atomic.Int32
+	calls := 0
+	fault := func() {
+		switch calls++; calls {
+		case 1:
+			p.Freeze()
+		case 14: // 6.5 s later: 4 s is ZooKeeper's shortest session timeout (2 × tickTime)
+			p.Thaw()
+		}
+	}
+	followUntilEqual(t, srv.Addr, followRun{servers: []string{p.Addr()}, sessionTimeout: 4 * time.Second, writeFor: 9 * time.Second, fault: fault, hook: countAgain(&again)})
+	if again.Load() == 0 {
+		t.Errorf("the follower never read the tree again")
+	}
 }
