@@ -17,7 +17,8 @@
 //     A session's timeout is what the four-letter word `cons` shows ("to=") for its connection
 //     on one of Config.Servers; a session whose client is connected elsewhere, or not at all,
 //     or a server that refuses `cons` (4lw.commands.whitelist) leaves it 0, and State.Skipped
-//     says so. Sessions does the same for any nodes, those a Follower reported among them. A session's password is not shown either: ZooKeeper derives it from the id
+//     says so. Sessions does the same for any nodes, those a Follower reported among them. A
+//     session's password is not shown either: ZooKeeper derives it from the id
 //     (ZooKeeperServer.generatePasswd).
 //   - LastZxid is the zxid in the ReplyHeader of a read after a sync (the server's last
 //     processed zxid, FinalRequestProcessor), or a newer one a reply carried during the walk.
