@@ -69,9 +69,11 @@ type item struct {
 //     event's, whose own events then find nothing new.
 //   - setACL fires no watch (DataTree.setACL), nor do createSession, closeSession of a session
 //     without ephemerals, and failed writes. Each transaction has its own zxid, and every
-//     ReplyHeader (of a ping too) carries ZooKeeper's last one: a zxid that no event accounts
-//     for may be a setACL, and makes the follower read every node's ACL and Stat again (a
-//     sweep), at most every Config.SweepInterval, and always in Sync.
+//     ReplyHeader (of a ping, every third of the session timeout, too) carries ZooKeeper's last
+//     one: a zxid that no event accounts for may be a setACL, and makes the follower read every
+//     node's ACL and Stat again (a sweep), at most every Config.SweepInterval, and always in
+//     Sync. A node's children that were not reported are read when it is: ZooKeeper sends no
+//     event of a node the follower may not read, and reading it names it.
 //   - A lost connection, an expired session or a removed watch makes the follower open a new
 //     session, set the watch again, read the whole tree and report every difference from what it
 //     reported before (changed nodes parents first, deleted ones children first), retrying
@@ -261,13 +263,32 @@ func (f *Follower) handle(ctx context.Context, ev encoding.WatcherEvent) error {
 	return nil
 }
 
-// refresh reads p again and reports it if it differs from what was reported.
+// refresh reads p again and reports it if it differs from what was reported, and then the
+// subtrees of its children that were not reported: ZooKeeper sends a persistent recursive
+// watch no event of a node the watcher may not read (WatchManager), so such a child shows
+// only in its parent's children, and reading it names it.
 func (f *Follower) refresh(ctx context.Context, p string) error {
 	n, _, err := readNode(ctx, f.current(), p)
 	if err != nil {
 		return err
 	}
 	f.set(p, n)
+	if n == nil {
+		return nil
+	}
+	for _, c := range n.Children {
+		child := path.Join(p, c)
+		if f.nodes[child] != nil {
+			continue
+		}
+		nodes, _, err := readTree(ctx, &f.cfg, f.current(), child)
+		if err != nil {
+			return err
+		}
+		for _, q := range slices.Sorted(maps.Keys(nodes)) {
+			f.set(q, nodes[q])
+		}
+	}
 	return nil
 }
 

@@ -299,3 +299,27 @@ func TestFollowExpired(t *testing.T) {
 		t.Errorf("the follower never read the tree again")
 	}
 }
+
+// TestFollowUnreadable: a node created with an ACL the follower's credentials do not pass, of
+// which ZooKeeper sends the follower no event, stops it at the next sweep, and Wait names it.
+func TestFollowUnreadable(t *testing.T) {
+	srv := zkserver.Start(t, zkserver.Options{})
+	// The follower learns of a transaction without an event from a ping's reply, every third of
+	// its session timeout.
+	cfg := zklive.Config{Servers: []string{srv.Addr}, Auth: readerAuth, SessionTimeout: 4 * time.Second, SweepInterval: 500 * time.Millisecond}
+	f, _, err := zklive.Follow(context.Background(), cfg, func(zklive.Change) {})
+	testenv.Must(t, err)
+	c := testenv.Connect(t, srv.Addr)
+	_, err = c.Create("/private", nil, 0, zk.DigestACL(zk.PermAll, "someone", "else"))
+	testenv.Must(t, err)
+	done := make(chan error, 1)
+	go func() { done <- f.Wait() }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, zklive.ErrUnreadable) || !strings.Contains(err.Error(), "/private") {
+			t.Errorf("Wait: %v, want an error naming /private", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the follower goes on without /private")
+	}
+}
