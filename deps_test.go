@@ -31,6 +31,7 @@ var layers = []layer{
 	{pkg: "internal/znode", module: []string{"encoding"}},
 	{pkg: "internal/watch", module: []string{"encoding", "internal/znode"}},
 	{pkg: "internal/zkdata", module: []string{"encoding"}},
+	{pkg: "internal/zklive", module: []string{"encoding", "internal/zkdata"}},
 	{pkg: "zetcd", module: []string{"encoding"}},
 	{pkg: "zetcd/zetcdtest", module: []string{"encoding", "zetcd"}},
 	{pkg: "xchk", module: []string{"encoding", "zetcd"}},

@@ -12,7 +12,8 @@ type Proxy struct {
 	target string
 
 	mu     sync.Mutex
-	thawed chan struct{} // closed while the proxy forwards
+	thawed chan struct{}         // closed while the proxy forwards
+	conns  map[net.Conn]struct{} // both ends of every connection forwarded and not yet closed
 }
 
 // Start listens on a free loopback port and forwards what it accepts to target (host:port),
@@ -22,7 +23,7 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, thawed: make(chan struct{})}
+	p := &Proxy{ln: ln, target: target, thawed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
 	close(p.thawed)
 	go p.serve()
 	return p, nil
@@ -60,6 +61,30 @@ func (p *Proxy) Thaw() {
 	}
 }
 
+// Reset closes every connection forwarded so far, both ends, as a connection the network
+// drops; the proxy goes on accepting new ones.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+	clear(p.conns)
+}
+
+// track adds c to the connections Reset closes.
+func (p *Proxy) track(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conns[c] = struct{}{}
+}
+
+func (p *Proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, c)
+}
+
 // gate returns a channel that is closed once the proxy forwards.
 func (p *Proxy) gate() <-chan struct{} {
 	p.mu.Lock()
@@ -79,6 +104,8 @@ func (p *Proxy) serve() {
 				c.Close()
 				return
 			}
+			p.track(c)
+			p.track(up)
 			go p.copy(up, c)
 			p.copy(c, up)
 		}()
@@ -87,6 +114,8 @@ func (p *Proxy) serve() {
 
 // copy forwards src to dst while the proxy is not frozen, then closes both.
 func (p *Proxy) copy(dst, src net.Conn) {
+	defer p.untrack(dst)
+	defer p.untrack(src)
 	defer dst.Close()
 	defer src.Close()
 	buf := make([]byte, 32<<10)
