@@ -29,58 +29,8 @@ import (
 
 var openACL = zk.WorldACL(zk.PermAll)
 
-// importHistory makes a history on the ZooKeeper at addr and closes its sessions: creates
-// (sequential ones too), many setData, deletes and creates again, setACL, multis, a container
-// and TTL nodes.
-func importHistory(t testing.TB, addr string) {
-	t.Helper()
-	c := testenv.Connect(t, addr)
-	for _, p := range []string{"/app", "/app/seq", "/app/cfg", "/app/acl", "/app/re"} {
-		_, err := c.Create(p, []byte("v "+p), 0, openACL)
-		testenv.Must(t, err)
-	}
-	_, err := c.Create("/app/null", nil, 0, openACL)
-	testenv.Must(t, err)
-	_, err = c.CreateContainer("/app/container", []byte("c"), zk.FlagContainer, openACL)
-	testenv.Must(t, err)
-	_, err = c.Create("/app/container/kid", nil, 0, openACL)
-	testenv.Must(t, err)
-	_, err = c.CreateTTL("/app/ttl", []byte("t"), zk.FlagTTL, openACL, time.Hour)
-	testenv.Must(t, err)
-	for i := range 40 {
-		_, err = c.Set("/app/cfg", []byte(fmt.Sprintf("v%d", i)), -1)
-		testenv.Must(t, err)
-		_, err = c.Create("/app/seq/n-", []byte(strconv.Itoa(i)), zk.FlagSequence, openACL)
-		testenv.Must(t, err)
-		if i%3 == 0 {
-			testenv.Must(t, c.Delete(fmt.Sprintf("/app/seq/n-%010d", i), -1))
-		}
-		if i%4 == 0 {
-			acl := append(zk.DigestACL(zk.PermRead|zk.PermAdmin, "user", fmt.Sprintf("pw%d", i)), zk.WorldACL(zk.PermAll)...)
-			_, err = c.SetACL("/app/acl", acl, -1)
-			testenv.Must(t, err)
-		}
-		if i%5 == 0 {
-			testenv.Must(t, c.Delete("/app/re", -1))
-			_, err = c.Create("/app/re", []byte(fmt.Sprint("again ", i)), 0, openACL)
-			testenv.Must(t, err)
-		}
-		_, err = c.Multi(
-			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d", i), Data: []byte("m"), Acl: openACL},
-			&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprintf("m%d", i)), Version: -1},
-			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d/kid", i), Data: nil, Acl: openACL},
-		)
-		testenv.Must(t, err)
-		_, err = c.Create("/app/cfg", nil, 0, openACL)
-		testenv.Must(t, err, zk.ErrNodeExists) // a failed write: an error txn
-	}
-	// An ephemeral of a closed session is gone from the directory (closeSession deletes it).
-	s := testenv.Connect(t, addr)
-	_, err = s.Create("/app/eph", nil, zk.FlagEphemeral, openACL)
-	testenv.Must(t, err)
-	s.Close()
-	c.Close()
-}
+// importHistory makes itest.History's history on the ZooKeeper at addr.
+func importHistory(t testing.TB, addr string) { itest.History(t, addr, 40, nil) }
 
 // freePort returns a port free at the time of the call.
 func freePort(t testing.TB) int {

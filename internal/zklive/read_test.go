@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 	"github.com/zetcd/zetcd/internal/zkdata"
@@ -30,60 +31,15 @@ var secretACL = zk.DigestACL(zk.PermAll, "reader", "secret")
 // readerAuth is the credentials Read is given.
 var readerAuth = []zklive.Auth{{Scheme: "digest", Auth: []byte("reader:secret")}}
 
-// history makes every kind of write on the ZooKeeper at addr: creates (sequential ones too),
-// setData, deletes and creates again, setACL (one to an ACL only readerAuth may read), multis,
-// a container and a TTL node, failed writes, and the ephemerals of a session that closes.
+// history makes itest.History's history on the ZooKeeper at addr, with an empty node and one
+// only readerAuth may read.
 func history(t testing.TB, addr string) {
-	t.Helper()
-	c := testenv.Connect(t, addr)
-	for _, p := range []string{"/app", "/app/seq", "/app/cfg", "/app/acl", "/app/re"} {
-		_, err := c.Create(p, []byte("v "+p), 0, openACL)
+	itest.History(t, addr, 20, func(c *zk.Conn) {
+		_, err := c.Create("/app/empty", []byte{}, 0, openACL)
 		testenv.Must(t, err)
-	}
-	_, err := c.Create("/app/null", nil, 0, openACL)
-	testenv.Must(t, err)
-	_, err = c.Create("/app/empty", []byte{}, 0, openACL)
-	testenv.Must(t, err)
-	_, err = c.Create("/app/secret", []byte("s"), 0, secretACL)
-	testenv.Must(t, err)
-	_, err = c.CreateContainer("/app/container", []byte("c"), zk.FlagContainer, openACL)
-	testenv.Must(t, err)
-	_, err = c.Create("/app/container/kid", nil, 0, openACL)
-	testenv.Must(t, err)
-	_, err = c.CreateTTL("/app/ttl", []byte("t"), zk.FlagTTL, openACL, time.Hour)
-	testenv.Must(t, err)
-	for i := range 20 {
-		_, err = c.Set("/app/cfg", []byte(fmt.Sprintf("v%d", i)), -1)
+		_, err = c.Create("/app/secret", []byte("s"), 0, secretACL)
 		testenv.Must(t, err)
-		_, err = c.Create("/app/seq/n-", []byte(strconv.Itoa(i)), zk.FlagSequence, openACL)
-		testenv.Must(t, err)
-		if i%3 == 0 {
-			testenv.Must(t, c.Delete(fmt.Sprintf("/app/seq/n-%010d", i), -1))
-		}
-		if i%4 == 0 {
-			acl := append(zk.DigestACL(zk.PermRead|zk.PermAdmin, "user", fmt.Sprintf("pw%d", i)), openACL...)
-			_, err = c.SetACL("/app/acl", acl, -1)
-			testenv.Must(t, err)
-		}
-		if i%5 == 0 {
-			testenv.Must(t, c.Delete("/app/re", -1))
-			_, err = c.Create("/app/re", []byte(fmt.Sprint("again ", i)), 0, openACL)
-			testenv.Must(t, err)
-		}
-		_, err = c.Multi(
-			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d", i), Data: []byte("m"), Acl: openACL},
-			&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprintf("m%d", i)), Version: -1},
-			&zk.CreateRequest{Path: fmt.Sprintf("/app/m-%d/kid", i), Data: nil, Acl: openACL},
-		)
-		testenv.Must(t, err)
-		_, err = c.Create("/app/cfg", nil, 0, openACL)
-		testenv.Must(t, err, zk.ErrNodeExists)
-	}
-	s := testenv.Connect(t, addr)
-	_, err = s.Create("/app/gone", nil, zk.FlagEphemeral, openACL)
-	testenv.Must(t, err)
-	s.Close()
-	c.Close()
+	})
 }
 
 // openEphemerals opens n sessions that each own an ephemeral under /app/live, and leaves them
