@@ -145,9 +145,15 @@ func (b *Store) leadReaper(c *reaperCandidate, interval time.Duration) error {
 		defer close(orphansDone)
 		b.leadOrphans(orphansCtx)
 	}()
+	ensembleDone := make(chan struct{})
+	go func() {
+		defer close(ensembleDone)
+		b.leadEnsemble(orphansCtx)
+	}()
 	defer func() {
 		stopOrphans()
 		<-orphansDone
+		<-ensembleDone
 	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()
