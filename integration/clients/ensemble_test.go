@@ -103,3 +103,27 @@ func TestCuratorEnsembleUnpublished(t *testing.T) {
 	wantLines(t, "java CuratorEnsemble unpublished", outputLines(t, cmd, "java CuratorEnsemble unpublished"),
 		[]string{"unpublished connectString=unchanged config=0B"})
 }
+
+// TestZkCliConfigEnsemble: zkCli's `config -c` (ZooKeeper's own parser of the dynamic config,
+// ConfigUtils.getClientConfigStr) reads the published list as its version and the three
+// processes' client addresses.
+func TestZkCliConfigEnsemble(t *testing.T) {
+	endpoint := startEtcd(t).Etcd.Endpoint
+	ps := startEnsemble(t, endpoint, 3, true)
+	waitListed(t, ps[0].Addr, ps...)
+	lines := runZkCli(t, ps[0].Addr, "config -c\nquit\n", nil)
+	var got []string
+	for _, l := range lines {
+		if version, addrs, ok := strings.Cut(l, " "); ok && strings.Contains(addrs, ps[0].Addr) {
+			if _, err := strconv.ParseUint(version, 16, 64); err != nil {
+				t.Errorf("version %q in %q", version, l)
+			}
+			got = strings.Split(addrs, ",")
+		}
+	}
+	slices.Sort(got)
+	want := slices.Sorted(slices.Values([]string{ps[0].Addr, ps[1].Addr, ps[2].Addr}))
+	if !slices.Equal(got, want) {
+		t.Errorf("zkCli config -c: servers %v, want %v; output:\n%s", got, want, strings.Join(lines, "\n"))
+	}
+}
