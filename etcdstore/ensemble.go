@@ -24,8 +24,8 @@ import (
 //	server.<N>=<host>:2888:3888:participant;<host>:<port>
 //	version=<hex>
 //
-// A client (Curator's EnsembleTracker) takes each server's client address, the part after ';',
-// as its new connect string. The quorum address is the client host with ZooKeeper's
+// A client that follows the node takes each server's client address, the part after ';', into
+// its new connect string (the Java client's updateServerList). The quorum address is the client host with ZooKeeper's
 // conventional quorum and election ports, which zetcd does not serve: QuorumServer requires
 // them, and no client connects to them. N is kept for as long as the process stays listed; a
 // new one gets the lowest N free. The version moves by one with each change of the list and

@@ -22,7 +22,7 @@ import (
 // from the replica, and deletes each one that qualifies with a guarded Txn (still no children,
 // data key unchanged since read), so a concurrent create of a child or setData wins. Each
 // deletion is one revision, like the deleteContainer txn ZooKeeper's leader logs. The elected
-// process also ends orphaned sessions (orphans.go).
+// process also ends orphaned sessions (orphans.go) and keeps /zookeeper/config (ensemble.go).
 
 const (
 	// DefaultReapInterval is ZooKeeper's znode.container.checkIntervalMs.
