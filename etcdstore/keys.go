@@ -45,7 +45,9 @@ package etcdstore
 //	P s/<session id hex>   session key, attached to the session's lease: password, timeout and
 //	                       the process id of the zetcd serving it (sessionValue).
 //	P p/<process id hex>   process key, one per live zetcd process, attached to a short lease
-//	                       of its own (empty value): a session whose serving process has no
+//	                       of its own. Value: the client addresses the process advertises
+//	                       (Config.AdvertiseClientAddrs, one a line; empty: none), which the
+//	                       leader publishes in /zookeeper/config (ensemble.go). A session whose serving process has no
 //	                       process key is orphaned, and the elected leader ends it at its
 //	                       timeout (orphans.go).
 //	P t/<process id hex>   taken key of a zetcd process, no lease (empty value): the process puts
@@ -75,6 +77,9 @@ package etcdstore
 //	                       events of its revision can differ from ZooKeeper's per-op watch
 //	                       triggers (delete then create one node, two writes' setData); the
 //	                       watch feed fires the journal instead, each change at its write's zxid.
+//	P c                    ensemble key (empty value): present while /zookeeper/config holds the
+//	                       list of processes a leader with Config.PublishEnsemble wrote
+//	                       (ensemble.go), so that a leader without it empties the node.
 //	P i                    import marker: present while `zetcd import` (import.go) writes a
 //	                       ZooKeeper data directory into the prefix, which it also puts as
 //	                       padding to move etcd's revision; New refuses to start while it
@@ -217,6 +222,8 @@ func (k keySchema) fence() string { return k.prefix + "f" }
 func (k keySchema) quota() string { return k.prefix + "q" }
 
 func (k keySchema) importMarker() string { return k.prefix + "i" }
+
+func (k keySchema) ensemble() string { return k.prefix + "c" }
 
 // pathOfMetaKey inverts the meta keys (acl, childCreates, childDeletes, offsets, stats): it
 // returns the znode path of any of a node's meta keys, and the key's name, its last byte ('a',

@@ -103,7 +103,7 @@ func (b *Store) putProcessKey(ctx context.Context) (clientv3.LeaseID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("zetcd: process key: grant lease: %w", err)
 	}
-	if _, err := b.kv.Put(ctx, b.keys.process(b.process.id), "", clientv3.WithLease(grant.ID)); err != nil {
+	if _, err := b.kv.Put(ctx, b.keys.process(b.process.id), encodeProcessValue(b.advertise), clientv3.WithLease(grant.ID)); err != nil {
 		b.revokeQuietly(grant.ID)
 		return 0, fmt.Errorf("zetcd: process key: %w", err)
 	}

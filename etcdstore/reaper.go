@@ -22,7 +22,7 @@ import (
 // from the replica, and deletes each one that qualifies with a guarded Txn (still no children,
 // data key unchanged since read), so a concurrent create of a child or setData wins. Each
 // deletion is one revision, like the deleteContainer txn ZooKeeper's leader logs. The elected
-// process also ends orphaned sessions (orphans.go).
+// process also ends orphaned sessions (orphans.go) and keeps /zookeeper/config (ensemble.go).
 
 const (
 	// DefaultReapInterval is ZooKeeper's znode.container.checkIntervalMs.
@@ -145,9 +145,15 @@ func (b *Store) leadReaper(c *reaperCandidate, interval time.Duration) error {
 		defer close(orphansDone)
 		b.leadOrphans(orphansCtx)
 	}()
+	ensembleDone := make(chan struct{})
+	go func() {
+		defer close(ensembleDone)
+		b.leadEnsemble(orphansCtx)
+	}()
 	defer func() {
 		stopOrphans()
 		<-orphansDone
+		<-ensembleDone
 	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()

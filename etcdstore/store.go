@@ -61,6 +61,18 @@ type Config struct {
 	// sasl:<principal> (Session.AddAuthIDs), and ACLs may name such ids.
 	SASL bool
 
+	// AdvertiseClientAddrs are the host:port addresses clients should use for this process
+	// (CheckAdvertiseAddr), stored in its process key; the first is the one published in
+	// /zookeeper/config (ensemble.go).
+	AdvertiseClientAddrs []string
+	// PublishEnsemble makes this process, while it is the elected leader, keep
+	// /zookeeper/config listing the live processes' first advertised addresses (ensemble.go);
+	// a leader without it keeps the node empty. Every process of a prefix should agree.
+	PublishEnsemble bool
+	// EnsembleGrace is how long an address must be live before it is published, and absent
+	// before it is dropped. Default DefaultEnsembleGrace.
+	EnsembleGrace time.Duration
+
 	// DataLimit bounds zetcd's data below etcd's space quota (space.go): a write that would
 	// grow etcd's database in use past it is refused with QuotaExceeded. 0: three quarters of
 	// etcd's quota; negative: no limit.
@@ -162,6 +174,11 @@ type Store struct {
 	feedNext atomic.Int64
 	// space knows etcd's space and refuses writes past the data limit (space.go).
 	space *spaceMonitor
+	// advertise, publishEnsemble and ensembleGrace are Config's AdvertiseClientAddrs,
+	// PublishEnsemble and EnsembleGrace.
+	advertise       []string
+	publishEnsemble atomic.Bool
+	ensembleGrace   time.Duration
 	// superDigest, x509 and sasl are Config's SuperDigest, X509 and SASL.
 	superDigest string
 	x509        bool
@@ -216,6 +233,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		cancel:      cancel,
 
 		superDigest: cfg.SuperDigest,
+		advertise:   cfg.AdvertiseClientAddrs,
 		x509:        cfg.X509,
 		sasl:        cfg.SASL,
 		orphans:     orphanAdoptions{m: map[encoding.SessionID]int64{}, scan: make(chan struct{}, 1)},
@@ -226,6 +244,14 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	b.commits.b = b
 	b.fenceGuards.Store(cfg.FenceGuards)
 	b.enforceQuota = cfg.EnforceQuota
+	b.publishEnsemble.Store(cfg.PublishEnsemble)
+	b.ensembleGrace = cmp.Or(cfg.EnsembleGrace, DefaultEnsembleGrace)
+	for _, a := range cfg.AdvertiseClientAddrs {
+		if err := CheckAdvertiseAddr(a); err != nil {
+			cancel()
+			return nil, fmt.Errorf("zetcd: %w", err)
+		}
+	}
 	if space.interval > 0 {
 		// The first poll before serving: the limit holds from the first write.
 		if err := space.poll(ctx); err != nil {

@@ -55,6 +55,7 @@ type options struct {
 	adaptProcs        bool          // --adapt-gomaxprocs
 	security          securityOptions
 	sasl              saslOptions
+	ensemble          ensembleOptions
 }
 
 // parseFlags parses zetcd's command line (args without the program name) and checks it.
@@ -114,6 +115,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.oracleFailFast, "oracle-fail-fast", false, "with --oracle: close a client's connection at the first difference (for tests)")
 	o.security.register(fs)
 	o.sasl.register(fs)
+	o.ensemble.register(fs)
 }
 
 // resolve reads the secrets (set reports whether a flag was on the command line), checks the
@@ -184,6 +186,9 @@ func (o *options) check(extra []string) error {
 	}
 	if !strings.HasSuffix(o.prefix, "/") {
 		return fmt.Errorf("--prefix %q must end with '/'", o.prefix)
+	}
+	if err := o.ensemble.check(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -123,6 +123,10 @@ func newBackend(o options, log *zap.Logger, etcd *etcdConn, reg prometheus.Regis
 		EnforceQuota: o.enforceQuota,
 		MaxTxnOps:    maxTxnOps,
 		Metrics:      metrics,
+
+		AdvertiseClientAddrs: o.ensemble.advertise,
+		PublishEnsemble:      o.ensemble.publish,
+		EnsembleGrace:        o.ensemble.grace,
 	})
 	cancel()
 	if err != nil {
