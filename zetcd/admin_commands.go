@@ -27,7 +27,7 @@ var adminCommands = []adminCommand{
 	{names: []string{"get_trace_mask", "gtmk"}, run: (*adminRun).getTraceMask},
 	{names: []string{"hash"}, run: constant(field{"digests", []any{}})},
 	{names: []string{"initial_configuration", "icfg"}, run: (*adminRun).initialConfiguration},
-	{names: []string{"is_read_only", "isro"}, run: constant(field{"read_only", false})},
+	{names: []string{"is_read_only", "isro"}, run: (*adminRun).isReadOnly},
 	{names: []string{"last_snapshot", "lsnp"}, run: (*adminRun).lastSnapshot},
 	{names: []string{"leader", "lead"}, run: constant(field{"error", "server is not initialized"})},
 	{names: []string{"monitor", "mntr"}, run: (*adminRun).monitor},
@@ -361,4 +361,9 @@ func (r *adminRun) watchesByPath() (int, []field) {
 		o = append(o, field{p, sessionIDs(w.byPath[p])})
 	}
 	return http.StatusOK, []field{{"path_to_session_ids", o}}
+}
+
+// isReadOnly is IsReadOnlyCommand's answer: whether the server serves read-only sessions now.
+func (r *adminRun) isReadOnly() (int, []field) {
+	return http.StatusOK, []field{{"read_only", r.s.inReadOnlyMode()}}
 }

@@ -40,7 +40,7 @@ var DefaultFourLetterWords = []string{"ruok", "srvr", "stat", "mntr", "conf", "e
 // (stmk, hash), gets ZooKeeper's refusal sentence. Adding a command means adding a row.
 var fourLetterCommands = map[string]func(*commandRun) string{
 	"ruok": func(*commandRun) string { return "imok" },
-	"isro": func(*commandRun) string { return "rw" }, // zetcd is never read-only
+	"isro": (*commandRun).isro,
 	"gtmk": func(r *commandRun) string { return strconv.FormatInt(r.s.traceMask.Load(), 10) },
 	"srvr": (*commandRun).srvr,
 	"stat": (*commandRun).stat,
@@ -809,4 +809,13 @@ func javaDouble(v float64) string {
 		s += ".0"
 	}
 	return s
+}
+
+// isro answers "ro" while the server serves read-only sessions (readonly.go), else "rw", with
+// no newline, as IsroCommand: kazoo and the Java client read it to find a read-write server.
+func (r *commandRun) isro() string {
+	if r.s.inReadOnlyMode() {
+		return "ro"
+	}
+	return "rw"
 }
