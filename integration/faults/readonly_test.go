@@ -10,6 +10,7 @@ import (
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
 
 // TestFaultReadOnlyMode: a zetcd with --read-only-mode over a three-member etcd whose two
@@ -55,26 +56,7 @@ func TestFaultReadOnlyMode(t *testing.T) {
 	})
 
 	ro := readOnlyScript(t, z.Addr, seen)
-	if !ro.readOnly || !ro.hasReadOnly {
-		t.Errorf("read-only session: readOnly %v (37 bytes: %v), want a 37-byte reply with readOnly", ro.readOnly, ro.hasReadOnly)
-	}
-	if string(ro.data) != "there" || ro.children != 1 {
-		t.Errorf("read-only session read %q and %d children, want \"there\" and 1", ro.data, ro.children)
-	}
-	for op, code := range ro.codes {
-		if code != encoding.ErrNotReadOnly {
-			t.Errorf("%s in a read-only session: %v, want NotReadOnly", op, code)
-		}
-		if ro.zxids[op] < seen {
-			t.Errorf("%s in a read-only session: zxid %v, below the last write's %v", op, ro.zxids[op], seen)
-		}
-	}
-	if !ro.rwRefused {
-		t.Errorf("a client that did not ask for read-only got a session")
-	}
-	if !ro.aheadRefused {
-		t.Errorf("a client that has seen a newer zxid got a read-only session")
-	}
+	checkReadOnlyAnswers(t, ro, seen)
 
 	thaw()
 	ro.client.Conn.SetDeadline(time.Now().Add(60 * time.Second))
@@ -109,6 +91,65 @@ func TestFaultReadOnlyMode(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkReadOnlyAnswers checks what a server in read-only mode answered readOnlyScript: the same
+// checks for zetcd and for ZooKeeper.
+func checkReadOnlyAnswers(t *testing.T, ro readOnlyAnswers, seen encoding.Zxid) {
+	t.Helper()
+	if !ro.readOnly || !ro.hasReadOnly {
+		t.Errorf("read-only session: readOnly %v (37 bytes: %v), want a 37-byte reply with readOnly", ro.readOnly, ro.hasReadOnly)
+	}
+	if string(ro.data) != "there" || ro.children != 1 {
+		t.Errorf("read-only session read %q and %d children, want \"there\" and 1", ro.data, ro.children)
+	}
+	for op, code := range ro.codes {
+		if code != encoding.ErrNotReadOnly {
+			t.Errorf("%s in a read-only session: %v, want NotReadOnly", op, code)
+		}
+		if ro.zxids[op] < seen {
+			t.Errorf("%s in a read-only session: zxid %v, below the last write's %v", op, ro.zxids[op], seen)
+		}
+	}
+	if !ro.rwRefused {
+		t.Errorf("a client that did not ask for read-only got a session")
+	}
+	if !ro.aheadRefused {
+		t.Errorf("a client that has seen a newer zxid got a read-only session")
+	}
+}
+
+// TestFaultReadOnlyModeZooKeeper runs readOnlyScript against a three-node ZooKeeper 3.9 ensemble
+// with readonlymode.enabled whose two other nodes are stopped, and checks its answers as
+// TestFaultReadOnlyMode checks zetcd's: the same codes, read-only flag and zxids. The ensemble
+// has localSessionsEnabled: without it ZooKeeper's ReadOnlyRequestProcessor refuses the
+// createSession of a read-only client as a global session's, and answers its ConnectRequest
+// with a bare NotReadOnly reply header, which no client can read as a ConnectResponse.
+func TestFaultReadOnlyModeZooKeeper(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a ZooKeeper ensemble")
+	}
+	zks := zkserver.StartEnsemble(t, 3, zkserver.Options{
+		SystemProps: map[string]string{"readonlymode.enabled": "true"},
+		ConfigLines: []string{"localSessionsEnabled=true"},
+	})
+	addr := zks[0].Addr
+	setup := itest.ConnectRaw(t, addr)
+	setup.MustCreate("/ro", []byte("there"), encoding.ModePersistent)
+	seen := setup.MustCreate("/ro/child", nil, encoding.ModePersistent)
+	setup.Conn.Close()
+	if out, _ := itest.FourLetter(addr, "isro"); out != "rw" {
+		t.Fatalf("isro before the outage: %q, want rw", out)
+	}
+	zks[1].Stop()
+	zks[2].Stop()
+	testenv.Eventually(t, 60*time.Second, "isro answering ro", func() error {
+		if out, err := itest.FourLetter(addr, "isro"); out != "ro" {
+			return fmt.Errorf("isro: %q, %v", out, err)
+		}
+		return nil
+	})
+	checkReadOnlyAnswers(t, readOnlyScript(t, addr, seen), seen)
 }
 
 // openACLRaw is world:anyone with every permission, for raw requests.
