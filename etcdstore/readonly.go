@@ -128,7 +128,7 @@ func (b *Store) newReadOnlySession(id encoding.SessionID, e *readOnlyEntry, back
 	}
 	rev := b.tree.revision()
 	s := &etcdSession{b: b, id: id, passwd: e.passwd, timeout: e.timeout, lastRev: rev, lastZxid: zxidOf(rev, 0),
-		auth: &znode.Identities{}, remote: p.RemoteAddr}
+		auth: &znode.Identities{}, remote: p.RemoteAddr, readOnly: true}
 	s.watcher = watch.NewWatcher(events, id, s.auth)
 	if ip := znode.RemoteIP(p.RemoteAddr); ip != "" {
 		s.auth.Add(encoding.ID{Scheme: znode.SchemeIP, ID: ip})

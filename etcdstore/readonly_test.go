@@ -63,6 +63,13 @@ func TestEtcdReadOnlySessions(t *testing.T) {
 	if err != nil || string(resp.Data) != "there" {
 		t.Fatalf("read-only getData: %v, %v", resp, err)
 	}
+	// Watches are armed at the replica's revision, without asking etcd for its own.
+	if _, err := ro.AddWatch(ctx, &encoding.AddWatchRequest{Path: "/ro", Mode: encoding.AddWatchPersistent}); err != nil {
+		t.Errorf("read-only addWatch: %v", err)
+	}
+	if _, err := ro.SetWatches(ctx, &encoding.SetWatches{RelativeZxid: seen, DataWatches: []string{"/ro"}, ExistWatches: []string{}, ChildWatches: []string{}}); err != nil {
+		t.Errorf("read-only setWatches: %v", err)
+	}
 	if _, err := b.ConnectReadOnly(ctx, zetcd.ConnectParams{SessionID: ro.ID(), Passwd: make([]byte, 16), Timeout: 10 * time.Second}); !errors.Is(err, zetcd.ErrSessionExpired) {
 		t.Errorf("read-only session resumed with a wrong password: %v, want ErrSessionExpired", err)
 	}
