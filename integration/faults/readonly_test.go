@@ -111,6 +111,11 @@ func checkReadOnlyAnswers(t *testing.T, ro readOnlyAnswers, seen encoding.Zxid) 
 			t.Errorf("%s in a read-only session: zxid %v, below the last write's %v", op, ro.zxids[op], seen)
 		}
 	}
+	for op, code := range ro.served {
+		if code != encoding.ErrOK {
+			t.Errorf("%s in a read-only session: %v, want it served", op, code)
+		}
+	}
 	if !ro.rwRefused {
 		t.Errorf("a client that did not ask for read-only got a session")
 	}
@@ -163,15 +168,16 @@ type readOnlyAnswers struct {
 	children              int              // getChildren /ro
 	codes                 map[string]encoding.ErrCode
 	zxids                 map[string]encoding.Zxid
-	rwRefused             bool // a handshake without readOnly got no answer
-	aheadRefused          bool // a read-only handshake with a lastZxidSeen ahead got no answer
+	served                map[string]encoding.ErrCode // the requests ReadOnlyRequestProcessor lets through
+	rwRefused             bool                        // a handshake without readOnly got no answer
+	aheadRefused          bool                        // a read-only handshake with a lastZxidSeen ahead got no answer
 }
 
 // readOnlyScript runs the read-only script against a server in read-only mode at addr, whose
 // tree holds /ro ("there") and /ro/child, the latter created at zxid seen.
 func readOnlyScript(t *testing.T, addr string, seen encoding.Zxid) readOnlyAnswers {
 	t.Helper()
-	a := readOnlyAnswers{codes: map[string]encoding.ErrCode{}, zxids: map[string]encoding.Zxid{}}
+	a := readOnlyAnswers{codes: map[string]encoding.ErrCode{}, zxids: map[string]encoding.Zxid{}, served: map[string]encoding.ErrCode{}}
 	c := itest.DialRaw(t, addr)
 	resp, err := c.Handshake(encoding.ConnectRequest{TimeOut: 10000, LastZxidSeen: seen, ReadOnly: true, HasReadOnly: true})
 	if err != nil {
@@ -208,6 +214,39 @@ func readOnlyScript(t *testing.T, addr string, seen encoding.Zxid) readOnlyAnswe
 		}
 		a.codes[r.name], a.zxids[r.name] = hdr.Err, hdr.Zxid
 	}
+	served := []struct {
+		name string
+		op   encoding.Op
+		req  encoding.Record
+	}{
+		{"exists", encoding.OpExists, &encoding.ExistsRequest{Path: "/ro", Watch: true}},
+		{"getChildren2", encoding.OpGetChildren2, &encoding.GetChildren2Request{Path: "/ro"}},
+		{"getACL", encoding.OpGetACL, &encoding.GetACLRequest{Path: "/ro"}},
+		{"setWatches", encoding.OpSetWatches, &encoding.SetWatches{RelativeZxid: seen, DataWatches: []string{"/ro"}, ExistWatches: []string{}, ChildWatches: []string{}}},
+		{"multiRead", encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+			{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/ro"}}}}},
+		{"whoAmI", encoding.OpWhoAmI, nil},
+		{"getEphemerals", encoding.OpGetEphemerals, &encoding.GetEphemeralsRequest{PrefixPath: "/"}},
+		{"getAllChildrenNumber", encoding.OpGetAllChildrenNumber, &encoding.GetAllChildrenNumberRequest{Path: "/ro"}},
+		{"addWatch", encoding.OpAddWatch, &encoding.AddWatchRequest{Path: "/ro", Mode: encoding.AddWatchPersistent}},
+		{"removeWatches", encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "/ro", Type: encoding.WatcherAny}},
+	}
+	for _, r := range served {
+		hdr, err := c.Call(r.op, r.req, nil)
+		if err != nil {
+			t.Fatalf("%s in a read-only session: %v", r.name, err)
+		}
+		a.served[r.name] = hdr.Err
+	}
+	closing := itest.DialRaw(t, addr)
+	if _, err := closing.Handshake(encoding.ConnectRequest{TimeOut: 10000, ReadOnly: true, HasReadOnly: true}); err != nil {
+		t.Fatalf("second read-only handshake: %v", err)
+	}
+	hdr, err := closing.Call(encoding.OpCloseSession, nil, nil)
+	if err != nil {
+		t.Fatalf("closeSession of a read-only session: %v", err)
+	}
+	a.served["closeSession"] = hdr.Err
 	a.rwRefused = handshakeRefused(t, addr, encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true})
 	a.aheadRefused = handshakeRefused(t, addr, encoding.ConnectRequest{TimeOut: 10000, LastZxidSeen: seen + 1<<32, ReadOnly: true, HasReadOnly: true})
 	return a
