@@ -31,6 +31,21 @@ func readOnlyBackendOf(b Backend) ReadOnlyBackend {
 	return nil
 }
 
+// cutOff is a decorator's ReadOnlyBackend.CutOff over the Backend it decorates.
+func cutOff(inner Backend) bool {
+	r := readOnlyBackendOf(inner)
+	return r != nil && r.CutOff()
+}
+
+// connectReadOnly is a decorator's ReadOnlyBackend.ConnectReadOnly over the Backend it decorates.
+func connectReadOnly(ctx context.Context, inner Backend, p ConnectParams) (Session, error) {
+	r := readOnlyBackendOf(inner)
+	if r == nil {
+		return nil, fmt.Errorf("zetcd: the backend has no read-only sessions: %w", ErrNotServing)
+	}
+	return r.ConnectReadOnly(ctx, p)
+}
+
 // inReadOnlyMode reports whether the server serves read-only now: read-only mode is on and the
 // backend is cut off from its store.
 func (s *Server) inReadOnlyMode() bool {

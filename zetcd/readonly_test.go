@@ -7,6 +7,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
 	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/zetcd"
 	"github.com/zetcd/zetcd/zetcd/zetcdtest"
@@ -147,3 +150,38 @@ func TestReadOnlyModeOff(t *testing.T) {
 }
 
 var worldAll = []encoding.ACL{{Perms: encoding.PermAll, ID: encoding.ID{Scheme: "world", ID: "anyone"}}}
+
+// TestReadOnlyModeDecorated: beneath the metrics and logging decorators, the backend's read-only
+// sessions are found, served through the decorators, and counted in zetcd_sessions.
+func TestReadOnlyModeDecorated(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := zetcd.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.ReadOnlyMode = true
+	var fake *readOnlyFake
+	ts := startTestServerWith(t, cfg, func(b *zetcdtest.Backend) zetcd.Backend {
+		fake = &readOnlyFake{Backend: b}
+		return m.WrapBackend(zetcd.WithLogging(fake, zaptest.NewLogger(t)))
+	})
+	fake.cutOff.Store(true)
+	if got := fourLetter(t, ts.addr, "isro"); got != "ro" {
+		t.Errorf("isro while cut off: %q, want ro", got)
+	}
+	ro := ts.dial()
+	resp, _ := ro.handshake(&encoding.ConnectRequest{TimeOut: 10000, Passwd: make([]byte, 16), ReadOnly: true, HasReadOnly: true})
+	if !resp.ReadOnly || fake.roConns.Load() != 1 {
+		t.Fatalf("read-only handshake: %+v (read-only sessions opened: %d), want one read-only session", resp, fake.roConns.Load())
+	}
+	if h := ro.call(encoding.OpCreate, &encoding.CreateRequest{Path: "/b", ACL: worldAll}, nil); h.Err != encoding.ErrNotReadOnly {
+		t.Errorf("create in a read-only session: %v, want NotReadOnly", h.Err)
+	}
+	if h := ro.call(encoding.OpExists, &encoding.ExistsRequest{Path: "/b"}, nil); h.Err != encoding.ErrNoNode {
+		t.Errorf("exists in a read-only session: %v, want NoNode", h.Err)
+	}
+	if n := gauge(t, reg, "zetcd_sessions"); n != 1 {
+		t.Errorf("zetcd_sessions %v, want 1", n)
+	}
+}
