@@ -31,6 +31,9 @@ func (b *Store) CutOff() bool {
 	return time.Since(time.Unix(0, b.feedHeard.Load())) > feedStall
 }
 
+// ReadOnlyStats are Stats' numbers from the replica as it is, without waiting for etcd.
+func (b *Store) ReadOnlyStats() zetcd.BackendStats { return b.tree.backendStats() }
+
 // readOnlySessions are the read-only sessions of this process. Their Done is one latch for all
 // of them, closed (and the table emptied) when the feed hears etcd again: every read-only
 // session ends then, as ReadOnlyZooKeeperServer's shutdown ends its local sessions.

@@ -252,7 +252,7 @@ func (r *adminRun) serverStatsFields() ([]field, bool) {
 		{"provider_null", false},
 		{"last_processed_zxid", int64(st.Zxid)},
 		{"outstanding_requests", s.stats.outstanding.Load()},
-		{"server_state", "standalone"},
+		{"server_state", s.serverState()},
 		{"avg_latency", round4(avgMs)},
 		{"max_latency", maxMs},
 		{"min_latency", minMs},
@@ -264,7 +264,7 @@ func (r *adminRun) serverStatsFields() ([]field, bool) {
 	}
 	return []field{
 		{"version", s.fullVersion()},
-		{"read_only", false},
+		{"read_only", s.inReadOnlyMode()},
 		{"server_stats", stats},
 		{"client_response", response},
 		{"node_count", st.NodeCount},

@@ -158,7 +158,9 @@ func localPort(nc net.Conn) int {
 // server then answers notServing). Without a StatsSource the numbers are zero.
 func (r *commandRun) backendStats() (BackendStats, bool) {
 	var st BackendStats
-	if r.s.statsSrc != nil {
+	if r.s.inReadOnlyMode() {
+		st = r.s.readOnly.ReadOnlyStats()
+	} else if r.s.statsSrc != nil {
 		var err error
 		if st, err = r.s.statsSrc.Stats(r.ctx); err != nil {
 			r.statsFailed("stats", err)
@@ -226,7 +228,7 @@ func (r *commandRun) srvrBody(st BackendStats) string {
 	fmt.Fprintf(&b, "Connections: %d\n", s.numConnections())
 	fmt.Fprintf(&b, "Outstanding: %d\n", s.stats.outstanding.Load())
 	fmt.Fprintf(&b, "Zxid: 0x%s\n", strconv.FormatUint(uint64(st.Zxid), 16))
-	b.WriteString("Mode: standalone\n")
+	b.WriteString("Mode: " + s.serverState() + "\n")
 	fmt.Fprintf(&b, "Node count: %d\n", st.NodeCount)
 	return b.String()
 }
@@ -460,7 +462,7 @@ func (r *commandRun) monitorFields() (fields []field, ok bool) {
 	f := s.monitorFigures(st, r.watches())
 	kv := func(k string, v any) { fields = append(fields, field{k, v}) }
 	kv("version", s.fullVersion())
-	kv("server_state", "standalone")
+	kv("server_state", s.serverState())
 	kv("ephemerals_count", f.ephemerals)
 	kv("num_alive_connections", f.connections)
 	kv("avg_latency", round4(f.avgLatency))

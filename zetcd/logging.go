@@ -52,6 +52,8 @@ func (b *loggingBackend) Connect(ctx context.Context, p ConnectParams) (Session,
 // it is never cut off.
 func (b *loggingBackend) CutOff() bool { return cutOff(b.inner) }
 
+func (b *loggingBackend) ReadOnlyStats() BackendStats { return readOnlyStats(b.inner) }
+
 func (b *loggingBackend) ConnectReadOnly(ctx context.Context, p ConnectParams) (Session, error) {
 	s, err := connectReadOnly(ctx, b.inner, p)
 	if err != nil {

@@ -42,6 +42,8 @@ func (b *metricsBackend) Connect(ctx context.Context, p ConnectParams) (Session,
 // it is never cut off.
 func (b *metricsBackend) CutOff() bool { return cutOff(b.inner) }
 
+func (b *metricsBackend) ReadOnlyStats() BackendStats { return readOnlyStats(b.inner) }
+
 func (b *metricsBackend) ConnectReadOnly(ctx context.Context, p ConnectParams) (Session, error) {
 	s, err := connectReadOnly(WithOpLabel(ctx, OpLabelConnect), b.inner, p)
 	if err != nil {

@@ -46,6 +46,23 @@ func connectReadOnly(ctx context.Context, inner Backend, p ConnectParams) (Sessi
 	return r.ConnectReadOnly(ctx, p)
 }
 
+// readOnlyStats is a decorator's ReadOnlyBackend.ReadOnlyStats over the Backend it decorates.
+func readOnlyStats(inner Backend) BackendStats {
+	if r := readOnlyBackendOf(inner); r != nil {
+		return r.ReadOnlyStats()
+	}
+	return BackendStats{}
+}
+
+// serverState is ZooKeeper's name for the server's state (srvr's Mode, mntr's server_state):
+// "read-only" as ReadOnlyZooKeeperServer.getState, else a standalone server's.
+func (s *Server) serverState() string {
+	if s.inReadOnlyMode() {
+		return "read-only"
+	}
+	return "standalone"
+}
+
 // inReadOnlyMode reports whether the server serves read-only now: read-only mode is on and the
 // backend is cut off from its store.
 func (s *Server) inReadOnlyMode() bool {

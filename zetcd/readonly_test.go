@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -25,6 +26,8 @@ type readOnlyFake struct {
 }
 
 func (b *readOnlyFake) CutOff() bool { return b.cutOff.Load() }
+
+func (b *readOnlyFake) ReadOnlyStats() zetcd.BackendStats { return zetcd.BackendStats{NodeCount: 7} }
 
 func (b *readOnlyFake) ConnectReadOnly(ctx context.Context, p zetcd.ConnectParams) (zetcd.Session, error) {
 	b.roConns.Add(1)
@@ -65,6 +68,12 @@ func TestReadOnlyMode(t *testing.T) {
 	fake.cutOff.Store(true)
 	if got := fourLetter(t, ts.addr, "isro"); got != "ro" {
 		t.Errorf("isro while cut off: %q, want ro", got)
+	}
+	if got := fourLetter(t, ts.addr, "srvr"); !strings.Contains(got, "Mode: read-only\nNode count: 7\n") {
+		t.Errorf("srvr while cut off:\n%s\nwant Mode: read-only and the read-only state's node count", got)
+	}
+	if got := fourLetter(t, ts.addr, "mntr"); !strings.Contains(got, "zk_server_state\tread-only\n") {
+		t.Errorf("mntr while cut off:\n%s\nwant zk_server_state read-only", got)
 	}
 	h := ts.srv.AdminHandler(zetcd.AdminConfig{ClientPort: -1})
 	srv := httptest.NewServer(h)

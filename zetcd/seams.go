@@ -240,6 +240,10 @@ type ReadOnlyBackend interface {
 	//     global session, which ReadOnlyZooKeeperServer.validateSession refuses); the server
 	//     closes the connection without an answer.
 	ConnectReadOnly(ctx context.Context, p ConnectParams) (Session, error)
+	// ReadOnlyStats are StatsSource.Stats' numbers as of the state read-only sessions are
+	// served from, at once: what the four-letter words report while the server is read-only,
+	// as a ReadOnlyZooKeeperServer reports its tree.
+	ReadOnlyStats() BackendStats
 }
 
 var (

@@ -3,6 +3,7 @@ package faults
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -116,6 +117,9 @@ func checkReadOnlyAnswers(t *testing.T, ro readOnlyAnswers, seen encoding.Zxid) 
 			t.Errorf("%s in a read-only session: %v, want it served", op, code)
 		}
 	}
+	if ro.mode != "Mode: read-only" {
+		t.Errorf("srvr while read-only: %q, want Mode: read-only", ro.mode)
+	}
 	if !ro.rwRefused {
 		t.Errorf("a client that did not ask for read-only got a session")
 	}
@@ -169,6 +173,7 @@ type readOnlyAnswers struct {
 	codes                 map[string]encoding.ErrCode
 	zxids                 map[string]encoding.Zxid
 	served                map[string]encoding.ErrCode // the requests ReadOnlyRequestProcessor lets through
+	mode                  string                      // srvr's Mode line
 	rwRefused             bool                        // a handshake without readOnly got no answer
 	aheadRefused          bool                        // a read-only handshake with a lastZxidSeen ahead got no answer
 }
@@ -247,6 +252,12 @@ func readOnlyScript(t *testing.T, addr string, seen encoding.Zxid) readOnlyAnswe
 		t.Fatalf("closeSession of a read-only session: %v", err)
 	}
 	a.served["closeSession"] = hdr.Err
+	srvr, _ := itest.FourLetter(addr, "srvr")
+	for _, line := range strings.Split(srvr, "\n") {
+		if strings.HasPrefix(line, "Mode: ") {
+			a.mode = line
+		}
+	}
 	a.rwRefused = handshakeRefused(t, addr, encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true})
 	a.aheadRefused = handshakeRefused(t, addr, encoding.ConnectRequest{TimeOut: 10000, LastZxidSeen: seen + 1<<32, ReadOnly: true, HasReadOnly: true})
 	return a
