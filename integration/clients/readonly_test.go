@@ -2,7 +2,6 @@ package clients
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +22,44 @@ import (
 // connected read-write again by itself and writes.
 func TestKazooReadOnly(t *testing.T) {
 	py := kazooPython(t)
+	readOnlyClient(t, func(addr string) *exec.Cmd {
+		return exec.Command(py, filepath.Join("testdata", "kazoo_readonly.py"), addr, "/kzro")
+	}, []string{
+		"state CONNECTED_RO",
+		"get there",
+		"create NotReadOnlyCallError",
+		"waiting for read-write",
+		"state CONNECTED",
+		"create after ok",
+	})
+}
+
+// TestJavaReadOnly is TestKazooReadOnly for ZooKeeper's Java client with canBeReadOnly, which
+// also polls isro to find a read-write server.
+func TestJavaReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	readOnlyClient(t, func(addr string) *exec.Cmd {
+		return javaProgram(t, dir, "ReadOnlyClient.java", nil, nil, addr, "/kzro")
+	}, []string{
+		"state ConnectedReadOnly",
+		"get there",
+		"create NotReadOnly",
+		"waiting for read-write",
+		"state SyncConnected",
+		"create after ok",
+	})
+}
+
+// readOnlyClient runs a client program on a zetcd with --read-only-mode over a three-member
+// etcd: /kzro holds "there"; the two followers are frozen until zetcd answers isro with ro; the
+// program (command(addr)) runs then, and the followers are thawed when it prints "waiting for
+// read-write". It must print want, line for line.
+func readOnlyClient(t *testing.T, command func(addr string) *exec.Cmd, want []string) {
+	t.Helper()
 	ms := itest.FaultCluster(t)
 	z := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", itest.ClusterEndpoints(ms), "--read-only-mode")
 	z.LogOnFailure(t, "zetcd")
+	cmd := command(z.Addr) // may skip the test: before the outage
 	setup := itest.ConnectRaw(t, z.Addr)
 	setup.MustCreate("/kzro", []byte("there"), encoding.ModePersistent)
 	setup.Conn.Close()
@@ -57,9 +91,6 @@ func TestKazooReadOnly(t *testing.T) {
 		return nil
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "kazoo_readonly.py"), z.Addr, "/kzro")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -69,6 +100,8 @@ func TestKazooReadOnly(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	killer := time.AfterFunc(3*time.Minute, func() { cmd.Process.Kill() })
+	defer killer.Stop()
 	var got []string
 	for s := bufio.NewScanner(stdout); s.Scan(); {
 		got = append(got, s.Text())
@@ -77,17 +110,9 @@ func TestKazooReadOnly(t *testing.T) {
 		}
 	}
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("kazoo_readonly.py: %v\nstdout:\n%s\nstderr:\n%s", err, strings.Join(got, "\n"), stderr.String())
-	}
-	want := []string{
-		"state CONNECTED_RO",
-		"get there",
-		"create NotReadOnlyCallError",
-		"waiting for read-write",
-		"state CONNECTED",
-		"create after ok",
+		t.Fatalf("%v: %v\nstdout:\n%s\nstderr:\n%s", cmd.Args, err, strings.Join(got, "\n"), stderr.String())
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("kazoo_readonly.py printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("the client printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
