@@ -176,6 +176,10 @@ func (s *Server) Stop() {
 	<-s.exited
 }
 
+// Signal sends sig to the JVM (SIGSTOP and SIGCONT freeze and thaw it); it fails only if the
+// JVM has exited.
+func (s *Server) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
+
 // FourLetterWord sends a four-letter-word command such as "srvr", "mntr" or "conf" to the
 // server at addr and returns its whole answer. timeout bounds the round trip.
 func FourLetterWord(addr, cmd string, timeout time.Duration) (string, error) {
