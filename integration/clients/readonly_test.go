@@ -51,6 +51,22 @@ func TestJavaReadOnly(t *testing.T) {
 	})
 }
 
+// TestCuratorReadOnly is TestKazooReadOnly for Curator with canBeReadOnly(true): READ_ONLY,
+// then CONNECTED read-write: Curator reports the first read-write connection as CONNECTED.
+func TestCuratorReadOnly(t *testing.T) {
+	lib := curatorLib(t)
+	readOnlyClient(t, func(t *testing.T, addr string) *exec.Cmd {
+		return javaProgram(t, t.TempDir(), "CuratorReadOnly.java", []string{lib}, nil, addr, "/kzro")
+	}, []string{
+		"state READ_ONLY",
+		"get there",
+		"create NotReadOnly",
+		"waiting for read-write",
+		"state CONNECTED",
+		"create after ok",
+	})
+}
+
 // quorumServer is a server whose quorum a test takes away (freeze) and gives back (thaw).
 type quorumServer struct {
 	addr         string
