@@ -83,6 +83,7 @@ func (b *Store) followWatch(ctx context.Context, wch clientv3.WatchChan, next in
 		heard, asked = true, 0
 		last = time.Now()
 		b.feedHeard.Store(last.UnixNano())
+		b.readOnly.storeHeard()
 	}
 	for {
 		select {

@@ -56,6 +56,8 @@ type etcdSession struct {
 	watcher *watch.Watcher
 	// remote is the client's address, its "ip" identity (whoAmI); set by Connect.
 	remote net.Addr
+	// readOnly marks a read-only session (readonly.go), which never reaches etcd.
+	readOnly bool
 	// auth holds the connection's identities (auth.go); shared with watcher.
 	auth *znode.Identities
 

@@ -140,7 +140,9 @@ type Store struct {
 	// progress notification (feed.go).
 	feedHeard atomic.Int64
 	// local holds the Session objects this process serves (session.go).
-	local       localSessions
+	local localSessions
+	// readOnly holds the read-only sessions (readonly.go).
+	readOnly    readOnlySessions
 	keys        keySchema
 	log         *zap.Logger
 	leaseMargin time.Duration // Config.LeaseMargin; see leaseTTL

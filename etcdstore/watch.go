@@ -75,7 +75,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	if i := slices.IndexFunc(lists, func(l watchList) bool { return l.paths == nil }); i >= 0 {
 		lists, result = lists[:i], encoding.ErrMarshallingError
 	}
-	rev, err := s.b.currentRevision(ctx)
+	rev, err := s.armRevision(ctx)
 	if err != nil {
 		return s.etcdFailure("setWatches", "", err)
 	}
@@ -98,6 +98,16 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 		}
 	}
 	return s.zxid(rev), result
+}
+
+// armRevision is the revision a watch set now is armed at: etcd's current one (currentRevision,
+// one round trip). A read-only session, cut off from etcd, arms at the replica's, the newest
+// state it is answered from.
+func (s *etcdSession) armRevision(ctx context.Context) (int64, error) {
+	if s.readOnly {
+		return s.b.tree.revision(), nil
+	}
+	return s.b.currentRevision(ctx)
 }
 
 func (s *etcdSession) SetWatches(ctx context.Context, req *encoding.SetWatches) (encoding.Zxid, error) {
@@ -126,7 +136,7 @@ func (s *etcdSession) AddWatch(ctx context.Context, req *encoding.AddWatchReques
 		// ZooKeeper's AddWatchMode.fromValue refuses it while decoding the request.
 		return s.zxid(0), encoding.ErrMarshallingError
 	}
-	rev, err := s.b.currentRevision(ctx)
+	rev, err := s.armRevision(ctx)
 	if err != nil {
 		return s.etcdFailure("addWatch", req.Path, err)
 	}

@@ -27,7 +27,7 @@ var adminCommands = []adminCommand{
 	{names: []string{"get_trace_mask", "gtmk"}, run: (*adminRun).getTraceMask},
 	{names: []string{"hash"}, run: constant(field{"digests", []any{}})},
 	{names: []string{"initial_configuration", "icfg"}, run: (*adminRun).initialConfiguration},
-	{names: []string{"is_read_only", "isro"}, run: constant(field{"read_only", false})},
+	{names: []string{"is_read_only", "isro"}, run: (*adminRun).isReadOnly},
 	{names: []string{"last_snapshot", "lsnp"}, run: (*adminRun).lastSnapshot},
 	{names: []string{"leader", "lead"}, run: constant(field{"error", "server is not initialized"})},
 	{names: []string{"monitor", "mntr"}, run: (*adminRun).monitor},
@@ -252,7 +252,7 @@ func (r *adminRun) serverStatsFields() ([]field, bool) {
 		{"provider_null", false},
 		{"last_processed_zxid", int64(st.Zxid)},
 		{"outstanding_requests", s.stats.outstanding.Load()},
-		{"server_state", "standalone"},
+		{"server_state", s.serverState()},
 		{"avg_latency", round4(avgMs)},
 		{"max_latency", maxMs},
 		{"min_latency", minMs},
@@ -264,7 +264,7 @@ func (r *adminRun) serverStatsFields() ([]field, bool) {
 	}
 	return []field{
 		{"version", s.fullVersion()},
-		{"read_only", false},
+		{"read_only", s.inReadOnlyMode()},
 		{"server_stats", stats},
 		{"client_response", response},
 		{"node_count", st.NodeCount},
@@ -361,4 +361,9 @@ func (r *adminRun) watchesByPath() (int, []field) {
 		o = append(o, field{p, sessionIDs(w.byPath[p])})
 	}
 	return http.StatusOK, []field{{"path_to_session_ids", o}}
+}
+
+// isReadOnly is IsReadOnlyCommand's answer: whether the server serves read-only sessions now.
+func (r *adminRun) isReadOnly() (int, []field) {
+	return http.StatusOK, []field{{"read_only", r.s.inReadOnlyMode()}}
 }

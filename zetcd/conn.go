@@ -84,6 +84,9 @@ type clientConn struct {
 	sess    Session
 	id      encoding.SessionID
 	timeout time.Duration
+	// readOnly: the session is a read-only one (readonly.go); the reader answers the
+	// requests refusedReadOnly lists itself.
+	readOnly bool
 
 	lastActivity atomic.Int64 // unix ns when the last packet arrived (touches the session)
 

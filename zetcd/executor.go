@@ -107,6 +107,7 @@ const (
 	requestDrop                             // refused without an answer: close the connection
 	requestRefusedWrite                     // ZooKeeper refuses it as an error txn: MarshallingError at a zxid of its own
 	requestPing                             // a ping the reader did not answer itself (sasl.go): answer it in order
+	requestNotReadOnly                      // a write, sync or reconfig in a read-only session: NotReadOnly
 )
 
 // pendingRequest is a request read from the socket and waiting for the executor.
@@ -306,6 +307,10 @@ func (c *clientConn) execute(r *pendingRequest) bool {
 		return true
 	case requestRefusedWrite:
 		return c.refuseWrite(r)
+	case requestNotReadOnly:
+		// At the last processed zxid, as ReadOnlyRequestProcessor answers.
+		c.queue(outFrame{hdr: encoding.ReplyHeader{Xid: xid, Zxid: c.processedZxid(), Err: encoding.ErrNotReadOnly}})
+		return true
 	}
 
 	if op == encoding.OpSasl && c.s.cfg.Auth.NewSASLServer != nil {

@@ -40,7 +40,7 @@ var DefaultFourLetterWords = []string{"ruok", "srvr", "stat", "mntr", "conf", "e
 // (stmk, hash), gets ZooKeeper's refusal sentence. Adding a command means adding a row.
 var fourLetterCommands = map[string]func(*commandRun) string{
 	"ruok": func(*commandRun) string { return "imok" },
-	"isro": func(*commandRun) string { return "rw" }, // zetcd is never read-only
+	"isro": (*commandRun).isro,
 	"gtmk": func(r *commandRun) string { return strconv.FormatInt(r.s.traceMask.Load(), 10) },
 	"srvr": (*commandRun).srvr,
 	"stat": (*commandRun).stat,
@@ -158,7 +158,9 @@ func localPort(nc net.Conn) int {
 // server then answers notServing). Without a StatsSource the numbers are zero.
 func (r *commandRun) backendStats() (BackendStats, bool) {
 	var st BackendStats
-	if r.s.statsSrc != nil {
+	if r.s.inReadOnlyMode() {
+		st = r.s.readOnly.ReadOnlyStats()
+	} else if r.s.statsSrc != nil {
 		var err error
 		if st, err = r.s.statsSrc.Stats(r.ctx); err != nil {
 			r.statsFailed("stats", err)
@@ -226,7 +228,7 @@ func (r *commandRun) srvrBody(st BackendStats) string {
 	fmt.Fprintf(&b, "Connections: %d\n", s.numConnections())
 	fmt.Fprintf(&b, "Outstanding: %d\n", s.stats.outstanding.Load())
 	fmt.Fprintf(&b, "Zxid: 0x%s\n", strconv.FormatUint(uint64(st.Zxid), 16))
-	b.WriteString("Mode: standalone\n")
+	b.WriteString("Mode: " + s.serverState() + "\n")
 	fmt.Fprintf(&b, "Node count: %d\n", st.NodeCount)
 	return b.String()
 }
@@ -460,7 +462,7 @@ func (r *commandRun) monitorFields() (fields []field, ok bool) {
 	f := s.monitorFigures(st, r.watches())
 	kv := func(k string, v any) { fields = append(fields, field{k, v}) }
 	kv("version", s.fullVersion())
-	kv("server_state", "standalone")
+	kv("server_state", s.serverState())
 	kv("ephemerals_count", f.ephemerals)
 	kv("num_alive_connections", f.connections)
 	kv("avg_latency", round4(f.avgLatency))
@@ -809,4 +811,13 @@ func javaDouble(v float64) string {
 		s += ".0"
 	}
 	return s
+}
+
+// isro answers "ro" while the server serves read-only sessions (readonly.go), else "rw", with
+// no newline, as IsroCommand: kazoo and the Java client read it to find a read-write server.
+func (r *commandRun) isro() string {
+	if r.s.inReadOnlyMode() {
+		return "ro"
+	}
+	return "rw"
 }

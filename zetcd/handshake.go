@@ -88,8 +88,7 @@ func clientGone(err error) bool {
 // connect opens or resumes the session the client asked for, answering the client itself when
 // that fails. It returns nil when the connection is to be closed.
 func (c *clientConn) connect(req *encoding.ConnectRequest, timeout time.Duration) Session {
-	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
-	sess, err := c.s.backend.Connect(ctx, ConnectParams{
+	p := ConnectParams{
 		SessionID:    req.SessionID,
 		Passwd:       req.Passwd,
 		Timeout:      timeout,
@@ -97,7 +96,12 @@ func (c *clientConn) connect(req *encoding.ConnectRequest, timeout time.Duration
 		Events:       c,
 		RemoteAddr:   c.nc.RemoteAddr(),
 		AuthIDs:      c.transportIDs(),
-	})
+	}
+	if c.s.inReadOnlyMode() {
+		return c.connectReadOnly(req, p)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
+	sess, err := c.s.backend.Connect(ctx, p)
 	cancel()
 	if err == nil && sess == nil {
 		err = errors.New("backend returned neither a session nor an error")
@@ -205,10 +209,10 @@ func (c *clientConn) runSession(sess Session, req *encoding.ConnectRequest, nego
 		TimeOut:         int32(c.timeout / time.Millisecond),
 		SessionID:       c.id,
 		Passwd:          sess.Password(),
-		ReadOnly:        false,
+		ReadOnly:        c.readOnly,
 		HasReadOnly:     req.HasReadOnly,
 	}})
 	c.log.Debug("session established", zap.Duration("timeout", c.timeout),
-		zap.Bool("resumed", req.SessionID != 0), zap.Bool("readOnlyFlag", req.HasReadOnly))
+		zap.Bool("resumed", req.SessionID != 0), zap.Bool("readOnlyFlag", req.HasReadOnly), zap.Bool("readOnly", c.readOnly))
 	return true
 }

@@ -44,9 +44,28 @@ func (b *loggingBackend) Connect(ctx context.Context, p ConnectParams) (Session,
 	if err != nil {
 		return nil, err
 	}
+	return b.decorate(s), nil
+}
+
+// CutOff and ConnectReadOnly make the decorator a ReadOnlyBackend over the decorated one's
+// (readOnlyBackendOf), so that read-only sessions are logged too; over a Backend without one,
+// it is never cut off.
+func (b *loggingBackend) CutOff() bool { return cutOff(b.inner) }
+
+func (b *loggingBackend) ReadOnlyStats() BackendStats { return readOnlyStats(b.inner) }
+
+func (b *loggingBackend) ConnectReadOnly(ctx context.Context, p ConnectParams) (Session, error) {
+	s, err := connectReadOnly(ctx, b.inner, p)
+	if err != nil {
+		return nil, err
+	}
+	return b.decorate(s), nil
+}
+
+func (b *loggingBackend) decorate(s Session) Session {
 	ls := &loggingSession{inner: s, call: Call(s), log: b.log.With(zap.Stringer("session", s.ID()))}
 	ls.Session = Forward(s, ls.invoke)
-	return ls, nil
+	return ls
 }
 
 // loggingSession logs the requests of one Session: its Handler methods are Forward's over

@@ -37,6 +37,22 @@ func (b *metricsBackend) Connect(ctx context.Context, p ConnectParams) (Session,
 	return newMetricsSession(s, b.m), nil
 }
 
+// CutOff and ConnectReadOnly make the decorator a ReadOnlyBackend over the decorated one's
+// (readOnlyBackendOf), so that read-only sessions are counted too; over a Backend without one,
+// it is never cut off.
+func (b *metricsBackend) CutOff() bool { return cutOff(b.inner) }
+
+func (b *metricsBackend) ReadOnlyStats() BackendStats { return readOnlyStats(b.inner) }
+
+func (b *metricsBackend) ConnectReadOnly(ctx context.Context, p ConnectParams) (Session, error) {
+	s, err := connectReadOnly(WithOpLabel(ctx, OpLabelConnect), b.inner, p)
+	if err != nil {
+		return nil, err
+	}
+	b.m.sessions.Inc()
+	return newMetricsSession(s, b.m), nil
+}
+
 // metricsSession decorates one Session: its Handler methods are Forward's over observe, so a
 // new opcode is counted without a change here; it overrides the life-cycle calls that change
 // the sessions gauge (Close is also a request: closeSession).

@@ -125,7 +125,11 @@ func (c *clientConn) readRequest() bool {
 		c.flush()
 		return true
 	}
-	parseRequestBody(r, frame[encoding.RequestHeaderSize:])
+	if c.readOnly && refusedReadOnly(r.hdr.Op) {
+		r.kind = requestNotReadOnly
+	} else {
+		parseRequestBody(r, frame[encoding.RequestHeaderSize:])
+	}
 	if c.canReadHere(r) {
 		more := c.execute(r)
 		c.flush()

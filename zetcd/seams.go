@@ -220,6 +220,32 @@ type Backend interface {
 	Connect(ctx context.Context, p ConnectParams) (Session, error)
 }
 
+// ReadOnlyBackend is a Backend that can go on serving reads from what it holds while its store
+// is out of reach: ZooKeeper's read-only mode (readonlymode.enabled, ReadOnlyZooKeeperServer),
+// which a Server uses with Config.ReadOnlyMode. A Server finds it as it finds a StatsSource,
+// beneath the Backend's decorators.
+type ReadOnlyBackend interface {
+	// CutOff reports whether the backend cannot reach a quorum of its store now; read-only
+	// sessions are served only then. Cheap: no round trip.
+	CutOff() bool
+	// ConnectReadOnly opens (p.SessionID 0) or resumes a read-only session local to this
+	// process, served from the backend's state as of the newest revision it received. The
+	// Session's Done is closed once the store is in reach again, with Err nil: the server then
+	// closes its connection, as ReadOnlyZooKeeperServer's shutdown closes every connection,
+	// and the client reconnects read-write. Its Handler is only called with reads: the server
+	// answers every other request itself (NotReadOnly). Errors:
+	//   - ErrSessionExpired: a local read-only session that ended, or a wrong password;
+	//   - ErrZxidAhead: p.LastZxidSeen is ahead of the backend's state;
+	//   - ErrNotServing (wrapped): p.SessionID is not a read-only session of this process (a
+	//     global session, which ReadOnlyZooKeeperServer.validateSession refuses); the server
+	//     closes the connection without an answer.
+	ConnectReadOnly(ctx context.Context, p ConnectParams) (Session, error)
+	// ReadOnlyStats are StatsSource.Stats' numbers as of the state read-only sessions are
+	// served from, at once: what the four-letter words report while the server is read-only,
+	// as a ReadOnlyZooKeeperServer reports its tree.
+	ReadOnlyStats() BackendStats
+}
+
 var (
 	// ErrSessionExpired is returned by Backend.Connect for a session that cannot be resumed.
 	ErrSessionExpired = errors.New("zetcd: session expired or unknown")

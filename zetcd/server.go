@@ -59,6 +59,11 @@ type Config struct {
 
 	// Auth turns on SASL and enforced authentication (sasl.go); zero: neither.
 	Auth AuthConfig
+
+	// ReadOnlyMode is ZooKeeper's readonlymode.enabled: while the backend (a ReadOnlyBackend)
+	// is cut off from its store, clients that ask for it get read-only sessions, and the
+	// others are refused (readonly.go).
+	ReadOnlyMode bool
 }
 
 const (
@@ -141,6 +146,8 @@ type Server struct {
 	// the set of words answered. Both read-only.
 	statsSrc   StatsSource
 	fourLetter map[string]bool
+	// readOnly is the backend's ReadOnlyBackend with Config.ReadOnlyMode, else nil; read-only.
+	readOnly ReadOnlyBackend
 
 	// mu protects closed, draining, listeners, conns and connsByIP. connWG and serveWG are only
 	// Added under mu while !closed and !draining, so that Close and Shutdown can Wait on them.
@@ -177,6 +184,9 @@ func NewServer(b Backend, cfg Config) *Server {
 	s.started = time.Now()
 	s.traceMask.Store(defaultTraceMask)
 	s.statsSrc, _ = statsSourceOf(cfg, b)
+	if cfg.ReadOnlyMode {
+		s.readOnly = readOnlyBackendOf(b)
+	}
 	s.fourLetter = fourLetterWhitelist(cfg.FourLetterWords)
 	if cfg.Metrics != nil {
 		if err := cfg.Metrics.registerServer(s); err != nil {

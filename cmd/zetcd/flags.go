@@ -31,6 +31,7 @@ type options struct {
 	maxConnQueued     int64 // --max-conn-queued-bytes
 	maxQueued         int64 // --max-queued-bytes
 	maxClientCnxns    int   // --max-client-cnxns
+	readOnlyMode      bool  // --read-only-mode
 	logLevel          string
 	logRequests       bool        // --log-requests: zetcd.WithLogging around the served backend
 	oracle            string      // --oracle: cross-check against this ZooKeeper
@@ -91,6 +92,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.maxSessionTimeout, "max-session-timeout", 40*time.Second, "largest session timeout granted to clients; see docs/operating.md, \"Timings\"")
 	fs.IntVar(&o.maxFrameBytes, "max-frame-bytes", encoding.DefaultMaxFrameBytes, "largest request frame accepted (ZooKeeper's jute.maxbuffer); a larger one closes the connection")
 	fs.IntVar(&o.maxClientCnxns, "max-client-cnxns", 0, "connections one client IP address may hold (ZooKeeper's maxClientCnxns); 0: no limit")
+	fs.BoolVar(&o.readOnlyMode, "read-only-mode", false, "while etcd has no quorum, serve reads to clients that ask for read-only sessions (ZooKeeper's readonlymode.enabled); see docs/operating.md, \"Read-only mode\"")
 	fs.Int64Var(&o.maxConnQueued, "max-conn-queued-bytes", zetcd.DefaultMaxConnQueuedBytes, "bytes held for one connection; past it zetcd stops reading it, and closes it after a session timeout")
 	fs.Int64Var(&o.maxQueued, "max-queued-bytes", zetcd.DefaultMaxQueuedBytes, "bytes held for all connections; past it only connections with nothing queued are read")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")

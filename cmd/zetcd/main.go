@@ -227,6 +227,7 @@ func newServer(o options, log *zap.Logger, served zetcd.Backend, backend *etcdst
 		MaxConnQueuedBytes: o.maxConnQueued,
 		MaxQueuedBytes:     o.maxQueued,
 		MaxClientCnxns:     o.maxClientCnxns,
+		ReadOnlyMode:       o.readOnlyMode,
 		Logger:             log.Named("server"),
 		Version:            version,
 		FourLetterWords:    o.fourLetterWords,

@@ -176,6 +176,10 @@ func (s *Server) Stop() {
 	<-s.exited
 }
 
+// Signal sends sig to the JVM (SIGSTOP and SIGCONT freeze and thaw it); it fails only if the
+// JVM has exited.
+func (s *Server) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
+
 // FourLetterWord sends a four-letter-word command such as "srvr", "mntr" or "conf" to the
 // server at addr and returns its whole answer. timeout bounds the round trip.
 func FourLetterWord(addr, cmd string, timeout time.Duration) (string, error) {
@@ -239,6 +243,20 @@ func isFile(p string) bool {
 // start writes the configuration into dir, starts the JVM and waits until it serves on port.
 // On error the JVM has been stopped.
 func start(java, lib, dir string, port int, opts Options) (*Server, error) {
+	s, err := launch(java, lib, dir, port, opts, mainClass)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.waitReady(filepath.Join(dir, "data")); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch writes dir's zoo.cfg and logback configuration and starts the JVM running main on
+// them, without waiting for it to serve.
+func launch(java, lib, dir string, port int, opts Options, main string) (*Server, error) {
 	dataDir := filepath.Join(dir, "data")
 	confDir := filepath.Join(dir, "conf")
 	if err := os.MkdirAll(confDir, 0o755); err != nil {
@@ -261,7 +279,7 @@ func start(java, lib, dir string, port int, opts Options) (*Server, error) {
 	args := append([]string(nil), jvmFlags...)
 	args = append(args, systemProps(opts.SystemProps)...)
 	classpath := strings.Join(append([]string{filepath.Join(lib, "*"), confDir}, opts.Classpath...), string(filepath.ListSeparator))
-	args = append(args, "-cp", classpath, mainClass, cfg)
+	args = append(args, "-cp", classpath, main, cfg)
 	cmd := exec.Command(java, args...)
 	cmd.Dir = dir
 	cmd.Stdout = logFile
@@ -283,10 +301,6 @@ func start(java, lib, dir string, port int, opts Options) (*Server, error) {
 		s.waitErr = cmd.Wait()
 		close(s.exited)
 	}()
-	if err := s.waitReady(dataDir); err != nil {
-		s.Stop()
-		return nil, err
-	}
 	return s, nil
 }
 
