@@ -15,7 +15,7 @@ import (
 )
 
 // TestFaultReadOnlyMode: a zetcd with --read-only-mode over a three-member etcd whose two
-// followers are frozen (SIGSTOP) serves read-only sessions from its replica, as a ZooKeeper
+// followers are frozen (SIGSTOP) or killed serves read-only sessions from its replica, as a ZooKeeper
 // server with readonlymode.enabled that lost its quorum (ReadOnlyZooKeeperServer): a client
 // that asks for read-only gets a session flagged read-only and reads what was there; writes,
 // sync and multi get NotReadOnly at a zxid; a client that did not ask for read-only, or that
@@ -23,6 +23,14 @@ import (
 // members are back, the read-only session's connection is closed, isro answers "rw", and a new
 // session is read-write.
 func TestFaultReadOnlyMode(t *testing.T) {
+	for _, outage := range []string{"frozen", "killed"} {
+		t.Run(outage, func(t *testing.T) { readOnlyMode(t, outage == "killed") })
+	}
+}
+
+// readOnlyMode is TestFaultReadOnlyMode with the followers killed (and started again), or
+// frozen (and thawed).
+func readOnlyMode(t *testing.T, kill bool) {
 	ms := itest.FaultCluster(t)
 	z := itest.StartProcessArgs(t, itest.FreePort(t), "--endpoints", itest.ClusterEndpoints(ms), "--read-only-mode")
 	z.LogOnFailure(t, "zetcd")
@@ -37,14 +45,22 @@ func TestFaultReadOnlyMode(t *testing.T) {
 
 	frozen := followersOf(ms, itest.ClusterLeader(t, ms))
 	for _, m := range frozen {
-		m.Signal(t, syscall.SIGSTOP)
+		if kill {
+			m.Kill()
+		} else {
+			m.Signal(t, syscall.SIGSTOP)
+		}
 	}
 	thawed := false
 	thaw := func() {
 		if !thawed {
 			thawed = true
 			for _, m := range frozen {
-				m.Signal(t, syscall.SIGCONT)
+				if kill {
+					restartEtcdMember(t, m)
+				} else {
+					m.Signal(t, syscall.SIGCONT)
+				}
 			}
 		}
 	}
