@@ -3,9 +3,9 @@
 GO       ?= go
 FUZZTIME ?= 30s
 ARGS     ?=
-# The whole suite, as CI runs it (.ci/run calls `make test`): about 13 minutes on 2 cores. The
+# The whole suite, as CI runs it (.ci/run calls `make test`): about 15 minutes on 2 cores. The
 # timeout is per package and is there for a hung run: the longest package, ./integration, takes about
-# 7 minutes alone and 13 with a second suite beside it; 45m keeps a hung run inside CI's limit.
+# 8.5 minutes alone and 11 with a second suite beside it; 45m keeps a hung run inside CI's limit.
 TESTFLAGS ?= -race -count=1 -timeout 45m
 
 SHELL := /bin/bash
