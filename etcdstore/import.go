@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -76,6 +77,20 @@ type ImportConfig struct {
 	MaxRequestBytes int
 	// PaddingInFlight is how many padding puts are in flight at once (default 256).
 	PaddingInFlight int
+	// Backend, if set, is an etcd that has never started, written directly (importBackend);
+	// Client and LeaseClient are then unset.
+	Backend *ImportBackend
+}
+
+// ImportBackend is an etcd that has never started, whose database an import writes directly:
+// every key at its revision, any number of keys in one revision, and no padding, as etcd's
+// revision simply jumps from one to the next. Then Start starts that etcd, and the import
+// finishes through its client.
+type ImportBackend struct {
+	// Path is where etcd keeps its database (member/snap/db); nothing may be there.
+	Path string
+	// Start starts the etcd and returns its client.
+	Start func() (*clientv3.Client, error)
 }
 
 // DefaultMaxPadding is ImportConfig.MaxPadding's default.
@@ -285,7 +300,7 @@ type importer struct {
 	plan *importPlan
 	// sessionTxns are the imported sessions' puts (makeSessionTxns), committed just before the
 	// import's final revision.
-	sessionTxns [][]clientv3.Op
+	sessionTxns [][]importPut
 	marker      string // the marker's value
 	first       int64  // the marker's CreateRevision
 	padded      int64
@@ -302,6 +317,10 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.Backend != nil {
+		// Neither revisions nor transactions cost anything in etcd's database.
+		cfg.MaxPadding, cfg.MaxTxnOps, cfg.MaxRequestBytes = math.MaxInt64, math.MaxInt, math.MaxInt
+	}
 	im := &importer{cfg: cfg, keys: keySchema{prefix: cfg.Prefix}, log: cfg.Logger, st: st}
 	var res ImportResult
 	plan, err := planImport(im.keys, st)
@@ -315,6 +334,9 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	if plan.skipped > 0 || plan.skipEp > 0 {
 		im.log.Warn("sessions whose id cannot be an etcd lease id (not positive) are left out with their ephemeral nodes: their parents show fewer children, and their clients must open new sessions",
 			zap.Int("sessions", plan.skipped), zap.Int("ephemerals", plan.skipEp))
+	}
+	if cfg.Backend != nil {
+		return im.importBackend(ctx, res)
 	}
 	if err := im.begin(ctx); err != nil {
 		return res, err
@@ -332,11 +354,7 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 		return res, im.failed(err)
 	}
 	defer stopKeeping()
-	res.Zxids, res.Why = ImportExact, why
-	if why != "" {
-		res.Zxids = ImportRenumber
-		im.log.Warn("zxids renumbered in order: zetcd's zxids differ from ZooKeeper's", zap.String("why", why))
-	}
+	res.Zxids, res.Why = im.zxidsDone(why)
 	if err := im.write(ctx, layout); err != nil {
 		return res, im.failed(err)
 	}
@@ -346,7 +364,11 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	if err := im.padTo(ctx, final-1-int64(len(sessionTxns))); err != nil {
 		return res, im.failed(err)
 	}
-	for i, ops := range sessionTxns {
+	for i, puts := range sessionTxns {
+		ops := make([]clientv3.Op, len(puts))
+		for j, p := range puts {
+			ops[j] = p.op()
+		}
 		if err := im.commitAt(ctx, final-int64(len(sessionTxns)-i), ops); err != nil {
 			return res, im.failed(err)
 		}
@@ -358,6 +380,15 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	im.log.Info("import done", zap.Int("nodes", res.Nodes), zap.String("zxids", string(res.Zxids)),
 		zap.Int("revisions", res.Revisions), zap.Int64("padding", res.Padding), zap.Int64("final-revision", final))
 	return res, nil
+}
+
+// zxidsDone is what an import did with zxids, why being layout's.
+func (im *importer) zxidsDone(why string) (ImportZxids, string) {
+	if why == "" {
+		return ImportExact, ""
+	}
+	im.log.Warn("zxids renumbered in order: zetcd's zxids differ from ZooKeeper's", zap.String("why", why))
+	return ImportRenumber, why
 }
 
 // failed says that the marker stays, so that no zetcd serves what was half written.
@@ -377,11 +408,11 @@ func (im *importer) begin(ctx context.Context) error {
 	if len(r.Kvs) > 0 {
 		return fmt.Errorf("zetcd import: prefix %q is not empty (it holds %q): import only into an unused prefix", im.keys.prefix, r.Kvs[0].Key)
 	}
-	im.marker = fmt.Sprintf("import of %d znodes up to zxid %#x started %s", im.plan.nodes, im.st.LastZxid, time.Now().UTC().Format(time.RFC3339))
+	im.marker = im.markerValue()
 	ops := []clientv3.Op{clientv3.OpPut(im.keys.importMarker(), im.marker)}
 	zero := &importLayout{}
 	for _, op := range im.plan.byZxid[0] {
-		ops = append(ops, im.opFor(op, 0, zero))
+		ops = append(ops, im.putFor(op, 0, zero).op())
 	}
 	t, err := im.cfg.Client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(im.keys.prefix), "=", 0).WithPrefix()).
@@ -396,6 +427,11 @@ func (im *importer) begin(ctx context.Context) error {
 	im.log.Info("import started", zap.String("prefix", im.keys.prefix), zap.Int64("revision", im.first),
 		zap.Int("nodes", im.plan.nodes), zap.Int("zxids", len(im.plan.zxids)), zap.String("last-zxid", fmt.Sprintf("%#x", im.st.LastZxid)))
 	return nil
+}
+
+// markerValue is the import marker's value, for its reader.
+func (im *importer) markerValue() string {
+	return fmt.Sprintf("import of %d znodes up to zxid %#x started %s", im.plan.nodes, im.st.LastZxid, time.Now().UTC().Format(time.RFC3339))
 }
 
 // layout places the zxids as cfg.Zxids asks; why says why they were renumbered.
@@ -455,7 +491,7 @@ func (im *importer) write(ctx context.Context, l *importLayout) error {
 			ops := make([]clientv3.Op, 0, r.ops)
 			for _, z := range r.zxids {
 				for _, op := range im.plan.byZxid[z] {
-					ops = append(ops, im.opFor(op, l.zxid(op.zxid), l))
+					ops = append(ops, im.putFor(op, l.zxid(op.zxid), l).op())
 				}
 			}
 			select {
@@ -501,8 +537,19 @@ func (im *importer) commitAt(ctx context.Context, rev int64, ops []clientv3.Op) 
 	return nil
 }
 
-// opFor is the etcd put of op, its ZooKeeper zxid placed at z.
-func (im *importer) opFor(op importOp, z encoding.Zxid, l *importLayout) clientv3.Op {
+// importPut is one put of an import: the same whether it goes through etcd's client or into
+// its backend (backendWriter).
+type importPut struct {
+	key, value string
+	lease      int64
+}
+
+func (p importPut) op() clientv3.Op {
+	return clientv3.OpPut(p.key, p.value, clientv3.WithLease(clientv3.LeaseID(p.lease)))
+}
+
+// putFor is the put of op, its ZooKeeper zxid placed at z.
+func (im *importer) putFor(op importOp, z encoding.Zxid, l *importLayout) importPut {
 	n, s := op.node, op.node.Stat
 	switch op.kind {
 	case 'n':
@@ -510,13 +557,13 @@ func (im *importer) opFor(op importOp, z encoding.Zxid, l *importLayout) clientv
 		if cz := l.zxid(int64(s.Czxid)); revOf(cz) == revOf(z) {
 			ix.czxid = uint16(cz & maxBatchIndex)
 		}
-		return clientv3.OpPut(op.key, encodeDataValue(n.Data, s.Mtime, ix, importMeta(n)), clientv3.WithLease(clientv3.LeaseID(op.lease)))
+		return importPut{op.key, encodeDataValue(n.Data, s.Mtime, ix, importMeta(n)), op.lease}
 	case 'c':
-		return clientv3.OpPut(op.key, encodeIndexValue(uint16(z&maxBatchIndex)))
+		return importPut{op.key, encodeIndexValue(uint16(z & maxBatchIndex)), 0}
 	case 'o':
-		return clientv3.OpPut(op.key, encodeOffsetsValue(importOffsets(n, z, l)), clientv3.WithLease(clientv3.LeaseID(op.lease)))
+		return importPut{op.key, encodeOffsetsValue(importOffsets(n, z, l)), op.lease}
 	}
-	return clientv3.OpPut(op.key, "")
+	return importPut{key: op.key}
 }
 
 // importMeta is the meta of a node's data value: ctime, kind, TTL and ACL.
@@ -592,8 +639,7 @@ func (im *importer) grantLeases(ctx context.Context) error {
 		lc = pb.NewLeaseClient(im.cfg.Client.ActiveConnection())
 	}
 	for _, sess := range im.plan.sessions {
-		ttl := leaseTTLWith(time.Duration(sess.Timeout)*time.Millisecond, defaultLeaseMargin)
-		if _, err := lc.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: sess.ID, TTL: ttl}); err != nil {
+		if _, err := lc.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: sess.ID, TTL: sessionTTL(sess)}); err != nil {
 			return fmt.Errorf("grant the lease of session %#x: %w", sess.ID, err)
 		}
 	}
@@ -625,17 +671,23 @@ func (im *importer) keepLeases(ctx context.Context) (stop func(), err error) {
 
 // makeSessionTxns returns the puts of the imported sessions' keys, in transactions within etcd's
 // limits: orphans of process 0, with ZooKeeper's passwords and their timeouts.
-func (im *importer) makeSessionTxns() [][]clientv3.Op {
-	var txns [][]clientv3.Op
+func (im *importer) makeSessionTxns() [][]importPut {
+	var txns [][]importPut
 	for i, sess := range im.plan.sessions {
 		if i%im.cfg.MaxTxnOps == 0 {
 			txns = append(txns, nil)
 		}
 		id := encoding.SessionID(sess.ID)
 		v := encodeSessionValue(sessionValue{passwd: zkSessionPasswd(sess.ID), timeoutMs: sess.Timeout})
-		txns[len(txns)-1] = append(txns[len(txns)-1], clientv3.OpPut(im.keys.session(id), v, clientv3.WithLease(clientv3.LeaseID(sess.ID))))
+		txns[len(txns)-1] = append(txns[len(txns)-1], importPut{im.keys.session(id), v, sess.ID})
 	}
 	return txns
+}
+
+// sessionTTL is the TTL of session sess's lease: the one zetcd gives a session of its timeout
+// (timing.go, leaseTTL, with the default margin).
+func sessionTTL(sess zkdata.Session) int64 {
+	return leaseTTLWith(time.Duration(sess.Timeout)*time.Millisecond, defaultLeaseMargin)
 }
 
 // zkSessionPasswd is the password ZooKeeper gives session id (ZooKeeperServer.generatePasswd):

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/etcdstore"
@@ -69,14 +70,7 @@ func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error)
 		zap.Int("sessions", len(st.Sessions)), zap.String("last-zxid", fmt.Sprintf("%#x", st.LastZxid)),
 		zap.String("snapshot", st.Snapshot), zap.Strings("skipped", st.Skipped), zap.Duration("took", time.Since(start)))
 	o.bulkLoad = true
-	etcd, err := connectEtcd(o.options, log)
-	if err != nil {
-		return etcdstore.ImportResult{}, err
-	}
-	defer etcd.close()
 	cfg := etcdstore.ImportConfig{
-		Client:          etcd.cli,
-		LeaseClient:     etcd.leases,
 		Prefix:          o.prefix,
 		Logger:          log.Named("import"),
 		Zxids:           etcdstore.ImportZxids(o.zxids),
@@ -84,8 +78,41 @@ func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error)
 		MaxTxnOps:       o.etcdMaxTxnOps,
 		MaxRequestBytes: o.maxRequestBytes,
 	}
-	if etcd.embedded != nil {
-		cfg.MaxTxnOps, cfg.MaxRequestBytes = embedetcd.MaxTxnOps, embedetcd.MaxRequestBytes
+	var etcd *etcdConn
+	defer func() {
+		if etcd != nil {
+			etcd.close()
+		}
+	}()
+	connect := func() error {
+		etcd, err = connectEtcd(o.options, log)
+		return err
+	}
+	fresh := false
+	if o.endpoints == "" {
+		if fresh, err = embedetcd.IsNew(o.dataDir); err != nil {
+			return etcdstore.ImportResult{}, err
+		}
+	}
+	switch {
+	case fresh:
+		if err := embedetcd.PrepareBackend(o.dataDir); err != nil {
+			return etcdstore.ImportResult{}, err
+		}
+		cfg.Backend = &etcdstore.ImportBackend{Path: embedetcd.BackendPath(o.dataDir), Start: func() (*clientv3.Client, error) {
+			if err := connect(); err != nil {
+				return nil, err
+			}
+			return etcd.cli, nil
+		}}
+	default:
+		if err := connect(); err != nil {
+			return etcdstore.ImportResult{}, err
+		}
+		cfg.Client, cfg.LeaseClient = etcd.cli, etcd.leases
+		if etcd.embedded != nil {
+			cfg.MaxTxnOps, cfg.MaxRequestBytes = embedetcd.MaxTxnOps, embedetcd.MaxRequestBytes
+		}
 	}
 	res, err := etcdstore.Import(context.Background(), cfg, st)
 	if err != nil {

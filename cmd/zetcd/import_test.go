@@ -293,8 +293,8 @@ func TestImportFlags(t *testing.T) {
 
 // TestImportLarge imports a tree of $ZETCD_IMPORT_LARGE nodes (skipped when unset) made with
 // multis of 500 creates, logs how long the load and the import take, and diffs it against
-// ZooKeeper. All of its zxids lie in one etcd revision, too many writes for one transaction, so
-// they are renumbered.
+// ZooKeeper. All of its zxids lie in one etcd revision, more writes than one transaction holds:
+// written into etcd's database directly, they keep their values.
 func TestImportLarge(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("ZETCD_IMPORT_LARGE"))
 	if n <= 0 {
@@ -320,6 +320,9 @@ func TestImportLarge(t *testing.T) {
 	begin := time.Now()
 	etcdDir, res := importInto(t, zkDir, "--log-level", "warn")
 	t.Logf("import of %d nodes: %v, %+v", res.Nodes, time.Since(begin), res)
+	if res.Zxids != etcdstore.ImportExact || res.Padding != 0 {
+		t.Errorf("import result %+v: want exact zxids without padding", res)
+	}
 	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
 	begin = time.Now()
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
@@ -387,5 +390,64 @@ func TestImportSessions(t *testing.T) {
 	testenv.Must(t, err)
 	if app.Pzxid <= int64(res.FinalRev)<<16 {
 		t.Errorf("/app pzxid %#x did not move with the expiry", app.Pzxid)
+	}
+}
+
+// TestImportKilled: `zetcd import` killed once it has put etcd's database in place, before it
+// finished, leaves a data directory that zetcd refuses to serve and a second import refuses to
+// import into.
+func TestImportKilled(t *testing.T) {
+	zkDir, _ := zooKeeperHistory(t, smallZK, nil)
+	bin := filepath.Join(t.TempDir(), "zetcd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build zetcd: %v\n%s", err, out)
+	}
+	etcdDir := t.TempDir()
+	var out bytes.Buffer
+	imp := exec.Command(bin, "import", "--zk-data-dir", zkDir, "--data-dir", etcdDir, "--log-level", "info")
+	imp.Stdout, imp.Stderr = &out, &out
+	testenv.Must(t, imp.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- imp.Wait() }()
+	db := embedetcd.BackendPath(etcdDir)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(db); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("import exited (%v) before etcd's database appeared:\n%s", err, out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no etcd database at %s after a minute:\n%s", db, out.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	testenv.Must(t, imp.Process.Kill())
+	if err := <-exited; err == nil || strings.Contains(out.String(), "import finished") {
+		t.Fatalf("import finished before it was killed (%v):\n%s", err, out.String())
+	}
+
+	serve := exec.Command(bin, "--data-dir", etcdDir, "--zkaddr", "127.0.0.1:0", "--log-level", "warn")
+	served := make(chan []byte, 1)
+	go func() {
+		b, _ := serve.CombinedOutput()
+		served <- b
+	}()
+	select {
+	case b := <-served:
+		if serve.ProcessState.Success() || !strings.Contains(string(b), "did not finish") {
+			t.Errorf("zetcd on the killed import's directory: %v\n%s", serve.ProcessState, b)
+		}
+	case <-time.After(time.Minute):
+		_ = serve.Process.Kill()
+		t.Fatalf("zetcd serves the killed import's directory")
+	}
+	o, err := parseImportFlags([]string{"--zk-data-dir", zkDir, "--data-dir", etcdDir}, io.Discard)
+	testenv.Must(t, err)
+	if _, err := runImport(o, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Errorf("import into the killed import's directory: %v", err)
 	}
 }

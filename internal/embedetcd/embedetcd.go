@@ -127,6 +127,28 @@ func Dirs(dataDir string) (snap, wal string) {
 	return filepath.Join(dataDir, "member", "snap"), filepath.Join(dataDir, "member", "wal")
 }
 
+// BackendPath is where an embedded etcd with data directory dataDir keeps its database.
+func BackendPath(dataDir string) string {
+	snap, _ := Dirs(dataDir)
+	return filepath.Join(snap, "db")
+}
+
+// IsNew reports whether dataDir holds no etcd data yet: an etcd started there bootstraps a new
+// cluster, on the database at BackendPath if one was written there first.
+func IsNew(dataDir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dataDir, "member"))
+	if os.IsNotExist(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// PrepareBackend creates the directories of BackendPath(dataDir) as etcd creates them.
+func PrepareBackend(dataDir string) error {
+	snap, _ := Dirs(dataDir)
+	return os.MkdirAll(snap, 0o700)
+}
+
 // Start starts etcd and waits until it serves.
 func Start(cfg Config) (*Etcd, error) {
 	if cfg.Dir == "" {
