@@ -69,18 +69,12 @@ func (s *Server) inReadOnlyMode() bool {
 	return s.readOnly != nil && s.readOnly.CutOff()
 }
 
-// refusedReadOnly lists the requests ReadOnlyRequestProcessor answers NotReadOnly, before their
-// bodies are read: the writes, sync and reconfig. Pings, closeSession, the watch requests,
-// auth, sasl, whoAmI and the reads (multiRead among them) go on.
+// refusedReadOnly reports the requests ReadOnlyRequestProcessor answers NotReadOnly, before
+// their bodies are read: those PrepRequestProcessor makes a transaction of (isUpdate) but
+// closeSession, and sync. Pings, closeSession, the watch requests, auth, sasl, whoAmI and the
+// reads (multiRead among them) go on.
 func refusedReadOnly(op encoding.Op) bool {
-	switch op {
-	case encoding.OpSync, encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateTTL,
-		encoding.OpCreateContainer, encoding.OpDelete, encoding.OpDeleteContainer,
-		encoding.OpSetData, encoding.OpReconfig, encoding.OpSetACL, encoding.OpMulti,
-		encoding.OpCheck:
-		return true
-	}
-	return false
+	return op == encoding.OpSync || (isUpdate(op) && op != encoding.OpCloseSession)
 }
 
 // connectReadOnly opens or resumes a read-only session while the server is in read-only mode,
