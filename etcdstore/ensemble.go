@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -209,18 +210,6 @@ func lowestFreeID(e ensemble) int64 {
 	return id
 }
 
-func sameEnsemble(a, b ensemble) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // ensembleTick is how often the leader looks at the live processes: often enough that a change
 // is published within a second of its grace ending.
 func ensembleTick(grace time.Duration) time.Duration {
@@ -282,7 +271,7 @@ func (b *Store) publishEnsembleOnce(ctx context.Context, tr *ensembleTracker) er
 			}
 		}
 		next = tr.next(published, live, time.Now())
-		if sameEnsemble(next, published) && (ours || len(next) == 0) {
+		if maps.Equal(next, published) && (ours || len(next) == 0) {
 			return nil
 		}
 	} else if !ours {

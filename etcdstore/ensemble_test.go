@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestEnsembleFormat(t *testing.T) {
 		t.Errorf("formatEnsemble:\n%s\nwant:\n%s", got, want)
 	}
 	back, version := parseEnsemble([]byte(got))
-	if !sameEnsemble(back, e) || version != 0x1f {
+	if !maps.Equal(back, e) || version != 0x1f {
 		t.Errorf("parseEnsemble(formatEnsemble(e)) = %v, %x", back, version)
 	}
 	if len(formatEnsemble(nil, 3)) != 0 {
@@ -54,7 +55,7 @@ func TestEnsembleFormat(t *testing.T) {
 	}
 	// As a ZooKeeper writes it: a client address without a host is left out.
 	zk, version := parseEnsemble([]byte("server.1=a:2888:3888:participant;0.0.0.0:2181\nserver.2=b:2888:3888:participant;2181\nversion=100000000"))
-	if !sameEnsemble(zk, ensemble{"0.0.0.0:2181": 1}) || version != 0x100000000 {
+	if !maps.Equal(zk, ensemble{"0.0.0.0:2181": 1}) || version != 0x100000000 {
 		t.Errorf("ZooKeeper's config parsed as %v, %x", zk, version)
 	}
 }
@@ -78,7 +79,7 @@ func TestEnsembleTracker(t *testing.T) {
 	step := func(s int, l map[string]bool, want ensemble) {
 		t.Helper()
 		pub = tr.next(pub, l, at(s))
-		if !sameEnsemble(pub, want) {
+		if !maps.Equal(pub, want) {
 			t.Fatalf("at %ds with %v: %v, want %v", s, l, pub, want)
 		}
 	}

@@ -3,6 +3,7 @@ package zetcd_test
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -162,7 +163,7 @@ func TestAdminServerAnswers(t *testing.T) {
 		{"GET", "leader", 200, map[string]any{"command": "leader", "error": "server is not initialized"}},
 	} {
 		status, out := adminGet(t, tc.method, url+"/commands/"+tc.cmd, "")
-		if status != tc.status || !mapsEqual(out, tc.want) {
+		if status != tc.status || !maps.Equal(out, tc.want) {
 			t.Errorf("%s %s: %d %v; want %d %v", tc.method, tc.cmd, status, out, tc.status, tc.want)
 		}
 	}
@@ -184,18 +185,6 @@ func TestAdminServerAnswers(t *testing.T) {
 			t.Errorf("%s ruok: %d, want %d", method, resp.StatusCode, want)
 		}
 	}
-}
-
-func mapsEqual(a, b map[string]any) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestAdminServerAuth: snapshot and restore need an identity holding every permission on "/"
