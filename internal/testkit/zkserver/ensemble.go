@@ -19,19 +19,14 @@ const quorumMainClass = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 // goroutine.
 func StartEnsemble(t testing.TB, n int, opts Options) []*Server {
 	t.Helper()
-	java, lib, err := locate()
-	if err != nil {
-		if Required() {
-			t.Fatalf("zkserver: %v; %s is set, so real-ZooKeeper tests must run: %s", err, EnvRequire, fetchHint)
-		}
-		t.Skipf("zkserver: skipping real-ZooKeeper test: %v; %s", err, fetchHint)
-	}
+	java, lib := locateOrSkip(t)
 	dirs, clientPorts := make([]string, n), make([]int, n)
 	lines := []string{"initLimit=10", "syncLimit=5"}
 	for i := range n {
 		dirs[i] = t.TempDir()
 		ports := make([]int, 3) // client, quorum, election
 		for j := range ports {
+			var err error
 			if ports[j], err = freePort(); err != nil {
 				t.Fatalf("zkserver: pick a port: %v", err)
 			}

@@ -120,9 +120,9 @@ func Start(t testing.TB, opts Options) *Server {
 	return startPicking(t, opts, freePort)
 }
 
-// startPicking is Start with the port picker as a parameter, so that a test can hand out a busy
-// port.
-func startPicking(t testing.TB, opts Options, pickPort func() (int, error)) *Server {
+// locateOrSkip is locate for a test: without java or the jars it fails the test when
+// Required, else skips it.
+func locateOrSkip(t testing.TB) (java, lib string) {
 	t.Helper()
 	java, lib, err := locate()
 	if err != nil {
@@ -131,6 +131,14 @@ func startPicking(t testing.TB, opts Options, pickPort func() (int, error)) *Ser
 		}
 		t.Skipf("zkserver: skipping real-ZooKeeper test: %v; %s", err, fetchHint)
 	}
+	return java, lib
+}
+
+// startPicking is Start with the port picker as a parameter, so that a test can hand out a busy
+// port.
+func startPicking(t testing.TB, opts Options, pickPort func() (int, error)) *Server {
+	t.Helper()
+	java, lib := locateOrSkip(t)
 	dir := t.TempDir() // before t.Cleanup(s.Stop), so the JVM is stopped before dir is removed
 
 	var lastErr error
