@@ -36,6 +36,10 @@ func (c *clientConn) handshake() bool {
 		c.fourLetterWord(cmd)
 		return false
 	}
+	if h := c.s.handoff.Load(); h != nil {
+		c.handOff(*h)
+		return false
+	}
 	if n < 0 || int64(n) > int64(c.s.cfg.MaxFrameBytes) {
 		c.log.Warn("len error", zap.Error(fmt.Errorf("read connect request: frame length %d outside [0, %d]",
 			n, c.s.cfg.MaxFrameBytes)))

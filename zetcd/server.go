@@ -148,6 +148,8 @@ type Server struct {
 	fourLetter map[string]bool
 	// readOnly is the backend's ReadOnlyBackend with Config.ReadOnlyMode, else nil; read-only.
 	readOnly ReadOnlyBackend
+	// handoff, if set, serves new connections in place of the server (SetHandoff).
+	handoff atomic.Pointer[Handoff]
 
 	// mu protects closed, draining, listeners, conns and connsByIP. connWG and serveWG are only
 	// Added under mu while !closed and !draining, so that Close and Shutdown can Wait on them.
