@@ -35,6 +35,7 @@ var layers = []layer{
 	{pkg: "zetcd", module: []string{"encoding"}},
 	{pkg: "zetcd/zetcdtest", module: []string{"encoding", "zetcd"}},
 	{pkg: "xchk", module: []string{"encoding", "zetcd"}},
+	{pkg: "zkrelay", module: []string{"encoding"}},
 	{pkg: "etcdstore", module: []string{"encoding", "internal/znode", "internal/watch", "internal/zkdata", "zetcd"}, etcd: true},
 }
 
