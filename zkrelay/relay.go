@@ -125,9 +125,9 @@ func (r *Relay) Serve(ctx context.Context, client net.Conn) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.copyReplies(c, sr)
+		r.pump(c, sr, client, maxServerFrame, r.noteReply, "ZooKeeper", "client")
 	}()
-	r.copyRequests(c, cr)
+	r.pump(c, cr, c.server, r.cfg.MaxFrameBytes, r.noteRequest, "client", "ZooKeeper")
 	<-done
 	return nil
 }
@@ -195,43 +195,22 @@ func appendFrame(b, payload []byte) []byte {
 	return append(b, payload...)
 }
 
-// copyRequests copies the client's frames to ZooKeeper until either side fails, noting the
-// requests that change the session's record; then it closes both sides.
-func (r *Relay) copyRequests(c *relayConn, cr *bufio.Reader) {
+// pump copies frames from src, the from side, to dst until either side fails, letting note
+// see each frame before it goes on; then it closes both sides. max bounds a frame from src.
+func (r *Relay) pump(c *relayConn, src *bufio.Reader, dst net.Conn, max int, note func(*relayConn, []byte), from, to string) {
 	defer c.close()
-	w := bufio.NewWriterSize(c.server, bufferSize)
+	w := bufio.NewWriterSize(dst, bufferSize)
 	var buf []byte
 	for {
-		frame, err := encoding.ReadFrame(cr, buf, r.cfg.MaxFrameBytes)
+		frame, err := encoding.ReadFrame(src, buf, max)
 		if err != nil {
-			r.logEnd(c, "client", err)
+			r.logEnd(c, from, err)
 			return
 		}
 		buf = frame[:0]
-		r.noteRequest(c, frame)
-		if err := writeFrame(w, frame, cr.Buffered() == 0); err != nil {
-			r.logEnd(c, "ZooKeeper", err)
-			return
-		}
-	}
-}
-
-// copyReplies copies ZooKeeper's frames to the client until either side fails, noting the
-// replies and notifications that change the session's record; then it closes both sides.
-func (r *Relay) copyReplies(c *relayConn, sr *bufio.Reader) {
-	defer c.close()
-	w := bufio.NewWriterSize(c.client, bufferSize)
-	var buf []byte
-	for {
-		frame, err := encoding.ReadFrame(sr, buf, maxServerFrame)
-		if err != nil {
-			r.logEnd(c, "ZooKeeper", err)
-			return
-		}
-		buf = frame[:0]
-		r.noteReply(c, frame)
-		if err := writeFrame(w, frame, sr.Buffered() == 0); err != nil {
-			r.logEnd(c, "client", err)
+		note(c, frame)
+		if err := writeFrame(w, frame, src.Buffered() == 0); err != nil {
+			r.logEnd(c, to, err)
 			return
 		}
 	}
