@@ -204,20 +204,35 @@ func (r *Relay) pump(c *relayConn, src *bufio.Reader, dst net.Conn, max int, not
 	for {
 		frame, err := encoding.ReadFrame(src, buf, max)
 		if err != nil {
+			if w.Buffered() > 0 { // whole frames read before the failure: bounded, dst may not read
+				dst.SetWriteDeadline(time.Now().Add(time.Second))
+				w.Flush()
+			}
 			r.logEnd(c, from, err)
 			return
 		}
 		buf = frame[:0]
 		note(c, frame)
-		if err := writeFrame(w, frame, src.Buffered() == 0); err != nil {
+		if err := writeFrame(w, frame, !frameBuffered(src)); err != nil {
 			r.logEnd(c, to, err)
 			return
 		}
 	}
 }
 
-// writeFrame writes one frame to w, and flushes it when flush is set: when no further frame
-// has arrived to go with it, so that pipelined frames go out together.
+// frameBuffered reports whether r holds a whole frame already, which can go out with the one
+// before it. Part of a frame does not count: the frames before it must not wait for its rest.
+func frameBuffered(r *bufio.Reader) bool {
+	if r.Buffered() < 4 {
+		return false
+	}
+	b, _ := r.Peek(4) // buffered: does not block
+	n := int32(binary.BigEndian.Uint32(b))
+	return n >= 0 && r.Buffered()-4 >= int(n)
+}
+
+// writeFrame writes one frame to w, and flushes it when flush is set: when no further whole
+// frame has arrived to go with it, so that pipelined frames go out together.
 func writeFrame(w *bufio.Writer, frame []byte, flush bool) error {
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(frame)))

@@ -461,3 +461,28 @@ func TestZetcdHandoff(t *testing.T) {
 	z.Stop()
 	raw.ExpectClosed(0)
 }
+
+// TestRelayPartialFrame: a request whose next frame has only begun to arrive is relayed and
+// answered without waiting for the rest of that frame.
+func TestRelayPartialFrame(t *testing.T) {
+	zks := zkserver.Start(t, zkserver.Options{})
+	_, addr := startRelay(t, zks.Addr)
+	raw := itest.ConnectRaw(t, addr)
+	first := itest.AppendRequest(nil, 1, encoding.OpExists, &encoding.ExistsRequest{Path: "/"})
+	second := itest.AppendRequest(nil, 2, encoding.OpExists, &encoding.ExistsRequest{Path: "/zookeeper"})
+	if _, err := raw.Conn.Write(append(first, second[:3]...)); err != nil {
+		t.Fatal(err)
+	}
+	raw.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	hdr, _, err := raw.ReadReply()
+	if err != nil || hdr.Xid != 1 || hdr.Err != encoding.ErrOK {
+		t.Fatalf("reply to the whole request: %+v %v", hdr, err)
+	}
+	if _, err := raw.Conn.Write(second[3:]); err != nil {
+		t.Fatal(err)
+	}
+	hdr, _, err = raw.ReadReply()
+	if err != nil || hdr.Xid != 2 || hdr.Err != encoding.ErrOK {
+		t.Fatalf("reply to the request completed later: %+v %v", hdr, err)
+	}
+}
