@@ -86,16 +86,16 @@ type request struct {
 
 // open registers c, relaying the session ZooKeeper answered with resp to req, and starts or
 // updates the session's record. An answer of timeout 0 (an unknown or expired session, or a
-// wrong password) starts none: it marks the session's record expired, if it has one; ZooKeeper
-// then closes the connection.
+// wrong password) starts none; to the session's own password it means the session expired,
+// which its record then says. ZooKeeper then closes the connection.
 func (r *Relay) open(c *relayConn, req *encoding.ConnectRequest, resp encoding.ConnectResponse) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.conns[c] = struct{}{}
-	now := time.Now()
 	if resp.TimeOut <= 0 {
-		if rec := r.sessions[req.SessionID]; rec != nil && !rec.closed {
-			rec.expired, rec.closedAt = true, now
+		rec := r.sessions[req.SessionID]
+		if rec != nil && !rec.closed && bytes.Equal(rec.passwd, req.Passwd) {
+			rec.expired, rec.closedAt = true, time.Now()
 		}
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -485,4 +486,90 @@ func TestRelayPartialFrame(t *testing.T) {
 	if err != nil || hdr.Xid != 2 || hdr.Err != encoding.ErrOK {
 		t.Fatalf("reply to the request completed later: %+v %v", hdr, err)
 	}
+}
+
+// TestRelayRecordsWatches: the watches of multiRead, getChildren2 and exists, removeWatches,
+// and setWatches2 on a resumed connection, as the relay records them; a wrong password does not
+// make the session expired in the record, its expiry on ZooKeeper does.
+func TestRelayRecordsWatches(t *testing.T) {
+	zks := zkserver.Start(t, zkserver.Options{})
+	r, addr := startRelay(t, zks.Addr)
+	raw := itest.ConnectRawTimeout(t, addr, 4000)
+	id := raw.Session.SessionID
+	raw.MustCreate("/d", nil, encoding.ModePersistent)
+	raw.MustCreate("/d/c", nil, encoding.ModePersistent)
+	raw.MustCreate("/d/e", nil, encoding.ModeEphemeral)
+	var mr encoding.MultiResponse
+	if code := raw.MustCall(encoding.OpMultiRead, &encoding.MultiRequest{Ops: []encoding.MultiOp{
+		{Op: encoding.OpGetData, Record: &encoding.GetDataRequest{Path: "/d", Watch: true}},
+		{Op: encoding.OpGetChildren, Record: &encoding.GetChildrenRequest{Path: "/d/c", Watch: true}},
+	}}, &mr); code != encoding.ErrOK {
+		t.Fatalf("multiRead: %v", code)
+	}
+	raw.Watch("getChildren2", "/d")
+	raw.Watch("exists", "/d/c")
+	s := session(t, r, int64(id))
+	mustList(t, "ephemerals", s.Ephemerals, []string{"/d/e"})
+	mustList(t, "data watches", s.Watches.Data, []string{"/d", "/d/c"})
+	mustList(t, "child watches", s.Watches.Child, []string{"/d", "/d/c"})
+
+	if code := raw.MustCall(encoding.OpRemoveWatches, &encoding.RemoveWatchesRequest{Path: "/d", Type: encoding.WatcherAny}, nil); code != encoding.ErrOK {
+		t.Fatalf("removeWatches: %v", code)
+	}
+	s = session(t, r, int64(id))
+	mustList(t, "data watches after removeWatches", s.Watches.Data, []string{"/d/c"})
+	mustList(t, "child watches after removeWatches", s.Watches.Child, []string{"/d/c"})
+	raw.Close()
+	waitSession(t, r, int64(id), "disconnected", func(s zkrelay.Session) error {
+		if s.Connected || s.DisconnectedAt.IsZero() {
+			return fmt.Errorf("connected %v since %v", s.Connected, s.DisconnectedAt)
+		}
+		return nil
+	})
+
+	resumed := itest.DialRaw(t, addr)
+	resp, err := resumed.Handshake(encoding.ConnectRequest{TimeOut: 4000, SessionID: id, Passwd: s.Passwd, LastZxidSeen: s.LastZxid})
+	if err != nil || resp.SessionID != id {
+		t.Fatalf("resume through the relay: %+v %v", resp, err)
+	}
+	if _, err := resumed.Conn.Write(itest.AppendRequest(nil, encoding.XidSetWatches, encoding.OpSetWatches2, &encoding.SetWatches2{
+		RelativeZxid: s.LastZxid, DataWatches: []string{"/d"}, ExistWatches: []string{}, ChildWatches: []string{},
+		PersistentWatches: []string{"/d/c"}, PersistentRecursiveWatches: []string{}})); err != nil {
+		t.Fatal(err)
+	}
+	if hdr, _, err := resumed.ReadReply(); err != nil || hdr.Xid != encoding.XidSetWatches || hdr.Err != encoding.ErrOK {
+		t.Fatalf("setWatches2: %+v %v", hdr, err)
+	}
+	s = session(t, r, int64(id))
+	mustList(t, "data watches re-armed", s.Watches.Data, []string{"/d"})
+	mustList(t, "child watches re-armed", s.Watches.Child, nil)
+	mustList(t, "persistent watches re-armed", s.Watches.Persistent, []string{"/d/c"})
+	mustEqual(t, "connected", s.Connected, true)
+
+	wrong := itest.DialRaw(t, addr)
+	if resp, err := wrong.Handshake(encoding.ConnectRequest{TimeOut: 4000, SessionID: id, Passwd: make([]byte, 16)}); err != nil || resp.TimeOut != 0 {
+		t.Fatalf("resume with a wrong password: %+v %v", resp, err)
+	}
+	mustEqual(t, "expired after a wrong password", session(t, r, int64(id)).Expired, false)
+
+	// Expired on ZooKeeper (its ephemeral gone, seen directly there), the session's
+	// resumption through the relay is refused.
+	resumed.Close()
+	direct := itest.ConnectRaw(t, zks.Addr)
+	testenv.Eventually(t, 30*time.Second, "the session expired on ZooKeeper", func() error {
+		if direct.Exists("/d/e") {
+			return errors.New("its ephemeral is still there")
+		}
+		return nil
+	})
+	again := itest.DialRaw(t, addr)
+	if resp, err := again.Handshake(encoding.ConnectRequest{TimeOut: 4000, SessionID: id, Passwd: s.Passwd}); err != nil || resp.TimeOut != 0 {
+		t.Fatalf("resume of an expired session: %+v %v", resp, err)
+	}
+	waitSession(t, r, int64(id), "expired", func(s zkrelay.Session) error {
+		if !s.Expired || s.ClosedAt.IsZero() || s.Connected {
+			return fmt.Errorf("%+v", s)
+		}
+		return nil
+	})
 }
