@@ -91,6 +91,7 @@ type request struct {
 func (r *Relay) open(c *relayConn, req *encoding.ConnectRequest, resp encoding.ConnectResponse) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.handshaking, c.client)
 	r.conns[c] = struct{}{}
 	if resp.TimeOut <= 0 {
 		rec := r.sessions[req.SessionID]

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,9 +51,12 @@ type Relay struct {
 	cfg Config
 	log *zap.Logger
 
-	mu       sync.Mutex
-	conns    map[*relayConn]struct{}
-	sessions map[encoding.SessionID]*record
+	mu    sync.Mutex
+	conns map[*relayConn]struct{}
+	// handshaking are the client connections not yet relayed: Serve is reading their
+	// ConnectRequest or waiting for ZooKeeper's answer.
+	handshaking map[net.Conn]struct{}
+	sessions    map[encoding.SessionID]*record
 }
 
 // New returns a Relay to the servers of cfg.
@@ -66,10 +71,11 @@ func New(cfg Config) *Relay {
 		cfg.Logger = zap.NewNop()
 	}
 	return &Relay{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		conns:    make(map[*relayConn]struct{}),
-		sessions: make(map[encoding.SessionID]*record),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		conns:       make(map[*relayConn]struct{}),
+		handshaking: make(map[net.Conn]struct{}),
+		sessions:    make(map[encoding.SessionID]*record),
 	}
 }
 
@@ -99,6 +105,14 @@ func (c *relayConn) close() {
 // ZooKeeper server answering); a relayed connection that either side closes returns nil.
 func (r *Relay) Serve(ctx context.Context, client net.Conn) error {
 	defer client.Close()
+	r.mu.Lock()
+	r.handshaking[client] = struct{}{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.handshaking, client)
+		r.mu.Unlock()
+	}()
 	cr := bufio.NewReaderSize(client, bufferSize)
 	client.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	frame, err := encoding.ReadFrame(cr, nil, r.cfg.MaxFrameBytes)
@@ -120,6 +134,8 @@ func (r *Relay) Serve(ctx context.Context, client net.Conn) error {
 	}
 	r.open(c, &req, resp)
 	defer r.end(c)
+	r.log.Debug("relaying a session", zap.Stringer("remote", client.RemoteAddr()), zap.Stringer("session", resp.SessionID),
+		zap.String("zookeeper", c.addr), zap.Int32("timeout", resp.TimeOut))
 	stop := context.AfterFunc(ctx, c.close)
 	defer stop()
 	done := make(chan struct{})
@@ -257,17 +273,19 @@ func (r *Relay) logEnd(c *relayConn, side string, err error) {
 		zap.String("zookeeper", c.addr), zap.Error(err))
 }
 
-// CloseAll closes every relayed connection, both sides. Their clients see a disconnection and
-// reconnect, as to ZooKeeper, to whatever serves their connect string then; the sessions'
-// records are kept.
+// CloseAll closes every relayed connection, both sides, and every client connection still in
+// its handshake. Their clients see a disconnection and reconnect, as to ZooKeeper, to whatever
+// serves their connect string then; the sessions' records are kept. Connections that Serve
+// is given afterwards are relayed.
 func (r *Relay) CloseAll() {
 	r.mu.Lock()
-	conns := make([]*relayConn, 0, len(r.conns))
-	for c := range r.conns {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Keys(r.conns))
+	clients := slices.Collect(maps.Keys(r.handshaking))
 	r.mu.Unlock()
 	for _, c := range conns {
 		c.close()
+	}
+	for _, nc := range clients {
+		nc.Close()
 	}
 }

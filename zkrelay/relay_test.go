@@ -430,6 +430,17 @@ func TestRelayHostile(t *testing.T) {
 	if n := len(r.Sessions()); n != 1 {
 		t.Fatalf("%d sessions recorded, want 1", n)
 	}
+
+	// CloseAll closes a connection still in its handshake too.
+	silent := itest.DialRaw(t, addr)
+	testenv.Eventually(t, 5*time.Second, "CloseAll closes a connection that has sent nothing", func() error {
+		r.CloseAll()
+		silent.Conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := silent.R.ReadByte(); err != io.EOF {
+			return fmt.Errorf("read: %v", err)
+		}
+		return nil
+	})
 }
 
 // TestZetcdHandoff: a zetcd server handing its connections to the relay answers four-letter
