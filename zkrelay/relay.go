@@ -87,7 +87,7 @@ type relayConn struct {
 	id             encoding.SessionID
 	closeOnce      sync.Once
 	// pending are the requests relayed and not yet answered that change the session's
-	// record, by xid; Relay.mu guards it (and id, set by open).
+	// record, by xid; Relay.mu guards it. id is set by open, before the pumps start.
 	pending map[encoding.Xid]request
 }
 
