@@ -584,3 +584,22 @@ func TestRelayRecordsWatches(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRelayNoZooKeeper: with no ZooKeeper server answering, the client's connection is closed
+// without an answer, as a client sees a ZooKeeper that is down.
+func TestRelayNoZooKeeper(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	r, addr := startRelay(t, down, down)
+	raw := itest.DialRaw(t, addr)
+	if resp, err := raw.Handshake(encoding.ConnectRequest{TimeOut: 10000, HasReadOnly: true}); !errors.Is(err, io.EOF) {
+		t.Fatalf("handshake with ZooKeeper down: %+v %v, want EOF", resp, err)
+	}
+	if n := len(r.Sessions()); n != 0 {
+		t.Fatalf("%d sessions recorded", n)
+	}
+}
