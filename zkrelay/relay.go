@@ -3,6 +3,7 @@ package zkrelay
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -41,6 +42,11 @@ type Config struct {
 	// MaxFrameBytes bounds a frame from a client; default encoding.DefaultMaxFrameBytes
 	// (ZooKeeper's jute.maxbuffer). A longer frame closes the connection, as ZooKeeper does.
 	MaxFrameBytes int
+	// TLS, if set, is the TLS configuration of the connections to ZooKeeper (its
+	// secureClientPort); nil: plain TCP. Its ServerName, if empty, is each server's host. A
+	// client certificate in it is the relay's, not the client's: ZooKeeper's
+	// X509AuthenticationProvider then gives every relayed session the relay's identity.
+	TLS *tls.Config
 	// Logger; default zap.NewNop().
 	Logger *zap.Logger
 }
@@ -185,7 +191,12 @@ func (r *Relay) connect(ctx context.Context, client net.Conn, frame []byte) (*re
 
 // handshake dials addr, sends the ConnectRequest frame and returns ZooKeeper's answer frame.
 func (r *Relay) handshake(ctx context.Context, addr string, frame []byte) (net.Conn, *bufio.Reader, []byte, error) {
-	d := net.Dialer{Timeout: r.cfg.DialTimeout}
+	var d interface {
+		DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+	} = &net.Dialer{Timeout: r.cfg.DialTimeout}
+	if r.cfg.TLS != nil {
+		d = &tls.Dialer{NetDialer: &net.Dialer{Timeout: r.cfg.DialTimeout}, Config: r.cfg.TLS}
+	}
 	server, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, nil, err

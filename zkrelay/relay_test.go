@@ -4,11 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -601,5 +607,67 @@ func TestRelayNoZooKeeper(t *testing.T) {
 	}
 	if n := len(r.Sessions()); n != 0 {
 		t.Fatalf("%d sessions recorded", n)
+	}
+}
+
+// TestRelayTLS: the relay reaches ZooKeeper on its secureClientPort over TLS.
+func TestRelayTLS(t *testing.T) {
+	pki := itest.NewPKI(t)
+	certFile, _, pair := pki.Issue(t, "zookeeper", pkix.Name{CommonName: "zookeeper"})
+	key, err := x509.MarshalPKCS8PrivateKey(pair.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := os.ReadFile(certFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyStore := filepath.Join(t.TempDir(), "keystore.pem")
+	if err := os.WriteFile(keyStore, append(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), cert...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secure := itest.FreePort(t)
+	_, port, _ := net.SplitHostPort(secure)
+	zks := zkserver.Start(t, zkserver.Options{
+		ConfigLines: []string{"secureClientPort=" + port},
+		SystemProps: map[string]string{
+			"zookeeper.serverCnxnFactory":       "org.apache.zookeeper.server.NettyServerCnxnFactory",
+			"zookeeper.ssl.keyStore.location":   keyStore,
+			"zookeeper.ssl.keyStore.type":       "PEM",
+			"zookeeper.ssl.trustStore.location": pki.CAFile,
+			"zookeeper.ssl.trustStore.type":     "PEM",
+			"zookeeper.ssl.clientAuth":          "none",
+		},
+	})
+	r := zkrelay.New(zkrelay.Config{Servers: []string{secure}, TLS: &tls.Config{RootCAs: pki.Pool},
+		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close(); r.CloseAll() })
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go r.Serve(context.Background(), nc)
+		}
+	}()
+	c := connect(t, ln.Addr().String())
+	if _, err := c.Create("/tls", []byte("x"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	session(t, r, c.SessionID())
+	if _, _, err := testenv.Connect(t, zks.Addr).Get("/tls"); err != nil {
+		t.Fatalf("the node created through TLS, read on the plain port: %v", err)
+	}
+
+	// Without TLS the relay gets no session from the secure port.
+	_, plain := startRelay(t, secure)
+	raw := itest.DialRaw(t, plain)
+	if resp, err := raw.Handshake(encoding.ConnectRequest{TimeOut: 10000}); err == nil {
+		t.Fatalf("a plain relay to the secure port: %+v", resp)
 	}
 }
