@@ -84,13 +84,11 @@ type ImportConfig struct {
 
 // ImportBackend is an etcd that has never started, whose database an import writes directly:
 // every key at its revision, any number of keys in one revision, and no padding, as etcd's
-// revision simply jumps from one to the next. Then Start starts that etcd, and the import
-// finishes through its client.
+// revision simply jumps from one to the next. The import ends with the database complete and
+// synced; etcd starts on it later, as zetcd's.
 type ImportBackend struct {
 	// Path is where etcd keeps its database (member/snap/db); nothing may be there.
 	Path string
-	// Start starts the etcd and returns its client.
-	Start func() (*clientv3.Client, error)
 }
 
 // DefaultMaxPadding is ImportConfig.MaxPadding's default.
@@ -336,7 +334,7 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 			zap.Int("sessions", plan.skipped), zap.Int("ephemerals", plan.skipEp))
 	}
 	if cfg.Backend != nil {
-		return im.importBackend(ctx, res)
+		return im.importBackend(res)
 	}
 	if err := im.begin(ctx); err != nil {
 		return res, err

@@ -1,55 +1,93 @@
 package etcdstore
 
 import (
-	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
+	bolt "go.etcd.io/bbolt"
+
 	"go.etcd.io/etcd/api/v3/version"
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
 	"go.etcd.io/etcd/server/v3/storage/backend"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
 // backendWriter writes keys straight into the backend database of an etcd that has never
 // started, in etcd's own layout (storage/mvcc: a key of the key bucket is a revision, its value
-// the mvccpb.KeyValue written there). With a database and no write-ahead log, etcd bootstraps a
-// new cluster on that database: it validates the storage version, rebuilds its index from the
-// key bucket (its revision is the highest found there, the revisions below need not all be
-// used), recovers the leases of the lease bucket, and attaches to them the keys that name them.
+// the mvccpb.KeyValue written there; a deletion is a tombstone, the revision marked 't' and
+// the KeyValue holding only the key). With a database and no write-ahead log, etcd bootstraps
+// a new cluster on that database: it validates the storage version, rebuilds its index from
+// the key bucket (its revision is the highest found there, the revisions below need not all
+// be used), recovers the leases of the lease bucket, and attaches to them the keys that name
+// them.
 //
-// The first revision, holding the import marker, is written into a file of another name, which
-// becomes etcd's database once it is committed: the database of an import cut short by a crash
-// holds the marker, and zetcd refuses it (without the database, etcd starts empty: nothing was
-// imported).
+// The first revision, holding the import marker, is written through etcd's backend into a
+// file of another name, synced, and renamed to etcd's database: the database of an import cut
+// short holds the marker, and zetcd refuses it (without the database, etcd starts empty:
+// nothing was imported). The rest goes into that file through bbolt directly, in large
+// transactions without fsync, and is synced once by close: a crash before then leaves a
+// database with the marker, or one bbolt cannot open; both are refused, and the data
+// directory must be removed before importing again.
+//
+// The caller's goroutine encodes the entries into chunks; a goroutine of the writer puts them
+// into bbolt, so that building the next entries and writing pages overlap.
 type backendWriter struct {
-	log  *zap.Logger
-	path string
-	be   backend.Backend
-	tx   backend.BatchTx
-	rev  int64 // the revision being written
-	sub  int64 // its next write
-	open bool
-	// synced is set once the first revision, the marker's, is on disk; the others are
-	// committed in etcd's batches, and all by close.
-	synced bool
+	path     string
+	rev      int64 // the revision being written
+	sub      int64 // its next write
+	chunk    *backendChunk
+	revBytes []byte // scratch for a key
+	chunks   chan *backendChunk
+	done     chan error // the bbolt goroutine's result, once chunks is closed
 }
 
+// backendChunk is a run of entries for bbolt: keys and values end to end in one arena, so that
+// bbolt, which keeps what it is given until the commit, holds few allocations.
+type backendChunk struct {
+	arena []byte
+	ends  []int // each entry's key end, then its value end, in the arena
+	lease []bool
+}
+
+const (
+	// backendChunkEntries is how many entries a chunk holds.
+	backendChunkEntries = 4096
+	// backendTxnPuts is how many puts one bbolt transaction of the bulk holds: enough that
+	// commits are rare, few enough that a transaction's dirty pages stay small beside the tree.
+	backendTxnPuts = 1 << 17
+)
+
 // newBackendWriter creates etcd's database at path, which must not exist, with the buckets
-// and storage version of this etcd.
-func newBackendWriter(log *zap.Logger, path string) (*backendWriter, error) {
+// and storage version of this etcd, and the marker put at revision first.
+func newBackendWriter(log *zap.Logger, path string, marker importPut, first int64) (*backendWriter, error) {
+	if err := createBackend(log, path, marker, first); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoGrowSync: true, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		return nil, fmt.Errorf("open etcd's database %s: %w", path, err)
+	}
+	chunks, done := make(chan *backendChunk, 4), make(chan error, 1)
+	go func() { done <- writeChunks(db, path, chunks) }()
+	return &backendWriter{path: path, rev: first, sub: 1, chunk: newBackendChunk(), revBytes: mvcc.NewRevBytes(), chunks: chunks, done: done}, nil
+}
+
+// createBackend creates the database with etcd's own backend, its first revision synced, in a
+// file of another name then renamed to path.
+func createBackend(log *zap.Logger, path string, marker importPut, first int64) error {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		return nil, fmt.Errorf("etcd's database %s exists already", path)
+		return fmt.Errorf("etcd's database %s exists already", path)
 	}
 	tmp := path + ".import"
 	if err := os.Remove(tmp); err != nil && !os.IsNotExist(err) {
-		return nil, err
+		return err
 	}
 	be := backend.NewDefaultBackend(log, tmp)
 	tx := be.BatchTx()
@@ -58,8 +96,18 @@ func newBackendWriter(log *zap.Logger, path string) (*backendWriter, error) {
 		tx.UnsafeCreateBucket(b)
 	}
 	schema.UnsafeSetStorageVersion(tx, &version.V3_7)
+	kv := encodeKeyValue(nil, marker, first, first, 1)
+	tx.UnsafeSeqPut(schema.Key, mvcc.RevToBytes(mvcc.Revision{Main: first}, mvcc.NewRevBytes()), kv)
 	tx.Unlock()
-	return &backendWriter{log: log, path: path, be: be, tx: tx}, nil
+	be.ForceCommit()
+	if err := be.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func newBackendChunk() *backendChunk {
+	return &backendChunk{arena: make([]byte, 0, backendChunkEntries*256), ends: make([]int, 0, 2*backendChunkEntries)}
 }
 
 // begin starts revision rev, past every revision written before.
@@ -67,78 +115,162 @@ func (w *backendWriter) begin(rev int64) error {
 	if rev <= w.rev {
 		return fmt.Errorf("write revision %d: revision %d is written already", rev, w.rev)
 	}
-	if err := w.end(); err != nil {
-		return err
-	}
-	w.rev, w.sub, w.open = rev, 0, true
-	w.tx.LockOutsideApply()
+	w.rev, w.sub = rev, 0
 	return nil
 }
 
 // put writes p in the open revision as a key's first put (version 1).
-func (w *backendWriter) put(p importPut) { w.putVersion(p, w.rev, 1) }
+func (w *backendWriter) put(p importPut) {
+	w.key(false)
+	w.value(encodeKeyValue(w.chunk.arena, p, w.rev, w.rev, 1))
+}
 
-// putVersion writes p in the open revision as the version'th put of a key created in
-// revision created, as etcd's put of an existing key keeps its create revision.
-func (w *backendWriter) putVersion(p importPut, created, version int64) {
-	kv := &mvccpb.KeyValue{Key: []byte(p.key), Value: []byte(p.value), CreateRevision: created, ModRevision: w.rev, Version: version, Lease: p.lease}
-	b, err := proto.Marshal(kv)
-	if err != nil {
-		panic(err) // a KeyValue always marshals
-	}
-	w.tx.UnsafeSeqPut(schema.Key, mvcc.RevToBytes(mvcc.Revision{Main: w.rev, Sub: w.sub}, mvcc.NewRevBytes()), b)
-	w.sub++
+// tombstone writes the deletion of key in the open revision.
+func (w *backendWriter) tombstone(key string) {
+	w.key(true)
+	w.value(encodeKeyValue(w.chunk.arena, importPut{key: key}, 0, 0, 0))
 }
 
 // grant writes the lease id with ttl seconds, which etcd's lessor recovers when it starts.
 func (w *backendWriter) grant(id, ttl int64) error {
-	if err := w.end(); err != nil {
-		return err
-	}
-	w.tx.LockOutsideApply()
-	schema.MustUnsafePutLease(w.tx, &leasepb.Lease{ID: id, TTL: ttl})
-	w.tx.Unlock()
-	return nil
-}
-
-// end closes the open revision; the first is committed at once, and its file renamed to
-// etcd's database.
-func (w *backendWriter) end() error {
-	if !w.open {
-		return nil
-	}
-	w.tx.Unlock()
-	w.open = false
-	if w.synced {
-		return nil
-	}
-	w.synced = true
-	err := w.be.Close()
-	if err == nil {
-		err = os.Rename(w.path+".import", w.path)
-	}
+	v, err := proto.Marshal(&leasepb.Lease{ID: id, TTL: ttl})
 	if err != nil {
-		w.be = nil
 		return err
 	}
-	w.be = backend.NewDefaultBackend(w.log, w.path)
-	w.tx = w.be.BatchTx()
+	c := w.chunk
+	c.arena = binary.BigEndian.AppendUint64(c.arena, uint64(id))
+	c.ends = append(c.ends, len(c.arena))
+	c.lease = append(c.lease, true)
+	w.value(append(c.arena, v...))
 	return nil
 }
 
-// close commits and closes the database; it may be called again.
+// key appends the key of the open revision's next entry of the key bucket.
+func (w *backendWriter) key(tombstone bool) {
+	c := w.chunk
+	w.revBytes = mvcc.RevToBytes(mvcc.Revision{Main: w.rev, Sub: w.sub}, w.revBytes)
+	c.arena = append(c.arena, w.revBytes...)
+	if tombstone {
+		c.arena = append(c.arena, 't')
+	}
+	c.ends = append(c.ends, len(c.arena))
+	c.lease = append(c.lease, false)
+	w.sub++
+}
+
+// value ends the entry begun, arena being the chunk's arena with the value appended.
+func (w *backendWriter) value(arena []byte) {
+	c := w.chunk
+	c.arena = arena
+	c.ends = append(c.ends, len(arena))
+	w.flushFull()
+}
+
+func (w *backendWriter) flushFull() {
+	if len(w.chunk.lease) >= backendChunkEntries {
+		w.chunks <- w.chunk
+		w.chunk = newBackendChunk()
+	}
+}
+
+// close hands the last chunk over, and waits until everything is committed and synced and the
+// database closed; only a nil error means all is on disk. It may be called again.
 func (w *backendWriter) close() error {
-	if w.be == nil {
+	if w.chunks == nil {
 		return nil
 	}
-	err := w.end()
-	if w.be == nil {
-		return err
+	if len(w.chunk.lease) > 0 {
+		w.chunks <- w.chunk
 	}
-	w.be.ForceCommit()
-	err = errors.Join(err, w.be.Close())
-	w.be = nil
+	close(w.chunks)
+	w.chunks = nil
+	return <-w.done
+}
+
+// writeChunks puts every chunk's entries into db in order, commits every backendTxnPuts, syncs
+// and closes db. After a failure it drains chunks, so that their writer never blocks.
+func writeChunks(db *bolt.DB, path string, chunks <-chan *backendChunk) error {
+	err := putChunks(db, chunks)
+	for range chunks {
+	}
+	if err == nil {
+		err = db.Sync()
+	}
+	err = errors.Join(err, db.Close())
+	if err != nil {
+		return fmt.Errorf("etcd's database %s: %w", path, err)
+	}
+	return nil
+}
+
+func putChunks(db *bolt.DB, chunks <-chan *backendChunk) error {
+	var tx *bolt.Tx
+	defer func() {
+		if tx != nil {
+			tx.Rollback()
+		}
+	}()
+	puts := 0
+	for c := range chunks {
+		if tx == nil {
+			var err error
+			if tx, err = db.Begin(true); err != nil {
+				return err
+			}
+		}
+		keys, leases := tx.Bucket(schema.Key.Name()), tx.Bucket(schema.Lease.Name())
+		keys.FillPercent = 1 // the keys come in order: full pages, as a compacted database
+		from := 0
+		for i, isLease := range c.lease {
+			k, v := c.arena[from:c.ends[2*i]], c.arena[c.ends[2*i]:c.ends[2*i+1]]
+			from = c.ends[2*i+1]
+			b := keys
+			if isLease {
+				b = leases
+			}
+			if err := b.Put(k, v); err != nil {
+				return err
+			}
+		}
+		if puts += len(c.lease); puts >= backendTxnPuts {
+			err := tx.Commit()
+			tx, puts = nil, 0
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if tx == nil {
+		return nil
+	}
+	err := tx.Commit()
+	tx = nil
 	return err
+}
+
+// encodeKeyValue appends p as the mvccpb.KeyValue etcd stores for it, fields in their order
+// and zero fields left out, as proto.Marshal writes it.
+func encodeKeyValue(b []byte, p importPut, created, modified, version int64) []byte {
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, p.key)
+	for _, f := range []struct {
+		num protowire.Number
+		v   int64
+	}{{2, created}, {3, modified}, {4, version}} {
+		if f.v != 0 {
+			b = protowire.AppendTag(b, f.num, protowire.VarintType)
+			b = protowire.AppendVarint(b, uint64(f.v))
+		}
+	}
+	if p.value != "" {
+		b = protowire.AppendTag(b, 5, protowire.BytesType)
+		b = protowire.AppendString(b, p.value)
+	}
+	if p.lease != 0 {
+		b = protowire.AppendTag(b, 6, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(p.lease))
+	}
+	return b
 }
 
 // backendFirstRev is the marker's revision in a database an import writes: the one it has when
@@ -146,8 +278,9 @@ func (w *backendWriter) close() error {
 const backendFirstRev = 2
 
 // importBackend writes the plan into cfg.Backend's database, in the layout and revisions Import
-// gives it through etcd's client, then starts that etcd and finishes through its client.
-func (im *importer) importBackend(ctx context.Context, res ImportResult) (ImportResult, error) {
+// gives it through etcd's client, finished as finish finishes it: etcd starts on it later, as
+// zetcd's etcd.
+func (im *importer) importBackend(res ImportResult) (ImportResult, error) {
 	im.first, res.FirstRev = backendFirstRev, backendFirstRev
 	im.marker = im.markerValue()
 	layout, why, err := im.layout()
@@ -160,35 +293,22 @@ func (im *importer) importBackend(ctx context.Context, res ImportResult) (Import
 	if err := im.writeBackend(layout, final); err != nil {
 		return res, im.failed(err)
 	}
-	im.log.Info("import: etcd's database written", zap.String("path", im.cfg.Backend.Path), zap.Duration("took", time.Since(start)))
-	cli, err := im.cfg.Backend.Start()
-	if err != nil {
-		return res, im.failed(err)
-	}
-	im.cfg.Client = cli
-	if err := im.finish(ctx, final); err != nil {
-		return res, im.failed(err)
-	}
 	res.Revisions, res.FinalRev, res.ResumeOK = len(layout.revs), final, resume
-	im.log.Info("import done", zap.Int("nodes", res.Nodes), zap.String("zxids", string(res.Zxids)),
+	im.log.Info("import: etcd's database written", zap.String("path", im.cfg.Backend.Path), zap.Duration("took", time.Since(start)),
+		zap.Int("nodes", res.Nodes), zap.String("zxids", string(res.Zxids)),
 		zap.Int("revisions", res.Revisions), zap.Int64("final-revision", final))
 	return res, nil
 }
 
 // writeBackend writes the marker's revision, each revision of layout, the sessions' leases and
-// keys, and, if the revisions written stop short of final-1, the marker again there: finish
-// commits final.
+// keys, and at final what finish commits: the marker deleted, the fence put.
 func (im *importer) writeBackend(l *importLayout, final int64) error {
-	w, err := newBackendWriter(im.log.Named("backend").WithOptions(zap.IncreaseLevel(zap.WarnLevel)), im.cfg.Backend.Path)
+	marker := importPut{key: im.keys.importMarker(), value: im.marker}
+	w, err := newBackendWriter(im.log.Named("backend").WithOptions(zap.IncreaseLevel(zap.WarnLevel)), im.cfg.Backend.Path, marker, im.first)
 	if err != nil {
 		return err
 	}
 	defer w.close()
-	marker := importPut{key: im.keys.importMarker(), value: im.marker}
-	if err := w.begin(im.first); err != nil {
-		return err
-	}
-	w.put(marker)
 	zero := &importLayout{}
 	for _, op := range im.plan.byZxid[0] {
 		w.put(im.putFor(op, 0, zero))
@@ -209,12 +329,6 @@ func (im *importer) writeBackend(l *importLayout, final int64) error {
 		}
 	}
 	sessionsAt := final - int64(len(im.sessionTxns))
-	if last := sessionsAt - 1; last > w.rev {
-		if err := w.begin(last); err != nil {
-			return err
-		}
-		w.putVersion(marker, im.first, 2)
-	}
 	for i, puts := range im.sessionTxns {
 		if err := w.begin(sessionsAt + int64(i)); err != nil {
 			return err
@@ -223,5 +337,10 @@ func (im *importer) writeBackend(l *importLayout, final int64) error {
 			w.put(p)
 		}
 	}
+	if err := w.begin(final); err != nil {
+		return err
+	}
+	w.tombstone(marker.key)
+	w.put(importPut{key: im.keys.fence(), value: "0"})
 	return w.close()
 }

@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/etcdstore"
@@ -59,7 +58,9 @@ func parseImportFlags(args []string, stderr io.Writer) (importOptions, error) {
 }
 
 // runImport loads the ZooKeeper directory and writes it into zetcd's storage. etcd is started
-// only once the directory has been read: a wrong path leaves no etcd data directory behind.
+// only once the directory has been read: a wrong path leaves no etcd data directory behind. A
+// new embedded etcd is not started at all: the import writes its database, on which zetcd
+// starts it.
 func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error) {
 	start := time.Now()
 	st, err := zkdata.Load(o.zkDataDir, zkdata.Options{Log: log.Named("zkdata"), Progress: loadProgress(log)})
@@ -84,10 +85,6 @@ func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error)
 			etcd.close()
 		}
 	}()
-	connect := func() error {
-		etcd, err = connectEtcd(o.options, log)
-		return err
-	}
 	fresh := false
 	if o.endpoints == "" {
 		if fresh, err = embedetcd.IsNew(o.dataDir); err != nil {
@@ -99,14 +96,9 @@ func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error)
 		if err := embedetcd.PrepareBackend(o.dataDir); err != nil {
 			return etcdstore.ImportResult{}, err
 		}
-		cfg.Backend = &etcdstore.ImportBackend{Path: embedetcd.BackendPath(o.dataDir), Start: func() (*clientv3.Client, error) {
-			if err := connect(); err != nil {
-				return nil, err
-			}
-			return etcd.cli, nil
-		}}
+		cfg.Backend = &etcdstore.ImportBackend{Path: embedetcd.BackendPath(o.dataDir)}
 	default:
-		if err := connect(); err != nil {
+		if etcd, err = connectEtcd(o.options, log); err != nil {
 			return etcdstore.ImportResult{}, err
 		}
 		cfg.Client, cfg.LeaseClient = etcd.cli, etcd.leases
