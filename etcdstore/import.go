@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,19 +152,8 @@ func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 			p.zxids = append(p.zxids, z)
 		}
 	}
-	// In path order, for a deterministic plan; the nodes taken with their paths, as a lookup
-	// of each in the map again costs a cache miss a node.
-	type pathNode struct {
-		path string
-		n    *zkdata.Node
-	}
-	nodes := make([]pathNode, 0, len(st.Nodes))
+	// In the map's order: a zxid's keys go into its revision in any order.
 	for path, n := range st.Nodes {
-		nodes = append(nodes, pathNode{path, n})
-	}
-	slices.SortFunc(nodes, func(a, b pathNode) int { return strings.Compare(a.path, b.path) })
-	for _, pn := range nodes {
-		path, n := pn.path, pn.n
 		s := &n.Stat
 		var lease int64
 		if n.Type() == zkdata.Ephemeral {
