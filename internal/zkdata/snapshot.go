@@ -201,46 +201,105 @@ func readACLCache(s *snapReader) (map[int64][]encoding.ACL, error) {
 	return cache, nil
 }
 
-// readNodes reads DataTree.serializeNodes: path and DataNode (data, ACL id, StatPersisted),
-// parents before children, the root as "", ended by the path "/".
+// readNodes reads DataTree.serializeNodes into t: path and DataNode (data, ACL id,
+// StatPersisted), parents before children, the root as "", ended by the path "/". One goroutine
+// decodes the records while this one links them into the tree: at a million nodes each is
+// about half a second of work.
 func readNodes(s *snapReader, t *tree, cache map[int64][]encoding.ACL, progress func(int)) (int, error) {
+	batches, stop := make(chan []snapNode, 8), make(chan struct{})
+	var decodeErr error
+	go func() {
+		defer close(batches)
+		decodeErr = decodeNodes(s, cache, batches, stop)
+	}()
 	count := 0
-	// Nodes come depth first, so a node's parent is mostly the one of the node before.
-	lastParentPath, lastParent := "", (*znode)(nil)
+	var err error
+	l := linker{t: t}
+	for b := range batches {
+		for i := 0; i < len(b) && err == nil; i++ {
+			if err = l.link(b[i]); err != nil {
+				close(stop)
+			}
+			count++
+			if count%progressEvery == 0 && progress != nil {
+				progress(count)
+			}
+		}
+	}
+	if err != nil {
+		return count, err
+	}
+	return count, decodeErr
+}
+
+// snapNode is a node of the snapshot and the offset of its record.
+type snapNode struct {
+	path string
+	n    *znode
+	at   int64
+}
+
+// decodeNodes decodes node records in batches until the "/" that ends them, or until stop is
+// closed.
+func decodeNodes(s *snapReader, cache map[int64][]encoding.ACL, batches chan<- []snapNode, stop <-chan struct{}) error {
+	const batchLen = 1024
+	b := make([]snapNode, 0, batchLen)
+	send := func() bool {
+		select {
+		case batches <- b:
+			b = make([]snapNode, 0, batchLen)
+			return true
+		case <-stop:
+			return false
+		}
+	}
 	for {
 		at := s.offset()
 		path, err := s.string()
 		if err != nil {
-			return count, err
+			return err
 		}
 		if path == "/" {
-			return count, nil
+			send()
+			return nil
 		}
 		n, err := readNode(s, cache)
 		if err != nil {
-			return count, fmt.Errorf("node %q at offset %d: %w", path, at, err)
+			return fmt.Errorf("node %q at offset %d: %w", path, at, err)
 		}
-		if path == "" {
-			if t.nodes[""] != nil {
-				return count, fmt.Errorf("node \"\" at offset %d: a second root", at)
-			}
-			t.nodes[""] = n
-		} else {
-			parentPath, _ := split(path)
-			if parentPath != lastParentPath || lastParent == nil {
-				lastParentPath, lastParent = parentPath, t.nodes[parentPath]
-			}
-			if lastParent == nil {
-				return count, fmt.Errorf("node %q at offset %d: no parent %q", path, at, parentPath)
-			}
-			t.addUnder(path, n, lastParent)
-			t.indexEphemeral(path, n.owner)
-		}
-		count++
-		if count%progressEvery == 0 && progress != nil {
-			progress(count)
+		if b = append(b, snapNode{path, n, at}); len(b) == batchLen && !send() {
+			return nil
 		}
 	}
+}
+
+// linker links nodes into a tree in the snapshot's order.
+type linker struct {
+	t *tree
+	// Nodes come depth first, so a node's parent is mostly the one of the node before.
+	lastParentPath string
+	lastParent     *znode
+}
+
+func (l *linker) link(sn snapNode) error {
+	t := l.t
+	if sn.path == "" {
+		if t.nodes[""] != nil {
+			return fmt.Errorf("node \"\" at offset %d: a second root", sn.at)
+		}
+		t.nodes[""] = sn.n
+		return nil
+	}
+	parentPath, _ := split(sn.path)
+	if parentPath != l.lastParentPath || l.lastParent == nil {
+		l.lastParentPath, l.lastParent = parentPath, t.nodes[parentPath]
+	}
+	if l.lastParent == nil {
+		return fmt.Errorf("node %q at offset %d: no parent %q", sn.path, sn.at, parentPath)
+	}
+	t.addUnder(sn.path, sn.n, l.lastParent)
+	t.indexEphemeral(sn.path, sn.n.owner)
+	return nil
 }
 
 func readNode(s *snapReader, cache map[int64][]encoding.ACL) (*znode, error) {
