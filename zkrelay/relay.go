@@ -106,7 +106,8 @@ func (c *relayConn) close() {
 }
 
 // Serve relays client, a connection whose first frame is a ConnectRequest, to a ZooKeeper
-// server, and returns when the connection has ended; client is closed then. Ending ctx, or
+// server, and returns when the connection has ended; client is closed then. A connection that
+// starts with a four-letter word instead has it answered by a ZooKeeper server. Ending ctx, or
 // CloseAll, closes it. The error says why the relay could not start (a bad first frame, no
 // ZooKeeper server answering); a relayed connection that either side closes returns nil.
 func (r *Relay) Serve(ctx context.Context, client net.Conn) error {
@@ -121,6 +122,9 @@ func (r *Relay) Serve(ctx context.Context, client net.Conn) error {
 	}()
 	cr := bufio.NewReaderSize(client, bufferSize)
 	client.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	if word, err := cr.Peek(4); err == nil && isFourLetterWord(word) {
+		return r.fourLetterWord(ctx, client, cr)
+	}
 	frame, err := encoding.ReadFrame(cr, nil, r.cfg.MaxFrameBytes)
 	if err != nil {
 		r.log.Debug("no connect request; closing the connection", zap.Stringer("remote", client.RemoteAddr()), zap.Error(err))
@@ -189,15 +193,20 @@ func (r *Relay) connect(ctx context.Context, client net.Conn, frame []byte) (*re
 	return nil, nil, encoding.ConnectResponse{}, fmt.Errorf("zkrelay: connect: %w", errors.Join(errs...))
 }
 
-// handshake dials addr, sends the ConnectRequest frame and returns ZooKeeper's answer frame.
-func (r *Relay) handshake(ctx context.Context, addr string, frame []byte) (net.Conn, *bufio.Reader, []byte, error) {
+// dial connects to the ZooKeeper server at addr, over TLS if the Config says so.
+func (r *Relay) dial(ctx context.Context, addr string) (net.Conn, error) {
 	var d interface {
 		DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 	} = &net.Dialer{Timeout: r.cfg.DialTimeout}
 	if r.cfg.TLS != nil {
 		d = &tls.Dialer{NetDialer: &net.Dialer{Timeout: r.cfg.DialTimeout}, Config: r.cfg.TLS}
 	}
-	server, err := d.DialContext(ctx, "tcp", addr)
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// handshake dials addr, sends the ConnectRequest frame and returns ZooKeeper's answer frame.
+func (r *Relay) handshake(ctx context.Context, addr string, frame []byte) (net.Conn, *bufio.Reader, []byte, error) {
+	server, err := r.dial(ctx, addr)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -214,6 +223,42 @@ func (r *Relay) handshake(ctx context.Context, addr string, frame []byte) (net.C
 	}
 	server.SetDeadline(time.Time{})
 	return server, sr, answer, nil
+}
+
+// isFourLetterWord reports whether a connection's first four bytes are a four-letter word
+// (ruok, srvr, mntr ...): lower-case letters, which as a frame's length would be over a
+// gigabyte.
+func isFourLetterWord(b []byte) bool {
+	for _, c := range b {
+		if c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// fourLetterWord relays a four-letter word to the first ZooKeeper server that takes the
+// connection, and its answer back until the server closes, as ZooKeeper does once it has
+// answered; bytes the client sends after the word (stmk's mask) go to the server too. The
+// whole exchange has handshakeTimeout.
+func (r *Relay) fourLetterWord(ctx context.Context, client net.Conn, cr *bufio.Reader) error {
+	var errs []error
+	for _, i := range rand.Perm(len(r.cfg.Servers)) {
+		addr := r.cfg.Servers[i]
+		server, err := r.dial(ctx, addr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", addr, err))
+			continue
+		}
+		defer server.Close()
+		deadline := time.Now().Add(handshakeTimeout)
+		server.SetDeadline(deadline)
+		client.SetDeadline(deadline)
+		go io.Copy(server, cr)
+		_, err = io.Copy(client, server)
+		return err
+	}
+	return fmt.Errorf("zkrelay: four-letter word: %w", errors.Join(errs...))
 }
 
 // appendFrame appends payload to b as one frame: its length, then its bytes.

@@ -671,3 +671,31 @@ func TestRelayTLS(t *testing.T) {
 		t.Fatalf("a plain relay to the secure port: %+v", resp)
 	}
 }
+
+// TestRelayFourLetterWords: a four-letter word through the relay gets ZooKeeper's answer, and
+// sessions go on beside it.
+func TestRelayFourLetterWords(t *testing.T) {
+	zks := zkserver.Start(t, zkserver.Options{})
+	_, addr := startRelay(t, zks.Addr)
+	c := connect(t, addr)
+	for _, word := range []string{"ruok", "isro", "srvr"} {
+		direct, err := zkserver.FourLetterWord(zks.Addr, word, 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s to ZooKeeper: %v", word, err)
+		}
+		relayed, err := zkserver.FourLetterWord(addr, word, 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s through the relay: %v", word, err)
+		}
+		if word == "srvr" { // counters and latencies move between the two
+			direct, _, _ = strings.Cut(direct, "\n")
+			relayed, _, _ = strings.Cut(relayed, "\n")
+		}
+		if relayed != direct || relayed == "" {
+			t.Errorf("%s: relayed %q, ZooKeeper answers %q", word, relayed, direct)
+		}
+	}
+	if _, _, err := c.Get("/"); err != nil {
+		t.Fatalf("a session beside the four-letter words: %v", err)
+	}
+}
