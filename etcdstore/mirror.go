@@ -329,7 +329,8 @@ func (m *Mirror) choose(snap map[string]mirrorChange, settled int64, limit int) 
 		}
 	}
 	plain := len(snap) - len(spans)
-	if capacity := max(1, (limit-1)/mirrorOps); plain+len(los) > capacity {
+	capacity := m.capacity(snap, spans, limit)
+	if plain+len(los) > capacity {
 		slices.Sort(los)
 		switch {
 		case plain >= capacity:
@@ -353,10 +354,31 @@ func (m *Mirror) choose(snap map[string]mirrorChange, settled int64, limit int) 
 		}
 	}
 	slices.Sort(batch)
-	if plain > max(1, (limit-1)/mirrorOps) {
-		batch = slices.DeleteFunc(batch, func(p string) bool { _, ok := spans[p]; return ok })[:max(1, (limit-1)/mirrorOps)]
+	if plain > capacity {
+		batch = slices.DeleteFunc(batch, func(p string) bool { _, ok := spans[p]; return ok })[:capacity]
 	}
 	return batch, bound, nil
+}
+
+// capacity is how many of snap's nodes, in the order choose takes them (those without new
+// zxids, then by their lowest new zxid), fit one transaction within limit operations and
+// MaxRequestBytes; at least one.
+func (m *Mirror) capacity(snap map[string]mirrorChange, spans map[string]zspan, limit int) int {
+	paths := slices.Collect(maps.Keys(snap))
+	lo := func(p string) int64 { return spans[p].lo } // 0 without new zxids
+	slices.SortFunc(paths, func(a, b string) int { return cmp.Compare(lo(a), lo(b)) })
+	ops, bytes := 1, 0 // the fence
+	for i, p := range paths {
+		ops += mirrorOps
+		bytes += 2*len(p) + 512
+		if n := snap[p].node; n != nil {
+			bytes += 2*len(n.Data) + aclValueLen(aclValue{ACL: n.ACL})
+		}
+		if ops > limit || bytes > m.cfg.MaxRequestBytes {
+			return max(1, i)
+		}
+	}
+	return len(paths)
 }
 
 // zspan is the lowest and highest zxid of a node's state that are not written yet.
