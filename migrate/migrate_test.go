@@ -174,15 +174,17 @@ func lastZxid(t testing.TB, addr string) int64 {
 
 // migrateUntilEqual migrates from a ZooKeeper while a writer changes it, then checks with zkctl
 // diff, through a zetcd started on the copy, that the copy is ZooKeeper's tree.
-func migrateUntilEqual(t *testing.T, fault func(*tcpproxy.Proxy, *migrate.Migration)) {
+func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, *migrate.Migration)) {
 	srv := zkserver.Start(t, zkserver.Options{})
 	itest.History(t, srv.Addr, 20, nil)
 	c := testenv.Connect(t, srv.Addr)
 	_, err := c.Create("/bulk", nil, 0, openACL)
 	testenv.Must(t, err)
-	for i := 0; i < 2000; i += 500 {
+	// Multis of as many creates as one transaction within maxTxnOps can write.
+	multi := min(500, maxTxnOps/8)
+	for i := 0; i < 2000; i += multi {
 		var ops []any
-		for j := i; j < i+500; j++ {
+		for j := i; j < min(i+multi, 2000); j++ {
 			ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("/bulk/n%d", j), Data: []byte(fmt.Sprint(j)), Acl: openACL})
 		}
 		_, err := c.Multi(ops...)
@@ -201,7 +203,7 @@ func migrateUntilEqual(t *testing.T, fault func(*tcpproxy.Proxy, *migrate.Migrat
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	m := migrate.Start(ctx, migrate.Config{
 		ZooKeeper:    zklive.Config{Servers: []string{p.Addr()}, SweepInterval: 300 * time.Millisecond, Log: log},
-		Mirror:       etcdstore.MirrorConfig{Client: e.Client(t), MaxTxnOps: 65536, MaxRequestBytes: 10 << 20},
+		Mirror:       etcdstore.MirrorConfig{Client: e.Client(t), MaxTxnOps: maxTxnOps, MaxRequestBytes: 10 << 20},
 		Logger:       log,
 		SyncInterval: 200 * time.Millisecond,
 	})
@@ -232,14 +234,21 @@ func migrateUntilEqual(t *testing.T, fault func(*tcpproxy.Proxy, *migrate.Migrat
 // TestMigrateWriter: a copy made while a writer changes ZooKeeper is ZooKeeper's tree once the
 // writer stops and the migration says it caught up.
 func TestMigrateWriter(t *testing.T) {
-	migrateUntilEqual(t, nil)
+	migrateUntilEqual(t, 65536, nil)
+}
+
+// TestMigrateSmallTransactions: the same within an external etcd's default --max-txn-ops (128),
+// so that the changes settled at once are written in several transactions. (A transaction of
+// ZooKeeper whose nodes do not fit one etcd transaction cannot be copied: its zxid is one.)
+func TestMigrateSmallTransactions(t *testing.T) {
+	migrateUntilEqual(t, 128, nil)
 }
 
 // TestMigrateDroppedConnection: the same with the connection to ZooKeeper reset again and again
 // once the copy follows it: the follower reads the tree again and the differences reach the copy.
 func TestMigrateDroppedConnection(t *testing.T) {
 	calls, resets := 0, 0
-	migrateUntilEqual(t, func(p *tcpproxy.Proxy, m *migrate.Migration) {
+	migrateUntilEqual(t, 65536, func(p *tcpproxy.Proxy, m *migrate.Migration) {
 		if m.Status().State == migrate.StateLoading {
 			return
 		}
