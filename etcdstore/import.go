@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -813,5 +814,8 @@ var errImportUnfinished = errors.New("its import marker is present")
 
 // checkImportMarker is the error of a prefix holding the import marker, whose value is marker.
 func checkImportMarker(k keySchema, marker []byte) error {
+	if bytes.HasPrefix(marker, []byte(mirrorMarkerPrefix)) {
+		return fmt.Errorf("zetcd: prefix %q holds a copy of a running ZooKeeper, not served until the migration ends (%w: %q); to drop the copy, delete the prefix", k.prefix, errImportUnfinished, marker)
+	}
 	return fmt.Errorf("zetcd: an import into prefix %q did not finish (%w: %q); delete the prefix and run zetcd import again", k.prefix, errImportUnfinished, marker)
 }

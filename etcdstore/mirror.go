@@ -31,12 +31,16 @@ import (
 //
 // Zxids. ZooKeeper's zxids are mapped to zetcd's in a table, in order: a batch, one etcd
 // transaction at revision R, numbers the ZooKeeper zxids it writes for the first time R<<16|i
-// in their order, i from 1 (index 0 of a revision is the zxid 0 of the system nodes, keys.go).
+// in their order, i from 1 (index 0 of a revision is the zxid 0 of the system nodes, stat.go).
 // A node's state is read after its event, so it may hold zxids whose transactions' other nodes
-// are not reported yet; mapping such a zxid now would place a lower one, reported later, after
-// it. So a batch holds only states whose unmapped zxids are all at or below a bound T: at most
-// the follower's settled zxid (every transaction up to it fully reported), and below every
-// unmapped zxid of a state held back. Held states wait for the settled zxid to pass them.
+// are not reported yet; numbering such a zxid now could place a lower one, reported later,
+// after it. So a batch numbers only the zxids up to the follower's settled zxid (every
+// transaction up to it fully reported), all of them, and writes every part of a state they
+// carry; the parts of a state carrying a later zxid wait for it (the data key with a newer mzxid,
+// and a node created or created again; the child-create key with a newer pzxid), while its ACL
+// goes at once and its czxid, which the offsets key can hold apart, needs only its number.
+// Load does the same with the initial tree: Import writes every node holding a zxid up to the
+// settled one, without the parts that wait.
 //
 // Sessions. An ephemeral of ZooKeeper session s is attached to an etcd lease of id s, with s's
 // session key (its ZooKeeper password, its timeout, owner process 0), as Import writes them;
@@ -218,8 +222,11 @@ func (m *Mirror) Load(ctx context.Context, st *zkdata.State, settled int64) (Imp
 	return res, nil
 }
 
+// mirrorMarkerPrefix begins a mirror's import marker value, which New's refusal names.
+const mirrorMarkerPrefix = "migration from ZooKeeper "
+
 func (m *Mirror) markerValue() string {
-	return fmt.Sprintf("migration from ZooKeeper %s started %s: the copy is not served until the migration ends", m.cfg.Source, time.Now().UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%s%s started %s", mirrorMarkerPrefix, m.cfg.Source, time.Now().UTC().Format(time.RFC3339))
 }
 
 func (m *Mirror) timeouts(ids []int64) map[int64]int32 {
