@@ -48,6 +48,11 @@ import (
 // once its session has no ephemeral left in the copy. A session id that is not positive cannot
 // be a lease: its ephemerals are left out, as Import leaves them out, and counted.
 
+// ErrCopyImpossible marks the errors of a Mirror that keeping on cannot mend: a zxid's order
+// or a ZooKeeper transaction's writes that the copy cannot hold, a corrupt key, another writer
+// of the prefix. Its other errors are etcd's: Flush may be called again.
+var ErrCopyImpossible = errors.New("the copy cannot be kept exact")
+
 // MirrorConfig configures a Mirror.
 type MirrorConfig struct {
 	Client *clientv3.Client
@@ -304,7 +309,7 @@ func (m *Mirror) spans(snap map[string]mirrorChange) (map[string]zspan, error) {
 				continue
 			}
 			if z <= m.last {
-				return nil, fmt.Errorf("migration: %s holds zxid %#x, below %#x already written: the order of zxids cannot be kept", p, z, m.last)
+				return nil, fmt.Errorf("migration: %w: %s holds zxid %#x, below %#x already written", ErrCopyImpossible, p, z, m.last)
 			}
 			if s.lo < 0 || z < s.lo {
 				s.lo = z
@@ -347,7 +352,7 @@ func (m *Mirror) choose(snap map[string]mirrorChange, settled int64, limit int) 
 			cut := los[capacity-plain-1]
 			bound = cut - 1
 			if i := slices.Index(los, cut); i == 0 && plain == 0 {
-				return nil, 0, fmt.Errorf("migration: the nodes written by zxid %#x do not fit one etcd transaction (--etcd-max-txn-ops %d)", cut, limit)
+				return nil, 0, fmt.Errorf("migration: %w: the nodes written by zxid %#x do not fit one etcd transaction (--etcd-max-txn-ops %d)", ErrCopyImpossible, cut, limit)
 			}
 		default:
 			bound = los[capacity-plain-1]
@@ -398,7 +403,7 @@ const mirrorOps = 6
 // write commits one batch: reads the nodes' keys, and writes in one transaction what each
 // node's new state holds up to bound, numbering the ZooKeeper zxids up to bound met for the
 // first time. A node whose state holds zxids above bound stays pending.
-func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch []string, bound int64) error {
+func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch []string, bound int64) (err error) {
 	fresh := map[int64]int{} // new zxids, by index in the revision
 	var zs []int64
 	complete := make([]string, 0, len(batch))
@@ -424,7 +429,7 @@ func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch 
 	}
 	slices.Sort(zs)
 	if len(zs) > maxBatchIndex {
-		return fmt.Errorf("migration: %d new zxids in one batch", len(zs))
+		return fmt.Errorf("migration: %w: %d new zxids in one batch", ErrCopyImpossible, len(zs))
 	}
 	for i, z := range zs {
 		fresh[z] = i + 1
@@ -435,6 +440,12 @@ func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch 
 	}
 	var ops []clientv3.Op
 	owners := map[string]int64{} // the nodes (re)created or deleted, and their sessions (0: none)
+	var granted []int64
+	defer func() {
+		if err != nil {
+			m.ungrant(granted)
+		}
+	}()
 	for _, p := range batch {
 		n := snap[p].node
 		if n != nil && n.Stat.EphemeralOwner < 0 {
@@ -463,6 +474,7 @@ func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch 
 			if err != nil {
 				return err
 			}
+			granted = append(granted, owner)
 			ops = append(ops, put)
 		}
 	}
@@ -474,14 +486,29 @@ func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch 
 		return fmt.Errorf("migration: write %d nodes: %w", len(batch), err)
 	}
 	if !t.Succeeded {
-		return errors.New("migration: the import marker changed under the mirror: something else writes to its prefix")
+		return fmt.Errorf("migration: %w: the import marker changed under the mirror: something else writes to its prefix", ErrCopyImpossible)
 	}
 	for z, i := range fresh {
 		m.mapped[z] = zxidOf(t.Header.Revision, i)
 		m.last = max(m.last, z)
 	}
 	m.done(snap, complete)
-	return m.account(ctx, owners)
+	m.account(ctx, owners)
+	return nil
+}
+
+// ungrant gives up the leases granted for a batch that was not written: a session key is put
+// in the batch that grants its lease, so the next grants it again.
+func (m *Mirror) ungrant(ids []int64) {
+	for _, id := range ids {
+		m.sessions[id].stop()
+		delete(m.sessions, id)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := m.cfg.Client.Revoke(ctx, clientv3.LeaseID(id)); err != nil {
+			m.log.Warn("migration: revoke the lease of a session: etcd expires it", zap.String("session", fmt.Sprintf("%#x", id)), zap.Error(err))
+		}
+		cancel()
+	}
 }
 
 // grant grants session id's lease, keeps it alive, and returns the put of its session key.
@@ -527,8 +554,8 @@ func (m *Mirror) hold(ctx context.Context, id int64, p string) error {
 }
 
 // account records the ephemerals (re)created or deleted, and revokes the leases of sessions
-// left without one.
-func (m *Mirror) account(ctx context.Context, owners map[string]int64) error {
+// left without one (a lease etcd does not revoke expires at its TTL, no longer kept alive).
+func (m *Mirror) account(ctx context.Context, owners map[string]int64) {
 	for p, owner := range owners {
 		if id, ok := m.owners[p]; ok {
 			m.sessions[id].ephemerals--
@@ -546,10 +573,9 @@ func (m *Mirror) account(ctx context.Context, owners map[string]int64) error {
 		s.stop()
 		delete(m.sessions, id)
 		if _, err := m.cfg.Client.Revoke(ctx, clientv3.LeaseID(id)); err != nil {
-			return fmt.Errorf("migration: revoke the lease of session %#x: %w", id, err)
+			m.log.Warn("migration: revoke the lease of a session: etcd expires it", zap.String("session", fmt.Sprintf("%#x", id)), zap.Error(err))
 		}
 	}
-	return nil
 }
 
 // read returns the keys of the nodes at paths, as the replica decodes them.
@@ -578,7 +604,7 @@ func (m *Mirror) read(ctx context.Context, paths []string) (map[string]*nodeKeys
 				nk.putData(kvs[0], nil)
 			}
 			if err := nk.decodeErr(); err != nil {
-				return nil, fmt.Errorf("migration: %s: %w", p, err)
+				return nil, fmt.Errorf("migration: %w: %s: %w", ErrCopyImpossible, p, err)
 			}
 			out[p] = nk
 		}
@@ -629,7 +655,7 @@ func (m *Mirror) nodeOps(p string, n *zkdata.Node, old *nodeKeys, fresh map[int6
 	var ops []clientv3.Op
 	putCreates := s.Pzxid != s.Czxid && !same(pz, oldPz) && !pz.later
 	if putCreates && !pz.fresh {
-		return nil, false, fmt.Errorf("migration: %s: pzxid %#x was numbered before its node was written: the order of zxids cannot be kept", p, s.Pzxid)
+		return nil, false, fmt.Errorf("migration: %w: %s: pzxid %#x was numbered before its node was written", ErrCopyImpossible, p, s.Pzxid)
 	}
 	if putCreates {
 		ops = append(ops, clientv3.OpPut(m.keys.childCreates(p), encodeIndexValue(uint16(pz.index))))
@@ -640,7 +666,7 @@ func (m *Mirror) nodeOps(p string, n *zkdata.Node, old *nodeKeys, fresh map[int6
 	}
 	putData := recreated || !same(mz, oldMz) && !mz.later
 	if putData && !mz.fresh && !(s.Mzxid == 0 && !exists) {
-		return nil, false, fmt.Errorf("migration: %s: mzxid %#x was numbered before its node was written: the order of zxids cannot be kept", p, s.Mzxid)
+		return nil, false, fmt.Errorf("migration: %w: %s: mzxid %#x was numbered before its node was written", ErrCopyImpossible, p, s.Mzxid)
 	}
 	withLease := clientv3.WithLease(clientv3.LeaseID(lease))
 	meta := importMeta(n)
@@ -669,7 +695,7 @@ func (m *Mirror) nodeOps(p string, n *zkdata.Node, old *nodeKeys, fresh map[int6
 			ops = append(ops, clientv3.OpDelete(m.keys.stats(p)))
 		}
 	case ix.czxid != old.ix.czxid && offs.Czxid == 0:
-		return nil, false, fmt.Errorf("migration: %s: czxid %#x cannot be kept", p, s.Czxid)
+		return nil, false, fmt.Errorf("migration: %w: %s: czxid %#x", ErrCopyImpossible, p, s.Czxid)
 	case mz.later:
 	case !bytes.Equal(old.dataNow(), n.Data):
 		// Data changed without its version: a quota's statistics (quota.go).

@@ -91,6 +91,12 @@ func TestMirror(t *testing.T) {
 	h.report(zkNode("/", "", open, 0, 0, 15, 0, 7, 0, 4, 0))
 	h.report(zkNode("/f", "", open, 16, 16, 16, 0, 0, 0, 0, 8)) // session 8's
 	h.report(zkNode("/", "", open, 0, 0, 16, 0, 7, 0, 5, 0))
+	// An etcd that fails a batch: it is written again.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.Flush(gone, 16); err == nil || errors.Is(err, ErrCopyImpossible) {
+		t.Errorf("Flush on a canceled context: %v", err)
+	}
 	h.flush(16)
 	if p := m.Progress(); p.Written != 16 || p.Pending != 1 {
 		t.Errorf("at 16: %+v, want /b pending", p)
