@@ -57,7 +57,8 @@ type Status struct {
 	// SkippedEphemerals counts ephemerals left out: their sessions' ids cannot be etcd leases.
 	SkippedEphemerals int       `json:"skippedEphemerals"`
 	Started           time.Time `json:"started"`
-	Errors            []string  `json:"errors,omitempty"`
+	// Errors are the newest errors met, each with its time, the one it failed of last.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // Migration is one running copy.
@@ -166,12 +167,29 @@ func (m *Migration) run(ctx context.Context) error {
 	go m.syncLoop(ctx, f)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	pause := time.Duration(0)
 	for {
 		prog, err := mirror.Flush(ctx, f.Settled())
-		if err != nil {
+		switch {
+		case err == nil:
+			pause = 0
+		case errors.Is(err, etcdstore.ErrCopyImpossible) || ctx.Err() != nil:
 			return err
+		default:
+			// etcd's: the batch was not written, or will be written again.
+			pause = min(max(2*pause, 100*time.Millisecond), 5*time.Second)
+			m.log.Warn("migration: writing the copy, again after a pause", zap.Error(err), zap.Duration("pause", pause))
+			m.note(err)
 		}
 		m.progress(prog)
+		if pause > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -238,6 +256,19 @@ func (m *Migration) every(ctx context.Context, read func(context.Context) (int64
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// maxErrors bounds the errors Status keeps, the newest.
+const maxErrors = 10
+
+// note records an error the migration goes on after.
+func (m *Migration) note(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.status.Errors = append(m.status.Errors, time.Now().UTC().Format(time.RFC3339)+" "+err.Error())
+	if n := len(m.status.Errors); n > maxErrors {
+		m.status.Errors = m.status.Errors[n-maxErrors:]
 	}
 }
 
