@@ -404,79 +404,23 @@ const mirrorOps = 6
 // node's new state holds up to bound, numbering the ZooKeeper zxids up to bound met for the
 // first time. A node whose state holds zxids above bound stays pending.
 func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch []string, bound int64) (err error) {
-	fresh := map[int64]int{} // new zxids, by index in the revision
-	var zs []int64
-	complete := make([]string, 0, len(batch))
-	for _, p := range batch {
-		n := snap[p].node
-		whole := true
-		if n != nil {
-			for _, z := range zxidsOf(n) {
-				if _, ok := m.mapped[z]; ok {
-					continue
-				}
-				if z > bound {
-					whole = false
-				} else if _, ok := fresh[z]; !ok {
-					fresh[z] = 0
-					zs = append(zs, z)
-				}
-			}
-		}
-		if whole {
-			complete = append(complete, p)
-		}
-	}
-	slices.Sort(zs)
-	if len(zs) > maxBatchIndex {
-		return fmt.Errorf("migration: %w: %d new zxids in one batch", ErrCopyImpossible, len(zs))
-	}
-	for i, z := range zs {
-		fresh[z] = i + 1
+	fresh, complete, err := m.number(snap, batch, bound)
+	if err != nil {
+		return err
 	}
 	olds, err := m.read(ctx, batch)
 	if err != nil {
 		return err
 	}
-	var ops []clientv3.Op
-	owners := map[string]int64{} // the nodes (re)created or deleted, and their sessions (0: none)
 	var granted []int64
 	defer func() {
 		if err != nil {
 			m.ungrant(granted)
 		}
 	}()
-	for _, p := range batch {
-		n := snap[p].node
-		if n != nil && n.Stat.EphemeralOwner < 0 {
-			m.skipped[p] = true
-			n = nil
-		} else {
-			delete(m.skipped, p)
-		}
-		if n == nil {
-			ops = append(ops, clientv3.OpDelete(m.keys.data(p)), clientv3.OpDelete(m.keys.metaPrefix(p), clientv3.WithPrefix()))
-			owners[p] = 0
-			continue
-		}
-		nops, created, err := m.nodeOps(p, n, olds[p], fresh)
-		if err != nil {
-			return err
-		}
-		ops = append(ops, nops...)
-		if !created {
-			continue
-		}
-		owner := int64(n.Stat.EphemeralOwner)
-		owners[p] = owner
-		if owner != 0 && m.sessions[owner] == nil {
-			put, err := m.grant(ctx, owner)
-			if err != nil {
-				return err
-			}
-			granted = append(granted, owner)
-			ops = append(ops, put)
-		}
+	ops, owners, granted, err := m.batchOps(ctx, snap, batch, olds, fresh)
+	if err != nil {
+		return err
 	}
 	ops = append(ops, clientv3.OpPut(m.keys.fence(), "0"))
 	t, err := m.cfg.Client.Txn(ctx).
@@ -495,6 +439,80 @@ func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch 
 	m.done(snap, complete)
 	m.account(ctx, owners)
 	return nil
+}
+
+// number returns the indexes in the batch's revision of the zxids up to bound not numbered yet,
+// in their order from 1, and the paths whose states the batch writes whole.
+func (m *Mirror) number(snap map[string]mirrorChange, batch []string, bound int64) (map[int64]int, []string, error) {
+	fresh := map[int64]int{}
+	var zs []int64
+	complete := make([]string, 0, len(batch))
+	for _, p := range batch {
+		whole := true
+		if n := snap[p].node; n != nil {
+			for _, z := range zxidsOf(n) {
+				if _, ok := m.mapped[z]; ok {
+					continue
+				}
+				if z > bound {
+					whole = false
+				} else if _, ok := fresh[z]; !ok {
+					fresh[z] = 0
+					zs = append(zs, z)
+				}
+			}
+		}
+		if whole {
+			complete = append(complete, p)
+		}
+	}
+	if len(zs) > maxBatchIndex {
+		return nil, nil, fmt.Errorf("migration: %w: %d new zxids in one batch", ErrCopyImpossible, len(zs))
+	}
+	slices.Sort(zs)
+	for i, z := range zs {
+		fresh[z] = i + 1
+	}
+	return fresh, complete, nil
+}
+
+// batchOps are the batch's writes, with the sessions of the nodes it (re)creates or deletes
+// (0: none), and the leases granted for it (with their session keys among the writes).
+func (m *Mirror) batchOps(ctx context.Context, snap map[string]mirrorChange, batch []string, olds map[string]*nodeKeys, fresh map[int64]int) (ops []clientv3.Op, owners map[string]int64, granted []int64, _ error) {
+	owners = map[string]int64{}
+	for _, p := range batch {
+		n := snap[p].node
+		if n != nil && n.Stat.EphemeralOwner < 0 {
+			m.skipped[p] = true
+			n = nil
+		} else {
+			delete(m.skipped, p)
+		}
+		if n == nil {
+			ops = append(ops, clientv3.OpDelete(m.keys.data(p)), clientv3.OpDelete(m.keys.metaPrefix(p), clientv3.WithPrefix()))
+			owners[p] = 0
+			continue
+		}
+		nops, created, err := m.nodeOps(p, n, olds[p], fresh)
+		if err != nil {
+			return nil, nil, granted, err
+		}
+		ops = append(ops, nops...)
+		if !created {
+			continue
+		}
+		owner := int64(n.Stat.EphemeralOwner)
+		owners[p] = owner
+		if owner != 0 && m.sessions[owner] == nil {
+			put, err := m.grant(ctx, owner)
+			if err != nil {
+				return nil, nil, granted, err
+			}
+			granted = append(granted, owner)
+			ops = append(ops, put)
+		}
+	}
+	return ops, owners, granted, nil
 }
 
 // ungrant gives up the leases granted for a batch that was not written: a session key is put
@@ -672,19 +690,8 @@ func (m *Mirror) nodeOps(p string, n *zkdata.Node, old *nodeKeys, fresh map[int6
 	meta := importMeta(n)
 	offs := more.offs
 
-	// czxid: from the data key's CreateRevision and the index in its value, else the offsets key.
 	var ix zxidIndexes
-	offs.Czxid = 0
-	switch {
-	case !exists && (cz.fresh || s.Czxid == 0):
-		ix.czxid = uint16(cz.index)
-	case cz.fresh:
-		offs.Czxid = czxidOwn(uint16(cz.index))
-	case exists && revOf(cz.full) == old.data.create:
-		ix.czxid = uint16(cz.full & maxBatchIndex)
-	default:
-		offs.Czxid = int64(cz.full)
-	}
+	ix.czxid, offs.Czxid = placeCzxid(cz, s.Czxid == 0, old)
 	dataVersion := old.data.version
 	switch {
 	case putData:
@@ -726,6 +733,22 @@ func (m *Mirror) nodeOps(p string, n *zkdata.Node, old *nodeKeys, fresh map[int6
 		ops = append(ops, clientv3.OpPut(m.keys.offsets(p), encodeOffsetsValue(offs), withLease))
 	}
 	return ops, putData, nil
+}
+
+// placeCzxid says where czxid cz of a node whose keys are old is kept: in the data key's
+// value, as the index beside its CreateRevision (the revision that creates the data key, for a
+// node that has none), or else in the offsets key (offsetsValue.Czxid). system is a zxid 0 of a
+// system node, which its data key's creation gives.
+func placeCzxid(cz zref, system bool, old *nodeKeys) (index uint16, offsets int64) {
+	switch {
+	case !old.exists() && (cz.fresh || system):
+		return uint16(cz.index), 0
+	case cz.fresh:
+		return 0, czxidOwn(uint16(cz.index))
+	case old.exists() && revOf(cz.full) == old.data.create:
+		return uint16(cz.full & maxBatchIndex), 0
+	}
+	return 0, int64(cz.full)
 }
 
 func sameMeta(a, b aclValue) bool {
