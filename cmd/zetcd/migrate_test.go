@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -132,6 +133,14 @@ func TestMigrateMode(t *testing.T) {
 
 	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: dir})
 	cli := e.Client(t)
+	// The live session's ephemeral is on a lease of its id, with its session key: ZooKeeper's
+	// password for it and its timeout (from `cons`).
+	r, err := cli.Get(context.Background(), fmt.Sprintf("%ss/%016x", o.prefix, live.SessionID()))
+	testenv.Must(t, err)
+	if len(r.Kvs) != 1 || r.Kvs[0].Lease != live.SessionID() || len(r.Kvs[0].Value) < 20 ||
+		int32(binary.BigEndian.Uint32(r.Kvs[0].Value[16:20])) <= 0 {
+		t.Errorf("session key of %#x: %v", live.SessionID(), r.Kvs)
+	}
 	_, err = cli.Delete(context.Background(), o.prefix+"i") // the cutover's business, by hand
 	testenv.Must(t, err)
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
