@@ -28,8 +28,14 @@ type Config struct {
 	// Mirror says where the copy is written; its Timeouts and Source are filled in.
 	Mirror etcdstore.MirrorConfig
 	Logger *zap.Logger
-	// SyncInterval is how often ZooKeeper's last zxid is read (default 1 s): the lag is
-	// measured against it, and the copy catches up to it even while ZooKeeper is idle.
+	// LastInterval is how often ZooKeeper's last zxid is read (default 1 s), against which the
+	// copy's lag is measured.
+	LastInterval time.Duration
+	// SyncInterval is how often the follower is made to report every change up to ZooKeeper's
+	// last zxid (default 10 s; Follower.Sync, which also reads every ACL again if a transaction
+	// without an event came, as a setACL): the copy then holds ZooKeeper's last zxid even while
+	// ZooKeeper is idle. The follower does so on its own at each ping, a third of its session
+	// timeout, but for setACLs, which its sweeps read at most every zklive.Config.SweepInterval.
 	SyncInterval time.Duration
 }
 
@@ -37,7 +43,7 @@ type Config struct {
 const (
 	StateLoading   = "loading"   // reading ZooKeeper's tree and writing it
 	StateFollowing = "following" // writing ZooKeeper's changes; the copy is behind its last zxid
-	StateCaughtUp  = "caught-up" // the copy holds every transaction up to ZooKeeper's last zxid read
+	StateCaughtUp  = "caught-up" // the copy holds every transaction up to ZooKeeper's last zxid read, setACLs included
 	StateFailed    = "failed"    // stopped; Errors says why
 )
 
@@ -73,6 +79,7 @@ type Migration struct {
 	status   Status
 	zkZxid   int64
 	copyZxid int64
+	synced   int64      // the newest zxid Sync returned
 	seen     []seenZxid // ZooKeeper's zxids above the copy's, with when they were seen
 }
 
@@ -86,8 +93,11 @@ func Start(ctx context.Context, cfg Config) *Migration {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
+	if cfg.LastInterval <= 0 {
+		cfg.LastInterval = time.Second
+	}
 	if cfg.SyncInterval <= 0 {
-		cfg.SyncInterval = time.Second
+		cfg.SyncInterval = 10 * time.Second
 	}
 	if cfg.ZooKeeper.Log == nil {
 		cfg.ZooKeeper.Log = cfg.Logger
@@ -150,7 +160,7 @@ func (m *Migration) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.observe(st.LastZxid)
+	m.observe(st.LastZxid, false)
 	for _, s := range st.Skipped {
 		m.log.Info("migration: initial read", zap.String("note", s))
 	}
@@ -229,22 +239,24 @@ func (m *Migration) follow(ctx context.Context, mirror *etcdstore.Mirror) (*zkli
 	}
 }
 
-// syncLoop reads ZooKeeper's last zxid every SyncInterval, against which the copy's lag is
-// measured, and in a loop of its own waits for the follower to report every change up to it
-// (Follower.Sync), which settles them even while ZooKeeper is idle.
+// syncLoop reads ZooKeeper's last zxid every LastInterval, against which the copy's lag is
+// measured, and in a loop of its own every SyncInterval waits for the follower to report every
+// change up to it (Follower.Sync).
 func (m *Migration) syncLoop(ctx context.Context, f *zklive.Follower) {
-	go m.every(ctx, f.Sync)
-	m.every(ctx, f.Last)
+	go m.every(ctx, m.cfg.SyncInterval, f.Sync, true)
+	m.every(ctx, m.cfg.LastInterval, f.Last, false)
 }
 
-func (m *Migration) every(ctx context.Context, read func(context.Context) (int64, error)) {
-	t := time.NewTicker(m.cfg.SyncInterval)
+// every calls read every interval and observes the zxid it returns; synced says that read is
+// Sync's.
+func (m *Migration) every(ctx context.Context, interval time.Duration, read func(context.Context) (int64, error), synced bool) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		z, err := read(ctx)
 		switch {
 		case err == nil:
-			m.observe(z)
+			m.observe(z, synced)
 			m.signal()
 		case ctx.Err() != nil || errors.Is(err, zklive.ErrUnreadable):
 			return
@@ -272,10 +284,15 @@ func (m *Migration) note(err error) {
 	}
 }
 
-// observe records zxid as seen on ZooKeeper now.
-func (m *Migration) observe(zxid int64) {
+// observe records zxid as seen on ZooKeeper now; synced says that the follower has reported
+// every change up to it, setACLs included (Follower.Sync).
+func (m *Migration) observe(zxid int64, synced bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if synced {
+		m.synced = max(m.synced, zxid)
+	}
+	defer m.updateState()
 	if zxid <= m.zkZxid {
 		return
 	}
@@ -283,7 +300,6 @@ func (m *Migration) observe(zxid int64) {
 	if zxid > m.copyZxid {
 		m.seen = append(m.seen, seenZxid{zxid: zxid, at: time.Now()})
 	}
-	m.updateState()
 }
 
 // progress records the copy's progress.
@@ -305,7 +321,8 @@ func (m *Migration) updateState() {
 	if m.status.State == StateFailed || m.status.State == StateLoading {
 		return
 	}
-	if m.copyZxid >= m.zkZxid {
+	// A setACL fires no watch: the copy holds it once a Sync has swept the ACLs past it.
+	if m.copyZxid >= m.zkZxid && m.synced >= m.zkZxid {
 		m.status.State = StateCaughtUp
 	} else {
 		m.status.State = StateFollowing

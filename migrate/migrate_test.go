@@ -205,6 +205,7 @@ func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, 
 		ZooKeeper:    zklive.Config{Servers: []string{p.Addr()}, SweepInterval: 300 * time.Millisecond, Log: log},
 		Mirror:       etcdstore.MirrorConfig{Client: e.Client(t), MaxTxnOps: maxTxnOps, MaxRequestBytes: 10 << 20},
 		Logger:       log,
+		LastInterval: 200 * time.Millisecond,
 		SyncInterval: 200 * time.Millisecond,
 	})
 	for range 8 {
