@@ -37,11 +37,14 @@ var layers = []layer{
 	{pkg: "xchk", module: []string{"encoding", "zetcd"}},
 	{pkg: "zkrelay", module: []string{"encoding"}},
 	{pkg: "etcdstore", module: []string{"encoding", "internal/znode", "internal/watch", "internal/zkdata", "zetcd"}, etcd: true},
+	// migrate drives etcdstore's Mirror, and so depends on etcd through it.
+	{pkg: "migrate", module: []string{"encoding", "etcdstore", "internal/zklive", "internal/zkdata", "internal/znode", "internal/watch", "zetcd"}, etcd: true},
 }
 
 // etcdAllowed lists the module packages besides etcdstore that may import etcd: composition
-// roots, clients, the embedded etcd, the client's member guard and test harnesses.
-var etcdAllowed = []string{"cmd/", "tools/", "internal/embedetcd", "internal/memberguard", "internal/testkit/", "integration", "etcdstore"}
+// roots, clients, the embedded etcd, the client's member guard, test harnesses, and migrate,
+// which reaches etcd through etcdstore's Mirror only.
+var etcdAllowed = []string{"cmd/", "tools/", "internal/embedetcd", "internal/memberguard", "internal/testkit/", "integration", "etcdstore", "migrate"}
 
 type dep struct {
 	path     string

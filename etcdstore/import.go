@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -79,6 +80,10 @@ type ImportConfig struct {
 	// Backend, if set, is an etcd that has never started, written directly (importBackend);
 	// Client and LeaseClient are then unset.
 	Backend *ImportBackend
+	// Marker, if set, is left as the import marker's value in the last transaction instead of
+	// deleting it: a mirror (mirror.go) goes on writing the prefix, which no zetcd may serve
+	// meanwhile. Not with Backend.
+	Marker string
 }
 
 // ImportBackend is an etcd that has never started, whose database an import writes directly:
@@ -110,6 +115,8 @@ type ImportResult struct {
 	// ResumeOK says that clients of ZooKeeper may reconnect with the zxid they last saw:
 	// FinalRev's zxids are past ZooKeeper's LastZxid.
 	ResumeOK bool
+	// Mapped is the zetcd zxid of each ZooKeeper zxid of the Stats written.
+	Mapped map[int64]encoding.Zxid
 }
 
 // importOp is one key an import puts, carrying ZooKeeper zxid zxid (0: in the marker's
@@ -322,6 +329,9 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 			zap.Int("sessions", plan.skipped), zap.Int("ephemerals", plan.skipEp))
 	}
 	if cfg.Backend != nil {
+		if cfg.Marker != "" {
+			return res, errors.New("zetcd import: a marker to keep needs an etcd client, not a database to write")
+		}
 		return im.importBackend(res)
 	}
 	if err := im.begin(ctx); err != nil {
@@ -362,7 +372,7 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	if err := im.finish(ctx, final); err != nil {
 		return res, im.failed(err)
 	}
-	res.FinalRev, res.Padding, res.ResumeOK = final, im.padded, resume
+	res.FinalRev, res.Padding, res.ResumeOK, res.Mapped = final, im.padded, resume, layout.mapped
 	im.log.Info("import done", zap.Int("nodes", res.Nodes), zap.String("zxids", string(res.Zxids)),
 		zap.Int("revisions", res.Revisions), zap.Int64("padding", res.Padding), zap.Int64("final-revision", final))
 	return res, nil
@@ -775,12 +785,14 @@ func (im *importer) revision(ctx context.Context) (int64, error) {
 	return r.Header.Revision, nil
 }
 
-// finish deletes the marker and puts the fence, as revision final.
+// finish deletes the marker (or leaves it with cfg.Marker's value) and puts the fence, as
+// revision final.
 func (im *importer) finish(ctx context.Context, final int64) error {
-	return im.commitAt(ctx, final, []clientv3.Op{
-		clientv3.OpDelete(im.keys.importMarker()),
-		clientv3.OpPut(im.keys.fence(), "0"),
-	})
+	marker := clientv3.OpDelete(im.keys.importMarker())
+	if im.cfg.Marker != "" {
+		marker = clientv3.OpPut(im.keys.importMarker(), im.cfg.Marker)
+	}
+	return im.commitAt(ctx, final, []clientv3.Op{marker, clientv3.OpPut(im.keys.fence(), "0")})
 }
 
 // errImportUnfinished is what New answers on a prefix holding the import marker.
@@ -788,5 +800,8 @@ var errImportUnfinished = errors.New("its import marker is present")
 
 // checkImportMarker is the error of a prefix holding the import marker, whose value is marker.
 func checkImportMarker(k keySchema, marker []byte) error {
+	if bytes.HasPrefix(marker, []byte(mirrorMarkerPrefix)) {
+		return fmt.Errorf("zetcd: prefix %q holds a copy of a running ZooKeeper, not served until the migration ends (%w: %q); to drop the copy, delete the prefix", k.prefix, errImportUnfinished, marker)
+	}
 	return fmt.Errorf("zetcd: an import into prefix %q did not finish (%w: %q); delete the prefix and run zetcd import again", k.prefix, errImportUnfinished, marker)
 }

@@ -82,8 +82,9 @@ package etcdstore
 //	                       (ensemble.go), so that a leader without it empties the node.
 //	P i                    import marker: present while `zetcd import` (import.go) writes a
 //	                       ZooKeeper data directory into the prefix, which it also puts as
-//	                       padding to move etcd's revision; New refuses to start while it
-//	                       exists. Value: what is being imported.
+//	                       padding to move etcd's revision, and while a mirror (mirror.go)
+//	                       keeps a copy of a running ZooKeeper there; New refuses to start
+//	                       while it exists. Value: what is being imported or copied.
 //
 // The meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so one
 // range reads them all. A node's own c and d keys are absent until it has had a child: C=0.

@@ -57,6 +57,7 @@ type options struct {
 	security          securityOptions
 	sasl              saslOptions
 	ensemble          ensembleOptions
+	migrate           migrateOptions
 }
 
 // parseFlags parses zetcd's command line (args without the program name) and checks it.
@@ -118,6 +119,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	o.security.register(fs)
 	o.sasl.register(fs)
 	o.ensemble.register(fs)
+	o.migrate.register(fs)
 }
 
 // resolve reads the secrets (set reports whether a flag was on the command line), checks the
@@ -192,5 +194,5 @@ func (o *options) check(extra []string) error {
 	if err := o.ensemble.check(); err != nil {
 		return err
 	}
-	return nil
+	return o.migrate.check(o)
 }

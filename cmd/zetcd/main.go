@@ -66,6 +66,9 @@ func run(o options, log *zap.Logger) error {
 		defer stop()
 		go gomaxprocs.Run(ctx, gomaxprocs.Policy{}, log.Named("gomaxprocs"))
 	}
+	if o.migrate.on() {
+		return runMigrate(o, log)
+	}
 	etcd, err := connectEtcd(o, log)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,6 +45,10 @@ type Follower struct {
 	dirty     bool                    // ZooKeeper applied transactions no event named since the last sweep
 	lastSweep time.Time               // when the last sweep (or the read of the whole tree) ended
 	sweepTook time.Duration           // how long it took
+
+	// settled is the newest zxid up to which every transaction's changes have been reported
+	// (Settled).
+	settled atomic.Int64
 
 	done chan struct{}
 	err  error // why the follower stopped; read after done is closed
@@ -100,6 +105,31 @@ func Follow(ctx context.Context, cfg Config, report func(Change)) (*Follower, *z
 func (f *Follower) Wait() error {
 	<-f.done
 	return f.err
+}
+
+// Settled returns a zxid up to which every transaction's changes have been reported: every
+// node a transaction at or below it touched has been reported in a state that holds it (setACLs
+// aside: they move no zxid of a Stat, and a sweep reports them). A node reported earlier may hold
+// zxids above it, whose other nodes may come later: it is the bound below which no zxid is
+// missing. A transaction's events share its zxid (a multi fires one per op), so an event moves
+// it to the zxid before the event's; a ping's or a Sync's reply, which comes after the events of
+// every transaction up to its zxid, and a whole read of the tree from a zxid move it to that zxid.
+// report is called before Settled moves past what it reports.
+func (f *Follower) Settled() int64 { return f.settled.Load() }
+
+func (f *Follower) settle(zxid int64) {
+	if zxid > f.settled.Load() {
+		f.settled.Store(zxid)
+	}
+}
+
+// Last returns ZooKeeper's last zxid, read after a sync on the follower's session, without
+// waiting for the follower to report the changes up to it (Sync does).
+func (f *Follower) Last(ctx context.Context) (int64, error) {
+	f.smu.Lock()
+	s := f.s
+	f.smu.Unlock()
+	return lastZxid(ctx, s)
 }
 
 // Sync returns ZooKeeper's last zxid once every change up to it has been reported: it reads that
@@ -224,12 +254,15 @@ func (f *Follower) step(ctx context.Context) error {
 				return err
 			}
 		}
+		f.settle(it.n.zxid)
 		close(it.barrier)
 		return nil
 	}
 	if it.n.ping {
+		f.settle(it.n.zxid)
 		return nil
 	}
+	f.settle(it.n.zxid - 1)
 	return f.handle(ctx, it.n.ev)
 }
 
@@ -361,6 +394,7 @@ func (f *Follower) connect(ctx context.Context) (int64, error) {
 		f.replace(nodes)
 	}
 	f.seen, f.dirty = start, false
+	f.settle(start)
 	f.lastSweep, f.sweepTook = time.Now(), time.Since(begin)
 	return max(start, last), nil
 }

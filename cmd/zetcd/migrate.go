@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/etcdstore"
+	"github.com/zetcd/zetcd/internal/embedetcd"
+	"github.com/zetcd/zetcd/internal/zklive"
+	"github.com/zetcd/zetcd/migrate"
+)
+
+// Migration mode (--migrate-from): zetcd copies a running ZooKeeper into its store and keeps
+// the copy equal (package migrate; docs/migration.md, "Migration mode"), and answers the
+// copy's progress on --metrics-addr as GET /migrate. It serves no client from the copy: a
+// client connection is handed to migrationClient.
+
+// migrateOptions are the migration mode's flags.
+type migrateOptions struct {
+	from []string      // --migrate-from, split
+	auth []zklive.Auth // --migrate-auth, each scheme:credentials
+}
+
+func (m *migrateOptions) on() bool { return len(m.from) > 0 }
+
+func (m *migrateOptions) register(fs *flag.FlagSet) {
+	fs.Func("migrate-from", "migration mode: host:port,... of a running ZooKeeper (3.6+) to copy into the store and follow; see docs/migration.md, \"Migration mode\"", func(v string) error {
+		for _, a := range strings.Split(v, ",") {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return fmt.Errorf("%q: %w", a, err)
+			}
+			m.from = append(m.from, a)
+		}
+		return nil
+	})
+	fs.Func("migrate-auth", "with --migrate-from: credentials added to the sessions that read ZooKeeper, as scheme:credentials (digest:user:pass); repeatable", func(v string) error {
+		scheme, cred, ok := strings.Cut(v, ":")
+		if !ok || scheme == "" || cred == "" {
+			return fmt.Errorf("%q: want scheme:credentials, e.g. digest:user:pass", v)
+		}
+		m.auth = append(m.auth, zklive.Auth{Scheme: scheme, Auth: []byte(cred)})
+		return nil
+	})
+}
+
+// check refuses the flags migration mode cannot go with.
+func (m *migrateOptions) check(o *options) error {
+	switch {
+	case !m.on() && len(m.auth) > 0:
+		return errors.New("--migrate-auth needs --migrate-from")
+	case m.on() && o.oracle != "":
+		return errors.New("--migrate-from and --oracle cannot go together")
+	}
+	return nil
+}
+
+// runMigrate runs migration mode until SIGINT or SIGTERM, or a client port's failure.
+func runMigrate(o options, log *zap.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return serveMigrate(ctx, o, log, nil)
+}
+
+// serveMigrate runs migration mode until ctx ends or a client port fails; started, if set, is
+// told the client ports' and the metrics endpoint's addresses once they listen. A failed
+// migration keeps its status on /migrate until then.
+func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(clients []net.Addr, metrics net.Addr)) error {
+	etcd, err := connectEtcd(o, log)
+	if err != nil {
+		return err
+	}
+	defer etcd.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	mc := etcdstore.MirrorConfig{Client: etcd.cli, LeaseClient: etcd.leases, Prefix: o.prefix, Logger: log.Named("mirror"),
+		MaxTxnOps: o.etcdMaxTxnOps}
+	if etcd.embedded != nil {
+		mc.MaxTxnOps, mc.MaxRequestBytes = embedetcd.MaxTxnOps, embedetcd.MaxRequestBytes
+		// Nothing watches the copy: its history may go up to etcd's current revision.
+		if err := etcd.embedded.StartCompactor(embedetcd.CompactorConfig{Logger: log.Named("compactor")}); err != nil {
+			return err
+		}
+	}
+	m := migrate.Start(ctx, migrate.Config{
+		ZooKeeper: zklive.Config{Servers: o.migrate.from, Auth: o.migrate.auth, Log: log.Named("zklive")},
+		Mirror:    mc,
+		Logger:    log.Named("migrate"),
+	})
+	defer m.Wait()
+	defer cancel() // before waiting for the migration
+	log.Info("migration mode: copying ZooKeeper into the store", zap.Strings("zookeeper", o.migrate.from),
+		zap.Strings("etcd", etcd.endpoints), zap.String("prefix", o.prefix))
+	ports, err := o.security.listen(o.zkAddr)
+	if err != nil {
+		return err
+	}
+	serveErr := make(chan error, len(ports))
+	var addrs []net.Addr
+	for _, p := range ports {
+		go func() { serveErr <- acceptMigrating(p.ln, log.Named("server")) }()
+		defer p.ln.Close()
+		addrs = append(addrs, p.ln.Addr())
+	}
+	var metricsAddr net.Addr
+	if o.metricsAddr != "" {
+		ep, err := startHTTP(o.metricsAddr, migrateHandler(m), log.Named("http"))
+		if err != nil {
+			return err
+		}
+		defer ep.stop()
+		metricsAddr = ep.addr
+		log.Info("serving the migration's status", zap.String("metrics-addr", ep.addr.String()))
+	}
+	if started != nil {
+		started(addrs, metricsAddr)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("stopping the migration")
+		return nil
+	case err := <-serveErr:
+		return err
+	}
+}
+
+// acceptMigrating hands each client connection on ln to migrationClient until ln closes.
+func acceptMigrating(ln net.Listener, log *zap.Logger) error {
+	log.Info("migration mode: listening for ZooKeeper clients", zap.String("addr", ln.Addr().String()))
+	for {
+		conn, err := ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+		}
+		go migrationClient(conn, log)
+	}
+}
+
+// migrationClient is what a client connection gets in migration mode. The copy is not served
+// (ZooKeeper keeps the clients' sessions until the cutover), and nothing relays a session to
+// ZooKeeper: the connection is closed, so that the client tries the next server of its connect
+// string, as it does with a ZooKeeper server that cannot serve.
+func migrationClient(conn net.Conn, log *zap.Logger) {
+	log.Info("migration mode: client connection closed; clients are served by ZooKeeper until the cutover",
+		zap.String("client", conn.RemoteAddr().String()))
+	conn.Close()
+}
+
+// migrateHandler is the operator endpoint in migration mode: /migrate answers the migration's
+// Status as JSON, /healthz is 200 unless the migration failed.
+func migrateHandler(m *migrate.Migration) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /migrate", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(m.Status())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if s := m.Status(); s.State == migrate.StateFailed {
+			http.Error(w, "migration failed: "+strings.Join(s.Errors, "; "), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}

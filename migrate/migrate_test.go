@@ -1,0 +1,265 @@
+package migrate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/etcdstore"
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/tcpproxy"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
+	"github.com/zetcd/zetcd/internal/zklive"
+	"github.com/zetcd/zetcd/migrate"
+)
+
+var openACL = zk.WorldACL(zk.PermAll)
+
+// writer changes the tree at addr until stop is closed, with every kind of write: creates
+// (sequential ones, containers, TTL nodes), deletes, setData, setACL, multis, and the
+// ephemerals of sessions that close or stay. It reports how many rounds it made.
+func writer(t testing.TB, addr string, stop <-chan struct{}) <-chan int {
+	rounds := make(chan int, 1)
+	c := testenv.Connect(t, addr)
+	_, err := c.Create("/w", nil, 0, openACL)
+	testenv.Must(t, err)
+	_, err = c.Create("/w/acl", []byte("a"), 0, openACL)
+	testenv.Must(t, err)
+	go func() {
+		i := 0
+		defer func() { rounds <- i }()
+		check := func(what string, err error, allowed ...error) bool {
+			for _, a := range allowed {
+				if errors.Is(err, a) {
+					return true
+				}
+			}
+			if err != nil {
+				t.Errorf("round %d: %s: %v", i, what, err)
+				return false
+			}
+			return true
+		}
+		var open *zk.Conn // a session left open with its ephemeral
+		defer func() {
+			if open != nil {
+				t.Cleanup(open.Close)
+			}
+		}()
+		for ; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p := fmt.Sprintf("/w/n-%d", i)
+			if _, err := c.Create(p, []byte(p), 0, openACL); !check("create", err) {
+				return
+			}
+			if i > 0 {
+				_, err := c.Set(fmt.Sprintf("/w/n-%d", i-1), []byte("set"), -1)
+				if !check("setData", err, zk.ErrNoNode) {
+					return
+				}
+			}
+			if i%3 == 2 && !check("delete", c.Delete(fmt.Sprintf("/w/n-%d", i-2), -1), zk.ErrNoNode) {
+				return
+			}
+			_, err := c.SetACL("/w/acl", append(zk.DigestACL(zk.PermAll, "u", fmt.Sprint(i)), openACL...), -1)
+			if !check("setACL", err) {
+				return
+			}
+			_, err = c.Multi(
+				&zk.CreateRequest{Path: fmt.Sprintf("/w/m-%d", i), Data: []byte("m"), Acl: openACL},
+				&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprint(i)), Version: -1},
+				&zk.CreateRequest{Path: "/w/seq-", Acl: openACL, Flags: zk.FlagSequence},
+			)
+			if !check("multi", err) {
+				return
+			}
+			if i > 0 && !check("delete multi's", c.Delete(fmt.Sprintf("/w/m-%d", i-1), -1)) {
+				return
+			}
+			if i%5 == 0 {
+				_, err = c.CreateContainer(fmt.Sprintf("/w/c-%d", i), nil, zk.FlagContainer, openACL)
+				check("container", err)
+				_, err = c.CreateTTL(fmt.Sprintf("/w/ttl-%d", i), nil, zk.FlagTTL, openACL, time.Hour)
+				check("ttl", err)
+			}
+			if i%7 == 0 {
+				s, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
+				if !check("connect", err) {
+					return
+				}
+				_, err = s.Create(fmt.Sprintf("/w/eph-%d", i), nil, zk.FlagEphemeral, openACL)
+				check("ephemeral", err)
+				_, err = s.Create("/w/eseq-", nil, zk.FlagEphemeralSequential, openACL)
+				check("ephemeral sequential", err)
+				if open != nil {
+					open.Close()
+				}
+				open = s
+			}
+		}
+	}()
+	return rounds
+}
+
+// buildZkctl builds zkctl, whose diff compares two servers.
+func buildZkctl(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "zkctl")
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/zkctl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build zkctl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// diffServers runs zkctl diff between two servers and fails on any difference.
+func diffServers(t testing.TB, zkctl, from, to string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(zkctl, append([]string{"diff", "--from", from, "--to", to}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("zkctl diff %v: %v\n%s", args, err, out.String())
+	}
+	t.Logf("zkctl diff %v:\n%s", args, out.String())
+}
+
+// WaitCaughtUp waits until m's status is caught up with ZooKeeper's zxid read after zxid.
+func waitCaughtUp(t testing.TB, m *migrate.Migration, after int64) migrate.Status {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		s := m.Status()
+		var zk int64
+		fmt.Sscanf(s.ZooKeeperZxid, "0x%x", &zk)
+		if s.State == migrate.StateFailed {
+			t.Fatalf("migration failed: %+v", s)
+		}
+		if s.State == migrate.StateCaughtUp && zk >= after {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not caught up: %+v", s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// lastZxid is a zxid past every transaction ZooKeeper at addr applied before: the czxid of a
+// node it creates (left in the tree).
+func lastZxid(t testing.TB, addr string) int64 {
+	t.Helper()
+	c := testenv.Connect(t, addr)
+	defer c.Close()
+	p, err := c.Create("/last-", nil, zk.FlagSequence, openACL)
+	testenv.Must(t, err)
+	_, st, err := c.Exists(p)
+	testenv.Must(t, err)
+	return st.Czxid
+}
+
+// migrateUntilEqual migrates from a ZooKeeper while a writer changes it, then checks with zkctl
+// diff, through a zetcd started on the copy, that the copy is ZooKeeper's tree.
+func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, *migrate.Migration)) {
+	srv := zkserver.Start(t, zkserver.Options{})
+	itest.History(t, srv.Addr, 20, nil)
+	c := testenv.Connect(t, srv.Addr)
+	_, err := c.Create("/bulk", nil, 0, openACL)
+	testenv.Must(t, err)
+	// Multis of as many creates as one transaction within maxTxnOps can write.
+	multi := min(500, maxTxnOps/8)
+	for i := 0; i < 2000; i += multi {
+		var ops []any
+		for j := i; j < min(i+multi, 2000); j++ {
+			ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("/bulk/n%d", j), Data: []byte(fmt.Sprint(j)), Acl: openACL})
+		}
+		_, err := c.Multi(ops...)
+		testenv.Must(t, err)
+	}
+	p, err := tcpproxy.Start(srv.Addr)
+	testenv.Must(t, err)
+	defer p.Close()
+
+	e := testenv.StartEtcd(t)
+	stop := make(chan struct{})
+	rounds := writer(t, srv.Addr, stop)
+	time.Sleep(200 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
+	m := migrate.Start(ctx, migrate.Config{
+		ZooKeeper:    zklive.Config{Servers: []string{p.Addr()}, SweepInterval: 300 * time.Millisecond, Log: log},
+		Mirror:       etcdstore.MirrorConfig{Client: e.Client(t), MaxTxnOps: maxTxnOps, MaxRequestBytes: 10 << 20},
+		Logger:       log,
+		LastInterval: 200 * time.Millisecond,
+		SyncInterval: 200 * time.Millisecond,
+	})
+	for range 8 {
+		time.Sleep(500 * time.Millisecond)
+		if fault != nil {
+			fault(p, m)
+		}
+		t.Logf("status: %+v", m.Status())
+	}
+	close(stop)
+	n := <-rounds
+	s := waitCaughtUp(t, m, lastZxid(t, srv.Addr))
+	t.Logf("writer: %d rounds; caught up: %+v", n, s)
+	cancel()
+	if err := m.Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait: %v", err)
+	}
+	// A zetcd in normal mode refuses the copy while its marker is there; taking the marker
+	// away is the cutover's business, done here by hand.
+	cli := e.Client(t)
+	_, err = cli.Delete(context.Background(), "/zk/i")
+	testenv.Must(t, err)
+	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
+	diffServers(t, buildZkctl(t), srv.Addr, z.Addr)
+}
+
+// TestMigrateWriter: a copy made while a writer changes ZooKeeper is ZooKeeper's tree once the
+// writer stops and the migration says it caught up.
+func TestMigrateWriter(t *testing.T) {
+	migrateUntilEqual(t, 65536, nil)
+}
+
+// TestMigrateSmallTransactions: the same within an external etcd's default --max-txn-ops (128),
+// so that the changes settled at once are written in several transactions. (A transaction of
+// ZooKeeper whose nodes do not fit one etcd transaction cannot be copied: its zxid is one.)
+func TestMigrateSmallTransactions(t *testing.T) {
+	migrateUntilEqual(t, 128, nil)
+}
+
+// TestMigrateDroppedConnection: the same with the connection to ZooKeeper reset again and again
+// once the copy follows it: the follower reads the tree again and the differences reach the copy.
+func TestMigrateDroppedConnection(t *testing.T) {
+	calls, resets := 0, 0
+	migrateUntilEqual(t, 65536, func(p *tcpproxy.Proxy, m *migrate.Migration) {
+		if m.Status().State == migrate.StateLoading {
+			return
+		}
+		if calls++; calls%3 == 1 {
+			p.Reset()
+			resets++
+		}
+	})
+	if resets == 0 {
+		t.Errorf("the connection was never reset while the copy followed ZooKeeper")
+	}
+	t.Logf("%d resets", resets)
+}
