@@ -18,12 +18,13 @@ import (
 	"github.com/zetcd/zetcd/internal/embedetcd"
 	"github.com/zetcd/zetcd/internal/zklive"
 	"github.com/zetcd/zetcd/migrate"
+	"github.com/zetcd/zetcd/zkrelay"
 )
 
 // Migration mode (--migrate-from): zetcd copies a running ZooKeeper into its store and keeps
 // the copy equal (package migrate; docs/migration.md, "Migration mode"), and answers the
-// copy's progress on --metrics-addr as GET /migrate. It serves no client from the copy: a
-// client connection is handed to migrationClient.
+// copy's progress on --metrics-addr as GET /migrate. It serves no client from the copy: every
+// client connection is relayed to ZooKeeper (package zkrelay), which serves it.
 
 // migrateOptions are the migration mode's flags.
 type migrateOptions struct {
@@ -104,16 +105,18 @@ func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(
 	if err != nil {
 		return err
 	}
+	relay := zkrelay.New(zkrelay.Config{Servers: o.migrate.from, MaxFrameBytes: o.maxFrameBytes, Logger: log.Named("relay")})
+	defer relay.CloseAll()
 	serveErr := make(chan error, len(ports))
 	var addrs []net.Addr
 	for _, p := range ports {
-		go func() { serveErr <- acceptMigrating(p.ln, log.Named("server")) }()
+		go func() { serveErr <- acceptMigrating(ctx, p.ln, relay, log.Named("server")) }()
 		defer p.ln.Close()
 		addrs = append(addrs, p.ln.Addr())
 	}
 	var metricsAddr net.Addr
 	if o.metricsAddr != "" {
-		ep, err := startHTTP(o.metricsAddr, migrateHandler(m), log.Named("http"))
+		ep, err := startHTTP(o.metricsAddr, migrateHandler(m, relay), log.Named("http"))
 		if err != nil {
 			return err
 		}
@@ -133,9 +136,10 @@ func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(
 	}
 }
 
-// acceptMigrating hands each client connection on ln to migrationClient until ln closes.
-func acceptMigrating(ln net.Listener, log *zap.Logger) error {
-	log.Info("migration mode: listening for ZooKeeper clients", zap.String("addr", ln.Addr().String()))
+// acceptMigrating hands each client connection on ln to the relay until ln closes: in
+// migration mode ZooKeeper serves every client, through zetcd, until the cutover.
+func acceptMigrating(ctx context.Context, ln net.Listener, relay *zkrelay.Relay, log *zap.Logger) error {
+	log.Info("migration mode: relaying ZooKeeper clients to ZooKeeper", zap.String("addr", ln.Addr().String()))
 	for {
 		conn, err := ln.Accept()
 		if errors.Is(err, net.ErrClosed) {
@@ -144,27 +148,17 @@ func acceptMigrating(ln net.Listener, log *zap.Logger) error {
 		if err != nil {
 			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 		}
-		go migrationClient(conn, log)
+		go relay.Serve(ctx, conn)
 	}
 }
 
-// migrationClient is what a client connection gets in migration mode. The copy is not served
-// (ZooKeeper keeps the clients' sessions until the cutover), and nothing relays a session to
-// ZooKeeper: the connection is closed, so that the client tries the next server of its connect
-// string, as it does with a ZooKeeper server that cannot serve.
-func migrationClient(conn net.Conn, log *zap.Logger) {
-	log.Info("migration mode: client connection closed; clients are served by ZooKeeper until the cutover",
-		zap.String("client", conn.RemoteAddr().String()))
-	conn.Close()
-}
-
 // migrateHandler is the operator endpoint in migration mode: /migrate answers the migration's
-// Status as JSON, /healthz is 200 unless the migration failed.
-func migrateHandler(m *migrate.Migration) http.Handler {
+// Status and the relayed sessions as JSON, /healthz is 200 unless the migration failed.
+func migrateHandler(m *migrate.Migration, relay *zkrelay.Relay) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /migrate", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(m.Status())
+		json.NewEncoder(w).Encode(migrateStatus{Status: m.Status(), Relayed: relayedSessions(relay.Sessions())})
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if s := m.Status(); s.State == migrate.StateFailed {
@@ -174,4 +168,37 @@ func migrateHandler(m *migrate.Migration) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	return mux
+}
+
+// migrateStatus is what GET /migrate answers: the copy's progress, and the sessions relayed
+// through this process.
+type migrateStatus struct {
+	migrate.Status
+	Relayed []relayedSession `json:"relayedSessions"`
+}
+
+// relayedSession is a relayed session as GET /migrate shows it: never its password.
+type relayedSession struct {
+	ID         string `json:"id"`
+	TimeoutMs  int64  `json:"timeoutMs"`
+	LastZxid   string `json:"lastZxid"`
+	Server     string `json:"server"`
+	Connected  bool   `json:"connected"`
+	Closed     bool   `json:"closed,omitempty"`
+	Expired    bool   `json:"expired,omitempty"`
+	Ephemerals int    `json:"ephemerals"`
+	Watches    int    `json:"watches"`
+}
+
+func relayedSessions(sessions []zkrelay.Session) []relayedSession {
+	out := make([]relayedSession, 0, len(sessions))
+	for _, s := range sessions {
+		w := s.Watches
+		out = append(out, relayedSession{
+			ID: fmt.Sprintf("%#x", int64(s.ID)), TimeoutMs: s.Timeout.Milliseconds(), LastZxid: fmt.Sprintf("%#x", int64(s.LastZxid)),
+			Server: s.Server, Connected: s.Connected, Closed: s.Closed, Expired: s.Expired, Ephemerals: len(s.Ephemerals),
+			Watches: len(w.Data) + len(w.Exist) + len(w.Child) + len(w.Persistent) + len(w.PersistentRecursive),
+		})
+	}
+	return out
 }

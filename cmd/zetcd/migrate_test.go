@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -43,19 +42,20 @@ func TestMigrateFlags(t *testing.T) {
 }
 
 // getStatus reads GET /migrate.
-func getStatus(t testing.TB, addr net.Addr) migrate.Status {
+func getStatus(t testing.TB, addr net.Addr) migrateStatus {
 	t.Helper()
 	resp, err := http.Get("http://" + addr.String() + "/migrate")
 	testenv.Must(t, err)
 	defer resp.Body.Close()
-	var s migrate.Status
+	var s migrateStatus
 	testenv.Must(t, json.NewDecoder(resp.Body).Decode(&s))
 	return s
 }
 
-// TestMigrateMode runs zetcd --migrate-from against a ZooKeeper that keeps changing: a client
-// connection to zetcd is closed; /migrate says caught up once ZooKeeper stops changing; the copy,
-// served by a zetcd started on it without its marker, is ZooKeeper's tree (zkctl diff).
+// TestMigrateMode runs zetcd --migrate-from against a ZooKeeper that keeps changing, partly
+// through zetcd: a client of zetcd holds a ZooKeeper session, relayed, and /migrate lists it;
+// /migrate says caught up once ZooKeeper stops changing; the copy, served by a zetcd started on
+// it without its marker, is ZooKeeper's tree (zkctl diff).
 func TestMigrateMode(t *testing.T) {
 	srv := zkserver.Start(t, zkserver.Options{})
 	itest.History(t, srv.Addr, 10, nil)
@@ -84,14 +84,28 @@ func TestMigrateMode(t *testing.T) {
 		t.Fatalf("migration mode stopped: %v", err)
 	}
 
-	// Clients are not served from the copy: the connection closes without an answer.
-	conn, err := net.Dial("tcp", a.clients[0].String())
-	testenv.Must(t, err)
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if n, err := conn.Read(make([]byte, 1)); err != io.EOF {
-		t.Errorf("client connection: read %d bytes, %v; want it closed", n, err)
+	// Clients are served by ZooKeeper through zetcd: their sessions and ephemerals are
+	// ZooKeeper's, and four-letter words get ZooKeeper's answers.
+	zetcdAddr := a.clients[0].String()
+	if out, err := zkserver.FourLetterWord(zetcdAddr, "ruok", 10*time.Second); err != nil || out != "imok" {
+		t.Errorf("ruok through zetcd in migration mode: %q, %v", out, err)
 	}
-	conn.Close()
+	relayed := testenv.Connect(t, zetcdAddr)
+	_, err = relayed.Create("/app/relayed", []byte("through zetcd"), zk.FlagEphemeral, openACL)
+	testenv.Must(t, err)
+	_, st, err := live.Get("/app/relayed") // read on ZooKeeper itself
+	testenv.Must(t, err)
+	if st.EphemeralOwner != relayed.SessionID() {
+		t.Errorf("ephemeral made through zetcd: owner %#x on ZooKeeper, the client's session %#x", st.EphemeralOwner, relayed.SessionID())
+	}
+	var listed bool
+	for _, rs := range getStatus(t, a.metrics).Relayed {
+		listed = listed || rs.ID == fmt.Sprintf("%#x", relayed.SessionID()) && rs.Connected && rs.Ephemerals == 1
+	}
+	if !listed {
+		t.Errorf("/migrate does not list the relayed session %#x, connected with its ephemeral: %+v", relayed.SessionID(), getStatus(t, a.metrics).Relayed)
+	}
+	relayed.Close() // its ephemeral goes, on ZooKeeper and then in the copy
 
 	// ZooKeeper goes on changing: data, a delete, an ephemeral of a session that closes.
 	c := testenv.Connect(t, srv.Addr)
