@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -138,11 +140,46 @@ func loadProgress(log *zap.Logger) func(zkdata.Progress) {
 	}
 }
 
-// importGCPercent is the import's GOGC (unless the environment sets one). Its live heap is
-// ZooKeeper's whole tree beside etcd's index of it, which Go's default GOGC of 100 marks over and
-// over as it grows: at a million znodes a quarter of the import's CPU. 300 spent a third less
-// CPU for 1.5 times the peak RSS (2.9 against 1.9 GiB); GOMEMLIMIT still bounds the heap.
-const importGCPercent = 300
+// importGC sets the import's collector, unless GOGC or GOMEMLIMIT is set. The import's live heap
+// is ZooKeeper's whole tree and the plan of its keys, built once and dropped at the end; a
+// collector marking that heap over and over as it grows spends a quarter of the import's CPU
+// at a million znodes. So the collector stays off until the heap reaches three quarters of the
+// machine's memory (or of its cgroup's limit), where it runs again as Go's memory limit makes
+// it: at a million znodes of 128 bytes, 2.1 GiB of peak RSS against 1.8 with GOGC 300, and 2 s
+// of CPU less. Where the memory cannot be read, GOGC is 300.
+func importGC() {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if mem := machineMemory(); mem > 0 {
+		debug.SetMemoryLimit(mem / 4 * 3)
+		debug.SetGCPercent(-1)
+		return
+	}
+	debug.SetGCPercent(300)
+}
+
+// machineMemory is the memory this process may use: the machine's, or its cgroup's limit if
+// lower; 0 if unknown.
+func machineMemory() int64 {
+	var total int64
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if kb, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+				total = n << 10
+			}
+		}
+	}
+	for _, f := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		if b, err := os.ReadFile(f); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && (total == 0 || n < total) {
+				total = n
+			}
+		}
+	}
+	return total
+}
 
 // importMain is `zetcd import`: it returns the exit status.
 func importMain(args []string, stderr io.Writer) int {
@@ -160,9 +197,7 @@ func importMain(args []string, stderr io.Writer) int {
 		return 2
 	}
 	defer log.Sync()
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(importGCPercent)
-	}
+	importGC()
 	if _, err := runImport(o, log); err != nil {
 		// One line for the operator: the error names the file, offset or key; a stack says nothing.
 		log.WithOptions(zap.AddStacktrace(zap.FatalLevel)).Error("import failed", zap.Error(err))

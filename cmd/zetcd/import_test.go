@@ -464,3 +464,17 @@ func TestImportKilled(t *testing.T) {
 		t.Errorf("import into the killed import's directory: %v", err)
 	}
 }
+
+// TestMachineMemory: the import's memory limit comes from what /proc/meminfo says the machine
+// has, or less (a cgroup's limit).
+func TestMachineMemory(t *testing.T) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Skip("no /proc/meminfo")
+	}
+	var kb int64
+	fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+	if got := machineMemory(); got <= 0 || got > kb<<10 {
+		t.Errorf("machineMemory %d, MemTotal %d kB", got, kb)
+	}
+}
