@@ -57,8 +57,10 @@ type backendChunk struct {
 }
 
 const (
-	// backendChunkEntries is how many entries a chunk holds.
+	// backendChunkEntries and backendChunkBytes bound a chunk; its arena is allocated with room
+	// for a little more than backendChunkBytes, so that it seldom grows.
 	backendChunkEntries = 4096
+	backendChunkBytes   = 1 << 20
 	// backendTxnPuts is how many puts one bbolt transaction of the bulk holds: enough that
 	// commits are rare, few enough that a transaction's dirty pages stay small beside the tree.
 	backendTxnPuts = 1 << 17
@@ -107,7 +109,7 @@ func createBackend(log *zap.Logger, path string, marker importPut, first int64) 
 }
 
 func newBackendChunk() *backendChunk {
-	return &backendChunk{arena: make([]byte, 0, backendChunkEntries*256), ends: make([]int, 0, 2*backendChunkEntries)}
+	return &backendChunk{arena: make([]byte, 0, backendChunkBytes+backendChunkBytes/4), ends: make([]int, 0, 2*backendChunkEntries)}
 }
 
 // begin starts revision rev, past every revision written before.
@@ -167,7 +169,7 @@ func (w *backendWriter) value(arena []byte) {
 }
 
 func (w *backendWriter) flushFull() {
-	if len(w.chunk.lease) >= backendChunkEntries {
+	if len(w.chunk.lease) >= backendChunkEntries || len(w.chunk.arena) >= backendChunkBytes {
 		w.chunks <- w.chunk
 		w.chunk = newBackendChunk()
 	}
