@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,15 +27,15 @@ import (
 
 var openACL = zk.WorldACL(zk.PermAll)
 
-// writer changes the tree at addr until stop is closed, with every kind of write: creates
-// (sequential ones, containers, TTL nodes), deletes, setData, setACL, multis, and the
+// writer changes the tree at addr under root until stop is closed, with every kind of write:
+// creates (sequential ones, containers, TTL nodes), deletes, setData, setACL, multis, and the
 // ephemerals of sessions that close or stay. It reports how many rounds it made.
-func writer(t testing.TB, addr string, stop <-chan struct{}) <-chan int {
+func writer(t testing.TB, addr, root string, stop <-chan struct{}) <-chan int {
 	rounds := make(chan int, 1)
 	c := testenv.Connect(t, addr)
-	_, err := c.Create("/w", nil, 0, openACL)
+	_, err := c.Create(root, nil, 0, openACL)
 	testenv.Must(t, err)
-	_, err = c.Create("/w/acl", []byte("a"), 0, openACL)
+	_, err = c.Create(root+"/acl", []byte("a"), 0, openACL)
 	testenv.Must(t, err)
 	go func() {
 		i := 0
@@ -62,38 +64,38 @@ func writer(t testing.TB, addr string, stop <-chan struct{}) <-chan int {
 				return
 			default:
 			}
-			p := fmt.Sprintf("/w/n-%d", i)
+			p := fmt.Sprintf("%s/n-%d", root, i)
 			if _, err := c.Create(p, []byte(p), 0, openACL); !check("create", err) {
 				return
 			}
 			if i > 0 {
-				_, err := c.Set(fmt.Sprintf("/w/n-%d", i-1), []byte("set"), -1)
+				_, err := c.Set(fmt.Sprintf("%s/n-%d", root, i-1), []byte("set"), -1)
 				if !check("setData", err, zk.ErrNoNode) {
 					return
 				}
 			}
-			if i%3 == 2 && !check("delete", c.Delete(fmt.Sprintf("/w/n-%d", i-2), -1), zk.ErrNoNode) {
+			if i%3 == 2 && !check("delete", c.Delete(fmt.Sprintf("%s/n-%d", root, i-2), -1), zk.ErrNoNode) {
 				return
 			}
-			_, err := c.SetACL("/w/acl", append(zk.DigestACL(zk.PermAll, "u", fmt.Sprint(i)), openACL...), -1)
+			_, err := c.SetACL(root+"/acl", append(zk.DigestACL(zk.PermAll, "u", fmt.Sprint(i)), openACL...), -1)
 			if !check("setACL", err) {
 				return
 			}
 			_, err = c.Multi(
-				&zk.CreateRequest{Path: fmt.Sprintf("/w/m-%d", i), Data: []byte("m"), Acl: openACL},
+				&zk.CreateRequest{Path: fmt.Sprintf("%s/m-%d", root, i), Data: []byte("m"), Acl: openACL},
 				&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprint(i)), Version: -1},
-				&zk.CreateRequest{Path: "/w/seq-", Acl: openACL, Flags: zk.FlagSequence},
+				&zk.CreateRequest{Path: root + "/seq-", Acl: openACL, Flags: zk.FlagSequence},
 			)
 			if !check("multi", err) {
 				return
 			}
-			if i > 0 && !check("delete multi's", c.Delete(fmt.Sprintf("/w/m-%d", i-1), -1)) {
+			if i > 0 && !check("delete multi's", c.Delete(fmt.Sprintf("%s/m-%d", root, i-1), -1)) {
 				return
 			}
 			if i%5 == 0 {
-				_, err = c.CreateContainer(fmt.Sprintf("/w/c-%d", i), nil, zk.FlagContainer, openACL)
+				_, err = c.CreateContainer(fmt.Sprintf("%s/c-%d", root, i), nil, zk.FlagContainer, openACL)
 				check("container", err)
-				_, err = c.CreateTTL(fmt.Sprintf("/w/ttl-%d", i), nil, zk.FlagTTL, openACL, time.Hour)
+				_, err = c.CreateTTL(fmt.Sprintf("%s/ttl-%d", root, i), nil, zk.FlagTTL, openACL, time.Hour)
 				check("ttl", err)
 			}
 			if i%7 == 0 {
@@ -101,9 +103,9 @@ func writer(t testing.TB, addr string, stop <-chan struct{}) <-chan int {
 				if !check("connect", err) {
 					return
 				}
-				_, err = s.Create(fmt.Sprintf("/w/eph-%d", i), nil, zk.FlagEphemeral, openACL)
+				_, err = s.Create(fmt.Sprintf("%s/eph-%d", root, i), nil, zk.FlagEphemeral, openACL)
 				check("ephemeral", err)
-				_, err = s.Create("/w/eseq-", nil, zk.FlagEphemeralSequential, openACL)
+				_, err = s.Create(root+"/eseq-", nil, zk.FlagEphemeralSequential, openACL)
 				check("ephemeral sequential", err)
 				if open != nil {
 					open.Close()
@@ -196,7 +198,7 @@ func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, 
 
 	e := testenv.StartEtcd(t)
 	stop := make(chan struct{})
-	rounds := writer(t, srv.Addr, stop)
+	rounds := writer(t, srv.Addr, "/w", stop)
 	time.Sleep(200 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -262,4 +264,73 @@ func TestMigrateDroppedConnection(t *testing.T) {
 		t.Errorf("the connection was never reset while the copy followed ZooKeeper")
 	}
 	t.Logf("%d resets", resets)
+}
+
+// TestMigrateEnsembleLeaderKilled: a copy of a three-server ZooKeeper, followed through all
+// three, stays exact when ZooKeeper's leader is killed during the migration: writes go on
+// before and after the election, and once they stop and the copy is caught up, it is the
+// surviving servers' tree.
+func TestMigrateEnsembleLeaderKilled(t *testing.T) {
+	servers := zkserver.StartEnsemble(t, 3, zkserver.Options{})
+	var addrs []string
+	leader := -1
+	for i, s := range servers {
+		addrs = append(addrs, s.Addr)
+		if out, err := zkserver.FourLetterWord(s.Addr, "srvr", 10*time.Second); err == nil && strings.Contains(out, "Mode: leader") {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no server says it leads")
+	}
+	follower := servers[(leader+1)%3].Addr
+	itest.History(t, follower, 10, nil)
+
+	e := testenv.StartEtcd(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
+	m := migrate.Start(ctx, migrate.Config{
+		ZooKeeper:    zklive.Config{Servers: addrs, SweepInterval: 300 * time.Millisecond, Log: log},
+		Mirror:       etcdstore.MirrorConfig{Client: e.Client(t), MaxTxnOps: 65536, MaxRequestBytes: 10 << 20},
+		Logger:       log,
+		LastInterval: 200 * time.Millisecond,
+		SyncInterval: 200 * time.Millisecond,
+	})
+	write := func(root string) {
+		stop := make(chan struct{})
+		rounds := writer(t, follower, root, stop)
+		time.Sleep(2 * time.Second)
+		close(stop)
+		t.Logf("writer %s: %d rounds; status %+v", root, <-rounds, m.Status())
+	}
+	testenv.Eventually(t, 60*time.Second, "the copy loaded", func() error {
+		if st := m.Status(); st.State != migrate.StateFollowing && st.State != migrate.StateCaughtUp {
+			return fmt.Errorf("%+v", st)
+		}
+		return nil
+	})
+	write("/before")
+	servers[leader].Signal(syscall.SIGKILL)
+	t.Logf("killed ZooKeeper's leader, server %d", leader+1)
+	testenv.Eventually(t, 60*time.Second, "a new leader", func() error {
+		c, _, err := zk.Connect([]string{follower}, 5*time.Second, zk.WithLogInfo(false))
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Create("/elected-", nil, zk.FlagSequence, openACL)
+		return err
+	})
+	write("/after")
+	s := waitCaughtUp(t, m, lastZxid(t, follower))
+	t.Logf("caught up: %+v", s)
+	cancel()
+	if err := m.Wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait: %v", err)
+	}
+	_, err := e.Client(t).Delete(context.Background(), "/zk/i") // the cutover's business, by hand
+	testenv.Must(t, err)
+	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
+	diffServers(t, buildZkctl(t), follower, z.Addr)
 }
