@@ -121,13 +121,6 @@ func newTree() *tree {
 	return &tree{nodes: map[string]*replicaNode{}, ephemerals: map[int64]map[string]struct{}{}}
 }
 
-// replicaNode is one znode. A node exists when its data key does; an entry with no key and no
-// children is removed.
-type replicaNode struct {
-	keys     nodeKeys
-	children childSet
-}
-
 func newReplica(keys keySchema, log *zap.Logger) *replica {
 	return &replica{keys: keys, log: log, pageSize: replicaPageSize, t: newTree()}
 }
@@ -297,8 +290,8 @@ func (r *replica) applyLocked(rev int64, evs []*clientv3.Event) aclsBefore {
 		}
 		if _, seen := before[path]; !seen {
 			before[path] = nil
-			if n := r.t.nodes[path]; n != nil && (n.keys.exists() || n.keys.acl.mod != 0) {
-				before[path] = n.keys.meta.ACL
+			if n := r.t.nodes[path]; n != nil && (n.exists() || n.keys().acl.mod != 0) {
+				before[path] = n.acl
 			}
 		}
 	}
@@ -348,12 +341,13 @@ func (r *replica) revision() int64 {
 	return revOf(encoding.Zxid(r.zxid.Load()))
 }
 
-// entry returns the node's entry, creating it.
+// entry returns the node's entry, creating it. A new entry's path is copied: path may be part
+// of an etcd key, which the tree does not keep.
 func (t *tree) entry(path string) *replicaNode {
 	n := t.nodes[path]
 	if n == nil {
 		n = &replicaNode{}
-		t.nodes[path] = n
+		t.nodes[strings.Clone(path)] = n
 	}
 	return n
 }
@@ -370,13 +364,13 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 	}
 	if path, ok := keys.pathOfDataKey(key); ok {
 		n := t.entry(path)
-		if n.keys.exists() {
+		if n.exists() {
 			t.uncount(path, n)
 		} else if path != "/" {
 			parent, name := splitPath(path)
-			t.entry(parent).children.add(name)
+			t.entry(parent).addChild(strings.Clone(name))
 		}
-		n.keys.putData(kv, &t.acls)
+		n.update(func(k *nodeKeys) { k.putData(kv, &t.acls) })
 		t.countIn(path, n)
 		if q, ok := quotaOf(path, quotaLimitNode); ok {
 			t.quotas = t.quotas.with(q)
@@ -385,14 +379,14 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 	}
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		n := t.entry(path)
-		t.changeMeta(path, n, name, func() { n.keys.putMeta(name, kv, &t.acls) })
+		t.changeMeta(path, n, name, func() { n.update(func(k *nodeKeys) { k.putMeta(name, kv, &t.acls) }) })
 	}
 }
 
 // changeMeta runs change, a put or delete of the node's meta key name, keeping the counters
 // right when the key holds the node's data (the stats key).
 func (t *tree) changeMeta(path string, n *replicaNode, name byte, change func()) {
-	if name != 's' || !n.keys.exists() {
+	if name != 's' || !n.exists() {
 		change()
 		return
 	}
@@ -419,11 +413,11 @@ func (t *tree) delete(keys keySchema, key string) {
 	}
 	if path, ok := keys.pathOfDataKey(key); ok {
 		n := t.nodes[path]
-		if n == nil || !n.keys.exists() {
+		if n == nil || !n.exists() {
 			return
 		}
 		t.uncount(path, n)
-		n.keys.deleteData()
+		n.update((*nodeKeys).deleteData)
 		t.forgetIfEmpty(path, n)
 		if q, ok := quotaOf(path, quotaLimitNode); ok {
 			t.quotas = t.quotas.without(q)
@@ -431,7 +425,7 @@ func (t *tree) delete(keys keySchema, key string) {
 		if path != "/" {
 			parent, name := splitPath(path)
 			if p := t.nodes[parent]; p != nil {
-				p.children.remove(name)
+				p.removeChild(name)
 				t.forgetIfEmpty(parent, p)
 			}
 		}
@@ -439,14 +433,14 @@ func (t *tree) delete(keys keySchema, key string) {
 	}
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		if n := t.nodes[path]; n != nil {
-			t.changeMeta(path, n, name, func() { n.keys.deleteMeta(name) })
+			t.changeMeta(path, n, name, func() { n.update(func(k *nodeKeys) { k.deleteMeta(name) }) })
 			t.forgetIfEmpty(path, n)
 		}
 	}
 }
 
 func (t *tree) forgetIfEmpty(path string, n *replicaNode) {
-	if n.keys.empty() && n.children.len() == 0 {
+	if n.empty() && n.numChildren() == 0 {
 		delete(t.nodes, path)
 	}
 }
@@ -454,21 +448,21 @@ func (t *tree) forgetIfEmpty(path string, n *replicaNode) {
 // countIn adds the existing node n at path to the counters; uncount takes it out.
 func (t *tree) countIn(path string, n *replicaNode) {
 	t.count++
-	t.dataSize += int64(len(path) + len(n.keys.dataNow()))
-	if lease := n.keys.lease; lease != 0 {
+	t.dataSize += int64(len(path) + len(n.dataNow()))
+	if lease := n.lease; lease != 0 {
 		paths := t.ephemerals[lease]
 		if paths == nil {
 			paths = map[string]struct{}{}
 			t.ephemerals[lease] = paths
 		}
-		paths[path] = struct{}{}
+		paths[strings.Clone(path)] = struct{}{}
 	}
 }
 
 func (t *tree) uncount(path string, n *replicaNode) {
 	t.count--
-	t.dataSize -= int64(len(path) + len(n.keys.dataNow()))
-	if lease := n.keys.lease; lease != 0 {
+	t.dataSize -= int64(len(path) + len(n.dataNow()))
+	if lease := n.lease; lease != 0 {
 		delete(t.ephemerals[lease], path)
 		if len(t.ephemerals[lease]) == 0 {
 			delete(t.ephemerals, lease)
@@ -517,7 +511,7 @@ func (r *replica) nodeAt(path string, rev int64) *mnode {
 // the tree has no entry for it. err when the node's keys do not decode.
 func (v replicaView) overlayNode(n *mnode, path string) error {
 	if rn := v.r.t.nodes[path]; rn != nil {
-		return n.fromKeys(path, rn.keys, int64(rn.children.len()))
+		return n.fromKeys(path, rn.keys(), int64(rn.numChildren()))
 	}
 	*n = mnode{path: path, read: true}
 	return nil
@@ -528,14 +522,15 @@ func (v replicaView) overlayNode(n *mnode, path string) error {
 // apply replaces, never changes, them; so are its children's names (childSet.names).
 func (v replicaView) node(path string, childNames bool) (n node, children []string, ok bool, err error) {
 	rn := v.r.t.nodes[path]
-	if rn == nil || !rn.keys.exists() {
+	if rn == nil || !rn.exists() {
 		return node{}, nil, false, nil
 	}
-	if n, err = rn.keys.node(path, int64(rn.children.len())); err != nil {
+	keys := rn.keys()
+	if n, err = keys.node(path, int64(rn.numChildren())); err != nil {
 		return node{}, nil, true, err
 	}
 	if childNames {
-		children = rn.children.names()
+		children = rn.childNames()
 	}
 	return n, children, true, nil
 }
@@ -544,11 +539,12 @@ func (v replicaView) node(path string, childNames bool) (n node, children []stri
 // last put, or the node's creation (0 when the node does not exist).
 func (v replicaView) acl(path string) ([]encoding.ACL, int64) {
 	rn := v.r.t.nodes[path]
-	if rn == nil || !rn.keys.exists() {
+	if rn == nil || !rn.exists() {
 		return nil, 0
 	}
-	czxid, _, _ := rn.keys.zxids()
-	return rn.keys.meta.ACL, max(rn.keys.acl.mod, revOf(czxid))
+	keys := rn.keys()
+	czxid, _, _ := keys.zxids()
+	return rn.acl, max(keys.acl.mod, revOf(czxid))
 }
 
 // descendants counts the nodes below path (not path itself), walking the children lists.
@@ -562,8 +558,8 @@ func (v replicaView) descendants(path string) int64 {
 		if n == nil {
 			continue
 		}
-		total += int64(n.children.len())
-		n.children.each(func(c string) { stack = append(stack, childPath(p, c)) })
+		total += int64(n.numChildren())
+		n.eachChild(func(c string) { stack = append(stack, childPath(p, c)) })
 	}
 	return total
 }
@@ -572,20 +568,20 @@ func (v replicaView) descendants(path string) int64 {
 func (v replicaView) subtree(path string) subtreeRead {
 	st := subtreeRead{path: path}
 	if n := v.r.t.nodes[path]; n != nil {
-		st.created = n.keys.data.create
+		st.created = n.create
 	}
 	stack := []string{path}
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		n := v.r.t.nodes[p]
-		if n == nil || !n.keys.exists() {
+		if n == nil || !n.exists() {
 			continue
 		}
 		st.count++
-		st.bytes += int64(len(n.keys.dataNow()))
+		st.bytes += int64(len(n.dataNow()))
 		st.deepest = max(st.deepest, depth(p))
-		n.children.each(func(c string) { stack = append(stack, childPath(p, c)) })
+		n.eachChild(func(c string) { stack = append(stack, childPath(p, c)) })
 	}
 	return st
 }
@@ -632,12 +628,13 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 	rev := r.read(func(v replicaView) {
 		for _, p := range paths {
 			rn := v.r.t.nodes[znode.NormalizeRead(p)]
-			if rn == nil || !rn.keys.exists() {
+			if rn == nil || !rn.exists() {
 				states[p] = watch.State{}
 				continue
 			}
-			czxid, mzxid, pzxid := rn.keys.zxids()
-			states[p] = watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, ACL: rn.keys.meta.ACL}
+			keys := rn.keys()
+			czxid, mzxid, pzxid := keys.zxids()
+			states[p] = watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, ACL: rn.acl}
 		}
 	})
 	return states, rev

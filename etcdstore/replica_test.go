@@ -434,14 +434,15 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 	}
 	for path, want := range fresh.t.nodes {
 		got := nodes[path]
-		if got == nil || !reflect.DeepEqual(got.children.names(), want.children.names()) || !reflect.DeepEqual(got.keys, want.keys) {
+		if got == nil || !reflect.DeepEqual(got.childNames(), want.childNames()) || !reflect.DeepEqual(got.keys(), want.keys()) {
 			t.Errorf("%s: the replica's entry differs from a fresh load's:\n%+v\n%+v", path, got, want)
 			continue
 		}
-		if !want.keys.exists() {
+		if !want.exists() {
 			continue
 		}
-		if _, err := got.keys.node(path, int64(got.children.len())); err != nil {
+		keys := got.keys()
+		if _, err := keys.node(path, int64(got.numChildren())); err != nil {
 			t.Errorf("%s: the replica's keys do not decode: %v", path, err)
 		}
 	}
@@ -504,7 +505,7 @@ func TestTreeLargeDirectory(t *testing.T) {
 	}
 	sync := func() { t.Helper(); awaitTreeCurrent(t, b) }
 	sync()
-	if rn := b.tree.t.nodes["/big"]; rn == nil || rn.children.set == nil {
+	if rn := b.tree.t.nodes["/big"]; rn == nil || rn.children == nil || rn.children.set == nil {
 		t.Fatal("/big's children are not a set")
 	}
 	checkTreeMatchesEtcd(t, b)
@@ -512,7 +513,7 @@ func TestTreeLargeDirectory(t *testing.T) {
 		run(ops(i, min(i+300, n-100), encoding.OpDelete))
 	}
 	sync()
-	if rn := b.tree.t.nodes["/big"]; rn == nil || rn.children.set != nil || rn.children.len() != 100 {
+	if rn := b.tree.t.nodes["/big"]; rn == nil || rn.children == nil || rn.children.set != nil || rn.numChildren() != 100 {
 		t.Fatal("/big's 100 children are not a sorted slice")
 	}
 	checkTreeMatchesEtcd(t, b)
