@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -173,7 +173,10 @@ func lastWriteIndex(ctx context.Context, kv clientv3.KV, k keySchema, rev int64)
 	return decodeIndexValue(r.Kvs[0].Value)
 }
 
-// loadByParent reads the tree breadth first (load).
+// loadByParent reads the tree breadth first (load). The ranges of the next parents in the
+// queue are read while one parent's keys go into the tree (readAhead of them at once): etcd's
+// side of a page and the tree's take about as long each, and the tree is built on one
+// goroutine.
 func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (*tree, error) {
 	t := newTree()
 	put := func(kv *mvccpb.KeyValue) { t.putLoaded(r.keys, kv) }
@@ -182,29 +185,75 @@ func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (
 			return nil, err
 		}
 	}
-	queue := slices.Clone(znode.SystemPaths)
-	expanded := map[string]bool{}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if expanded[p] {
-			continue
-		}
-		expanded[p] = true
-		if err := rangePages(ctx, kv, r.keys.childrenPrefix(p), rev, r.pageSize, put); err != nil {
-			return nil, err
-		}
-		err := rangePages(ctx, kv, r.keys.childrenMetaPrefix(p), rev, r.pageSize, func(kv *mvccpb.KeyValue) {
-			t.putLoaded(r.keys, kv)
-			if child, name, ok := r.keys.pathOfMetaKey(string(kv.Key)); ok && name == 'c' {
-				queue = append(queue, child)
-			}
-		})
-		if err != nil {
-			return nil, err
+	// stop ends the reads ahead when the load ends early; ctx's deadline does not (rangePages).
+	stop, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var queue []*parentRead
+	queued := map[string]bool{}
+	enqueue := func(p string) {
+		if !queued[p] {
+			queued[p] = true
+			queue = append(queue, newParentRead(p))
 		}
 	}
+	for _, p := range znode.SystemPaths {
+		enqueue(p)
+	}
+	started := 0
+	for i := 0; i < len(queue); i++ {
+		for ; started < len(queue) && started <= i+readAhead; started++ {
+			go queue[started].read(ctx, stop, kv, r.keys, rev, r.pageSize)
+		}
+		pr := queue[i]
+		for page := range pr.pages {
+			for _, kv := range page {
+				t.putLoaded(r.keys, kv)
+				key := unsafe.String(unsafe.SliceData(kv.Key), len(kv.Key))
+				if child, name, ok := r.keys.pathOfMetaKey(key); ok && name == 'c' {
+					enqueue(strings.Clone(child))
+				}
+			}
+		}
+		if pr.err != nil {
+			return nil, pr.err
+		}
+		queue[i] = nil // its keys are in the tree
+	}
 	return t, nil
+}
+
+// readAhead is how many parents' ranges loadByParent reads ahead of the one it puts in the tree.
+const readAhead = 4
+
+// parentRead reads the data keys and then the meta keys of one parent's children, a page at a
+// time into pages, which it closes once done (err set if it failed). A page waits in pages until
+// taken: the keys read ahead are a few pages, whatever the number of children.
+type parentRead struct {
+	path  string
+	pages chan []*mvccpb.KeyValue
+	err   error
+}
+
+func newParentRead(path string) *parentRead {
+	return &parentRead{path: path, pages: make(chan []*mvccpb.KeyValue, 1)}
+}
+
+// read reads the pages; ctx's cancellation or stop's ends it.
+func (pr *parentRead) read(ctx, stop context.Context, kv clientv3.KV, k keySchema, rev int64, pageSize int) {
+	defer close(pr.pages)
+	send := func(page []*mvccpb.KeyValue) bool {
+		select {
+		case pr.pages <- page:
+			return true
+		case <-stop.Done():
+			return false
+		}
+	}
+	for _, prefix := range []string{k.childrenPrefix(pr.path), k.childrenMetaPrefix(pr.path)} {
+		if pr.err = forEachPage(ctx, kv, prefix, rev, pageSize, send); pr.err != nil {
+			return
+		}
+	}
 }
 
 // loadAll reads every data, meta and session key in plain pages of the whole prefix.
@@ -237,10 +286,23 @@ func countKeys(ctx context.Context, kv clientv3.KV, prefix string, rev int64) (i
 // only when one page cannot be read.
 const replicaPageTimeout = 30 * time.Second
 
-// rangePages calls f for every key with the prefix at revision rev, in key order, one page of
-// pageSize keys per request, each within replicaPageTimeout; ctx's cancellation, not its
-// deadline, stops it between pages.
+// rangePages calls f for every key with the prefix at revision rev, in key order (forEachPage).
 func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, pageSize int, f func(*mvccpb.KeyValue)) error {
+	return forEachPage(ctx, kv, prefix, rev, pageSize, func(page []*mvccpb.KeyValue) bool {
+		for _, kv := range page {
+			f(kv)
+		}
+		return true
+	})
+}
+
+// errPagesStopped is forEachPage's error when f stopped it.
+var errPagesStopped = errors.New("zetcd: range stopped")
+
+// forEachPage calls f with the keys with the prefix at revision rev, in key order, one page of
+// pageSize keys per request, each within replicaPageTimeout, until f returns false; ctx's
+// cancellation, not its deadline, stops it between pages.
+func forEachPage(ctx context.Context, kv clientv3.KV, prefix string, rev int64, pageSize int, f func([]*mvccpb.KeyValue) bool) error {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	for {
@@ -254,8 +316,8 @@ func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, p
 		if err != nil {
 			return err
 		}
-		for _, kv := range resp.Kvs {
-			f(kv)
+		if len(resp.Kvs) > 0 && !f(resp.Kvs) {
+			return errPagesStopped
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return nil
@@ -354,8 +416,11 @@ func (t *tree) entry(path string) *replicaNode {
 
 // put records a put of a data, meta or session key the watch feed applies; other keys are not
 // the tree's.
+//
+// The tree keeps no part of kv: the strings it keeps of the key are copied (entry, addChild,
+// countIn, the quotas) and so is the data (replicaNode.store).
 func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
-	key := string(kv.Key)
+	key := unsafe.String(unsafe.SliceData(kv.Key), len(kv.Key))
 	if _, ok := keys.sessionOfKey(key); ok {
 		if kv.Version == 1 { // created, not rewritten by a resume elsewhere
 			t.sessions++
@@ -370,16 +435,16 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 			parent, name := splitPath(path)
 			t.entry(parent).addChild(strings.Clone(name))
 		}
-		n.update(func(k *nodeKeys) { k.putData(kv, &t.acls) })
+		n.putData(kv, &t.acls)
 		t.countIn(path, n)
 		if q, ok := quotaOf(path, quotaLimitNode); ok {
-			t.quotas = t.quotas.with(q)
+			t.quotas = t.quotas.with(strings.Clone(q))
 		}
 		return
 	}
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		n := t.entry(path)
-		t.changeMeta(path, n, name, func() { n.update(func(k *nodeKeys) { k.putMeta(name, kv, &t.acls) }) })
+		t.changeMeta(path, n, name, func() { n.putMeta(name, kv, &t.acls) })
 	}
 }
 
@@ -417,7 +482,7 @@ func (t *tree) delete(keys keySchema, key string) {
 			return
 		}
 		t.uncount(path, n)
-		n.update((*nodeKeys).deleteData)
+		n.deleteData()
 		t.forgetIfEmpty(path, n)
 		if q, ok := quotaOf(path, quotaLimitNode); ok {
 			t.quotas = t.quotas.without(q)
@@ -433,7 +498,7 @@ func (t *tree) delete(keys keySchema, key string) {
 	}
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		if n := t.nodes[path]; n != nil {
-			t.changeMeta(path, n, name, func() { n.update(func(k *nodeKeys) { k.deleteMeta(name) }) })
+			t.changeMeta(path, n, name, func() { n.deleteMeta(name) })
 			t.forgetIfEmpty(path, n)
 		}
 	}

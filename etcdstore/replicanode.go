@@ -5,6 +5,8 @@ import (
 	"errors"
 	"unsafe"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
 	"github.com/zetcd/zetcd/encoding"
 )
 
@@ -16,7 +18,7 @@ import (
 // an entry with no key and no children is removed.
 //
 // nodeKeys is the one form a Stat is derived from (stat.go): keys expands a replicaNode into
-// it, and update stores one back.
+// it, and putData, putMeta, deleteData and deleteMeta change it.
 type replicaNode struct {
 	create, mod, version int64 // the data key's revisions and version (keyRevs); mod 0: absent
 	lease                int64 // the data key's lease: the ephemeral owner
@@ -70,12 +72,39 @@ func (n *replicaNode) keys() nodeKeys {
 	return k
 }
 
-// update applies change to the node's keys. Data change puts in the keys (a data or stats
-// key's value, which aliases an etcd response) is copied into an allocation of the node's own.
-func (n *replicaNode) update(change func(k *nodeKeys)) {
+// putData, putMeta, deleteData and deleteMeta record a change of one of the node's keys
+// (nodeKeys' methods of those names). A data or stats key's value, which aliases an etcd
+// response, is copied into an allocation of the node's own.
+func (n *replicaNode) putData(kv *mvccpb.KeyValue, acls *aclTable) {
 	before := n.keys()
 	k := before
-	change(&k)
+	k.putData(kv, acls)
+	n.store(&k, &before)
+}
+
+func (n *replicaNode) putMeta(name byte, kv *mvccpb.KeyValue, acls *aclTable) {
+	before := n.keys()
+	k := before
+	k.putMeta(name, kv, acls)
+	n.store(&k, &before)
+}
+
+func (n *replicaNode) deleteData() {
+	before := n.keys()
+	k := before
+	k.deleteData()
+	n.store(&k, &before)
+}
+
+func (n *replicaNode) deleteMeta(name byte) {
+	before := n.keys()
+	k := before
+	k.deleteMeta(name)
+	n.store(&k, &before)
+}
+
+// store makes k the node's keys, before being what keys returned.
+func (n *replicaNode) store(k, before *nodeKeys) {
 	n.create, n.mod, n.version = k.data.create, k.data.mod, k.data.version
 	n.lease, n.mtime, n.ix = k.lease, k.mtime, k.ix
 	n.ctime, n.acl = k.meta.Ctime, k.meta.ACL
