@@ -353,7 +353,7 @@ func (r *replica) applyLocked(rev int64, evs []*clientv3.Event) aclsBefore {
 		if _, seen := before[path]; !seen {
 			before[path] = nil
 			if n := r.t.nodes[path]; n != nil && (n.exists() || n.keys().acl.mod != 0) {
-				before[path] = n.acl
+				before[path] = n.aclList()
 			}
 		}
 	}
@@ -609,7 +609,7 @@ func (v replicaView) acl(path string) ([]encoding.ACL, int64) {
 	}
 	keys := rn.keys()
 	czxid, _, _ := keys.zxids()
-	return rn.acl, max(keys.acl.mod, revOf(czxid))
+	return rn.aclList(), max(keys.acl.mod, revOf(czxid))
 }
 
 // descendants counts the nodes below path (not path itself), walking the children lists.
@@ -699,7 +699,7 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 			}
 			keys := rn.keys()
 			czxid, mzxid, pzxid := keys.zxids()
-			states[p] = watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, ACL: rn.acl}
+			states[p] = watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, ACL: rn.aclList()}
 		}
 	})
 	return states, rev

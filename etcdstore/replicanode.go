@@ -28,8 +28,8 @@ type replicaNode struct {
 	null                 bool  // the data is null, as opposed to empty
 	// data is the node's data key's data, never changed in place (dataBytes lends it out).
 	data string
-	acl  []encoding.ACL // the node's ACL list, shared (aclTable)
-	more *replicaMore   // nil while the node has none of it
+	acl  *[]encoding.ACL // the node's ACL list, shared (aclTable.ref); nil for none
+	more *replicaMore    // nil while the node has none of it
 	// children holds the names of the node's children; nil while it has none.
 	children *childSet
 }
@@ -64,7 +64,7 @@ func (n *replicaNode) keys() nodeKeys {
 		mtime: n.mtime,
 		ix:    n.ix,
 		value: n.dataBytes(),
-		meta:  aclValue{Ctime: n.ctime, Mode: encoding.CreateMode(n.mode), ACL: n.acl},
+		meta:  aclValue{Ctime: n.ctime, Mode: encoding.CreateMode(n.mode), ACL: n.aclList()},
 	}
 	if m := n.more; m != nil {
 		k.acl, k.meta.TTL, k.more = m.acl, m.ttl, m.keys
@@ -79,35 +79,38 @@ func (n *replicaNode) putData(kv *mvccpb.KeyValue, acls *aclTable) {
 	before := n.keys()
 	k := before
 	k.putData(kv, acls)
-	n.store(&k, &before)
+	n.store(&k, &before, acls)
 }
 
 func (n *replicaNode) putMeta(name byte, kv *mvccpb.KeyValue, acls *aclTable) {
 	before := n.keys()
 	k := before
 	k.putMeta(name, kv, acls)
-	n.store(&k, &before)
+	n.store(&k, &before, acls)
 }
 
 func (n *replicaNode) deleteData() {
 	before := n.keys()
 	k := before
 	k.deleteData()
-	n.store(&k, &before)
+	n.store(&k, &before, nil)
 }
 
 func (n *replicaNode) deleteMeta(name byte) {
 	before := n.keys()
 	k := before
 	k.deleteMeta(name)
-	n.store(&k, &before)
+	n.store(&k, &before, nil)
 }
 
-// store makes k the node's keys, before being what keys returned.
-func (n *replicaNode) store(k, before *nodeKeys) {
+// store makes k the node's keys, before being what keys returned; a new ACL list is shared
+// through acls.
+func (n *replicaNode) store(k, before *nodeKeys, acls *aclTable) {
 	n.create, n.mod, n.version = k.data.create, k.data.mod, k.data.version
-	n.lease, n.mtime, n.ix = k.lease, k.mtime, k.ix
-	n.ctime, n.acl = k.meta.Ctime, k.meta.ACL
+	n.lease, n.mtime, n.ix, n.ctime = k.lease, k.mtime, k.ix, k.meta.Ctime
+	if !sameList(k.meta.ACL, before.meta.ACL) {
+		n.acl = acls.ref(k.meta.ACL)
+	}
 	if !sameBytes(k.value, before.value) {
 		n.data, n.null = string(k.value), k.value == nil
 	}
@@ -127,6 +130,20 @@ func (n *replicaNode) store(k, before *nodeKeys) {
 	if more != nil || k.acl != (keyRevs{}) || k.meta.TTL != 0 {
 		n.more = &replicaMore{acl: k.acl, ttl: k.meta.TTL, keys: more}
 	}
+}
+
+// aclList is the node's ACL list, shared.
+func (n *replicaNode) aclList() []encoding.ACL {
+	if n.acl == nil {
+		return nil
+	}
+	return *n.acl
+}
+
+// sameList reports whether a and b are the same list (not merely equal ones), nil and empty
+// told apart.
+func sameList(a, b []encoding.ACL) bool {
+	return len(a) == len(b) && (a == nil) == (b == nil) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // sameBytes reports whether a and b are the same slice (not merely equal contents), nil and
