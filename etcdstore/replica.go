@@ -21,8 +21,8 @@ import (
 )
 
 // The replica is this process's copy of the tree, as a ZooKeeper follower keeps one: every
-// znode's keys (data key and meta keys, keys.go) with their values decoded (nodeKeys), and its
-// children's names, at one revision. It is loaded at the revision the watch feed starts after
+// znode's keys (data key and meta keys, keys.go) with their values decoded (replicaNode, a
+// compact nodeKeys), and its children's names, at one revision. It is loaded at the revision the watch feed starts after
 // (paginated: a large tree is never one huge response), then every revision the feed receives
 // is applied to it before the feed fires that revision's watches and advances its progress, so
 // the replica's revision is the feed's progress. The committer applies its own revisions ahead
