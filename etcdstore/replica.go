@@ -22,16 +22,16 @@ import (
 
 // The replica is this process's copy of the tree, as a ZooKeeper follower keeps one: every
 // znode's keys (data key and meta keys, keys.go) with their values decoded (replicaNode, a
-// compact nodeKeys), and its children's names, at one revision. It is loaded at the revision the watch feed starts after
-// (paginated: a large tree is never one huge response), then every revision the feed receives
-// is applied to it before the feed fires that revision's watches and advances its progress, so
-// the replica's revision is the feed's progress. The committer applies its own revisions ahead
-// of the feed when it can (own.go). It is the only copy of the tree zetcd reads: reads are
-// answered from it (read.go) once it has reached what the session must not go behind, and not
-// served while it cannot get there (ErrNotServing); a Stat is derived from the node's keys by
-// nodeKeys.node alone. Writes are checked on it (multi.go, commit.go), setWatches catches up
-// on it (feed.go), the reaper picks its candidates on it (reaper.go), and the four-letter
-// words read its counters.
+// compact nodeKeys), and its children's names, at one revision. It is loaded at the revision
+// the watch feed starts after (paginated: a large tree is never one huge response), then every
+// revision the feed receives is applied to it before the feed fires that revision's watches and
+// advances its progress, so the replica's revision is the feed's progress. The committer applies
+// its own revisions ahead of the feed when it can (own.go). It is the only copy of the tree
+// zetcd reads: reads are answered from it (read.go) once it has reached what the session must
+// not go behind, and not served while it cannot get there (ErrNotServing); a Stat is derived
+// from the node's keys by nodeKeys.node alone. Writes are checked on it (multi.go, commit.go),
+// setWatches catches up on it (feed.go), the reaper picks its candidates on it (reaper.go), and
+// the four-letter words read its counters.
 //
 // Lost history (a compacted watch) reloads the whole replica at etcd's current revision.
 
@@ -208,8 +208,7 @@ func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (
 		for page := range pr.pages {
 			for _, kv := range page {
 				t.putLoaded(r.keys, kv)
-				key := unsafe.String(unsafe.SliceData(kv.Key), len(kv.Key))
-				if child, name, ok := r.keys.pathOfMetaKey(key); ok && name == 'c' {
+				if child, name, ok := r.keys.pathOfMetaKey(keyView(kv)); ok && name == 'c' {
 					enqueue(strings.Clone(child))
 				}
 			}
@@ -420,7 +419,7 @@ func (t *tree) entry(path string) *replicaNode {
 // The tree keeps no part of kv: the strings it keeps of the key are copied (entry, addChild,
 // countIn, the quotas) and so is the data (replicaNode.store).
 func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
-	key := unsafe.String(unsafe.SliceData(kv.Key), len(kv.Key))
+	key := keyView(kv)
 	if _, ok := keys.sessionOfKey(key); ok {
 		if kv.Version == 1 { // created, not rewritten by a resume elsewhere
 			t.sessions++
@@ -448,6 +447,9 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 	}
 }
 
+// keyView is kv's key as a string without a copy, for a caller that keeps no part of it.
+func keyView(kv *mvccpb.KeyValue) string { return unsafe.String(unsafe.SliceData(kv.Key), len(kv.Key)) }
+
 // changeMeta runs change, a put or delete of the node's meta key name, keeping the counters
 // right when the key holds the node's data (the stats key).
 func (t *tree) changeMeta(path string, n *replicaNode, name byte, change func()) {
@@ -463,7 +465,7 @@ func (t *tree) changeMeta(path string, n *replicaNode, name byte, change func())
 // putLoaded records a key a load read: a session key counts whatever its version (a session
 // resumed since its creation has rewritten it), as each live key is read once.
 func (t *tree) putLoaded(keys keySchema, kv *mvccpb.KeyValue) {
-	if _, ok := keys.sessionOfKey(string(kv.Key)); ok {
+	if _, ok := keys.sessionOfKey(keyView(kv)); ok {
 		t.sessions++
 		return
 	}

@@ -11,11 +11,12 @@ import (
 )
 
 // replicaNode is one znode as the replica keeps it: its keys (nodeKeys) in fixed-width fields,
-// what few nodes have (meta keys but the ACL list, a TTL) behind one pointer, and its data in
-// one allocation of its own, copied out of the etcd value it came in (the value also holds
-// the node's meta, which the fields hold decoded). A million znodes make this the replica's
-// size: see docs/design.md "The replica and its feed". A node exists when its data key does;
-// an entry with no key and no children is removed.
+// what few nodes have (the ACL key after a setACL, a TTL, the child-create, child-delete,
+// offsets and stats keys) behind one pointer, and its data in one allocation of its own, copied
+// out of the etcd value it came in (that value also holds the node's meta, which the fields
+// hold decoded). Per znode this is most of the replica's size: see docs/design.md "The replica
+// and its feed". A node exists when its data key does; an entry with no key and no children is
+// removed.
 //
 // nodeKeys is the one form a Stat is derived from (stat.go): keys expands a replicaNode into
 // it, and putData, putMeta, deleteData and deleteMeta change it.
