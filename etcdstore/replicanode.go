@@ -127,9 +127,11 @@ func (n *replicaNode) store(k, before *nodeKeys, acls *aclTable) {
 		m.statsData = bytes.Clone(m.statsData)
 		more = &m
 	}
-	n.more = nil
-	if more != nil || k.acl != (keyRevs{}) || k.meta.TTL != 0 {
-		n.more = &replicaMore{acl: k.acl, ttl: k.meta.TTL, keys: more}
+	switch m := (replicaMore{acl: k.acl, ttl: k.meta.TTL, keys: more}); {
+	case m == (replicaMore{}):
+		n.more = nil
+	case n.more == nil || *n.more != m:
+		n.more = &m
 	}
 }
 
