@@ -214,9 +214,10 @@ func (t *tree) keyRevs(path string, name byte) (keyRevs, bool) {
 		return keyRevs{}, name == dataKeyName || strings.IndexByte(metaKeyNames, name) >= 0
 	}
 	if name == dataKeyName {
-		return n.keys.data, true
+		return n.dataRevs(), true
 	}
-	return n.keys.metaRevs(name)
+	keys := n.keys()
+	return keys.metaRevs(name)
 }
 
 // metaNames lists the names of the meta keys the node at path has, in key order.
@@ -225,9 +226,10 @@ func (t *tree) metaNames(path string) []byte {
 	if n == nil {
 		return nil
 	}
+	keys := n.keys()
 	var names []byte
 	for i := range len(metaKeyNames) {
-		if revs, _ := n.keys.metaRevs(metaKeyNames[i]); revs.mod != 0 {
+		if revs, _ := keys.metaRevs(metaKeyNames[i]); revs.mod != 0 {
 			names = append(names, metaKeyNames[i])
 		}
 	}

@@ -352,24 +352,24 @@ func (b *Store) quotaDeletes(paths []string) (cmps []clientv3.Cmp, ops []clientv
 				continue
 			}
 			var mod int64 // 0, failing the compare, if the replica has not seen the node
-			if rn := t.nodes[p]; rn != nil && rn.keys.exists() {
-				mod = rn.keys.data.mod
+			if rn := t.nodes[p]; rn != nil && rn.exists() {
+				mod = rn.mod
 				if deltas[q] == nil {
 					deltas[q] = &[2]int64{}
 				}
 				deltas[q][0]++
-				deltas[q][1] += int64(len(rn.keys.dataNow()))
+				deltas[q][1] += int64(len(rn.dataNow()))
 			}
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(b.keys.data(p)), "=", mod))
 		}
 		for q, d := range deltas {
 			sp := quotaStatPath(q)
 			sn := t.nodes[sp]
-			if sn == nil || !sn.keys.exists() || slices.Contains(paths, sp) {
+			if sn == nil || !sn.exists() || slices.Contains(paths, sp) {
 				b.log.Warn("quota: stats node missing", zap.String("path", sp))
 				continue
 			}
-			st, err := parseStatsTrack(sn.keys.dataNow())
+			st, err := parseStatsTrack(sn.dataNow())
 			if err != nil {
 				b.log.Warn("quota: stats node unreadable", zap.String("path", sp), zap.Error(err))
 				continue
@@ -377,9 +377,9 @@ func (b *Store) quotaDeletes(paths []string) (cmps []clientv3.Cmp, ops []clientv
 			st[statsCount] = st.get(statsCount) - d[0]
 			st[statsBytes] = st.get(statsBytes) - d[1]
 			cmps = append(cmps,
-				clientv3.Compare(clientv3.ModRevision(b.keys.data(sp)), "=", sn.keys.data.mod),
+				clientv3.Compare(clientv3.ModRevision(b.keys.data(sp)), "=", sn.mod),
 				clientv3.Compare(clientv3.ModRevision(b.keys.metaPrefix(sp)), "<", v.r.rev+1).WithPrefix())
-			ops = append(ops, clientv3.OpPut(b.keys.stats(sp), st.String(), clientv3.WithLease(clientv3.LeaseID(sn.keys.lease))))
+			ops = append(ops, clientv3.OpPut(b.keys.stats(sp), st.String(), clientv3.WithLease(clientv3.LeaseID(sn.lease))))
 		}
 	})
 	return cmps, ops

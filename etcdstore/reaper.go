@@ -224,7 +224,7 @@ func (b *Store) reapCandidates(ctx context.Context, paths []string) (int, error)
 		for i, p := range paths {
 			c := &cands[i]
 			if c.n, _, c.exists, c.err = v.node(p, false); c.exists {
-				c.dataRev = v.r.t.nodes[p].keys.data.mod
+				c.dataRev = v.r.t.nodes[p].mod
 			}
 		}
 	})

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,17 +21,17 @@ import (
 )
 
 // The replica is this process's copy of the tree, as a ZooKeeper follower keeps one: every
-// znode's keys (data key and meta keys, keys.go) with their values decoded (nodeKeys), and its
-// children's names, at one revision. It is loaded at the revision the watch feed starts after
-// (paginated: a large tree is never one huge response), then every revision the feed receives
-// is applied to it before the feed fires that revision's watches and advances its progress, so
-// the replica's revision is the feed's progress. The committer applies its own revisions ahead
-// of the feed when it can (own.go). It is the only copy of the tree zetcd reads: reads are
-// answered from it (read.go) once it has reached what the session must not go behind, and not
-// served while it cannot get there (ErrNotServing); a Stat is derived from the node's keys by
-// nodeKeys.node alone. Writes are checked on it (multi.go, commit.go), setWatches catches up
-// on it (feed.go), the reaper picks its candidates on it (reaper.go), and the four-letter
-// words read its counters.
+// znode's keys (data key and meta keys, keys.go) with their values decoded (replicaNode, a
+// compact nodeKeys), and its children's names, at one revision. It is loaded at the revision
+// the watch feed starts after (paginated: a large tree is never one huge response), then every
+// revision the feed receives is applied to it before the feed fires that revision's watches and
+// advances its progress, so the replica's revision is the feed's progress. The committer applies
+// its own revisions ahead of the feed when it can (own.go). It is the only copy of the tree
+// zetcd reads: reads are answered from it (read.go) once it has reached what the session must
+// not go behind, and not served while it cannot get there (ErrNotServing); a Stat is derived
+// from the node's keys by nodeKeys.node alone. Writes are checked on it (multi.go, commit.go),
+// setWatches catches up on it (feed.go), the reaper picks its candidates on it (reaper.go), and
+// the four-letter words read its counters.
 //
 // Lost history (a compacted watch) reloads the whole replica at etcd's current revision.
 
@@ -121,13 +121,6 @@ func newTree() *tree {
 	return &tree{nodes: map[string]*replicaNode{}, ephemerals: map[int64]map[string]struct{}{}}
 }
 
-// replicaNode is one znode. A node exists when its data key does; an entry with no key and no
-// children is removed.
-type replicaNode struct {
-	keys     nodeKeys
-	children childSet
-}
-
 func newReplica(keys keySchema, log *zap.Logger) *replica {
 	return &replica{keys: keys, log: log, pageSize: replicaPageSize, t: newTree()}
 }
@@ -180,7 +173,10 @@ func lastWriteIndex(ctx context.Context, kv clientv3.KV, k keySchema, rev int64)
 	return decodeIndexValue(r.Kvs[0].Value)
 }
 
-// loadByParent reads the tree breadth first (load).
+// loadByParent reads the tree breadth first (load). The ranges of the next parents in the
+// queue are read while one parent's keys go into the tree (readAhead of them at once): etcd's
+// side of a page and the tree's take about as long each, and the tree is built on one
+// goroutine.
 func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (*tree, error) {
 	t := newTree()
 	put := func(kv *mvccpb.KeyValue) { t.putLoaded(r.keys, kv) }
@@ -189,29 +185,74 @@ func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (
 			return nil, err
 		}
 	}
-	queue := slices.Clone(znode.SystemPaths)
-	expanded := map[string]bool{}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		if expanded[p] {
-			continue
-		}
-		expanded[p] = true
-		if err := rangePages(ctx, kv, r.keys.childrenPrefix(p), rev, r.pageSize, put); err != nil {
-			return nil, err
-		}
-		err := rangePages(ctx, kv, r.keys.childrenMetaPrefix(p), rev, r.pageSize, func(kv *mvccpb.KeyValue) {
-			t.putLoaded(r.keys, kv)
-			if child, name, ok := r.keys.pathOfMetaKey(string(kv.Key)); ok && name == 'c' {
-				queue = append(queue, child)
-			}
-		})
-		if err != nil {
-			return nil, err
+	// stop ends the reads ahead when the load ends early; ctx's deadline does not (rangePages).
+	stop, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var queue []*parentRead
+	queued := map[string]bool{}
+	enqueue := func(p string) {
+		if !queued[p] {
+			queued[p] = true
+			queue = append(queue, newParentRead(p))
 		}
 	}
+	for _, p := range znode.SystemPaths {
+		enqueue(p)
+	}
+	started := 0
+	for i := 0; i < len(queue); i++ {
+		for ; started < len(queue) && started <= i+readAhead; started++ {
+			go queue[started].read(ctx, stop, kv, r.keys, rev, r.pageSize)
+		}
+		pr := queue[i]
+		for page := range pr.pages {
+			for _, kv := range page {
+				t.putLoaded(r.keys, kv)
+				if child, name, ok := r.keys.pathOfMetaKey(keyView(kv)); ok && name == 'c' {
+					enqueue(strings.Clone(child))
+				}
+			}
+		}
+		if pr.err != nil {
+			return nil, pr.err
+		}
+		queue[i] = nil // its keys are in the tree
+	}
 	return t, nil
+}
+
+// readAhead is how many parents' ranges loadByParent reads ahead of the one it puts in the tree.
+const readAhead = 4
+
+// parentRead reads the data keys and then the meta keys of one parent's children, a page at a
+// time into pages, which it closes once done (err set if it failed). A page waits in pages until
+// taken: the keys read ahead are a few pages, whatever the number of children.
+type parentRead struct {
+	path  string
+	pages chan []*mvccpb.KeyValue
+	err   error
+}
+
+func newParentRead(path string) *parentRead {
+	return &parentRead{path: path, pages: make(chan []*mvccpb.KeyValue, 1)}
+}
+
+// read reads the pages; ctx's cancellation or stop's ends it.
+func (pr *parentRead) read(ctx, stop context.Context, kv clientv3.KV, k keySchema, rev int64, pageSize int) {
+	defer close(pr.pages)
+	send := func(page []*mvccpb.KeyValue) bool {
+		select {
+		case pr.pages <- page:
+			return true
+		case <-stop.Done():
+			return false
+		}
+	}
+	for _, prefix := range []string{k.childrenPrefix(pr.path), k.childrenMetaPrefix(pr.path)} {
+		if pr.err = forEachPage(ctx, kv, prefix, rev, pageSize, send); pr.err != nil {
+			return
+		}
+	}
 }
 
 // loadAll reads every data, meta and session key in plain pages of the whole prefix.
@@ -244,10 +285,23 @@ func countKeys(ctx context.Context, kv clientv3.KV, prefix string, rev int64) (i
 // only when one page cannot be read.
 const replicaPageTimeout = 30 * time.Second
 
-// rangePages calls f for every key with the prefix at revision rev, in key order, one page of
-// pageSize keys per request, each within replicaPageTimeout; ctx's cancellation, not its
-// deadline, stops it between pages.
+// rangePages calls f for every key with the prefix at revision rev, in key order (forEachPage).
 func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, pageSize int, f func(*mvccpb.KeyValue)) error {
+	return forEachPage(ctx, kv, prefix, rev, pageSize, func(page []*mvccpb.KeyValue) bool {
+		for _, kv := range page {
+			f(kv)
+		}
+		return true
+	})
+}
+
+// errPagesStopped is forEachPage's error when f stopped it.
+var errPagesStopped = errors.New("zetcd: range stopped")
+
+// forEachPage calls f with the keys with the prefix at revision rev, in key order, one page of
+// pageSize keys per request, each within replicaPageTimeout, until f returns false; ctx's
+// cancellation, not its deadline, stops it between pages.
+func forEachPage(ctx context.Context, kv clientv3.KV, prefix string, rev int64, pageSize int, f func([]*mvccpb.KeyValue) bool) error {
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	from := prefix
 	for {
@@ -261,8 +315,8 @@ func rangePages(ctx context.Context, kv clientv3.KV, prefix string, rev int64, p
 		if err != nil {
 			return err
 		}
-		for _, kv := range resp.Kvs {
-			f(kv)
+		if len(resp.Kvs) > 0 && !f(resp.Kvs) {
+			return errPagesStopped
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return nil
@@ -297,8 +351,8 @@ func (r *replica) applyLocked(rev int64, evs []*clientv3.Event) aclsBefore {
 		}
 		if _, seen := before[path]; !seen {
 			before[path] = nil
-			if n := r.t.nodes[path]; n != nil && (n.keys.exists() || n.keys.acl.mod != 0) {
-				before[path] = n.keys.meta.ACL
+			if n := r.t.nodes[path]; n != nil && (n.exists() || n.keys().acl.mod != 0) {
+				before[path] = n.aclList()
 			}
 		}
 	}
@@ -348,20 +402,24 @@ func (r *replica) revision() int64 {
 	return revOf(encoding.Zxid(r.zxid.Load()))
 }
 
-// entry returns the node's entry, creating it.
+// entry returns the node's entry, creating it. A new entry's path is copied: path may be part
+// of an etcd key, which the tree does not keep.
 func (t *tree) entry(path string) *replicaNode {
 	n := t.nodes[path]
 	if n == nil {
 		n = &replicaNode{}
-		t.nodes[path] = n
+		t.nodes[strings.Clone(path)] = n
 	}
 	return n
 }
 
 // put records a put of a data, meta or session key the watch feed applies; other keys are not
 // the tree's.
+//
+// The tree keeps no part of kv: the strings it keeps of the key are copied (entry, addChild,
+// countIn, the quotas) and so is the data (replicaNode.store).
 func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
-	key := string(kv.Key)
+	key := keyView(kv)
 	if _, ok := keys.sessionOfKey(key); ok {
 		if kv.Version == 1 { // created, not rewritten by a resume elsewhere
 			t.sessions++
@@ -370,29 +428,32 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 	}
 	if path, ok := keys.pathOfDataKey(key); ok {
 		n := t.entry(path)
-		if n.keys.exists() {
+		if n.exists() {
 			t.uncount(path, n)
 		} else if path != "/" {
 			parent, name := splitPath(path)
-			t.entry(parent).children.add(name)
+			t.entry(parent).addChild(strings.Clone(name))
 		}
-		n.keys.putData(kv, &t.acls)
+		n.putData(kv, &t.acls)
 		t.countIn(path, n)
 		if q, ok := quotaOf(path, quotaLimitNode); ok {
-			t.quotas = t.quotas.with(q)
+			t.quotas = t.quotas.with(strings.Clone(q))
 		}
 		return
 	}
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		n := t.entry(path)
-		t.changeMeta(path, n, name, func() { n.keys.putMeta(name, kv, &t.acls) })
+		t.changeMeta(path, n, name, func() { n.putMeta(name, kv, &t.acls) })
 	}
 }
+
+// keyView is kv's key as a string without a copy, for a caller that keeps no part of it.
+func keyView(kv *mvccpb.KeyValue) string { return unsafe.String(unsafe.SliceData(kv.Key), len(kv.Key)) }
 
 // changeMeta runs change, a put or delete of the node's meta key name, keeping the counters
 // right when the key holds the node's data (the stats key).
 func (t *tree) changeMeta(path string, n *replicaNode, name byte, change func()) {
-	if name != 's' || !n.keys.exists() {
+	if name != 's' || !n.exists() {
 		change()
 		return
 	}
@@ -404,7 +465,7 @@ func (t *tree) changeMeta(path string, n *replicaNode, name byte, change func())
 // putLoaded records a key a load read: a session key counts whatever its version (a session
 // resumed since its creation has rewritten it), as each live key is read once.
 func (t *tree) putLoaded(keys keySchema, kv *mvccpb.KeyValue) {
-	if _, ok := keys.sessionOfKey(string(kv.Key)); ok {
+	if _, ok := keys.sessionOfKey(keyView(kv)); ok {
 		t.sessions++
 		return
 	}
@@ -419,11 +480,11 @@ func (t *tree) delete(keys keySchema, key string) {
 	}
 	if path, ok := keys.pathOfDataKey(key); ok {
 		n := t.nodes[path]
-		if n == nil || !n.keys.exists() {
+		if n == nil || !n.exists() {
 			return
 		}
 		t.uncount(path, n)
-		n.keys.deleteData()
+		n.deleteData()
 		t.forgetIfEmpty(path, n)
 		if q, ok := quotaOf(path, quotaLimitNode); ok {
 			t.quotas = t.quotas.without(q)
@@ -431,7 +492,7 @@ func (t *tree) delete(keys keySchema, key string) {
 		if path != "/" {
 			parent, name := splitPath(path)
 			if p := t.nodes[parent]; p != nil {
-				p.children.remove(name)
+				p.removeChild(name)
 				t.forgetIfEmpty(parent, p)
 			}
 		}
@@ -439,14 +500,14 @@ func (t *tree) delete(keys keySchema, key string) {
 	}
 	if path, name, ok := keys.pathOfMetaKey(key); ok {
 		if n := t.nodes[path]; n != nil {
-			t.changeMeta(path, n, name, func() { n.keys.deleteMeta(name) })
+			t.changeMeta(path, n, name, func() { n.deleteMeta(name) })
 			t.forgetIfEmpty(path, n)
 		}
 	}
 }
 
 func (t *tree) forgetIfEmpty(path string, n *replicaNode) {
-	if n.keys.empty() && n.children.len() == 0 {
+	if n.empty() && n.numChildren() == 0 {
 		delete(t.nodes, path)
 	}
 }
@@ -454,21 +515,21 @@ func (t *tree) forgetIfEmpty(path string, n *replicaNode) {
 // countIn adds the existing node n at path to the counters; uncount takes it out.
 func (t *tree) countIn(path string, n *replicaNode) {
 	t.count++
-	t.dataSize += int64(len(path) + len(n.keys.dataNow()))
-	if lease := n.keys.lease; lease != 0 {
+	t.dataSize += int64(len(path) + len(n.dataNow()))
+	if lease := n.lease; lease != 0 {
 		paths := t.ephemerals[lease]
 		if paths == nil {
 			paths = map[string]struct{}{}
 			t.ephemerals[lease] = paths
 		}
-		paths[path] = struct{}{}
+		paths[strings.Clone(path)] = struct{}{}
 	}
 }
 
 func (t *tree) uncount(path string, n *replicaNode) {
 	t.count--
-	t.dataSize -= int64(len(path) + len(n.keys.dataNow()))
-	if lease := n.keys.lease; lease != 0 {
+	t.dataSize -= int64(len(path) + len(n.dataNow()))
+	if lease := n.lease; lease != 0 {
 		delete(t.ephemerals[lease], path)
 		if len(t.ephemerals[lease]) == 0 {
 			delete(t.ephemerals, lease)
@@ -517,7 +578,7 @@ func (r *replica) nodeAt(path string, rev int64) *mnode {
 // the tree has no entry for it. err when the node's keys do not decode.
 func (v replicaView) overlayNode(n *mnode, path string) error {
 	if rn := v.r.t.nodes[path]; rn != nil {
-		return n.fromKeys(path, rn.keys, int64(rn.children.len()))
+		return n.fromKeys(path, rn.keys(), int64(rn.numChildren()))
 	}
 	*n = mnode{path: path, read: true}
 	return nil
@@ -528,14 +589,15 @@ func (v replicaView) overlayNode(n *mnode, path string) error {
 // apply replaces, never changes, them; so are its children's names (childSet.names).
 func (v replicaView) node(path string, childNames bool) (n node, children []string, ok bool, err error) {
 	rn := v.r.t.nodes[path]
-	if rn == nil || !rn.keys.exists() {
+	if rn == nil || !rn.exists() {
 		return node{}, nil, false, nil
 	}
-	if n, err = rn.keys.node(path, int64(rn.children.len())); err != nil {
+	keys := rn.keys()
+	if n, err = keys.node(path, int64(rn.numChildren())); err != nil {
 		return node{}, nil, true, err
 	}
 	if childNames {
-		children = rn.children.names()
+		children = rn.childNames()
 	}
 	return n, children, true, nil
 }
@@ -544,11 +606,12 @@ func (v replicaView) node(path string, childNames bool) (n node, children []stri
 // last put, or the node's creation (0 when the node does not exist).
 func (v replicaView) acl(path string) ([]encoding.ACL, int64) {
 	rn := v.r.t.nodes[path]
-	if rn == nil || !rn.keys.exists() {
+	if rn == nil || !rn.exists() {
 		return nil, 0
 	}
-	czxid, _, _ := rn.keys.zxids()
-	return rn.keys.meta.ACL, max(rn.keys.acl.mod, revOf(czxid))
+	keys := rn.keys()
+	czxid, _, _ := keys.zxids()
+	return rn.aclList(), max(keys.acl.mod, revOf(czxid))
 }
 
 // descendants counts the nodes below path (not path itself), walking the children lists.
@@ -562,8 +625,8 @@ func (v replicaView) descendants(path string) int64 {
 		if n == nil {
 			continue
 		}
-		total += int64(n.children.len())
-		n.children.each(func(c string) { stack = append(stack, childPath(p, c)) })
+		total += int64(n.numChildren())
+		n.eachChild(func(c string) { stack = append(stack, childPath(p, c)) })
 	}
 	return total
 }
@@ -572,20 +635,20 @@ func (v replicaView) descendants(path string) int64 {
 func (v replicaView) subtree(path string) subtreeRead {
 	st := subtreeRead{path: path}
 	if n := v.r.t.nodes[path]; n != nil {
-		st.created = n.keys.data.create
+		st.created = n.create
 	}
 	stack := []string{path}
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		n := v.r.t.nodes[p]
-		if n == nil || !n.keys.exists() {
+		if n == nil || !n.exists() {
 			continue
 		}
 		st.count++
-		st.bytes += int64(len(n.keys.dataNow()))
+		st.bytes += int64(len(n.dataNow()))
 		st.deepest = max(st.deepest, depth(p))
-		n.children.each(func(c string) { stack = append(stack, childPath(p, c)) })
+		n.eachChild(func(c string) { stack = append(stack, childPath(p, c)) })
 	}
 	return st
 }
@@ -632,12 +695,13 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 	rev := r.read(func(v replicaView) {
 		for _, p := range paths {
 			rn := v.r.t.nodes[znode.NormalizeRead(p)]
-			if rn == nil || !rn.keys.exists() {
+			if rn == nil || !rn.exists() {
 				states[p] = watch.State{}
 				continue
 			}
-			czxid, mzxid, pzxid := rn.keys.zxids()
-			states[p] = watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, ACL: rn.keys.meta.ACL}
+			keys := rn.keys()
+			czxid, mzxid, pzxid := keys.zxids()
+			states[p] = watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, ACL: rn.aclList()}
 		}
 	})
 	return states, rev

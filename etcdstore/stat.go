@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"fmt"
+	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
@@ -286,7 +287,11 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 // aclTable shares one ACL list among the nodes that have the same one (most do), keyed by its
 // encoding, as ZooKeeper's ReferenceCountedACLCache does. Bounded: when full, it starts again (lists already
 // shared stay shared). Not safe for concurrent use.
-type aclTable struct{ m map[string][]encoding.ACL }
+type aclTable struct {
+	m map[string][]encoding.ACL
+	// refs holds one pointer to each shared list (ref), by its first element.
+	refs map[*encoding.ACL]*[]encoding.ACL
+}
 
 // lookup returns the shared list whose encoding is raw, if there is one.
 func (t *aclTable) lookup(raw []byte) ([]encoding.ACL, bool) {
@@ -315,3 +320,26 @@ func (t *aclTable) share(raw []byte, acl []encoding.ACL) []encoding.ACL {
 
 // maxInternedACLs bounds the ACL lists the replica shares (aclTable).
 const maxInternedACLs = 1 << 10
+
+// ref returns a pointer to acl, the same one for every caller with the same shared list, so
+// that the replica keeps one word per node for its ACL rather than the list's slice header.
+// nil for a nil list. Bounded as the lists are: when full, it starts again (pointers already
+// handed out stay valid). A nil table shares nothing.
+func (t *aclTable) ref(acl []encoding.ACL) *[]encoding.ACL {
+	if acl == nil {
+		return nil
+	}
+	if t == nil {
+		return &acl
+	}
+	first := unsafe.SliceData(acl)
+	if r, ok := t.refs[first]; ok && len(*r) == len(acl) {
+		return r
+	}
+	if t.refs == nil || len(t.refs) >= 2*maxInternedACLs {
+		t.refs = map[*encoding.ACL]*[]encoding.ACL{}
+	}
+	r := &acl
+	t.refs[first] = r
+	return r
+}

@@ -275,10 +275,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	b.treeWait = cmp.Or(cfg.treeWait, treeWaitLimit)
 	b.tree = newReplica(b.keys, b.log)
+	loadStart := time.Now()
 	if err := b.tree.load(ctx, b.kv, rev); err != nil {
 		cancel()
 		return nil, err
 	}
+	b.log.Info("replica loaded", zap.Int64("revision", rev), zap.Int64("znodes", b.tree.backendStats().NodeCount-1),
+		zap.Duration("took", time.Since(loadStart)))
 	b.watches = watch.NewRegistry(b.tree.stateZxid(rev))
 	b.feedHeard.Store(time.Now().UnixNano())
 	b.feedNext.Store(rev + 1)

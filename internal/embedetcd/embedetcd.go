@@ -96,6 +96,13 @@ const (
 	ClientMaxCallSendMsgSize = MaxRequestBytes + 1<<20
 )
 
+// singleMemberCatchUpEntries is how many applied raft entries a cluster of one keeps in memory
+// after each of etcd's snapshots. The entries kept are for a slow follower to catch up from,
+// and a cluster of one has none; a restart replays the write-ahead log, not them. At etcd's
+// default (5,000) they were a third of the live heap of a tree just loaded, each entry a whole
+// transaction (docs/benchmarks.md, "Memory per znode, session and watch").
+const singleMemberCatchUpEntries = 100
+
 // DefaultQuotaBytes is the embedded etcd's default space quota, etcd's own default (2 GiB).
 const DefaultQuotaBytes = 2 << 30
 
@@ -223,6 +230,9 @@ func Start(cfg Config) (*Etcd, error) {
 		ec.AutoCompactionRetention = "0" // off: StartCompactor's compactor does it
 	}
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	if cfg.Member == nil {
+		ec.SnapshotCatchUpEntries = singleMemberCatchUpEntries
+	}
 	ec.MaxTxnOps = MaxTxnOps
 	ec.MaxRequestBytes = MaxRequestBytes
 	if cfg.MaxTxnOps > 0 {
