@@ -14,7 +14,9 @@
 // when it closed. Requests are matched to their replies by xid.
 //
 // It sits beside xchk and depends on the encoding package only: encoding <- zkrelay <- cmd/*.
-// A zetcd.Server hands it connections through Server.SetHandoff:
+// Migration mode (cmd/zetcd/migrate.go) gives it every client connection, four-letter words
+// included, which it relays to ZooKeeper too. A zetcd.Server can hand it connections through
+// Server.SetHandoff, answering four-letter words itself:
 //
 //	relay := zkrelay.New(zkrelay.Config{Servers: []string{"zk1:2181", "zk2:2181"}, Logger: log})
 //	srv.SetHandoff(func(ctx context.Context, nc net.Conn) { relay.Serve(ctx, nc) })

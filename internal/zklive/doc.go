@@ -1,7 +1,7 @@
 // Package zklive reads a running Apache ZooKeeper's tree through the client protocol into the
 // zkdata.State that zkdata.Load gives for its data directory, and follows the changes made to
-// it afterwards: the groundwork of migrating from a ZooKeeper that keeps serving (see
-// docs/migration.md, "Reading a live ZooKeeper").
+// it afterwards: how migration mode (package migrate) copies a ZooKeeper that keeps serving
+// (docs/migration.md, "Reading a live ZooKeeper").
 //
 //	st, err := zklive.Read(ctx, zklive.Config{Servers: []string{"zk1:2181"}})
 //
