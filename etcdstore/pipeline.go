@@ -151,10 +151,6 @@ func (c *committer) checkFlight(batch []*pendingWrite) *flight {
 		f.rev = prev.rev + 1
 	}
 	f.writes = withFence(writes, txnWrite{key: b.keys.fence(), value: f.token})
-	if f.after = m.rebased(f.writes, f.rev); f.after == nil {
-		cancel()
-		return nil
-	}
 	var guards []clientv3.Cmp
 	if prev == nil {
 		guards = m.guards(true)
@@ -165,6 +161,11 @@ func (c *committer) checkFlight(batch []*pendingWrite) *flight {
 			clientv3.Compare(clientv3.ModRevision(fence), "=", prev.rev))
 	}
 	guards = append(guards, c.processGuards(m.rev)...)
+	// Last: rebased changes m's nodes, which the guards pin as read.
+	if f.after = m.rebased(f.writes, f.rev); f.after == nil {
+		cancel()
+		return nil
+	}
 	ops := txnOps(f.writes)
 	go func() {
 		f.resp, f.err = c.send(ctx, guards, ops)
@@ -229,16 +230,15 @@ func withFence(writes []txnWrite, fence txnWrite) []txnWrite {
 
 // rebased returns the nodes the writes change, as etcd holds them once the writes commit at rev
 // (the keys read, with the writes' puts and deletes, as replica.ownEvents makes their events),
-// or nil when a node's keys do not decode.
+// or nil when a node's keys do not decode. It changes the keys of m's nodes: m is done with.
 func (m *multiState) rebased(writes []txnWrite, rev int64) map[string]*mnode {
-	keys := map[string]*nodeKeys{}
+	keys := make(map[string]*nodeKeys, len(m.nodes))
 	for p, n := range m.nodes {
 		if n.touched {
-			k := n.keys
-			keys[p] = &k
+			keys[p] = &n.keys // n is m's: the check is done with it
 		}
 	}
-	acls := &aclTable{}
+	var acls *aclTable // shares nothing
 	for _, w := range writes {
 		if w.del && w.prefix {
 			path, _, _ := m.keys.pathOfMetaKey(w.key + "a")
@@ -266,20 +266,24 @@ func (m *multiState) rebased(writes []txnWrite, rev int64) map[string]*mnode {
 		case w.del:
 			k.deleteMeta(name)
 		default:
-			kv := &mvccpb.KeyValue{Key: []byte(w.key), Value: []byte(w.value), Lease: w.lease, ModRevision: rev, CreateRevision: rev, Version: 1}
+			// The keys keep slices of the value, which nothing changes (stringBytes).
+			kv := mvccpb.KeyValue{Key: stringBytes(w.key), Value: stringBytes(w.value), Lease: w.lease, ModRevision: rev, CreateRevision: rev, Version: 1}
 			if prev.mod != 0 {
 				kv.CreateRevision, kv.Version = prev.create, prev.version+1
 			}
 			if name == dataKeyName {
-				k.putData(kv, acls)
+				k.putData(&kv, acls)
 			} else {
-				k.putMeta(name, kv, acls)
+				k.putMeta(name, &kv, acls)
 			}
 		}
 	}
 	after := make(map[string]*mnode, len(keys))
+	nodes := make([]mnode, len(keys)) // one allocation for the nodes
+	i := 0
 	for p, k := range keys {
-		n := &mnode{}
+		n := &nodes[i]
+		i++
 		if n.fromKeys(p, *k, int64(m.nodes[p].stat.NumChildren)) != nil {
 			return nil
 		}
