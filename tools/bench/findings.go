@@ -20,24 +20,24 @@ var findingsTemplate = template.Must(template.New("findings.md").Option("missing
 // findingsData is the run's figures the Findings section quotes, formatted; "—" where the run
 // lacks one.
 type findingsData struct {
-	ReadTrips, ReadsVsZK                         string
-	TopConns                                     int
-	BatchTop                                     string
-	CommitMs                                     string
-	WatchEtcdZK, WatchZetcdEtcd, WatchZetcdZK    string
-	OwnCoreOps, OwnCoreP99, EqualReadP99         string
+	ReadTrips, ReadsVsZK                      string
+	TopConns                                  int
+	BatchTop                                  string
+	CommitMs                                  string
+	WatchEtcdZK, WatchZetcdEtcd, WatchZetcdZK string
+	OwnCoreOps, OwnCoreP99, EqualReadP99      string
 	// The own-core writes step: zetcd's create and setData throughput over ZooKeeper's, and
 	// each server's busy share, at the step's most connections.
 	OwnWritesVsZK, OwnWritesBusy, OwnWritesBusyZK string
-	ZnodeRSS, ZnodeRSSZK, ZnodeLive, ZnodeLiveZK string
-	ScaleSessions, ScaleWatches                  string
-	SessionRSS, SessionRSSZK                     string
-	WatchLive, WatchLiveZK                       string
-	ScaleZnodes                                  string
-	RestartZetcd, RestartZK                      string
-	FourLetterZetcd, FourLetterZK                string
-	LoadVsZK                                     string
-	ImportVsZK                                   string // zetcd import's time over ZooKeeper's restart
+	ZnodeRSS, ZnodeRSSZK, ZnodeLive, ZnodeLiveZK  string
+	ScaleSessions, ScaleWatches                   string
+	SessionRSS, SessionRSSZK                      string
+	WatchLive, WatchLiveZK                        string
+	ScaleZnodes                                   string
+	RestartZetcd, RestartZK                       string
+	FourLetterZetcd, FourLetterZK                 string
+	LoadVsZK                                      string
+	ImportVsZK                                    string // zetcd import's time over ZooKeeper's restart
 }
 
 // findings renders the Findings section from d.
