@@ -206,6 +206,10 @@ func (c *committer) run() {
 		for len(c.pipe) > 0 && answered(c.pipe[0]) {
 			c.complete()
 		}
+		if len(c.pipe) >= c.b.commitDepth {
+			c.complete()
+			continue
+		}
 		if batch := c.takeQueued(); batch != nil {
 			c.dispatch(batch)
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -77,22 +78,28 @@ func (c *committer) pipelined(batch []*pendingWrite) bool {
 }
 
 // dispatch commits batch: sent behind the batches in flight when it may be, else alone once
-// they are answered.
+// they are answered. A batch that must wait for them goes back to the front of the queue, so that
+// the writes of a batch in flight that fails (complete) are checked again before it.
 func (c *committer) dispatch(batch []*pendingWrite) {
-	if !c.pipelined(batch) {
-		c.drain()
+	if c.pipelined(batch) {
+		if f := c.checkFlight(batch); f != nil {
+			c.pipe = append(c.pipe, f)
+			return
+		}
+	}
+	if len(c.pipe) == 0 {
 		c.commit(batch, 0)
 		return
 	}
-	for len(c.pipe) >= c.b.commitDepth {
-		c.complete()
-	}
-	if f := c.checkFlight(batch); f != nil {
-		c.pipe = append(c.pipe, f)
-		return
-	}
+	c.requeue(batch)
 	c.drain()
-	c.commit(batch, 0)
+}
+
+// requeue puts writes back at the front of the queue, in order.
+func (c *committer) requeue(writes []*pendingWrite) {
+	c.mu.Lock()
+	c.queue = slices.Concat(writes, c.queue)
+	c.mu.Unlock()
 }
 
 // drain handles the answers of every batch in flight.
@@ -320,9 +327,7 @@ func (c *committer) complete() {
 	}
 	if len(back) > 0 {
 		c.requeued.Add(int64(len(back)))
-		c.mu.Lock()
-		c.queue = append(back, c.queue...)
-		c.mu.Unlock()
+		c.requeue(back)
 	}
 }
 
