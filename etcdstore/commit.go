@@ -21,7 +21,8 @@ import (
 // as one etcd transaction:
 //
 //  1. The nodes all of them touch are read from the replica (the multi engine's overlay, multi.go)
-//     once it has reached every write's floor and the previous batch's commit.
+//     once it has reached every write's floor and the last batch answered, with the changes of
+//     the batches still in flight over it (pipeline.go).
 //  2. The writes are checked in arrival order on that overlay, each numbered by its index in the
 //     batch and seeing the effects of the earlier ones; a write that fails a check fails alone
 //     (its changes are rolled back) and still consumes its zxid.
@@ -33,10 +34,11 @@ import (
 //     compare on the fence key that every write to the tree puts (keys.go, multiState.guards);
 //     a batch that fails a fence is checked again with per-znode guards.
 //  4. The committed batch is applied to the replica, and its watches fired, by the committer
-//     itself (own.go), before the writes are answered; the next batch is checked on it at once.
+//     itself (own.go), before the writes are answered, batch after batch in the order they were
+//     sent.
 //
-// The committer never waits for more writes: a batch is whatever queued while the previous one
-// was committing, so one client alone pays nothing for it. A batch is bounded by etcd's limits
+// The committer never waits for more writes: a batch is whatever queued while the previous ones
+// were sent, so one client alone pays nothing for it. A batch is bounded by etcd's limits
 // on a transaction (maxBatchOps, maxBatchBytes); a batch that etcd refuses all the same (over an
 // external etcd's limits, or naming a session lease that has ended) is committed again write by
 // write, so that only the write at fault fails.
