@@ -338,7 +338,7 @@ func (f *flight) committed() bool { return f.err == nil && f.resp.Succeeded }
 func (c *committer) applied(f *flight) {
 	f.cancel()
 	rev := f.resp.Header.Revision
-	c.lastRev = rev
+	c.lastRev = max(c.lastRev, rev)
 	c.b.applyOwn(rev, f.writes)
 	for i := range f.outcomes {
 		f.outcomes[i].rev = rev
