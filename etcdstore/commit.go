@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,7 +21,8 @@ import (
 // as one etcd transaction:
 //
 //  1. The nodes all of them touch are read from the replica (the multi engine's overlay, multi.go)
-//     once it has reached every write's floor and the previous batch's commit.
+//     once it has reached every write's floor and the last batch answered, with the changes of
+//     the batches still in flight over it (pipeline.go).
 //  2. The writes are checked in arrival order on that overlay, each numbered by its index in the
 //     batch and seeing the effects of the earlier ones; a write that fails a check fails alone
 //     (its changes are rolled back) and still consumes its zxid.
@@ -32,10 +34,11 @@ import (
 //     compare on the fence key that every write to the tree puts (keys.go, multiState.guards);
 //     a batch that fails a fence is checked again with per-znode guards.
 //  4. The committed batch is applied to the replica, and its watches fired, by the committer
-//     itself (own.go), before the writes are answered; the next batch is checked on it at once.
+//     itself (own.go), before the writes are answered, batch after batch in the order they were
+//     sent.
 //
-// The committer never waits for more writes: a batch is whatever queued while the previous one
-// was committing, so one client alone pays nothing for it. A batch is bounded by etcd's limits
+// The committer never waits for more writes: a batch is whatever queued while the previous ones
+// were sent, so one client alone pays nothing for it. A batch is bounded by etcd's limits
 // on a transaction (maxBatchOps, maxBatchBytes); a batch that etcd refuses all the same (over an
 // external etcd's limits, or naming a session lease that has ended) is committed again write by
 // write, so that only the write at fault fails.
@@ -48,6 +51,8 @@ type pendingWrite struct {
 	ops    []mop
 	floor  int64
 	done   chan<- writeOutcome // capacity 1: the committer never blocks on it
+	// retries counts the batches in flight it was in that failed their guards (pipeline.go).
+	retries int
 }
 
 // answer sends w its outcome and counts it answered in its session's writes in flight, which
@@ -75,26 +80,40 @@ const (
 	batchTimeout = 30 * time.Second
 )
 
-// committer queues this process's writes and commits them in batches, one batch at a time: the
-// first in the goroutine of the write that found none running (lead), the next ones in a
-// goroutine that runs only while writes are queued (run). mu protects queue and running.
+// committer queues this process's writes and commits them in batches: the first in the
+// goroutine of the write that found none running (lead), the next ones in a goroutine that runs
+// only while writes are queued or batches are in flight (run), which sends a batch behind the
+// ones in flight when it may (pipeline.go). mu protects queue and running.
 type committer struct {
 	b       *Store
 	mu      sync.Mutex
 	queue   []*pendingWrite
 	running bool
-	// lastRev is the revision of the newest batch committed (committer goroutine only): the
-	// next batch reads a replica that has applied it.
+	// queued wakes run, waiting for the answer of a batch in flight, when a write is queued.
+	queued chan struct{}
+	// The fields below belong to the goroutine committing. lastRev is the revision of the
+	// newest batch committed: the next batch reads a replica that has applied it, or the
+	// batches in flight over it. pipe holds the batches in flight, oldest first; tokens counts
+	// the fence tokens handed out.
 	lastRev int64
-	// inflight is the transaction being committed, for failStuck.
+	pipe    []*flight
+	tokens  uint64
+	// inflight is the transactions being committed, for failStuck.
 	inflight inflightTxn
+	// requeued counts the writes checked again after their batch in flight failed its guards.
+	requeued atomic.Int64
 }
 
-// inflightTxn is the committer's transaction in flight, if any. Its methods may be called from
-// any goroutine.
+// inflightTxn is the committer's transactions in flight. Its methods may be called from any
+// goroutine.
 type inflightTxn struct {
-	mu     sync.Mutex
-	since  time.Time               // when it was sent; zero when none is in flight
+	mu   sync.Mutex
+	sent map[*sentTxn]struct{}
+}
+
+// sentTxn is one transaction in flight.
+type sentTxn struct {
+	since  time.Time               // when it was sent
 	cancel context.CancelCauseFunc // fails it
 }
 
@@ -102,28 +121,35 @@ type inflightTxn struct {
 var errStuckWrite = errors.New("etcd held the transaction while the member guard left a member out; its outcome is unknown")
 
 // send records a transaction sent now, which cancel fails; done records its answer.
-func (t *inflightTxn) send(cancel context.CancelCauseFunc) {
+func (t *inflightTxn) send(cancel context.CancelCauseFunc) *sentTxn {
+	s := &sentTxn{since: time.Now(), cancel: cancel}
 	t.mu.Lock()
-	t.since, t.cancel = time.Now(), cancel
+	if t.sent == nil {
+		t.sent = map[*sentTxn]struct{}{}
+	}
+	t.sent[s] = struct{}{}
+	t.mu.Unlock()
+	return s
+}
+
+func (t *inflightTxn) done(s *sentTxn) {
+	t.mu.Lock()
+	delete(t.sent, s)
 	t.mu.Unlock()
 }
 
-func (t *inflightTxn) done() {
-	t.mu.Lock()
-	t.since, t.cancel = time.Time{}, nil
-	t.mu.Unlock()
-}
-
-// failStuck fails the transaction in flight if it was sent at least d ago, and says how long
-// it was held.
+// failStuck fails the transactions in flight sent at least d ago, and says how long the oldest
+// was held.
 func (t *inflightTxn) failStuck(d time.Duration) (held time.Duration, failed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.cancel == nil || time.Since(t.since) < d {
-		return 0, false
+	for s := range t.sent {
+		if h := time.Since(s.since); h >= d {
+			s.cancel(errStuckWrite)
+			held, failed = max(held, h), true
+		}
 	}
-	t.cancel(errStuckWrite)
-	return time.Since(t.since), true
+	return held, failed
 }
 
 // submit queues the session's write w and waits for its outcome (on the session's outcome
@@ -144,6 +170,11 @@ func (c *committer) submit(ctx context.Context, w *pendingWrite) writeOutcome {
 	c.mu.Unlock()
 	if lead {
 		c.lead()
+	} else {
+		select {
+		case c.queued <- struct{}{}:
+		default:
+		}
 	}
 	select {
 	case o := <-done:
@@ -159,7 +190,7 @@ func (c *committer) submit(ctx context.Context, w *pendingWrite) writeOutcome {
 // and back. The batches queued meanwhile go on in a goroutine of their own (run).
 func (c *committer) lead() {
 	if batch := c.take(); batch != nil {
-		c.commit(batch)
+		c.commit(batch, 0)
 	}
 	c.mu.Lock()
 	more := len(c.queue) > 0
@@ -170,19 +201,58 @@ func (c *committer) lead() {
 	}
 }
 
-// run commits batches until the queue is empty.
+// run commits batches until the queue is empty and no batch is in flight, handling each
+// batch's answer as soon as it comes while no write is queued.
 func (c *committer) run() {
 	for {
-		batch := c.take()
-		if batch == nil {
-			return
+		for len(c.pipe) > 0 && answered(c.pipe[0]) {
+			c.complete()
 		}
-		c.commit(batch)
+		if len(c.pipe) >= c.b.commitDepth {
+			c.complete()
+			continue
+		}
+		if batch := c.takeQueued(); batch != nil {
+			c.dispatch(batch)
+			continue
+		}
+		if len(c.pipe) == 0 {
+			if c.idle() {
+				return
+			}
+			continue
+		}
+		select {
+		case <-c.pipe[0].done:
+			c.complete()
+		case <-c.queued:
+		}
 	}
 }
 
-// take removes the next batch from the queue: as many writes as fit etcd's limits (at least
-// one). nil, and the goroutine is done, when nothing is queued.
+// answered reports whether etcd has answered f.
+func answered(f *flight) bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// idle reports, when nothing is queued, that the goroutine is done.
+func (c *committer) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) > 0 {
+		return false
+	}
+	c.running = false
+	return true
+}
+
+// take removes the next batch from the queue (takeQueued). nil, and the goroutine is done,
+// when nothing is queued.
 func (c *committer) take() []*pendingWrite {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -190,6 +260,22 @@ func (c *committer) take() []*pendingWrite {
 		c.running = false
 		return nil
 	}
+	return c.takeLocked()
+}
+
+// takeQueued removes the next batch from the queue: as many writes as fit etcd's limits (at
+// least one); nil when nothing is queued.
+func (c *committer) takeQueued() []*pendingWrite {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.queue) == 0 {
+		return nil
+	}
+	return c.takeLocked()
+}
+
+// takeLocked is takeQueued with mu held and something queued.
+func (c *committer) takeLocked() []*pendingWrite {
 	n, ops, bytes := 0, 0, 0
 	for n < len(c.queue) && n < maxBatchWrites {
 		wops, wbytes := batchCost(c.queue[n].ops)
@@ -227,8 +313,9 @@ func batchCost(ops []mop) (txnOps, bytes int) {
 	return txnOps, bytes
 }
 
-// commit commits one batch and answers each of its writes.
-func (c *committer) commit(batch []*pendingWrite) {
+// commit commits one batch, checked on a replica at floor or later, and answers each of its
+// writes.
+func (c *committer) commit(batch []*pendingWrite, floor int64) {
 	b := c.b
 	// The etcd round trips of a batch of one write count as that write's.
 	label := "batch"
@@ -237,16 +324,21 @@ func (c *committer) commit(batch []*pendingWrite) {
 	}
 	ctx, cancel := context.WithTimeout(zetcd.WithOpLabel(b.bgCtx, label), batchTimeout)
 	defer cancel()
-	outcomes, err := c.commitBatch(ctx, batch)
+	outcomes, err := c.commitBatch(ctx, batch, floor)
 	if err != nil && len(batch) > 1 && (isLeaseGone(err) || errors.Is(err, errOverEtcdLimit)) {
 		// A write at fault (a create of an ephemeral whose session ended, a batch over an
 		// external etcd's limits): each write alone, so that only that one fails.
 		for _, w := range batch {
-			c.commit([]*pendingWrite{w})
+			c.commit([]*pendingWrite{w}, 0)
 		}
 		return
 	}
-	b.metrics.ObserveWriteBatch(len(batch))
+	c.answer(batch, outcomes, err)
+}
+
+// answer answers the writes of a batch committed (outcomes) or not (err).
+func (c *committer) answer(batch []*pendingWrite, outcomes []writeOutcome, err error) {
+	c.b.metrics.ObserveWriteBatch(len(batch))
 	for i, w := range batch {
 		if err != nil {
 			w.answer(writeOutcome{err: err})
@@ -257,9 +349,9 @@ func (c *committer) commit(batch []*pendingWrite) {
 }
 
 // commitBatch checks the batch on the replica and commits it, again after a conflict.
-func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite) ([]writeOutcome, error) {
+func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite, floor int64) ([]writeOutcome, error) {
 	b := c.b
-	floor := c.lastRev
+	floor = max(floor, c.lastRev)
 	for _, w := range batch {
 		floor = max(floor, w.floor)
 	}
@@ -357,10 +449,10 @@ func (c *committer) processGuards(rev int64) []clientv3.Cmp {
 func (c *committer) send(ctx context.Context, guards []clientv3.Cmp, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	c.inflight.send(cancel)
+	s := c.inflight.send(cancel)
 	sent := time.Now()
 	r, err := c.b.kv.Txn(ctx).If(guards...).Then(ops...).Commit()
-	c.inflight.done()
+	c.inflight.done(s)
 	c.b.metrics.ObserveBatchCommit(time.Since(sent))
 	if err != nil && errors.Is(context.Cause(ctx), errStuckWrite) {
 		return nil, fmt.Errorf("%w (%w)", errStuckWrite, err)

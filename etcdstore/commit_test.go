@@ -27,10 +27,75 @@ import (
 // from every other write's and increasing per session, failed writes included; the Stat it
 // answers carries that zxid; the watch event it fires carries it too, in zxid order; the
 // replica and a fresh read of etcd agree on every Stat afterwards.
+//
+// Also with batches in flight behind each other (pipeline.go), and with some of their
+// transactions delayed on their way to etcd, so that the ones behind overtake them, fail their
+// guards, and are checked again.
 func TestCommitBatchesKeepZxids(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		pipeline bool
+		delay    bool
+	}{{"one at a time", false, false}, {"pipelined", true, false}, {"pipelined, overtaken", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cli := startEtcd(t)
+			kv := &delayKV{KV: cli.KV}
+			if c.delay {
+				kv.every = 3
+			}
+			cfg := Config{CommitDepth: 1}
+			if c.pipeline {
+				cfg = Config{FenceGuards: true, CommitDepth: 4}
+			}
+			b := testCommitBatchesKeepZxids(t, cli, kv, cfg)
+			if c.delay && b != nil && b.commits.requeued.Load() == 0 {
+				t.Error("no write was checked again after a transaction overtook another")
+			}
+			if !c.pipeline && b != nil && b.commits.requeued.Load() != 0 {
+				t.Error("writes committed one batch at a time were checked again")
+			}
+		})
+	}
+}
+
+// delayKV delays every every-th transaction by a millisecond before it goes to etcd.
+type delayKV struct {
+	clientv3.KV
+	every int64
+	n     atomic.Int64
+}
+
+func (k *delayKV) Txn(ctx context.Context) clientv3.Txn {
+	return &delayTxn{Txn: k.KV.Txn(ctx), delay: k.every > 0 && k.n.Add(1)%k.every == 0}
+}
+
+type delayTxn struct {
+	clientv3.Txn
+	delay bool
+}
+
+func (t *delayTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { t.Txn = t.Txn.If(cs...); return t }
+func (t *delayTxn) Then(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Then(ops...); return t }
+func (t *delayTxn) Else(ops ...clientv3.Op) clientv3.Txn { t.Txn = t.Txn.Else(ops...); return t }
+
+func (t *delayTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.delay {
+		time.Sleep(time.Millisecond)
+	}
+	return t.Txn.Commit()
+}
+
+// testCommitBatchesKeepZxids is TestCommitBatchesKeepZxids on a store with cfg over kv; it
+// returns the store, nil if it failed.
+func testCommitBatchesKeepZxids(t *testing.T, cli *clientv3.Client, kv clientv3.KV, cfg Config) *Store {
 	ctx := context.Background()
 	metrics, reg := newTestMetrics(t)
-	b, _, _ := newTestBackendOn(t, startEtcd(t), Config{Metrics: metrics})
+	cfg.Client, cfg.KV, cfg.Logger, cfg.ReapInterval, cfg.Metrics = cli, kv, zaptest.NewLogger(t), -1, metrics
+	b, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
 	setup := openTestSession(t, b)
 	for _, p := range []string{"/b", "/b/x"} {
 		if _, _, err := setup.Create(ctx, &encoding.CreateRequest{Path: p, ACL: openACL}); err != nil {
@@ -125,7 +190,7 @@ func TestCommitBatchesKeepZxids(t *testing.T) {
 	}
 	wg.Wait()
 	if t.Failed() {
-		return
+		return nil
 	}
 
 	// Batched: fewer etcd transactions than writes.
@@ -181,6 +246,10 @@ func TestCommitBatchesKeepZxids(t *testing.T) {
 	}
 	awaitTreeCurrent(t, b)
 	checkTreeMatchesEtcd(t, b)
+	if own := awaitOwnChecked(t, b); own.differed != 0 {
+		t.Errorf("%d revisions the committer applied differed from etcd's events", own.differed)
+	}
+	return b
 }
 
 // batchCounts reads the batches and the writes they committed from zetcd_write_batch_size.
@@ -226,7 +295,7 @@ func TestCommitBatchWithEndedSession(t *testing.T) {
 			ops: []mop{{op: encoding.OpCreate2, path: path, acl: openACL, flags: mode, ttl: -1, version: -1}}}
 	}
 	batch := []*pendingWrite{write(alive, "/a", 0), write(ended, "/e", encoding.ModeEphemeral), write(alive, "/b", 0)}
-	b.commits.commit(batch)
+	b.commits.commit(batch, 0)
 	for i := range batch {
 		o := <-outcomes[i]
 		switch {
@@ -254,7 +323,7 @@ func TestInflightFailStuck(t *testing.T) {
 		t.Fatal("failStuck with nothing in flight failed something")
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	tx.send(cancel)
+	sent := tx.send(cancel)
 	if _, failed := tx.failStuck(time.Hour); failed || ctx.Err() != nil {
 		t.Fatal("failStuck failed a transaction in flight for less than its time")
 	}
@@ -263,7 +332,7 @@ func TestInflightFailStuck(t *testing.T) {
 	if !failed || held < 5*time.Millisecond || !errors.Is(context.Cause(ctx), errStuckWrite) {
 		t.Fatalf("failStuck: held %v, failed %v, cause %v; want it failed with errStuckWrite", held, failed, context.Cause(ctx))
 	}
-	tx.done()
+	tx.done(sent)
 	if _, failed := tx.failStuck(0); failed {
 		t.Fatal("failStuck failed a transaction already answered")
 	}

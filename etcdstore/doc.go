@@ -10,7 +10,9 @@
 // order with internal/znode's Check* functions on an overlay of the replica (overlay.go,
 // checks.go) and commits them as one etcd Txn guarded by everything the checks read (txn.go:
 // znode by znode, or as a whole with the fence key when this is the only zetcd:
-// Config.FenceGuards, fence.go), each write with its own zxid (zxid.go). Writers that keep
+// Config.FenceGuards, fence.go), each write with its own zxid (zxid.go); with the fence, several
+// such batches are in flight at once, each checked on the changes of those before it
+// (pipeline.go). Writers that keep
 // changing what a write read make it retry up to maxConflictRetries. One elected process reaps
 // containers and TTL nodes and ends the sessions of dead processes (reaper.go, orphans.go).
 // Writes that would grow the data past its limit below etcd's space quota are refused with
@@ -30,7 +32,8 @@
 //	                         feed.go (the etcd watch that keeps it), own.go (the committer's
 //	                         own revisions, applied at once), watchacl.go (the ACLs that decide
 //	                         a watch event's delivery)
-//	write engine             commit.go (the committer: queue, batches, retries), multi.go (a
+//	write engine             commit.go (the committer: queue, batches, retries), pipeline.go
+//	                         (batches in flight behind each other), multi.go (a
 //	                         write as ops: parseMulti, runMulti), overlay.go (the state a batch
 //	                         is checked on), checks.go (ZooKeeper's per-op checks on it),
 //	                         txn.go (the guards and writes a batch commits), fence.go,

@@ -95,6 +95,9 @@ type Config struct {
 	// (whose lease may expire) keep their own guard. The watch feed turns it off for good if it
 	// sees a znode written without the fence (fenceWatch).
 	FenceGuards bool
+	// CommitDepth bounds the write batches in flight to etcd at once while fence guards are on
+	// (pipeline.go): 0 is defaultCommitDepth, 1 commits one batch at a time.
+	CommitDepth int
 
 	// EnforceQuota is ZooKeeper's zookeeper.enforceQuota: a create or setData past a hard
 	// limit of a quota under /zookeeper/quota is refused with QuotaExceeded, and one past a
@@ -149,8 +152,10 @@ type Store struct {
 	nowFn       func() time.Time
 	bgCtx       context.Context
 	cancel      context.CancelFunc
-	// commits batches this process's writes (commit.go).
-	commits committer
+	// commits batches this process's writes (commit.go); commitDepth bounds its batches in
+	// flight (Config.CommitDepth).
+	commits     committer
+	commitDepth int
 	// maxBatchOps bounds a batch's etcd operations (Config.MaxTxnOps).
 	maxBatchOps int
 	// metrics, if set, counts write batches.
@@ -244,6 +249,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		metrics:     cfg.Metrics,
 	}
 	b.commits.b = b
+	b.commits.queued = make(chan struct{}, 1)
+	b.commitDepth = cmp.Or(cfg.CommitDepth, defaultCommitDepth)
 	b.fenceGuards.Store(cfg.FenceGuards)
 	b.enforceQuota = cfg.EnforceQuota
 	b.publishEnsemble.Store(cfg.PublishEnsemble)

@@ -46,6 +46,16 @@ func txnOps(writes []txnWrite) []clientv3.Op {
 // expire; so does a node guarded as absent without being read (a sequential create's name),
 // which may have been created before the read.
 func (m *multiState) guards(fence bool) []clientv3.Cmp {
+	var fenceCmps []clientv3.Cmp
+	if fence {
+		fenceCmps = []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(m.keys.fence()), "<", m.rev+1)}
+	}
+	return m.guardsWith(fence, fenceCmps)
+}
+
+// guardsWith is guards with fenceCmps standing for the fence's compares (none: the caller
+// adds its own).
+func (m *multiState) guardsWith(fence bool, fenceCmps []clientv3.Cmp) []clientv3.Cmp {
 	paths := make([]string, 0, len(m.nodes))
 	for p := range m.nodes {
 		paths = append(paths, p)
@@ -53,7 +63,7 @@ func (m *multiState) guards(fence bool) []clientv3.Cmp {
 	slices.Sort(paths)
 	var cmps []clientv3.Cmp
 	if fence && len(paths) > 0 {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(m.keys.fence()), "<", m.rev+1))
+		cmps = append(cmps, fenceCmps...)
 	}
 	// A stats node created (quota.go) rests on every node of the subtree it counted.
 	for _, st := range m.subtrees {

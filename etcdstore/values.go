@@ -33,7 +33,11 @@ type journalChange struct {
 }
 
 func encodeJournal(changes []journalChange) string {
-	var b []byte
+	n := 0
+	for _, c := range changes {
+		n += 7 + len(c.Path) // kind, index, length, path
+	}
+	b := make([]byte, 0, n)
 	for _, c := range changes {
 		kind := byte(c.Kind)
 		if c.Kind == watch.Created && c.CreatedACL != nil {
@@ -49,9 +53,11 @@ func encodeJournal(changes []journalChange) string {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(c.Path)))
 		b = append(b, c.Path...)
 		if kind&journalACLFollows != 0 {
-			acl := encoding.AppendRecord(nil, &encoding.SetACLRequest{ACL: c.CreatedACL})
-			b = binary.BigEndian.AppendUint32(b, uint32(len(acl)))
-			b = append(b, acl...)
+			// The record's length goes before it, once it is appended.
+			at := len(b)
+			b = binary.BigEndian.AppendUint32(b, 0)
+			b = encoding.AppendRecord(b, &encoding.SetACLRequest{ACL: c.CreatedACL})
+			binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
 		}
 	}
 	return string(b)

@@ -50,6 +50,7 @@ type options struct {
 	dataLimitBytes    int64         // --data-limit-bytes
 	enforceQuota      bool          // --enforce-quota
 	etcdMaxTxnOps     int           // --etcd-max-txn-ops
+	commitDepth       int           // --commit-depth
 	etcdKeepAlive     time.Duration // --etcd-keepalive-time
 	etcdKeepAliveWait time.Duration // --etcd-keepalive-timeout
 	etcdSilence       time.Duration // --etcd-member-silence
@@ -109,6 +110,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.etcdKeepAlive, "etcd-keepalive-time", 10*time.Second, "with --endpoints, silence before zetcd pings an etcd member (gRPC keepalive; at least 10s)")
 	fs.DurationVar(&o.etcdKeepAliveWait, "etcd-keepalive-timeout", 3*time.Second, "with --endpoints, how long a ping may go unanswered before zetcd gives up the member; see docs/operating.md, \"Scale-out and failures\"")
 	fs.DurationVar(&o.etcdSilence, "etcd-member-silence", 2*time.Second, "with several --endpoints, how long a member may not answer before zetcd leaves it out; 0: off; see docs/operating.md, \"Scale-out and failures\"")
+	fs.IntVar(&o.commitDepth, "commit-depth", 4, "with the embedded etcd, write batches in flight to it at once, each checked on the ones before it; 1: one at a time; see docs/design.md, \"Group commit\"")
 	fs.IntVar(&o.etcdMaxTxnOps, "etcd-max-txn-ops", 128, "with --endpoints, the external etcd's --max-txn-ops, which zetcd's transactions stay within")
 	fs.Int64Var(&o.dataLimitBytes, "data-limit-bytes", 0, "refuse writes past this much of etcd's database in use; 0: 3/4 of the quota; <0: none; see docs/operating.md, \"Storage and space\"")
 	fs.BoolVar(&o.enforceQuota, "enforce-quota", false, "refuse creates and setData past a hard limit of zkCli's setquota with QuotaExceeded (ZooKeeper's zookeeper.enforceQuota); see docs/operating.md, \"Quotas\"")
@@ -163,6 +165,9 @@ func (o *options) check(extra []string) error {
 	}
 	if o.quotaBytes <= 0 {
 		return fmt.Errorf("--quota-backend-bytes must be positive")
+	}
+	if o.commitDepth < 1 {
+		return fmt.Errorf("--commit-depth must be at least 1")
 	}
 	if o.dataLimitBytes >= o.quotaBytes && o.endpoints == "" {
 		return fmt.Errorf("--data-limit-bytes (%d) must be below --quota-backend-bytes (%d)", o.dataLimitBytes, o.quotaBytes)

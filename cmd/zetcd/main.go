@@ -123,6 +123,7 @@ func newBackend(o options, log *zap.Logger, etcd *etcdConn, reg prometheus.Regis
 		Quota:        o.quotaBytes,
 		ManagedEtcd:  etcd.embedded != nil,
 		FenceGuards:  etcd.embedded != nil,
+		CommitDepth:  o.commitDepth,
 		EnforceQuota: o.enforceQuota,
 		MaxTxnOps:    maxTxnOps,
 		Metrics:      metrics,

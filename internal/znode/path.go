@@ -19,7 +19,7 @@ func ValidatePath(path string) bool {
 	if path[len(path)-1] == '/' {
 		return false
 	}
-	for _, seg := range strings.Split(path[1:], "/") {
+	for seg := range strings.SplitSeq(path[1:], "/") {
 		if seg == "" || seg == "." || seg == ".." {
 			return false
 		}

@@ -20,21 +20,24 @@ var findingsTemplate = template.Must(template.New("findings.md").Option("missing
 // findingsData is the run's figures the Findings section quotes, formatted; "—" where the run
 // lacks one.
 type findingsData struct {
-	ReadTrips, ReadsVsZK                         string
-	TopConns                                     int
-	BatchTop                                     string
-	CommitMs                                     string
-	WatchEtcdZK, WatchZetcdEtcd, WatchZetcdZK    string
-	OwnCoreOps, OwnCoreP99, EqualReadP99         string
-	ZnodeRSS, ZnodeRSSZK, ZnodeLive, ZnodeLiveZK string
-	ScaleSessions, ScaleWatches                  string
-	SessionRSS, SessionRSSZK                     string
-	WatchLive, WatchLiveZK                       string
-	ScaleZnodes                                  string
-	RestartZetcd, RestartZK                      string
-	FourLetterZetcd, FourLetterZK                string
-	LoadVsZK                                     string
-	ImportVsZK                                   string // zetcd import's time over ZooKeeper's restart
+	ReadTrips, ReadsVsZK                      string
+	TopConns                                  int
+	BatchTop                                  string
+	CommitMs                                  string
+	WatchEtcdZK, WatchZetcdEtcd, WatchZetcdZK string
+	OwnCoreOps, OwnCoreP99, EqualReadP99      string
+	// The own-core writes step: zetcd's create and setData throughput over ZooKeeper's, and
+	// each server's busy share, at the step's most connections.
+	OwnWritesVsZK, OwnWritesBusy, OwnWritesBusyZK string
+	ZnodeRSS, ZnodeRSSZK, ZnodeLive, ZnodeLiveZK  string
+	ScaleSessions, ScaleWatches                   string
+	SessionRSS, SessionRSSZK                      string
+	WatchLive, WatchLiveZK                        string
+	ScaleZnodes                                   string
+	RestartZetcd, RestartZK                       string
+	FourLetterZetcd, FourLetterZK                 string
+	LoadVsZK                                      string
+	ImportVsZK                                    string // zetcd import's time over ZooKeeper's restart
 }
 
 // findings renders the Findings section from d.
@@ -83,9 +86,38 @@ func newFindingsData(d *runData) findingsData {
 	if d.EqualLoad != nil {
 		_, f.EqualReadP99 = pairedSpans(d.EqualLoad.Results)
 	}
+	ownWritesFindings(&f, d.OwnWrites)
 	memoryFindings(&f, d.MemoryScaling)
 	scaleFindings(&f, d.Scale)
 	return f
+}
+
+// ownWritesFindings fills in the own-core writes step's figures of creates and setData at its
+// most connections.
+func ownWritesFindings(f *findingsData, ow *ownWritesRuns) {
+	f.OwnWritesVsZK, f.OwnWritesBusy, f.OwnWritesBusyZK = "—", "—", "—"
+	if ow == nil {
+		return
+	}
+	conns := ownWritesConns[len(ownWritesConns)-1]
+	var vs, busy, busyZK []float64
+	for _, r := range ow.Results {
+		if r.Conns != conns || r.Op != "create" && r.Op != "set" {
+			continue
+		}
+		switch r.Target {
+		case "zookeeper":
+			busyZK = append(busyZK, 100*r.busy())
+		case "zetcd":
+			busy = append(busy, 100*r.busy())
+			for _, k := range ow.Results {
+				if k.Target == "zookeeper" && k.Op == r.Op && k.Conns == conns && k.Report.OpsPerSec > 0 {
+					vs = append(vs, r.Report.OpsPerSec/k.Report.OpsPerSec)
+				}
+			}
+		}
+	}
+	f.OwnWritesVsZK, f.OwnWritesBusy, f.OwnWritesBusyZK = span(vs, "%.2f"), span(busy, "%.0f%%"), span(busyZK, "%.0f%%")
 }
 
 // watchFindings fills in the medians over the watch rounds.

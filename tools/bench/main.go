@@ -2,7 +2,8 @@
 // binary, on its embedded etcd) and a real Apache ZooKeeper on this machine, one at a time, runs
 // the same zkboom matrix against each (zkboom --etcd for etcd), then against zetcd and ZooKeeper
 // the equal-load step (equal.go: the same request rate offered to both), the own-core step
-// (owncore.go: the reads with the server on one core and zkboom on another), the workloads step
+// (owncore.go: the reads with the server on one core and zkboom on another), the own-core writes
+// step (ownwrites.go: the writes so, bare etcd too, with each server's CPU), the workloads step
 // (workloads.go: sequential creates in one parent, watch event latency), the scale step
 // (scale.go: four-letter words and a restart on a tree of a million znodes) and the memory step
 // (memory.go: RSS per znode, per session and per watch). It saves the figures as JSON
@@ -10,11 +11,12 @@
 // writes docs/benchmarks.md whole from the figures (report.go; its Findings from findings.md).
 //
 //	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
-//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --workloads=false --scale=false   # the memory step alone (make bench-memory)
-//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --memory=false                    # workloads and scale (make bench-scale)
-//	go run ./tools/bench --report-only                                                                                 # the report again from docs/benchmarks.json, running nothing
+//	go run ./tools/bench --bin bin --only memory            # one step alone, the others' figures kept (make bench-memory)
+//	go run ./tools/bench --bin bin --only own-core-writes   # the writes with the server on a core of its own
+//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --own-core-writes=false --memory=false   # workloads and scale (make bench-scale)
+//	go run ./tools/bench --report-only                      # the report again from docs/benchmarks.json, running nothing
 //
-// Each step can be left out (--matrix, --equal-load, --own-core, --workloads, --scale, --memory =false): a run
+// Each step can be left out (--matrix, --equal-load, --own-core, --own-core-writes, --workloads, --scale, --memory =false): a run
 // keeps the figures of the steps it leaves out from the existing JSON and rewrites the report with
 // all. The equal-load step takes its rates from the matrix's figures, kept or new.
 //
@@ -78,6 +80,7 @@ type options struct {
 	equal       equalOptions
 	ownCore     bool
 	own         ownCoreOptions
+	ownWrites   bool
 	scale       bool
 	sc          scaleOptions
 
@@ -119,6 +122,7 @@ func main() {
 	flag.IntVar(&o.equal.conns, "equal-conns", 64, "equal-load step: connections of each run")
 	flag.Float64Var(&o.equal.share, "equal-share", 0.8, "equal-load step: the rate offered, as a share of the lower of zetcd's and ZooKeeper's matrix throughputs")
 	flag.BoolVar(&o.ownCore, "own-core", true, "run the own-core step: zetcd's and ZooKeeper's reads with the server on one core and zkboom on another (false: keep its figures from --data)")
+	flag.BoolVar(&o.ownWrites, "own-core-writes", true, "run the own-core writes step: the writes of bare etcd, zetcd and ZooKeeper with the server on one core and zkboom on another, with the server's busy share and CPU per request (false: keep its figures from --data)")
 	flag.IntVar(&o.own.conns, "own-core-conns", 64, "own-core step: connections of each run")
 	flag.StringVar(&o.own.serverCPUs, "own-core-server-cpus", "0", "own-core step: the server's cores (taskset -c)")
 	flag.StringVar(&o.own.zkboomCPUs, "own-core-zkboom-cpus", "1", "own-core step: zkboom's cores (taskset -c)")
@@ -133,6 +137,7 @@ func main() {
 	flag.IntVar(&o.sc.reps, "scale-reps", 5, "scale step: times each four-letter word is asked")
 	flag.DurationVar(&o.work.watchDuration, "watch-duration", 10*time.Second, "workloads step: length of the watch run")
 	flag.IntVar(&o.work.watchRounds, "watch-rounds", 3, "workloads step: rounds of the watch run, each server started fresh in each")
+	only := flag.String("only", "", "run this step alone and keep the others' figures from --data: matrix, equal-load, own-core, own-core-writes, workloads, scale or memory")
 	reportOnly := flag.Bool("report-only", false, "run nothing: write --out from the figures in --data (the plot at --png as it is)")
 	flag.Parse()
 	pair := func(flagName, v string) [2]int {
@@ -149,6 +154,16 @@ func main() {
 			p[i] = n
 		}
 		return p
+	}
+	if *only != "" {
+		steps := map[string]*bool{"matrix": &o.matrix, "equal-load": &o.equalLoad, "own-core": &o.ownCore,
+			"own-core-writes": &o.ownWrites, "workloads": &o.workloads, "scale": &o.scale, "memory": &o.memory}
+		if steps[*only] == nil {
+			log.Fatalf("--only %q: not a step", *only)
+		}
+		for name, on := range steps {
+			*on = name == *only
+		}
 	}
 	o.mem.sessions, o.mem.watches = pair("mem-sessions", memSessions), pair("mem-watches", memWatches)
 	o.ops = strings.Split(ops, ",")
@@ -252,6 +267,8 @@ type runData struct {
 	EqualLoad *equalLoadRuns `json:"equalLoad,omitempty"`
 	// OwnCore is the own-core step (owncore.go).
 	OwnCore *ownCoreRuns `json:"ownCore,omitempty"`
+	// OwnWrites is the own-core writes step (ownwrites.go).
+	OwnWrites *ownWritesRuns `json:"ownWrites,omitempty"`
 	// Workloads is the workloads step (workloads.go).
 	Workloads *workloadRuns `json:"workloads,omitempty"`
 	// Scale is the scale step (scale.go).
@@ -271,7 +288,7 @@ type server struct {
 
 func runBench(o *options) error {
 	bins := []string{"zetcd"}
-	if o.matrix || o.workloads || o.equalLoad || o.ownCore {
+	if o.matrix || o.workloads || o.equalLoad || o.ownCore || o.ownWrites {
 		bins = append(bins, "zkboom", "benchetcd")
 	}
 	for _, b := range bins {
@@ -285,7 +302,7 @@ func runBench(o *options) error {
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
 		zkboomProcsSetting: zkboomProcs(o),
 	}}
-	if !o.matrix || !o.memory || !o.workloads || !o.scale || !o.equalLoad || !o.ownCore {
+	if !o.matrix || !o.memory || !o.workloads || !o.scale || !o.equalLoad || !o.ownCore || !o.ownWrites {
 		// Keep the figures of the part not run from the last report's data.
 		old := &runData{}
 		if raw, err := os.ReadFile(o.data); err == nil {
@@ -309,6 +326,9 @@ func runBench(o *options) error {
 		if !o.ownCore {
 			data.OwnCore = old.OwnCore
 		}
+		if !o.ownWrites {
+			data.OwnWrites = old.OwnWrites
+		}
 		if !o.scale {
 			data.Scale = old.Scale
 		}
@@ -329,6 +349,7 @@ func runBench(o *options) error {
 		{o.matrix, func() error { return runMatrix(o, data) }},
 		{o.equalLoad, func() (err error) { data.EqualLoad, err = runEqualLoad(o, data.Results); return err }},
 		{o.ownCore, func() (err error) { data.OwnCore, err = runOwnCore(o); return err }},
+		{o.ownWrites, func() (err error) { data.OwnWrites, err = runOwnWrites(o); return err }},
 		{o.workloads, func() (err error) { data.Workloads, err = runWorkloads(o); return err }},
 		{o.scale, func() (err error) { data.Scale, err = runScale(o); return err }},
 		{o.memory, func() (err error) { data.MemoryScaling, err = runMemory(o); return err }},
@@ -596,7 +617,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 func startEtcd(o *options) (*server, error) {
-	cmd := exec.Command(filepath.Join(o.bin, "benchetcd"), "--data-dir", filepath.Join(o.workDir, "etcd"))
+	cmd := onCPUs(exec.Command(filepath.Join(o.bin, "benchetcd"), "--data-dir", filepath.Join(o.workDir, "etcd")), o.serverCPUs)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

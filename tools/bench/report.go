@@ -36,6 +36,9 @@ func markdown(o *options, d *runData, plotted bool) string {
 	if d.OwnCore != nil {
 		ownCoreMarkdown(&b, d.OwnCore)
 	}
+	if d.OwnWrites != nil {
+		ownWritesMarkdown(&b, d.OwnWrites)
+	}
 	if d.Workloads != nil {
 		workloadsMarkdown(&b, o, d.Workloads)
 	}
@@ -310,7 +313,7 @@ func estimate(o *options) time.Duration {
 	if slices.Contains(o.ops, "delete") {
 		cells += len(o.conns) // creating the nodes to delete takes about as long as deleting them
 	}
-	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + equalLoadEstimate(o) + ownCoreEstimate(o) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
+	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + equalLoadEstimate(o) + ownCoreEstimate(o) + ownWritesEstimate(o) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
 }
 
 // memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
@@ -802,4 +805,44 @@ func importMarkdown(b *strings.Builder, k *scaleRun, znodes int) {
 	w("| ZooKeeper's restart on its directory | %.1f | 1.00 |\n", k.RestartSeconds)
 	w("| `zetcd import` of that directory (zxids %s, peak RSS %s) | %.1f | %.2f |\n", orDash(im.Zxids), mib(im.PeakRSSKB), im.Seconds, im.Seconds/k.RestartSeconds)
 	w("| zetcd's start on the import | %.1f | %.2f |\n", im.StartSeconds, im.StartSeconds/k.RestartSeconds)
+}
+
+// ownWritesMarkdown renders the own-core writes step: per op and connection count, each server's
+// throughput, its ratio to ZooKeeper's, the server's busy share of its core and its CPU per
+// request.
+func ownWritesMarkdown(b *strings.Builder, ow *ownWritesRuns) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("\n## Writes with each server on a core of its own\n\n")
+	w("%s). The server on CPUs %s (`taskset -c %s`, all its threads), zkboom on CPUs %s; each\n", ow.measured(), ow.ServerCPUs, ow.ServerCPUs, ow.ZkboomCPUs)
+	w("server started fresh for each connection count and warmed up; 128-byte values unless Method says\n")
+	w("otherwise. Busy is the server's utime+stime (/proc/PID/stat) over the run's wall time: below\n")
+	w("100%% the server's core idles while clients wait. CPU per request is that time over the\n")
+	w("requests answered. etcd's ops are zkboom's closest etcd requests (Method).\n\n")
+	w("| op | conns | server | ops/s | /ZooKeeper | p99 ms | busy | CPU µs/request |\n")
+	w("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	find := func(target, op string, conns int) *ownWritesRun {
+		for i := range ow.Results {
+			if r := &ow.Results[i]; r.Target == target && r.Op == op && r.Conns == conns {
+				return r
+			}
+		}
+		return nil
+	}
+	for _, op := range ownWritesOps {
+		for _, c := range ownWritesConns {
+			zk := find("zookeeper", op, c)
+			for _, target := range []string{"zookeeper", "zetcd", "etcd"} {
+				r := find(target, op, c)
+				if r == nil {
+					continue
+				}
+				rel := "—"
+				if zk != nil && zk.Report.OpsPerSec > 0 {
+					rel = fmt.Sprintf("%.2f", r.Report.OpsPerSec/zk.Report.OpsPerSec)
+				}
+				w("| %s | %d | %s | %.0f | %s | %.2f | %.0f%% | %.0f |\n", op, c, targetTitle[target], r.Report.OpsPerSec, rel,
+					r.Report.LatencyMs.P99, 100*r.busy(), r.cpuPerRequestUs())
+			}
+		}
+	}
 }
