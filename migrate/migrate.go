@@ -69,11 +69,15 @@ type Status struct {
 
 // Migration is one running copy.
 type Migration struct {
-	cfg  Config
-	log  *zap.Logger
-	wake chan struct{}
-	done chan struct{}
-	err  error
+	cfg    Config
+	log    *zap.Logger
+	wake   chan struct{}
+	done   chan struct{}
+	err    error
+	cancel context.CancelFunc
+
+	following chan struct{} // closed once f is set
+	f         *zklive.Follower
 
 	mu       sync.Mutex
 	status   Status
@@ -102,9 +106,12 @@ func Start(ctx context.Context, cfg Config) *Migration {
 	if cfg.ZooKeeper.Log == nil {
 		cfg.ZooKeeper.Log = cfg.Logger
 	}
-	m := &Migration{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	m := &Migration{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), done: make(chan struct{}), cancel: cancel,
+		following: make(chan struct{})}
 	m.status = Status{State: StateLoading, Started: time.Now().UTC()}
 	go func() {
+		defer cancel()
 		defer close(m.done)
 		m.err = m.run(ctx)
 		if m.err != nil && ctx.Err() == nil {
@@ -122,6 +129,51 @@ func Start(ctx context.Context, cfg Config) *Migration {
 func (m *Migration) Wait() error {
 	<-m.done
 	return m.err
+}
+
+// Stop stops the copy, its follower and its mirror, and waits for them. The mirror no longer
+// keeps the sessions' leases alive (Mirror.Close).
+func (m *Migration) Stop() {
+	m.cancel()
+	<-m.done
+}
+
+// CatchUp waits until the copy holds every transaction up to ZooKeeper's last zxid, setACLs
+// included (Follower.Sync), and returns that zxid: the state caught-up, at a zxid read now.
+func (m *Migration) CatchUp(ctx context.Context) (int64, error) {
+	select {
+	case <-m.following:
+	case <-m.done:
+		return 0, fmt.Errorf("migration: stopped: %w", m.err)
+	case <-ctx.Done():
+		return 0, fmt.Errorf("migration: still loading: %w", ctx.Err())
+	}
+	z, err := m.f.Sync(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("migration: sync with ZooKeeper: %w", err)
+	}
+	m.observe(z, true)
+	m.signal()
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		m.mu.Lock()
+		written, state := m.copyZxid, m.status.State
+		m.mu.Unlock()
+		switch {
+		case state == StateFailed:
+			return 0, fmt.Errorf("migration: failed: %w", m.err)
+		case written >= z:
+			return z, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("migration: the copy is at %#x, ZooKeeper at %#x: %w", written, z, ctx.Err())
+		case <-m.done:
+			return 0, fmt.Errorf("migration: stopped: %w", m.err)
+		case <-t.C:
+		}
+	}
 }
 
 // Status returns the migration's status now.
@@ -172,6 +224,8 @@ func (m *Migration) run(ctx context.Context) error {
 	m.mu.Lock()
 	m.status.State = StateFollowing
 	m.mu.Unlock()
+	m.f = f
+	close(m.following)
 	stopped := make(chan error, 1)
 	go func() { stopped <- f.Wait() }()
 	go m.syncLoop(ctx, f)

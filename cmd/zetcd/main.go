@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -74,24 +75,54 @@ func run(o options, log *zap.Logger) error {
 		return err
 	}
 	defer etcd.close()
+	ports, err := o.security.listen(o.zkAddr)
+	if err != nil {
+		return err
+	}
+	return serveZetcd(o, log, etcd, ports, handover{})
+}
+
+// handover is what migration mode gives the zetcd it starts at the cutover (migrate.go): the
+// zero value is a zetcd started on its own.
+type handover struct {
+	// stop, closed, drains the server as SIGINT does (the migration's context ending).
+	stop <-chan struct{}
+	// setHTTP, if set, serves the operator endpoint's handler on the migration's endpoint,
+	// which already listens on --metrics-addr.
+	setHTTP func(http.Handler)
+	// started, if set, is told that the server serves.
+	started func()
+}
+
+// serveZetcd builds the store on etcd and serves ZooKeeper clients on ports until a signal, a
+// port's failure or the embedded etcd's (waitAndStop).
+func serveZetcd(o options, log *zap.Logger, etcd *etcdConn, ports []clientPort, h handover) error {
+	closePorts := func() {
+		for _, p := range ports {
+			p.ln.Close()
+		}
+	}
 	// Metrics are always collected (they cost a few atomic adds); --metrics-addr serves them.
 	reg := newRegistry()
 	metrics, err := zetcd.NewMetrics(reg)
 	if err != nil {
+		closePorts()
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	backend, err := newBackend(o, log, etcd, reg, metrics)
 	if err != nil {
+		closePorts()
 		return err
 	}
 	defer backend.Close()
 	served, closeServed, err := wrapBackend(o, log, reg, metrics.WrapBackend(backend))
 	if err != nil {
+		closePorts()
 		return err
 	}
 	defer closeServed() // after the server has stopped, before backend.Close
 	srv := newServer(o, log, served, backend, metrics)
-	return serve(o, log, srv, etcd, reg, backend)
+	return serve(o, log, srv, etcd, reg, backend, ports, h)
 }
 
 // newBackend builds the store on etcd and hooks it to the embedded etcd's compactor, the
@@ -244,11 +275,9 @@ func newServer(o options, log *zap.Logger, served zetcd.Backend, backend *etcdst
 
 // serve serves ZooKeeper clients on the client ports, the AdminServer on --admin-addr and the
 // operator endpoint on --metrics-addr until a signal, a port's failure or the embedded etcd's, then shuts down.
-func serve(o options, log *zap.Logger, srv *zetcd.Server, etcd *etcdConn, reg *prometheus.Registry, backend *etcdstore.Store) error {
-	serveErr, clientPort, err := listen(o, log, srv, etcd.endpoints)
-	if err != nil {
-		return err
-	}
+func serve(o options, log *zap.Logger, srv *zetcd.Server, etcd *etcdConn, reg *prometheus.Registry, backend *etcdstore.Store, ports []clientPort, h handover) error {
+	serveErr := serveOn(o, log, srv, ports, etcd.endpoints)
+	clientPort := plainPort(ports)
 	if o.adminAddr != "" {
 		ep, err := startAdmin(o, log, srv, backend, clientPort)
 		if err != nil {
@@ -257,7 +286,9 @@ func serve(o options, log *zap.Logger, srv *zetcd.Server, etcd *etcdConn, reg *p
 		}
 		defer ep.stop()
 	}
-	if o.metricsAddr != "" {
+	if h.setHTTP != nil {
+		h.setHTTP(endpointHandler(o, srv, etcd.cli, reg, backend))
+	} else if o.metricsAddr != "" {
 		ep, err := startEndpoint(o, log, srv, etcd.cli, reg, backend)
 		if err != nil {
 			srv.Close()
@@ -266,16 +297,14 @@ func serve(o options, log *zap.Logger, srv *zetcd.Server, etcd *etcdConn, reg *p
 		// Stopped after the drain, so that /readyz reports it.
 		defer ep.stop()
 	}
-	return waitAndStop(o, log, srv, serveErr, etcd.failed())
+	if h.started != nil {
+		h.started()
+	}
+	return waitAndStop(o, log, srv, serveErr, etcd.failed(), h.stop)
 }
 
-// listen opens the client ports and serves srv on each; a port's failure comes on serveErr.
-// clientPort is the plain one's port number, -1 if there is none.
-func listen(o options, log *zap.Logger, srv *zetcd.Server, endpoints []string) (serveErr <-chan error, clientPort int, err error) {
-	ports, err := o.security.listen(o.zkAddr)
-	if err != nil {
-		return nil, -1, err
-	}
+// serveOn serves srv on each client port; a port's failure comes on serveErr.
+func serveOn(o options, log *zap.Logger, srv *zetcd.Server, ports []clientPort, endpoints []string) (serveErr <-chan error) {
 	errc := make(chan error, len(ports))
 	for _, p := range ports {
 		log.Info("serving ZooKeeper clients", zap.String("addr", p.ln.Addr().String()), zap.Bool("tls", p.tls),
@@ -286,12 +315,22 @@ func listen(o options, log *zap.Logger, srv *zetcd.Server, endpoints []string) (
 			}
 		}()
 	}
-	return errc, plainPort(ports), nil
+	return errc
 }
 
 // startEndpoint starts the operator's HTTP endpoint on --metrics-addr.
 func startEndpoint(o options, log *zap.Logger, srv *zetcd.Server, cli *clientv3.Client, reg *prometheus.Registry, backend *etcdstore.Store) (*httpEndpoint, error) {
-	h := newHTTPHandler(reg, probes{
+	ep, err := startHTTP(o.metricsAddr, endpointHandler(o, srv, cli, reg, backend), log.Named("http"))
+	if err != nil {
+		return nil, err
+	}
+	log.Info("serving metrics and health", zap.String("metrics-addr", ep.addr.String()))
+	return ep, nil
+}
+
+// endpointHandler is the operator's HTTP endpoint: metrics, health, readiness (http.go).
+func endpointHandler(o options, srv *zetcd.Server, cli *clientv3.Client, reg *prometheus.Registry, backend *etcdstore.Store) http.Handler {
+	return newHTTPHandler(reg, probes{
 		serving: srv.Serving,
 		ready:   srv.Ready,
 		etcd: func(ctx context.Context) error {
@@ -301,20 +340,19 @@ func startEndpoint(o options, log *zap.Logger, srv *zetcd.Server, cli *clientv3.
 		},
 		noSpace: func() error { return noSpaceAlarm(backend.Space()) },
 	}, o.pprof)
-	ep, err := startHTTP(o.metricsAddr, h, log.Named("http"))
-	if err != nil {
-		return nil, err
-	}
-	log.Info("serving metrics and health", zap.String("metrics-addr", ep.addr.String()))
-	return ep, nil
 }
 
-// waitAndStop waits for SIGINT or SIGTERM, a client port's failure (serveErr) or the embedded
-// etcd's (etcdErr), then stops srv: drained on a signal, closed on a failure.
-func waitAndStop(o options, log *zap.Logger, srv *zetcd.Server, serveErr, etcdErr <-chan error) error {
+// waitAndStop waits for SIGINT or SIGTERM (or stop closing), a client port's failure
+// (serveErr) or the embedded etcd's (etcdErr), then stops srv: drained on a signal, closed on a
+// failure.
+func waitAndStop(o options, log *zap.Logger, srv *zetcd.Server, serveErr, etcdErr <-chan error, stop <-chan struct{}) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	select {
+	case <-stop:
+		log.Info("draining: stopped", zap.Duration("drain-timeout", o.drainTimeout))
+		return drain(srv, o.drainTimeout, log)
 	case s := <-sig:
 		log.Info("draining: no new connections; open ones finish the requests already read, then close",
 			zap.String("signal", s.String()), zap.Duration("drain-timeout", o.drainTimeout))

@@ -256,6 +256,11 @@ func (c *compactor) defragment(ctx context.Context, before observation) error {
 }
 
 // stopCompactor stops the compactor if one runs.
+// StopCompactor stops the compactor StartCompactor started, if any; StartCompactor may then
+// start another (migration mode's, which nothing watches, gives way to the store's at the
+// cutover).
+func (e *Etcd) StopCompactor() { e.stopCompactor() }
+
 func (e *Etcd) stopCompactor() {
 	e.mu.Lock()
 	c := e.compactor

@@ -1,0 +1,154 @@
+package etcdstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/zkdata"
+)
+
+// The cutover of a migration (docs/migration.md, "Cutover") turns a Mirror's copy into a store
+// New serves: the sessions relayed to ZooKeeper are written as Import writes imported ones
+// (TakeOver), etcd's revision is moved past ZooKeeper's zxids (PadPast), and the import marker
+// goes (EndMigration). Each step is one of etcd's writes or a run of them that may be done again.
+
+// CutoverConfig says where the copy is.
+type CutoverConfig struct {
+	Client *clientv3.Client
+	// LeaseClient grants the sessions' leases with their ids (default: one on Client's
+	// connection).
+	LeaseClient pb.LeaseClient
+	// Prefix is the store's prefix (default "/zk/").
+	Prefix string
+	Logger *zap.Logger
+}
+
+func (c CutoverConfig) fill() CutoverConfig {
+	c.Prefix = cmp.Or(c.Prefix, "/zk/")
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.LeaseClient == nil {
+		c.LeaseClient = pb.NewLeaseClient(c.Client.ActiveConnection())
+	}
+	return c
+}
+
+// MigratedSession is a ZooKeeper session that zetcd takes over: its id, ZooKeeper's password
+// for it and its timeout.
+type MigratedSession struct {
+	ID        int64
+	Passwd    []byte
+	TimeoutMs int32
+}
+
+// TakeOver writes each session's key on a lease of its id, as Import writes an imported
+// session's: owned by no process, so that the elected zetcd treats it as an orphan (orphans.go),
+// resumed by its client with its id and password or ended at its timeout. The lease of a
+// session whose ephemerals the copy holds exists already (the Mirror's): it is refreshed and
+// kept. A session id that is not positive cannot be a lease: skipped lists those.
+func TakeOver(ctx context.Context, cfg CutoverConfig, sessions []MigratedSession) (skipped []int64, err error) {
+	cfg = cfg.fill()
+	keys := keySchema{prefix: cfg.Prefix}
+	for _, s := range sessions {
+		if s.ID <= 0 {
+			skipped = append(skipped, s.ID)
+			continue
+		}
+		ttl := sessionTTL(zkdata.Session{ID: s.ID, Timeout: s.TimeoutMs})
+		_, err := cfg.LeaseClient.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: s.ID, TTL: ttl})
+		if rpctypes.Error(err) == rpctypes.ErrLeaseExist {
+			_, err = cfg.Client.KeepAliveOnce(ctx, clientv3.LeaseID(s.ID))
+		}
+		if err != nil {
+			return skipped, fmt.Errorf("cutover: the lease of session %#x: %w", s.ID, err)
+		}
+		v := encodeSessionValue(sessionValue{passwd: s.Passwd, timeoutMs: s.TimeoutMs})
+		if _, err := cfg.Client.Put(ctx, keys.session(encoding.SessionID(s.ID)), v, clientv3.WithLease(clientv3.LeaseID(s.ID))); err != nil {
+			return skipped, fmt.Errorf("cutover: the key of session %#x: %w", s.ID, err)
+		}
+	}
+	return skipped, nil
+}
+
+// errNoMarker is the error of a cutover on a prefix without a migration's import marker.
+var errNoMarker = errors.New("cutover: the prefix holds no migration's import marker")
+
+// PadPast puts the import marker again until etcd's revision is above zxid>>16, as Import pads:
+// every zxid zetcd gives out afterwards (stat.go: revision<<16|index) is above zxid, and a
+// client's lastZxidSeen up to zxid is not from zetcd's future.
+func PadPast(ctx context.Context, cfg CutoverConfig, zxid int64) error {
+	cfg = cfg.fill()
+	key := keySchema{prefix: cfg.Prefix}.importMarker()
+	r, err := cfg.Client.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("cutover: read the import marker: %w", err)
+	}
+	if len(r.Kvs) == 0 {
+		return errNoMarker
+	}
+	marker := string(r.Kvs[0].Value)
+	need := zxid>>16 + 1 - r.Header.Revision
+	if need <= 0 {
+		return nil
+	}
+	cfg.Logger.Info("cutover: padding etcd's revision past ZooKeeper's zxids", zap.Int64("revisions", need),
+		zap.String("zookeeper-zxid", fmt.Sprintf("%#x", zxid)))
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	next := make(chan struct{})
+	for range min(need, 256) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				if _, err := cfg.Client.Put(ctx, key, marker); err != nil {
+					once.Do(func() { firstErr = err })
+				}
+			}
+		}()
+	}
+feed:
+	for range need {
+		select {
+		case next <- struct{}{}:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr = cmp.Or(firstErr, ctx.Err()); firstErr != nil {
+		return fmt.Errorf("cutover: padding to revision %d: %w", zxid>>16+1, firstErr)
+	}
+	return nil
+}
+
+// EndMigration deletes the import marker and puts the fence, in one transaction: New serves
+// the prefix from then on.
+func EndMigration(ctx context.Context, cfg CutoverConfig) error {
+	cfg = cfg.fill()
+	keys := keySchema{prefix: cfg.Prefix}
+	t, err := cfg.Client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(keys.importMarker()), ">", 0)).
+		Then(clientv3.OpDelete(keys.importMarker()), clientv3.OpPut(keys.fence(), "0")).Commit()
+	if err != nil {
+		return fmt.Errorf("cutover: delete the import marker: %w", err)
+	}
+	if !t.Succeeded {
+		return errNoMarker
+	}
+	return nil
+}
