@@ -80,8 +80,8 @@ func TakeOver(ctx context.Context, cfg CutoverConfig, sessions []MigratedSession
 	return skipped, nil
 }
 
-// errNoMarker is the error of a cutover on a prefix without a migration's import marker.
-var errNoMarker = errors.New("cutover: the prefix holds no migration's import marker")
+// ErrNoMarker is the error of a cutover on a prefix without a migration's import marker.
+var ErrNoMarker = errors.New("cutover: the prefix holds no migration's import marker")
 
 // PadPast puts the import marker again until etcd's revision is above zxid>>16, as Import pads:
 // every zxid zetcd gives out afterwards (stat.go: revision<<16|index) is above zxid, and a
@@ -94,7 +94,7 @@ func PadPast(ctx context.Context, cfg CutoverConfig, zxid int64) error {
 		return fmt.Errorf("cutover: read the import marker: %w", err)
 	}
 	if len(r.Kvs) == 0 {
-		return errNoMarker
+		return ErrNoMarker
 	}
 	marker := string(r.Kvs[0].Value)
 	need := zxid>>16 + 1 - r.Header.Revision
@@ -148,7 +148,7 @@ func EndMigration(ctx context.Context, cfg CutoverConfig) error {
 		return fmt.Errorf("cutover: delete the import marker: %w", err)
 	}
 	if !t.Succeeded {
-		return errNoMarker
+		return ErrNoMarker
 	}
 	return nil
 }

@@ -107,16 +107,19 @@ func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(
 	}
 	relay := zkrelay.New(zkrelay.Config{Servers: o.migrate.from, MaxFrameBytes: o.maxFrameBytes, Logger: log.Named("relay")})
 	defer relay.CloseAll()
-	serveErr := make(chan error, len(ports))
+	mg := &migrator{o: o, log: log, ctx: ctx, etcd: etcd, m: m, relay: relay, serveErr: make(chan error, len(ports)+1)}
 	var addrs []net.Addr
 	for _, p := range ports {
-		go func() { serveErr <- acceptMigrating(ctx, p.ln, relay, log.Named("server")) }()
-		defer p.ln.Close()
+		q := newConnQueue(p)
+		defer q.Close()
+		mg.queues = append(mg.queues, q)
 		addrs = append(addrs, p.ln.Addr())
+		log.Info("migration mode: relaying ZooKeeper clients to ZooKeeper", zap.String("addr", p.ln.Addr().String()))
 	}
+	mg.startRelaying()
 	var metricsAddr net.Addr
 	if o.metricsAddr != "" {
-		ep, err := startHTTP(o.metricsAddr, migrateHandler(m, relay), log.Named("http"))
+		ep, err := startHTTP(o.metricsAddr, migrateHandler(mg), log.Named("http"))
 		if err != nil {
 			return err
 		}
@@ -129,38 +132,40 @@ func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(
 	}
 	select {
 	case <-ctx.Done():
+		if mg.cutoverState().State == cutoverDone {
+			return <-mg.serveErr // zetcd drains on ctx's end
+		}
 		log.Info("stopping the migration")
 		return nil
-	case err := <-serveErr:
+	case err := <-mg.serveErr:
 		return err
 	}
 }
 
-// acceptMigrating hands each client connection on ln to the relay until ln closes: in
-// migration mode ZooKeeper serves every client, through zetcd, until the cutover.
-func acceptMigrating(ctx context.Context, ln net.Listener, relay *zkrelay.Relay, log *zap.Logger) error {
-	log.Info("migration mode: relaying ZooKeeper clients to ZooKeeper", zap.String("addr", ln.Addr().String()))
-	for {
-		conn, err := ln.Accept()
-		if errors.Is(err, net.ErrClosed) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("serve %s: %w", ln.Addr(), err)
-		}
-		go relay.Serve(ctx, conn)
-	}
-}
-
 // migrateHandler is the operator endpoint in migration mode: /migrate answers the migration's
-// Status and the relayed sessions as JSON, /healthz is 200 unless the migration failed.
-func migrateHandler(m *migrate.Migration, relay *zkrelay.Relay) http.Handler {
+// Status, the cutover's and the relayed sessions as JSON, POST /migrate/cutover runs the
+// cutover (cutover.go), /healthz is 200 unless the migration failed. Once zetcd serves, the
+// other paths and /healthz are its operator endpoint's (http.go).
+func migrateHandler(mg *migrator) http.Handler {
+	m, relay := mg.m, mg.relay
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /migrate", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(migrateStatus{Status: m.Status(), Relayed: relayedSessions(relay.Sessions())})
+		json.NewEncoder(w).Encode(migrateStatus{Status: m.Status(), Cutover: mg.cutoverState(), Relayed: relayedSessions(relay.Sessions())})
+	})
+	mux.HandleFunc("POST /migrate/cutover", mg.cutoverHandler)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if h := mg.served(); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if h := mg.served(); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
 		if s := m.Status(); s.State == migrate.StateFailed {
 			http.Error(w, "migration failed: "+strings.Join(s.Errors, "; "), http.StatusServiceUnavailable)
 			return
@@ -174,6 +179,7 @@ func migrateHandler(m *migrate.Migration, relay *zkrelay.Relay) http.Handler {
 // through this process.
 type migrateStatus struct {
 	migrate.Status
+	Cutover cutoverStatus    `json:"cutover"`
 	Relayed []relayedSession `json:"relayedSessions"`
 }
 

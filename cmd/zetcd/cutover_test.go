@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/testenv"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
+	"github.com/zetcd/zetcd/migrate"
+)
+
+// cutoverClient is a go-zookeeper session whose session events are recorded; refuse makes
+// its later dials fail, as a client that never comes back.
+type cutoverClient struct {
+	*zk.Conn
+	refuse atomic.Bool
+	mu     sync.Mutex
+	states []zk.State
+}
+
+func connectCutover(t *testing.T, addr string, timeout time.Duration) *cutoverClient {
+	t.Helper()
+	c := &cutoverClient{}
+	dial := func(network, address string, d time.Duration) (net.Conn, error) {
+		if c.refuse.Load() {
+			return nil, errors.New("refused by the test")
+		}
+		return net.DialTimeout(network, address, d)
+	}
+	record := func(ev zk.Event) {
+		if ev.Type == zk.EventSession {
+			c.mu.Lock()
+			c.states = append(c.states, ev.State)
+			c.mu.Unlock()
+		}
+	}
+	conn, _, err := zk.Connect([]string{addr}, timeout, zk.WithDialer(dial), zk.WithEventCallback(record), zk.WithLogInfo(false))
+	testenv.Must(t, err)
+	t.Cleanup(conn.Close)
+	c.Conn = conn
+	deadline := time.Now().Add(10 * time.Second)
+	for conn.State() != zk.StateHasSession {
+		if time.Now().After(deadline) {
+			t.Fatalf("no session on %s", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return c
+}
+
+// since returns the session states recorded from the n-th on.
+func (c *cutoverClient) since(n int) []zk.State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]zk.State(nil), c.states[min(n, len(c.states)):]...)
+}
+
+func (c *cutoverClient) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.states)
+}
+
+// waitCaughtUp waits until /migrate says caught up at ZooKeeper's zxid least or above.
+func waitCaughtUp(t *testing.T, metrics net.Addr, least int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := getStatus(t, metrics)
+		var zxid int64
+		fmt.Sscanf(st.ZooKeeperZxid, "0x%x", &zxid)
+		if st.State == migrate.StateFailed {
+			t.Fatalf("/migrate: %+v", st)
+		}
+		if st.State == migrate.StateCaughtUp && zxid >= least {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/migrate never caught up: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func postCutover(t *testing.T, metrics net.Addr) (int, string) {
+	t.Helper()
+	resp, err := http.Post("http://"+metrics.String()+"/migrate/cutover", "", nil)
+	testenv.Must(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestMigrateCutover moves clients relayed to ZooKeeper onto zetcd: each keeps its session
+// (Disconnected, then HasSession, never Expired), its ephemeral and its watch; zetcd's zxids
+// are above ZooKeeper's; the copy is ZooKeeper's tree; ZooKeeper can stop; a session whose
+// client never comes back expires on zetcd, its ephemeral with it.
+func TestMigrateCutover(t *testing.T) {
+	srv := zkserver.Start(t, zkserver.Options{})
+	itest.History(t, srv.Addr, 5, nil)
+
+	dir := t.TempDir()
+	o, err := parseFlags([]string{"--data-dir", dir, "--zkaddr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--migrate-from", srv.Addr})
+	testenv.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	type addrs struct {
+		clients []net.Addr
+		metrics net.Addr
+	}
+	started := make(chan addrs, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveMigrate(ctx, o, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)), func(c []net.Addr, m net.Addr) { started <- addrs{c, m} })
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("zetcd stopped: %v", err)
+		}
+	}()
+	var a addrs
+	select {
+	case a = <-started:
+	case err := <-done:
+		t.Fatalf("migration mode stopped: %v", err)
+	}
+	zetcdAddr := a.clients[0].String()
+
+	const timeout = 6 * time.Second
+	holder := connectCutover(t, zetcdAddr, timeout) // an ephemeral and a data watch
+	_, err = holder.Create("/cut", nil, 0, openACL)
+	testenv.Must(t, err)
+	_, err = holder.Create("/cut/holder", []byte("mine"), zk.FlagEphemeral, openACL)
+	testenv.Must(t, err)
+	_, err = holder.Create("/cut/watched", []byte("before"), 0, openACL)
+	testenv.Must(t, err)
+	_, _, watch, err := holder.GetW("/cut/watched")
+	testenv.Must(t, err)
+	counter := connectCutover(t, zetcdAddr, timeout) // a sequential counter
+	_, err = counter.Create("/cut/seq", nil, 0, openACL)
+	testenv.Must(t, err)
+	var lastBefore int64
+	for range 3 {
+		p, err := counter.Create("/cut/seq/n-", nil, zk.FlagSequence, openACL)
+		testenv.Must(t, err)
+		_, st, err := counter.Get(p)
+		testenv.Must(t, err)
+		lastBefore = max(lastBefore, st.Czxid)
+	}
+	gone := connectCutover(t, zetcdAddr, timeout) // never reconnects after the cutover
+	_, err = gone.Create("/cut/gone", nil, zk.FlagEphemeral, openACL)
+	testenv.Must(t, err)
+	_, st, err := gone.Exists("/cut/gone")
+	testenv.Must(t, err)
+	lastBefore = max(lastBefore, st.Czxid)
+	holderID, counterID := holder.SessionID(), counter.SessionID()
+	nHolder, nCounter := holder.count(), counter.count()
+	gone.refuse.Store(true)
+
+	waitCaughtUp(t, a.metrics, lastBefore)
+	if code, body := postCutover(t, a.metrics); code != http.StatusOK {
+		t.Fatalf("POST /migrate/cutover: %d %s; /migrate: %+v", code, body, getStatus(t, a.metrics))
+	}
+	if code, body := postCutover(t, a.metrics); code != http.StatusConflict {
+		t.Errorf("a second cutover: %d %s", code, body)
+	}
+	cs := getStatus(t, a.metrics).Cutover
+	t.Logf("cutover: %+v", cs)
+	if cs.State != cutoverDone || len(cs.TakenOver) != 3 {
+		t.Errorf("/migrate's cutover: %+v, want done with 3 sessions", cs)
+	}
+
+	// Each client resumes its session on zetcd.
+	for _, c := range []struct {
+		cl   *cutoverClient
+		id   int64
+		from int
+	}{{holder, holderID, nHolder}, {counter, counterID, nCounter}} {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			states := c.cl.since(c.from)
+			if len(states) >= 2 && states[len(states)-1] == zk.StateHasSession {
+				want := []zk.State{zk.StateDisconnected, zk.StateConnecting, zk.StateConnected, zk.StateHasSession}
+				for _, s := range states {
+					if s == zk.StateExpired {
+						t.Errorf("session %#x: states %v", c.id, states)
+					}
+				}
+				if states[0] != want[0] {
+					t.Errorf("session %#x: states %v, want %v", c.id, states, want)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("session %#x never resumed: states %v", c.id, states)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if c.cl.SessionID() != c.id {
+			t.Errorf("session %#x became %#x", c.id, c.cl.SessionID())
+		}
+	}
+	_, st, err = counter.Exists("/cut/holder")
+	testenv.Must(t, err)
+	if st == nil || st.EphemeralOwner != holderID {
+		t.Errorf("/cut/holder on zetcd: %+v, owner want %#x", st, holderID)
+	}
+
+	// The copy is ZooKeeper's tree.
+	diffServers(t, buildZkctl(t), srv.Addr, zetcdAddr)
+
+	// Writes go to zetcd: above every zxid before, the watch fires, reads are newest.
+	st, err = counter.Set("/cut/watched", []byte("after"), -1)
+	testenv.Must(t, err)
+	if st.Mzxid <= lastBefore {
+		t.Errorf("a write after the cutover: mzxid %#x, not above %#x", st.Mzxid, lastBefore)
+	}
+	select {
+	case ev := <-watch:
+		if ev.Type != zk.EventNodeDataChanged || ev.Path != "/cut/watched" {
+			t.Errorf("watch: %+v", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the data watch set before the cutover did not fire")
+	}
+	data, _, err := holder.Get("/cut/watched")
+	testenv.Must(t, err)
+	if string(data) != "after" {
+		t.Errorf("read after the cutover: %q", data)
+	}
+	p, err := counter.Create("/cut/seq/n-", nil, zk.FlagSequence, openACL)
+	testenv.Must(t, err)
+	if !strings.HasSuffix(p, "0000000003") {
+		t.Errorf("sequential create after the cutover: %s", p)
+	}
+
+	// ZooKeeper stops; zetcd serves on, and ends the session that never came back.
+	srv.Stop()
+	_, err = holder.Set("/cut/watched", []byte("without ZooKeeper"), -1)
+	testenv.Must(t, err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, _, err := counter.Exists("/cut/gone")
+		testenv.Must(t, err)
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ephemeral of a session that never reconnected is still there")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if ok, _, err := counter.Exists("/cut/holder"); err != nil || !ok {
+		t.Errorf("/cut/holder after ZooKeeper stopped: %v %v", ok, err)
+	}
+}
