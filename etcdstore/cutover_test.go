@@ -1,0 +1,90 @@
+package etcdstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/zetcd/zetcd/encoding"
+	"github.com/zetcd/zetcd/internal/zkdata"
+)
+
+// TestCutover turns a Mirror's copy into a store New serves: the sessions taken over are
+// written as Import writes imported ones (the mirror's lease reused), a negative id is skipped,
+// etcd's revision goes past a ZooKeeper zxid, and New serves once the marker is gone.
+func TestCutover(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := context.Background()
+	m := NewMirror(MirrorConfig{Client: cli, Logger: zaptest.NewLogger(t), Source: "test"})
+	st := &zkdata.State{Nodes: map[string]*zkdata.Node{}, Sessions: map[int64]zkdata.Session{7: {ID: 7, Timeout: 5000}}, LastZxid: 4}
+	for _, n := range []*zkdata.Node{
+		zkNode("/", "", importACL, 0, 0, 4, 0, 2, 0, 2, 0),
+		zkNode("/zookeeper", "", importACL, 0, 0, 0, 0, 0, 0, 0, 0),
+		zkNode("/e", "", importACL, 4, 4, 4, 0, 0, 0, 0, 7),
+	} {
+		st.Nodes[n.Path] = n
+	}
+	if _, err := m.Load(ctx, st, 4); err != nil {
+		t.Fatal(err)
+	}
+	cc := CutoverConfig{Client: cli, Logger: zaptest.NewLogger(t)}
+	p7, p9 := bytes.Repeat([]byte{7}, 16), bytes.Repeat([]byte{9}, 16)
+	skipped, err := TakeOver(ctx, cc, []MigratedSession{{ID: 7, Passwd: p7, TimeoutMs: 5000}, {ID: 9, Passwd: p9, TimeoutMs: 4000}, {ID: -3, TimeoutMs: 4000}})
+	if err != nil || len(skipped) != 1 || skipped[0] != -3 {
+		t.Fatalf("TakeOver: skipped %v, %v", skipped, err)
+	}
+	keys := keySchema{prefix: "/zk/"}
+	for _, s := range []struct {
+		id     int64
+		passwd []byte
+		to     int32
+	}{{7, p7, 5000}, {9, p9, 4000}} {
+		r, err := cli.Get(ctx, keys.session(encoding.SessionID(s.id)))
+		if err != nil || len(r.Kvs) != 1 || r.Kvs[0].Lease != s.id {
+			t.Fatalf("session key of %d: %v %v", s.id, r, err)
+		}
+		v, err := decodeSessionValue(r.Kvs[0].Value)
+		if err != nil || !bytes.Equal(v.passwd, s.passwd) || v.timeoutMs != s.to || v.owner != 0 {
+			t.Errorf("session value of %d: %+v %v", s.id, v, err)
+		}
+	}
+
+	r, err := cli.Get(ctx, "/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	zxid := (r.Header.Revision+300)<<16 | 5
+	if err := PadPast(ctx, cc, zxid); err != nil {
+		t.Fatal(err)
+	}
+	r, err = cli.Get(ctx, "/", clientv3.WithCountOnly())
+	if err != nil || r.Header.Revision != zxid>>16+1 {
+		t.Fatalf("revision %d after padding past %#x, want %d (%v)", r.Header.Revision, zxid, zxid>>16+1, err)
+	}
+	if err := PadPast(ctx, cc, zxid); err != nil {
+		t.Fatal(err)
+	}
+
+	m.Close()
+	if _, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1}); err == nil {
+		t.Fatal("New served a prefix holding the migration's marker")
+	}
+	if err := EndMigration(ctx, cc); err != nil {
+		t.Fatal(err)
+	}
+	if err := EndMigration(ctx, cc); !errors.Is(err, ErrNoMarker) {
+		t.Errorf("EndMigration again: %v", err)
+	}
+	if err := PadPast(ctx, cc, zxid); !errors.Is(err, ErrNoMarker) {
+		t.Errorf("PadPast without the marker: %v", err)
+	}
+	b, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+}
