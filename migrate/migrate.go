@@ -176,6 +176,16 @@ func (m *Migration) CatchUp(ctx context.Context) (int64, error) {
 	}
 }
 
+// SessionID is the id of the session that follows ZooKeeper (0 while it has none).
+func (m *Migration) SessionID() int64 {
+	select {
+	case <-m.following:
+		return m.f.SessionID()
+	default:
+		return 0
+	}
+}
+
 // Status returns the migration's status now.
 func (m *Migration) Status() Status {
 	m.mu.Lock()

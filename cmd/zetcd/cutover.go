@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/etcdstore"
+	"github.com/zetcd/zetcd/internal/zklive"
 	"github.com/zetcd/zetcd/migrate"
 	"github.com/zetcd/zetcd/zkrelay"
 )
@@ -168,8 +172,30 @@ func (mg *migrator) holdConnections() {
 	mg.relaying.Wait()
 }
 
-// begin starts a cutover, unless one runs or is done.
-func (mg *migrator) begin() error {
+// others names ZooKeeper's sessions that its `cons` lists and that are neither relayed through
+// this zetcd nor the copy's own (the follower's), or says why `cons` could not be read.
+func (mg *migrator) others() []string {
+	conns, notes := zklive.Connections(zklive.Config{Servers: mg.o.migrate.from})
+	delete(conns, mg.m.SessionID())
+	for _, s := range mg.relay.Sessions() {
+		delete(conns, int64(s.ID))
+	}
+	out := notes
+	for id, addr := range conns {
+		out = append(out, fmt.Sprintf("session %#x from %s", id, addr))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// begin starts a cutover, unless one runs or is done, or, unless force, ZooKeeper has clients
+// that the cutover would not move.
+func (mg *migrator) begin(force bool) error {
+	if !force {
+		if others := mg.others(); len(others) > 0 {
+			return fmt.Errorf("ZooKeeper serves clients not relayed through this zetcd, which the cutover would leave on it: %s (move them to zetcd, or force=true)", strings.Join(others, "; "))
+		}
+	}
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
 	switch mg.status.State {
@@ -371,7 +397,8 @@ func (mg *migrator) endMigration(ctx context.Context) error {
 
 // cutoverHandler answers POST /migrate/cutover: it runs the cutover and answers its outcome.
 func (mg *migrator) cutoverHandler(w http.ResponseWriter, r *http.Request) {
-	if err := mg.begin(); err != nil {
+	force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
+	if err := mg.begin(force); err != nil {
 		http.Error(w, "cutover refused: "+err.Error(), http.StatusConflict)
 		return
 	}

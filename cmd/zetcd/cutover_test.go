@@ -172,7 +172,22 @@ func TestMigrateCutover(t *testing.T) {
 	gone.refuse.Store(true)
 
 	waitCaughtUp(t, a.metrics, lastBefore)
-	if code, body := postCutover(t, a.metrics); code != http.StatusOK {
+	// A client of ZooKeeper itself would stay there: the cutover refuses, naming it.
+	direct := testenv.Connect(t, srv.Addr)
+	code, body := postCutover(t, a.metrics)
+	if code != http.StatusConflict || !strings.Contains(body, fmt.Sprintf("%#x", direct.SessionID())) ||
+		strings.Contains(body, fmt.Sprintf("%#x", holderID)) {
+		t.Errorf("cutover with a client on ZooKeeper %#x: %d %s", direct.SessionID(), code, body)
+	}
+	direct.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, body = postCutover(t, a.metrics)
+		if code != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != http.StatusOK {
 		t.Fatalf("POST /migrate/cutover: %d %s; /migrate: %+v", code, body, getStatus(t, a.metrics))
 	}
 	if code, body := postCutover(t, a.metrics); code != http.StatusConflict {

@@ -352,6 +352,14 @@ func sameNode(a, b *zkdata.Node) bool {
 		slices.Equal(a.ACL, b.ACL) && slices.Equal(a.Children, b.Children)
 }
 
+// SessionID is the id of the follower's session on ZooKeeper now (0 between two).
+func (f *Follower) SessionID() int64 {
+	if s := f.current(); s != nil {
+		return s.id
+	}
+	return 0
+}
+
 func (f *Follower) current() *session {
 	f.smu.Lock()
 	defer f.smu.Unlock()

@@ -293,6 +293,41 @@ func Sessions(cfg Config, nodes map[string]*zkdata.Node) (map[int64]zkdata.Sessi
 	return sessions, notes
 }
 
+// Connections returns the sessions `cons` lists on each of cfg.Servers, with the client
+// address of their connection, and one line for each server whose `cons` could not be read
+// and why.
+func Connections(cfg Config) (map[int64]string, []string) {
+	conns := make(map[int64]string)
+	var notes []string
+	for _, addr := range cfg.Servers {
+		out, err := fourLetterWord(addr, "cons", fourLetterTimeout)
+		if err == nil && strings.Contains(out, "not in the whitelist") {
+			err = errors.New(strings.TrimSpace(out))
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("cons on %s: %v", addr, err))
+			continue
+		}
+		maps.Copy(conns, parseConsClients(out))
+	}
+	return conns, notes
+}
+
+// consClient matches a connection with a session in `cons`'s answer, and its client address.
+var consClient = regexp.MustCompile(`(?m)^\s*/?([^\s\[]+)\[\d+\]\([^)]*?\bsid=0x([0-9a-fA-F]+)\b`)
+
+// parseConsClients returns the sessions `cons` lists, but for 0 (a connection without one yet),
+// with their client addresses.
+func parseConsClients(out string) map[int64]string {
+	conns := make(map[int64]string)
+	for _, m := range consClient.FindAllStringSubmatch(out, -1) {
+		if id, err := strconv.ParseUint(m[2], 16, 64); err == nil && id != 0 {
+			conns[int64(id)] = m[1]
+		}
+	}
+	return conns
+}
+
 // consLine matches a connection in `cons`'s answer (NIOServerCnxn.dumpConnectionInfo):
 // "/host:port[1](queued=0,...,sid=0x1000a2b3c4d0000,...,to=30000,...)".
 var consLine = regexp.MustCompile(`sid=0x([0-9a-fA-F]+)\b[^)]*?\bto=(\d+)`)

@@ -188,3 +188,22 @@ func TestReadLarge(t *testing.T) {
 	testenv.Must(t, err)
 	t.Logf("read %d nodes in %v", len(st.Nodes), time.Since(begin))
 }
+
+// TestConnections reads ZooKeeper's `cons`: every session connected to it, with its client's
+// address; a server that does not answer is a note.
+func TestConnections(t *testing.T) {
+	srv := zkserver.Start(t, zkserver.Options{})
+	a, b := testenv.Connect(t, srv.Addr), testenv.Connect(t, srv.Addr)
+	conns, notes := zklive.Connections(zklive.Config{Servers: []string{srv.Addr}})
+	if len(notes) != 0 {
+		t.Errorf("notes: %v", notes)
+	}
+	for _, c := range []*zk.Conn{a, b} {
+		if addr, ok := conns[c.SessionID()]; !ok || !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Errorf("session %#x: %q in %v", c.SessionID(), addr, conns)
+		}
+	}
+	if _, notes := zklive.Connections(zklive.Config{Servers: []string{"127.0.0.1:1"}}); len(notes) != 1 {
+		t.Errorf("cons on a closed port: notes %v", notes)
+	}
+}
