@@ -32,9 +32,9 @@ const (
 	cutoverFailed  = "failed"       // the copy stopped and the import marker stayed: nothing serves
 )
 
-// cutoverTimeout bounds a cutover's steps from the closing of the relayed connections to the
-// deletion of the import marker, and zetcd's start.
-const cutoverTimeout = 2 * time.Minute
+// cutoverTimeout bounds the first catch-up of a cutover, and its steps from the closing of the
+// relayed connections to the deletion of the import marker and zetcd's start.
+var cutoverTimeout = 2 * time.Minute
 
 // errHeld is what a connQueue's accept answers once the relaying stops.
 var errHeld = errors.New("relaying stopped")
@@ -173,27 +173,31 @@ func (mg *migrator) holdConnections() {
 }
 
 // others names ZooKeeper's sessions that its `cons` lists and that are neither relayed through
-// this zetcd nor the copy's own (the follower's), or says why `cons` could not be read.
-func (mg *migrator) others() []string {
-	conns, notes := zklive.Connections(zklive.Config{Servers: mg.o.migrate.from})
+// this zetcd nor the copy's own (the follower's); unread says why a server's `cons` could not
+// be read.
+func (mg *migrator) others() (others, unread []string) {
+	conns, unread := zklive.Connections(zklive.Config{Servers: mg.o.migrate.from})
 	delete(conns, mg.m.SessionID())
 	for _, s := range mg.relay.Sessions() {
 		delete(conns, int64(s.ID))
 	}
-	out := notes
 	for id, addr := range conns {
-		out = append(out, fmt.Sprintf("session %#x from %s", id, addr))
+		others = append(others, fmt.Sprintf("session %#x from %s", id, addr))
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(others)
+	return others, unread
 }
 
 // begin starts a cutover, unless one runs or is done, or, unless force, ZooKeeper has clients
 // that the cutover would not move.
 func (mg *migrator) begin(force bool) error {
 	if !force {
-		if others := mg.others(); len(others) > 0 {
+		others, unread := mg.others()
+		if len(others) > 0 {
 			return fmt.Errorf("ZooKeeper serves clients not relayed through this zetcd, which the cutover would leave on it: %s (move them to zetcd, or force=true)", strings.Join(others, "; "))
+		}
+		if len(unread) > 0 {
+			return fmt.Errorf("cannot tell which clients ZooKeeper serves: %s (allow cons in 4lw.commands.whitelist, or force=true)", strings.Join(unread, "; "))
 		}
 	}
 	mg.mu.Lock()
@@ -285,7 +289,9 @@ func (mg *migrator) takeOver() ([]etcdstore.MigratedSession, error) {
 	// leaves little to do once their connections are closed: padding past a ZooKeeper epoch
 	// takes 65536 etcd revisions, and is not bounded by cutoverTimeout.
 	mg.step("catching up")
-	z, err := mg.m.CatchUp(mg.ctx)
+	first, cancel := context.WithTimeout(mg.ctx, cutoverTimeout)
+	z, err := mg.m.CatchUp(first)
+	cancel()
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,13 +98,45 @@ func waitCaughtUp(t *testing.T, metrics net.Addr, least int64) {
 	}
 }
 
-func postCutover(t *testing.T, metrics net.Addr) (int, string) {
+func postCutover(t *testing.T, metrics net.Addr, query ...string) (int, string) {
 	t.Helper()
-	resp, err := http.Post("http://"+metrics.String()+"/migrate/cutover", "", nil)
+	resp, err := http.Post("http://"+metrics.String()+"/migrate/cutover?"+strings.Join(query, "&"), "", nil)
 	testenv.Must(t, err)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// migrating is a zetcd in migration mode started by startMigrating.
+type migrating struct {
+	clients []net.Addr
+	metrics net.Addr
+}
+
+// startMigrating runs zetcd in migration mode from the ZooKeeper at zkAddr until the test ends.
+func startMigrating(t *testing.T, zkAddr string) migrating {
+	t.Helper()
+	o, err := parseFlags([]string{"--data-dir", t.TempDir(), "--zkaddr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--migrate-from", zkAddr})
+	testenv.Must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan migrating, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- serveMigrate(ctx, o, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)), func(c []net.Addr, m net.Addr) { started <- migrating{c, m} })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("zetcd stopped: %v", err)
+		}
+	})
+	select {
+	case a := <-started:
+		return a
+	case err := <-done:
+		t.Fatalf("migration mode stopped: %v", err)
+	}
+	return migrating{}
 }
 
 // TestMigrateCutover moves clients relayed to ZooKeeper onto zetcd: each keeps its session
@@ -113,36 +147,12 @@ func TestMigrateCutover(t *testing.T) {
 	srv := zkserver.Start(t, zkserver.Options{})
 	itest.History(t, srv.Addr, 5, nil)
 
-	dir := t.TempDir()
-	o, err := parseFlags([]string{"--data-dir", dir, "--zkaddr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--migrate-from", srv.Addr})
-	testenv.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	type addrs struct {
-		clients []net.Addr
-		metrics net.Addr
-	}
-	started := make(chan addrs, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serveMigrate(ctx, o, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)), func(c []net.Addr, m net.Addr) { started <- addrs{c, m} })
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("zetcd stopped: %v", err)
-		}
-	}()
-	var a addrs
-	select {
-	case a = <-started:
-	case err := <-done:
-		t.Fatalf("migration mode stopped: %v", err)
-	}
+	a := startMigrating(t, srv.Addr)
 	zetcdAddr := a.clients[0].String()
 
 	const timeout = 6 * time.Second
 	holder := connectCutover(t, zetcdAddr, timeout) // an ephemeral and a data watch
-	_, err = holder.Create("/cut", nil, 0, openACL)
+	_, err := holder.Create("/cut", nil, 0, openACL)
 	testenv.Must(t, err)
 	_, err = holder.Create("/cut/holder", []byte("mine"), zk.FlagEphemeral, openACL)
 	testenv.Must(t, err)
@@ -281,5 +291,78 @@ func TestMigrateCutover(t *testing.T) {
 	}
 	if ok, _, err := counter.Exists("/cut/holder"); err != nil || !ok {
 		t.Errorf("/cut/holder after ZooKeeper stopped: %v %v", ok, err)
+	}
+}
+
+// TestMigrateCutoverFails: a cutover that cannot catch up (ZooKeeper not answering) leaves the
+// clients on ZooKeeper, relayed again, their sessions and ephemerals ZooKeeper's; a later
+// cutover moves them.
+func TestMigrateCutoverFails(t *testing.T) {
+	defer func(d time.Duration) { cutoverTimeout = d }(cutoverTimeout)
+	cutoverTimeout = 3 * time.Second
+	srv := zkserver.Start(t, zkserver.Options{})
+	a := startMigrating(t, srv.Addr)
+	zetcdAddr := a.clients[0].String()
+	c := connectCutover(t, zetcdAddr, 10*time.Second)
+	_, err := c.Create("/cut", nil, 0, openACL)
+	testenv.Must(t, err)
+	_, err = c.Create("/cut/mine", nil, zk.FlagEphemeral, openACL)
+	testenv.Must(t, err)
+	id, n := c.SessionID(), c.count()
+	waitCaughtUp(t, a.metrics, 0)
+
+	testenv.Must(t, srv.Signal(syscall.SIGSTOP))
+	code, body := postCutover(t, a.metrics, "force=true") // cons does not answer either
+	testenv.Must(t, srv.Signal(syscall.SIGCONT))
+	if code != http.StatusInternalServerError {
+		t.Errorf("cutover with ZooKeeper stopped: %d %s", code, body)
+	}
+	if cs := getStatus(t, a.metrics).Cutover; cs.State != cutoverNone || len(cs.Errors) != 1 {
+		t.Errorf("/migrate's cutover after a failure: %+v", cs)
+	}
+
+	// The client is still ZooKeeper's, and new ones are relayed to it.
+	var st *zk.Stat
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if st, err = c.Set("/cut/mine", []byte("still ZooKeeper's"), -1); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	testenv.Must(t, err)
+	late := connectCutover(t, zetcdAddr, 10*time.Second)
+	_, err = late.Create("/cut/late", nil, zk.FlagEphemeral, openACL)
+	testenv.Must(t, err)
+	direct := testenv.Connect(t, srv.Addr)
+	for p, owner := range map[string]int64{"/cut/mine": id, "/cut/late": late.SessionID()} {
+		_, st, err = direct.Get(p)
+		testenv.Must(t, err)
+		if st.EphemeralOwner != owner {
+			t.Errorf("%s on ZooKeeper: owner %#x, want %#x", p, st.EphemeralOwner, owner)
+		}
+	}
+	direct.Close()
+
+	waitCaughtUp(t, a.metrics, st.Mzxid)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, body = postCutover(t, a.metrics)
+		if code != http.StatusConflict || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code != http.StatusOK {
+		t.Fatalf("cutover after the failure: %d %s", code, body)
+	}
+	for deadline := time.Now().Add(20 * time.Second); c.State() != zk.StateHasSession || late.State() != zk.StateHasSession; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no session after the cutover: %v %v", c.since(n), late.since(0))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, st, err = late.Get("/cut/mine")
+	testenv.Must(t, err)
+	if c.SessionID() != id || st.EphemeralOwner != id || slices.Contains(c.since(n), zk.StateExpired) {
+		t.Errorf("session %#x after the cutover: %#x, owner %#x, states %v", id, c.SessionID(), st.EphemeralOwner, c.since(n))
 	}
 }
