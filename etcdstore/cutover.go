@@ -3,8 +3,11 @@ package etcdstore
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -136,19 +139,96 @@ feed:
 	return nil
 }
 
-// EndMigration deletes the import marker and puts the fence, in one transaction: New serves
-// the prefix from then on.
-func EndMigration(ctx context.Context, cfg CutoverConfig) error {
+// EndMigration deletes the import marker and puts the fence, with zxids' table (ZxidTable), in
+// one transaction: New serves the prefix from then on.
+func EndMigration(ctx context.Context, cfg CutoverConfig, zxids ZxidTable) error {
 	cfg = cfg.fill()
 	keys := keySchema{prefix: cfg.Prefix}
 	t, err := cfg.Client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(keys.importMarker()), ">", 0)).
-		Then(clientv3.OpDelete(keys.importMarker()), clientv3.OpPut(keys.fence(), "0")).Commit()
+		Then(clientv3.OpDelete(keys.importMarker()), clientv3.OpPut(keys.fence(), "0"),
+			clientv3.OpPut(keys.migratedZxids(), string(zxids.encode()))).Commit()
 	if err != nil {
 		return fmt.Errorf("cutover: delete the import marker: %w", err)
 	}
 	if !t.Succeeded {
 		return ErrNoMarker
 	}
+	return nil
+}
+
+// ZxidTable tells zetcd's zxids for ZooKeeper's, for the relativeZxid of a setWatches from a
+// client that last saw ZooKeeper: the copy's zxids are ZooKeeper's renumbered (mirror.go), so
+// comparing a ZooKeeper zxid with them would fire watches on changes the client has seen, or
+// miss ones it has not. Last is ZooKeeper's last zxid at the cutover, below every zxid zetcd
+// gives out (PadPast); Zxids maps the ZooKeeper zxids clients are known to hold (each relayed
+// session's newest) to the newest zetcd zxid of the transactions up to them.
+type ZxidTable struct {
+	Last  int64
+	Zxids map[int64]encoding.Zxid
+}
+
+// migratedZxids is the key of a cutover's ZxidTable.
+func (k keySchema) migratedZxids() string { return k.prefix + "z" }
+
+func (t ZxidTable) encode() []byte {
+	zks := slices.Sorted(maps.Keys(t.Zxids))
+	b := binary.BigEndian.AppendUint64(nil, uint64(t.Last))
+	for _, z := range zks {
+		b = binary.BigEndian.AppendUint64(b, uint64(z))
+		b = binary.BigEndian.AppendUint64(b, uint64(t.Zxids[z]))
+	}
+	return b
+}
+
+// zxidTable is a decoded ZxidTable, its ZooKeeper zxids in order.
+type zxidTable struct {
+	last      int64
+	zk, zetcd []int64
+}
+
+func decodeZxidTable(b []byte) (*zxidTable, error) {
+	if len(b) < 8 || (len(b)-8)%16 != 0 {
+		return nil, errors.New("zetcd: corrupt table of migrated zxids")
+	}
+	t := &zxidTable{last: int64(binary.BigEndian.Uint64(b))}
+	for b = b[8:]; len(b) > 0; b = b[16:] {
+		t.zk = append(t.zk, int64(binary.BigEndian.Uint64(b)))
+		t.zetcd = append(t.zetcd, int64(binary.BigEndian.Uint64(b[8:])))
+	}
+	return t, nil
+}
+
+// translate returns the zetcd zxid to compare with in place of rel: rel itself unless it is a
+// ZooKeeper zxid (up to last); for one, the table's entry at or below it, 0 (everything
+// changed since) if there is none: a watch fires rather than miss a change.
+func (t *zxidTable) translate(rel encoding.Zxid) encoding.Zxid {
+	if t == nil || int64(rel) > t.last || rel <= 0 {
+		return rel
+	}
+	i, found := slices.BinarySearch(t.zk, int64(rel))
+	switch {
+	case found:
+		return encoding.Zxid(t.zetcd[i])
+	case i > 0:
+		return encoding.Zxid(t.zetcd[i-1])
+	}
+	return 0
+}
+
+// loadMigratedZxids reads the table of a cutover into the prefix, if there was one.
+func (b *Store) loadMigratedZxids(ctx context.Context) error {
+	r, err := b.kv.Get(ctx, b.keys.migratedZxids())
+	if err != nil {
+		return fmt.Errorf("zetcd: read the migrated zxids: %w", err)
+	}
+	if len(r.Kvs) == 0 {
+		return nil
+	}
+	t, err := decodeZxidTable(r.Kvs[0].Value)
+	if err != nil {
+		return err
+	}
+	b.migrated = t
 	return nil
 }

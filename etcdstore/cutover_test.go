@@ -73,10 +73,11 @@ func TestCutover(t *testing.T) {
 	if _, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1}); err == nil {
 		t.Fatal("New served a prefix holding the migration's marker")
 	}
-	if err := EndMigration(ctx, cc); err != nil {
+	table := ZxidTable{Last: 0x500, Zxids: map[int64]encoding.Zxid{0x100: 0x30001, 0x400: 0x50002}}
+	if err := EndMigration(ctx, cc, table); err != nil {
 		t.Fatal(err)
 	}
-	if err := EndMigration(ctx, cc); !errors.Is(err, ErrNoMarker) {
+	if err := EndMigration(ctx, cc, ZxidTable{}); !errors.Is(err, ErrNoMarker) {
 		t.Errorf("EndMigration again: %v", err)
 	}
 	if err := PadPast(ctx, cc, zxid); !errors.Is(err, ErrNoMarker) {
@@ -86,5 +87,12 @@ func TestCutover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Close()
+	defer b.Close()
+	// A setWatches' relativeZxid up to ZooKeeper's last is ZooKeeper's: the newest zetcd zxid
+	// at or below it; above, zetcd's own.
+	for rel, want := range map[encoding.Zxid]encoding.Zxid{0x50: 0, 0x100: 0x30001, 0x3ff: 0x30001, 0x400: 0x50002, 0x500: 0x50002, 0x501: 0x501, 0x70003: 0x70003} {
+		if got := b.migrated.translate(rel); got != want {
+			t.Errorf("translate(%#x) = %#x, want %#x", rel, got, want)
+		}
+	}
 }

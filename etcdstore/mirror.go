@@ -252,6 +252,21 @@ func (m *Mirror) done(snap map[string]mirrorChange, paths []string) {
 	}
 }
 
+// Translate returns, for each ZooKeeper zxid of zks, the newest zetcd zxid of the ZooKeeper
+// transactions up to it in the copy (0 if none): the zxid a client that last saw it holds, in
+// zetcd's numbering (ZxidTable). It reads what Load and Flush write: call it once they stopped.
+func (m *Mirror) Translate(zks []int64) map[int64]encoding.Zxid {
+	out := make(map[int64]encoding.Zxid, len(zks))
+	for zk, z := range m.mapped {
+		for _, r := range zks {
+			if zk <= r && z > out[r] {
+				out[r] = z
+			}
+		}
+	}
+	return out
+}
+
 // Progress is the copy's progress.
 func (m *Mirror) Progress() MirrorProgress {
 	m.mu.Lock()

@@ -123,6 +123,10 @@ const defaultMaxTxnOps = 128
 // the key layout of keys.go. Many Stores (in many processes) may share one etcd cluster and
 // prefix: all coordination goes through etcd transactions.
 type Store struct {
+	// migrated translates a relativeZxid of ZooKeeper's after a cutover (cutover.go); nil
+	// without one.
+	migrated *zxidTable
+
 	kv    clientv3.KV
 	lease clientv3.Lease
 	// keeper refreshes the leases of this process's sessions (keepalive.go).
@@ -272,6 +276,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	go b.keeper.run(bgCtx)
 	go b.keeper.watch(bgCtx, b.leaseLapsed)
 	rev, err := b.bootstrap(ctx)
+	if err == nil {
+		err = b.loadMigratedZxids(ctx)
+	}
 	if err != nil {
 		cancel()
 		return nil, err

@@ -83,7 +83,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	for _, l := range lists {
 		if l.kind.OneShot() {
 			for _, p := range l.paths {
-				regs = append(regs, watch.Registration{Watcher: s.watcher, Kind: l.kind, Path: p, Since: rel})
+				regs = append(regs, watch.Registration{Watcher: s.watcher, Kind: l.kind, Path: p, Since: s.b.migrated.translate(rel)})
 			}
 		}
 	}

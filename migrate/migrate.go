@@ -78,6 +78,7 @@ type Migration struct {
 
 	following chan struct{} // closed once f is set
 	f         *zklive.Follower
+	mirror    *etcdstore.Mirror // set before run starts copying
 
 	mu       sync.Mutex
 	status   Status
@@ -176,6 +177,20 @@ func (m *Migration) CatchUp(ctx context.Context) (int64, error) {
 	}
 }
 
+// Translate returns, for each ZooKeeper zxid of zks, the newest zetcd zxid of the ZooKeeper
+// transactions up to it in the copy (Mirror.Translate). Only once the migration stopped (Stop).
+func (m *Migration) Translate(zks []int64) (map[int64]encoding.Zxid, error) {
+	select {
+	case <-m.done:
+	default:
+		return nil, errors.New("migration: the copy still runs")
+	}
+	if m.mirror == nil {
+		return nil, errors.New("migration: nothing was copied")
+	}
+	return m.mirror.Translate(zks), nil
+}
+
 // SessionID is the id of the session that follows ZooKeeper (0 while it has none).
 func (m *Migration) SessionID() int64 {
 	select {
@@ -217,6 +232,7 @@ func (m *Migration) run(ctx context.Context) error {
 	}
 	mc.Timeouts = m.timeouts
 	mirror := etcdstore.NewMirror(mc)
+	m.mirror = mirror
 	defer mirror.Close()
 	f, st, err := m.follow(ctx, mirror)
 	if err != nil {
