@@ -85,6 +85,10 @@ package etcdstore
 //	                       padding to move etcd's revision, and while a mirror (mirror.go)
 //	                       keeps a copy of a running ZooKeeper there; New refuses to start
 //	                       while it exists. Value: what is being imported or copied.
+//	P z                    migrated zxids: written by a migration's cutover (cutover.go) with
+//	                       the marker's deletion. Value: ZooKeeper's last zxid and a table from
+//	                       ZooKeeper zxids to zetcd's (ZxidTable), by which setWatches compares
+//	                       a relativeZxid of ZooKeeper's.
 //
 // The meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so one
 // range reads them all. A node's own c and d keys are absent until it has had a child: C=0.
