@@ -67,12 +67,7 @@ func TakeOver(ctx context.Context, cfg CutoverConfig, sessions []MigratedSession
 			skipped = append(skipped, s.ID)
 			continue
 		}
-		ttl := sessionTTL(zkdata.Session{ID: s.ID, Timeout: s.TimeoutMs})
-		_, err := cfg.LeaseClient.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: s.ID, TTL: ttl})
-		if rpctypes.Error(err) == rpctypes.ErrLeaseExist {
-			_, err = cfg.Client.KeepAliveOnce(ctx, clientv3.LeaseID(s.ID))
-		}
-		if err != nil {
+		if err := takeLease(ctx, cfg, s); err != nil {
 			return skipped, fmt.Errorf("cutover: the lease of session %#x: %w", s.ID, err)
 		}
 		v := encodeSessionValue(sessionValue{passwd: s.Passwd, timeoutMs: s.TimeoutMs})
@@ -81,6 +76,25 @@ func TakeOver(ctx context.Context, cfg CutoverConfig, sessions []MigratedSession
 		}
 	}
 	return skipped, nil
+}
+
+// takeLease grants session s's lease, or refreshes it if it exists (the Mirror's, for a session
+// whose ephemerals the copy holds).
+func takeLease(ctx context.Context, cfg CutoverConfig, s MigratedSession) error {
+	live, err := cfg.Client.TimeToLive(ctx, clientv3.LeaseID(s.ID))
+	if err != nil {
+		return err
+	}
+	if live.TTL > 0 {
+		_, err = cfg.Client.KeepAliveOnce(ctx, clientv3.LeaseID(s.ID))
+		return err
+	}
+	ttl := sessionTTL(zkdata.Session{ID: s.ID, Timeout: s.TimeoutMs})
+	_, err = cfg.LeaseClient.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: s.ID, TTL: ttl})
+	if rpctypes.Error(err) == rpctypes.ErrLeaseExist { // granted meanwhile, by an attempt whose answer was lost
+		_, err = cfg.Client.KeepAliveOnce(ctx, clientv3.LeaseID(s.ID))
+	}
+	return err
 }
 
 // ErrNoMarker is the error of a cutover on a prefix without a migration's import marker.

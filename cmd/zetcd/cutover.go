@@ -267,8 +267,9 @@ func (mg *migrator) cutover() error {
 	for i, q := range mg.queues {
 		ports[i] = clientPort{ln: q, tls: q.tls}
 	}
-	ready := make(chan struct{})
+	ready, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		mg.serveErr <- serveZetcd(mg.o, mg.log, mg.etcd, ports, handover{
 			stop:    mg.ctx.Done(),
 			setHTTP: func(h http.Handler) { mg.mu.Lock(); mg.zetcd = h; mg.mu.Unlock() },
@@ -277,6 +278,8 @@ func (mg *migrator) cutover() error {
 	}()
 	select {
 	case <-ready:
+	case <-exited:
+		return errors.New("cutover: zetcd did not start; see its log")
 	case <-ctx.Done():
 		return fmt.Errorf("cutover: zetcd did not start: %w", ctx.Err())
 	}
