@@ -163,7 +163,10 @@ func (mg *migrator) relayFrom(q *connQueue, stop <-chan struct{}) {
 		case errors.Is(err, errHeld) || errors.Is(err, net.ErrClosed):
 			return
 		case err != nil:
-			mg.serveErr <- err
+			select {
+			case mg.serveErr <- err:
+			default: // a port's failure is already on its way
+			}
 			return
 		}
 		go mg.relay.Serve(mg.ctx, conn)
