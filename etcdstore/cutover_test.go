@@ -31,6 +31,11 @@ func TestCutover(t *testing.T) {
 	if _, err := m.Load(ctx, st, 4); err != nil {
 		t.Fatal(err)
 	}
+	// The copy numbers ZooKeeper's zxids 0 and 4: a client that saw 3 saw what 0 was written at.
+	tr := m.Translate([]int64{4, 3, 0, 9, 4})
+	if len(tr) != 4 || tr[0] != tr[3] || tr[4] <= tr[3] || tr[9] != tr[4] {
+		t.Errorf("Translate: %v", tr)
+	}
 	cc := CutoverConfig{Client: cli, Logger: zaptest.NewLogger(t)}
 	p7, p9 := bytes.Repeat([]byte{7}, 16), bytes.Repeat([]byte{9}, 16)
 	skipped, err := TakeOver(ctx, cc, []MigratedSession{{ID: 7, Passwd: p7, TimeoutMs: 5000}, {ID: 9, Passwd: p9, TimeoutMs: 4000}, {ID: -3, TimeoutMs: 4000}})

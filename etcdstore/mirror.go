@@ -256,13 +256,21 @@ func (m *Mirror) done(snap map[string]mirrorChange, paths []string) {
 // transactions up to it in the copy (0 if none): the zxid a client that last saw it holds, in
 // zetcd's numbering (ZxidTable). It reads what Load and Flush write: call it once they stopped.
 func (m *Mirror) Translate(zks []int64) map[int64]encoding.Zxid {
-	out := make(map[int64]encoding.Zxid, len(zks))
+	rs := slices.Clone(zks)
+	slices.Sort(rs)
+	rs = slices.Compact(rs)
+	// best[i]: the newest zetcd zxid of the ZooKeeper zxids above rs[i-1], up to rs[i].
+	best := make([]encoding.Zxid, len(rs))
 	for zk, z := range m.mapped {
-		for _, r := range zks {
-			if zk <= r && z > out[r] {
-				out[r] = z
-			}
+		if i, _ := slices.BinarySearch(rs, zk); i < len(rs) {
+			best[i] = max(best[i], z)
 		}
+	}
+	out := make(map[int64]encoding.Zxid, len(rs))
+	var newest encoding.Zxid
+	for i, r := range rs {
+		newest = max(newest, best[i])
+		out[r] = newest
 	}
 	return out
 }
