@@ -209,6 +209,17 @@ func TestMigrateCutover(t *testing.T) {
 		t.Errorf("/migrate's cutover: %+v, want done with 3 sessions", cs)
 	}
 
+	// zetcd's operator endpoint is served beside /migrate.
+	for path, want := range map[string]string{"/healthz": "", "/metrics": "zetcd_"} {
+		resp, err := http.Get("http://" + a.metrics.String() + path)
+		testenv.Must(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s after the cutover: %d %.200s", path, resp.StatusCode, b)
+		}
+	}
+
 	// Each client resumes its session on zetcd.
 	for _, c := range []struct {
 		cl   *cutoverClient
