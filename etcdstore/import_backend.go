@@ -72,7 +72,8 @@ func newBackendWriter(log *zap.Logger, path string, marker importPut, first int6
 	if err := createBackend(log, path, marker, first); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoGrowSync: true, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoGrowSync: true, NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
+		InitialMmapSize: int(backend.InitialMmapSize)})
 	if err != nil {
 		return nil, fmt.Errorf("open etcd's database %s: %w", path, err)
 	}
