@@ -1,12 +1,9 @@
 package migrate_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,29 +114,6 @@ func writer(t testing.TB, addr, root string, stop <-chan struct{}) <-chan int {
 	return rounds
 }
 
-// buildZkctl builds zkctl, whose diff compares two servers.
-func buildZkctl(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "zkctl")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/zkctl").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build zkctl: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// diffServers runs zkctl diff between two servers and fails on any difference.
-func diffServers(t testing.TB, zkctl, from, to string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(zkctl, append([]string{"diff", "--from", from, "--to", to}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("zkctl diff %v: %v\n%s", args, err, out.String())
-	}
-	t.Logf("zkctl diff %v:\n%s", args, out.String())
-}
-
 // WaitCaughtUp waits until m's status is caught up with ZooKeeper's zxid read after zxid.
 func waitCaughtUp(t testing.TB, m *migrate.Migration, after int64) migrate.Status {
 	t.Helper()
@@ -231,7 +205,7 @@ func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, 
 	_, err = cli.Delete(context.Background(), "/zk/i")
 	testenv.Must(t, err)
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
-	diffServers(t, buildZkctl(t), srv.Addr, z.Addr)
+	itest.DiffTrees(t, srv.Addr, z.Addr)
 }
 
 // TestMigrateWriter: a copy made while a writer changes ZooKeeper is ZooKeeper's tree once the
@@ -332,5 +306,5 @@ func TestMigrateEnsembleLeaderKilled(t *testing.T) {
 	_, err := e.Client(t).Delete(context.Background(), "/zk/i") // the cutover's business, by hand
 	testenv.Must(t, err)
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
-	diffServers(t, buildZkctl(t), follower, z.Addr)
+	itest.DiffTrees(t, follower, z.Addr)
 }

@@ -267,7 +267,7 @@ func TestMigrateCutover(t *testing.T) {
 	}
 
 	// The copy is ZooKeeper's tree.
-	diffServers(t, buildZkctl(t), srv.Addr, zetcdAddr)
+	itest.DiffTrees(t, srv.Addr, zetcdAddr)
 
 	// Writes go to zetcd: above every zxid before, the watch fires, reads are newest.
 	st, err = counter.Set("/cut/watched", []byte("after"), -1)

@@ -134,29 +134,6 @@ func importInto(t testing.TB, zkDir string, extra ...string) (string, etcdstore.
 	return etcdDir, res
 }
 
-// buildZkctl builds zkctl, whose diff compares the two servers.
-func buildZkctl(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "zkctl")
-	out, err := exec.Command("go", "build", "-o", bin, "../zkctl").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build zkctl: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// diffServers runs zkctl diff between ZooKeeper and zetcd and fails on any difference.
-func diffServers(t testing.TB, zkctl, from, to string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(zkctl, append([]string{"diff", "--from", from, "--to", to}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("zkctl diff %v: %v\n%s", args, err, out.String())
-	}
-	t.Logf("zkctl diff %v:\n%s", args, out.String())
-}
-
 // sameStats compares every node's Stat on both servers exactly, zxids by value.
 func sameStats(t testing.TB, a, b *zk.Conn) int {
 	t.Helper()
@@ -185,7 +162,6 @@ func sameStats(t testing.TB, a, b *zk.Conn) int {
 // and Stat by Stat that zetcd serves what ZooKeeper, restarted on a copy of it, serves, then
 // that both go on alike.
 func TestImportMatchesZooKeeper(t *testing.T) {
-	zkctl := buildZkctl(t)
 	zkDir, restartZK := zooKeeperHistory(t, smallZK, nil)
 	zkAddr := restartZK()
 
@@ -198,8 +174,8 @@ func TestImportMatchesZooKeeper(t *testing.T) {
 			t.Logf("import: %+v", res)
 			e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
 			z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
-			diffServers(t, zkctl, zkAddr, z.Addr)
-			diffServers(t, zkctl, zkAddr, z.Addr, "--system")
+			itest.DiffTrees(t, zkAddr, z.Addr)
+			itest.DiffTrees(t, zkAddr, z.Addr, "--system")
 			zc, ec := testenv.Connect(t, zkAddr), testenv.Connect(t, z.Addr)
 			if mode == "exact" {
 				t.Logf("%d Stats equal", sameStats(t, zc, ec))
@@ -218,7 +194,6 @@ func TestImportMatchesZooKeeper(t *testing.T) {
 // servers then agree, exact zxids and the times of the new writes aside.
 func TestImportContinues(t *testing.T) {
 	var before *zk.Stat
-	zkctl := buildZkctl(t)
 	zkDir, restartZK := zooKeeperHistory(t, smallZK, func(addr string) {
 		c := testenv.Connect(t, addr)
 		var err error
@@ -245,7 +220,7 @@ func TestImportContinues(t *testing.T) {
 		testenv.Must(t, cl.Delete("/app/re", -1))
 		cl.Close()
 	}
-	diffServers(t, zkctl, zkAddr, z.Addr, "--skip-times")
+	itest.DiffTrees(t, zkAddr, z.Addr, "--skip-times")
 }
 
 // TestImportStandalone: a standalone ZooKeeper's zxids (epoch 0) lie below etcd's first
@@ -301,7 +276,6 @@ func TestImportLarge(t *testing.T) {
 		t.Skip("ZETCD_IMPORT_LARGE unset")
 	}
 	const perParent = 500
-	zkctl := buildZkctl(t)
 	zkDir, restartZK := zooKeeperHistory(t, bigZK, func(addr string) {
 		c := testenv.Connect(t, addr)
 		begin := time.Now()
@@ -331,7 +305,7 @@ func TestImportLarge(t *testing.T) {
 	zkAddr := restartZK()
 	t.Logf("ZooKeeper started on the same directory (JVM start included) in %v", time.Since(begin))
 	begin = time.Now()
-	diffServers(t, zkctl, zkAddr, z.Addr)
+	itest.DiffTrees(t, zkAddr, z.Addr)
 	t.Logf("diff in %v", time.Since(begin))
 }
 
@@ -342,7 +316,6 @@ func TestImportLarge(t *testing.T) {
 func TestImportSessions(t *testing.T) {
 	var keep, leave encoding.ConnectResponse
 	var seen encoding.Zxid // the newest zxid the clients saw on ZooKeeper
-	zkctl := buildZkctl(t)
 	zkDir, restartZK := zooKeeperHistory(t, smallZK, func(addr string) {
 		for _, s := range []struct {
 			path string
@@ -365,7 +338,7 @@ func TestImportSessions(t *testing.T) {
 	e := testenv.StartEtcdWith(t, embedetcd.Config{Dir: etcdDir})
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: time.Second})
 	// ZooKeeper restarted on the copy holds both sessions too, until their timeouts.
-	diffServers(t, zkctl, restartZK(), z.Addr)
+	itest.DiffTrees(t, restartZK(), z.Addr)
 
 	c := itest.DialRaw(t, z.Addr)
 	resp, err := c.Handshake(encoding.ConnectRequest{LastZxidSeen: seen, TimeOut: keep.TimeOut, SessionID: keep.SessionID, Passwd: keep.Passwd, HasReadOnly: true})

@@ -158,7 +158,6 @@ func TestMigrateMode(t *testing.T) {
 	_, err = cli.Delete(context.Background(), o.prefix+"i") // the cutover's business, by hand
 	testenv.Must(t, err)
 	z := testenv.StartZetcdOn(t, e, testenv.Options{ReapInterval: -1})
-	zkctl := buildZkctl(t)
-	diffServers(t, zkctl, srv.Addr, z.Addr)
-	diffServers(t, zkctl, srv.Addr, z.Addr, "--system")
+	itest.DiffTrees(t, srv.Addr, z.Addr)
+	itest.DiffTrees(t, srv.Addr, z.Addr, "--system")
 }
