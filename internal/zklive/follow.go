@@ -55,11 +55,12 @@ type Follower struct {
 }
 
 // item is what the follower's goroutine takes in order: a notification of the session gen, or
-// a barrier of Sync, answered once every item before it has been handled.
+// a barrier of Sync, answered once every item before it has been handled: nil, or the error
+// that lost the session before it could be (the follower then opens a new one).
 type item struct {
 	gen     int
 	n       notification
-	barrier chan struct{}
+	barrier chan error // buffered: the follower never waits on it
 }
 
 // Follow sets a persistent recursive watch on "/" (addWatch, ZooKeeper 3.6+), then reads the
@@ -142,10 +143,13 @@ func (f *Follower) Sync(ctx context.Context) (int64, error) {
 		f.smu.Unlock()
 		last, err := lastZxid(ctx, s)
 		if err == nil {
-			b := make(chan struct{})
+			b := make(chan error, 1)
 			f.push(item{gen: gen, n: notification{zxid: last, ping: true}, barrier: b})
 			select {
-			case <-b:
+			case err := <-b:
+				if err != nil {
+					return 0, err
+				}
 				return last, nil
 			case <-f.done:
 				return 0, f.err
@@ -240,7 +244,7 @@ func (f *Follower) step(ctx context.Context) error {
 	}
 	if it.gen != f.gen { // of a lost session; the new one's whole read came after it
 		if it.barrier != nil {
-			close(it.barrier)
+			it.barrier <- nil
 		}
 		return nil
 	}
@@ -251,11 +255,12 @@ func (f *Follower) step(ctx context.Context) error {
 	if it.barrier != nil {
 		if f.dirty {
 			if err := f.sweep(ctx); err != nil {
+				it.barrier <- err
 				return err
 			}
 		}
 		f.settle(it.n.zxid)
-		close(it.barrier)
+		it.barrier <- nil
 		return nil
 	}
 	if it.n.ping {
