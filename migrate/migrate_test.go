@@ -149,8 +149,9 @@ func lastZxid(t testing.TB, addr string) int64 {
 }
 
 // migrateUntilEqual migrates from a ZooKeeper while a writer changes it, then checks with zkctl
-// diff, through a zetcd started on the copy, that the copy is ZooKeeper's tree.
-func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, *migrate.Migration)) {
+// diff, through a zetcd started on the copy, that the copy is ZooKeeper's tree. The writer runs
+// for 4 s, and longer (up to 30 s) while fault, called every half second, says it has more to do.
+func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, *migrate.Migration) (more bool)) {
 	srv := zkserver.Start(t, zkserver.Options{})
 	itest.History(t, srv.Addr, 20, nil)
 	c := testenv.Connect(t, srv.Addr)
@@ -184,12 +185,13 @@ func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, 
 		LastInterval: 200 * time.Millisecond,
 		SyncInterval: 200 * time.Millisecond,
 	})
-	for range 8 {
+	for i := 1; i <= 60; i++ {
 		time.Sleep(500 * time.Millisecond)
-		if fault != nil {
-			fault(p, m)
-		}
+		more := fault != nil && fault(p, m)
 		t.Logf("status: %+v", m.Status())
+		if i >= 8 && !more {
+			break
+		}
 	}
 	close(stop)
 	n := <-rounds
@@ -225,14 +227,15 @@ func TestMigrateSmallTransactions(t *testing.T) {
 // once the copy follows it: the follower reads the tree again and the differences reach the copy.
 func TestMigrateDroppedConnection(t *testing.T) {
 	calls, resets := 0, 0
-	migrateUntilEqual(t, 65536, func(p *tcpproxy.Proxy, m *migrate.Migration) {
+	migrateUntilEqual(t, 65536, func(p *tcpproxy.Proxy, m *migrate.Migration) bool {
 		if m.Status().State == migrate.StateLoading {
-			return
+			return true
 		}
 		if calls++; calls%3 == 1 {
 			p.Reset()
 			resets++
 		}
+		return resets < 2
 	})
 	if resets == 0 {
 		t.Errorf("the connection was never reset while the copy followed ZooKeeper")
