@@ -24,96 +24,6 @@ import (
 
 var openACL = zk.WorldACL(zk.PermAll)
 
-// writer changes the tree at addr under root until stop is closed, with every kind of write:
-// creates (sequential ones, containers, TTL nodes), deletes, setData, setACL, multis, and the
-// ephemerals of sessions that close or stay. It reports how many rounds it made.
-func writer(t testing.TB, addr, root string, stop <-chan struct{}) <-chan int {
-	rounds := make(chan int, 1)
-	c := testenv.Connect(t, addr)
-	_, err := c.Create(root, nil, 0, openACL)
-	testenv.Must(t, err)
-	_, err = c.Create(root+"/acl", []byte("a"), 0, openACL)
-	testenv.Must(t, err)
-	go func() {
-		i := 0
-		defer func() { rounds <- i }()
-		check := func(what string, err error, allowed ...error) bool {
-			for _, a := range allowed {
-				if errors.Is(err, a) {
-					return true
-				}
-			}
-			if err != nil {
-				t.Errorf("round %d: %s: %v", i, what, err)
-				return false
-			}
-			return true
-		}
-		var open *zk.Conn // a session left open with its ephemeral
-		defer func() {
-			if open != nil {
-				t.Cleanup(open.Close)
-			}
-		}()
-		for ; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			p := fmt.Sprintf("%s/n-%d", root, i)
-			if _, err := c.Create(p, []byte(p), 0, openACL); !check("create", err) {
-				return
-			}
-			if i > 0 {
-				_, err := c.Set(fmt.Sprintf("%s/n-%d", root, i-1), []byte("set"), -1)
-				if !check("setData", err, zk.ErrNoNode) {
-					return
-				}
-			}
-			if i%3 == 2 && !check("delete", c.Delete(fmt.Sprintf("%s/n-%d", root, i-2), -1), zk.ErrNoNode) {
-				return
-			}
-			_, err := c.SetACL(root+"/acl", append(zk.DigestACL(zk.PermAll, "u", fmt.Sprint(i)), openACL...), -1)
-			if !check("setACL", err) {
-				return
-			}
-			_, err = c.Multi(
-				&zk.CreateRequest{Path: fmt.Sprintf("%s/m-%d", root, i), Data: []byte("m"), Acl: openACL},
-				&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprint(i)), Version: -1},
-				&zk.CreateRequest{Path: root + "/seq-", Acl: openACL, Flags: zk.FlagSequence},
-			)
-			if !check("multi", err) {
-				return
-			}
-			if i > 0 && !check("delete multi's", c.Delete(fmt.Sprintf("%s/m-%d", root, i-1), -1)) {
-				return
-			}
-			if i%5 == 0 {
-				_, err = c.CreateContainer(fmt.Sprintf("%s/c-%d", root, i), nil, zk.FlagContainer, openACL)
-				check("container", err)
-				_, err = c.CreateTTL(fmt.Sprintf("%s/ttl-%d", root, i), nil, zk.FlagTTL, openACL, time.Hour)
-				check("ttl", err)
-			}
-			if i%7 == 0 {
-				s, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
-				if !check("connect", err) {
-					return
-				}
-				_, err = s.Create(fmt.Sprintf("%s/eph-%d", root, i), nil, zk.FlagEphemeral, openACL)
-				check("ephemeral", err)
-				_, err = s.Create(root+"/eseq-", nil, zk.FlagEphemeralSequential, openACL)
-				check("ephemeral sequential", err)
-				if open != nil {
-					open.Close()
-				}
-				open = s
-			}
-		}
-	}()
-	return rounds
-}
-
 // WaitCaughtUp waits until m's status is caught up with ZooKeeper's zxid read after zxid.
 func waitCaughtUp(t testing.TB, m *migrate.Migration, after int64) migrate.Status {
 	t.Helper()
@@ -173,7 +83,7 @@ func migrateUntilEqual(t *testing.T, maxTxnOps int, fault func(*tcpproxy.Proxy, 
 
 	e := testenv.StartEtcd(t)
 	stop := make(chan struct{})
-	rounds := writer(t, srv.Addr, "/w", stop)
+	rounds := itest.Writer(t, srv.Addr, "/w", stop)
 	time.Sleep(200 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -276,7 +186,7 @@ func TestMigrateEnsembleLeaderKilled(t *testing.T) {
 	})
 	write := func(root string) {
 		stop := make(chan struct{})
-		rounds := writer(t, follower, root, stop)
+		rounds := itest.Writer(t, follower, root, stop)
 		time.Sleep(2 * time.Second)
 		close(stop)
 		t.Logf("writer %s: %d rounds; status %+v", root, <-rounds, m.Status())

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/tcpproxy"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
@@ -80,90 +81,6 @@ func bulk(t testing.TB, addr string, n int) {
 	c.Close()
 }
 
-// writer changes the tree at addr until stop is closed, with every kind of write: creates
-// (sequential ones, containers, TTL nodes), deletes, setData, setACL, multis, and the
-// ephemerals of a session that closes. It reports how many rounds it made.
-func writer(t testing.TB, addr string, stop <-chan struct{}) <-chan int {
-	rounds := make(chan int, 1)
-	c := testenv.Connect(t, addr)
-	_, err := c.Create("/w", nil, 0, openACL)
-	testenv.Must(t, err)
-	_, err = c.Create("/w/acl", []byte("a"), 0, openACL)
-	testenv.Must(t, err)
-	go func() {
-		i := 0
-		defer func() { rounds <- i }()
-		check := func(what string, err error, allowed ...error) bool {
-			for _, a := range allowed {
-				if errors.Is(err, a) {
-					return true
-				}
-			}
-			if err != nil {
-				t.Errorf("round %d: %s: %v", i, what, err)
-				return false
-			}
-			return true
-		}
-		for ; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			p := fmt.Sprintf("/w/n-%d", i)
-			_, err := c.Create(p, []byte(p), 0, openACL)
-			if !check("create", err) {
-				return
-			}
-			if i > 0 {
-				_, err = c.Set(fmt.Sprintf("/w/n-%d", i-1), []byte("set"), -1)
-				if !check("setData", err, zk.ErrNoNode) {
-					return
-				}
-			}
-			if i%3 == 2 {
-				if !check("delete", c.Delete(fmt.Sprintf("/w/n-%d", i-2), -1), zk.ErrNoNode) {
-					return
-				}
-			}
-			_, err = c.SetACL("/w/acl", append(zk.DigestACL(zk.PermAll, "u", fmt.Sprint(i)), openACL...), -1)
-			if !check("setACL", err) {
-				return
-			}
-			_, err = c.Multi(
-				&zk.CreateRequest{Path: fmt.Sprintf("/w/m-%d", i), Data: []byte("m"), Acl: openACL},
-				&zk.SetDataRequest{Path: "/app/cfg", Data: []byte(fmt.Sprint(i)), Version: -1},
-				&zk.CreateRequest{Path: "/w/seq-", Acl: openACL, Flags: zk.FlagSequence},
-			)
-			if !check("multi", err) {
-				return
-			}
-			if i > 0 && !check("delete multi's", c.Delete(fmt.Sprintf("/w/m-%d", i-1), -1)) {
-				return
-			}
-			if i%5 == 0 {
-				_, err = c.CreateContainer(fmt.Sprintf("/w/c-%d", i), nil, zk.FlagContainer, openACL)
-				check("container", err)
-				_, err = c.CreateTTL(fmt.Sprintf("/w/ttl-%d", i), nil, zk.FlagTTL, openACL, time.Hour)
-				check("ttl", err)
-			}
-			if i%7 == 0 {
-				s, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false))
-				if !check("connect", err) {
-					return
-				}
-				_, err = s.Create(fmt.Sprintf("/w/eph-%d", i), nil, zk.FlagEphemeral, openACL)
-				check("ephemeral", err)
-				_, err = s.Create("/w/eseq-", nil, zk.FlagEphemeralSequential, openACL)
-				check("ephemeral sequential", err)
-				s.Close()
-			}
-		}
-	}()
-	return rounds
-}
-
 // followRun is how followUntilEqual follows a ZooKeeper.
 type followRun struct {
 	servers        []string                  // the follower's; the ZooKeeper's own address when empty
@@ -183,7 +100,7 @@ func followUntilEqual(t *testing.T, addr string, run followRun) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := make(chan struct{})
-	rounds := writer(t, addr, stop)
+	rounds := itest.Writer(t, addr, "/w", stop)
 	time.Sleep(200 * time.Millisecond)
 
 	cfg := zklive.Config{Servers: run.servers, Auth: readerAuth, SessionTimeout: run.sessionTimeout, SweepInterval: 300 * time.Millisecond}
