@@ -1,13 +1,18 @@
 package etcdstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/zetcd/zetcd/internal/boltfile"
 
 	"go.etcd.io/etcd/api/v3/version"
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
@@ -31,13 +36,13 @@ import (
 // The first revision, holding the import marker, is written through etcd's backend into a
 // file of another name, synced, and renamed to etcd's database: the database of an import cut
 // short holds the marker, and zetcd refuses it (without the database, etcd starts empty:
-// nothing was imported). The rest goes into that file through bbolt directly, in large
-// transactions without fsync, and is synced once by close: a crash before then leaves a
-// database with the marker, or one bbolt cannot open; both are refused, and the data
-// directory must be removed before importing again.
+// nothing was imported). The whole database, that revision and the rest, is then written
+// beside it page by page (internal/boltfile: the keys come in order, so the tree is built
+// bottom-up, not through bbolt's B+tree inserts), synced once, and renamed over it: a crash
+// leaves either database.
 //
-// The caller's goroutine encodes the entries into chunks; a goroutine of the writer puts them
-// into bbolt, so that building the next entries and writing pages overlap.
+// The caller's goroutine encodes the entries into chunks; a goroutine of the writer writes
+// them, so that building the next entries and writing pages overlap.
 type backendWriter struct {
 	path     string
 	rev      int64 // the revision being written
@@ -45,11 +50,10 @@ type backendWriter struct {
 	chunk    *backendChunk
 	revBytes []byte // scratch for a key
 	chunks   chan *backendChunk
-	done     chan error // the bbolt goroutine's result, once chunks is closed
+	done     chan error // the writing goroutine's result, once chunks is closed
 }
 
-// backendChunk is a run of entries for bbolt: keys and values end to end in one arena, so that
-// bbolt, which keeps what it is given until the commit, holds few allocations.
+// backendChunk is a run of entries for the database: keys and values end to end in one arena.
 type backendChunk struct {
 	arena []byte
 	ends  []int // each entry's key end, then its value end, in the arena
@@ -61,9 +65,6 @@ const (
 	// for a little more than backendChunkBytes, so that it seldom grows.
 	backendChunkEntries = 4096
 	backendChunkBytes   = 1 << 20
-	// backendTxnPuts is how many puts one bbolt transaction of the bulk holds: enough that
-	// commits are rare, few enough that a transaction's dirty pages stay small beside the tree.
-	backendTxnPuts = 1 << 17
 )
 
 // newBackendWriter creates etcd's database at path, which must not exist, with the buckets
@@ -72,13 +73,8 @@ func newBackendWriter(log *zap.Logger, path string, marker importPut, first int6
 	if err := createBackend(log, path, marker, first); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoGrowSync: true, NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
-		InitialMmapSize: int(backend.InitialMmapSize)})
-	if err != nil {
-		return nil, fmt.Errorf("open etcd's database %s: %w", path, err)
-	}
 	chunks, done := make(chan *backendChunk, 4), make(chan error, 1)
-	go func() { done <- writeChunks(db, path, chunks) }()
+	go func() { done <- writeChunks(path, chunks) }()
 	return &backendWriter{path: path, rev: first, sub: 1, chunk: newBackendChunk(), revBytes: mvcc.NewRevBytes(), chunks: chunks, done: done}, nil
 }
 
@@ -106,7 +102,7 @@ func createBackend(log *zap.Logger, path string, marker importPut, first int64) 
 	if err := be.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return replaceFile(tmp, path)
 }
 
 func newBackendChunk() *backendChunk {
@@ -190,65 +186,107 @@ func (w *backendWriter) close() error {
 	return <-w.done
 }
 
-// writeChunks puts every chunk's entries into db in order, commits every backendTxnPuts, syncs
-// and closes db. After a failure it drains chunks, so that their writer never blocks.
-func writeChunks(db *bolt.DB, path string, chunks <-chan *backendChunk) error {
-	err := putChunks(db, chunks)
+// writeChunks writes a new database beside path, holding what path holds (the marker's
+// revision, the buckets and storage version createBackend wrote) and every chunk's entries,
+// syncs it and renames it to path. After a failure it drains chunks, so that their writer
+// never blocks, and path still holds the marker's database.
+func writeChunks(path string, chunks <-chan *backendChunk) error {
+	bulk := path + ".bulk"
+	err := writeBulk(path, bulk, chunks)
 	for range chunks {
 	}
 	if err == nil {
-		err = db.Sync()
+		err = replaceFile(bulk, path)
 	}
-	err = errors.Join(err, db.Close())
 	if err != nil {
+		os.Remove(bulk)
 		return fmt.Errorf("etcd's database %s: %w", path, err)
 	}
 	return nil
 }
 
-func putChunks(db *bolt.DB, chunks <-chan *backendChunk) error {
-	var tx *bolt.Tx
-	defer func() {
-		if tx != nil {
-			tx.Rollback()
-		}
-	}()
-	puts := 0
+// writeBulk writes bulk: the key bucket of path followed by the chunks' keys, which come in
+// order after it; the lease bucket of path with the chunks' leases; path's other buckets.
+func writeBulk(path, bulk string, chunks <-chan *backendChunk) error {
+	base, err := readBuckets(path)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(bulk); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	w, err := boltfile.Create(bulk, os.Getpagesize())
+	if err != nil {
+		return err
+	}
+	keyName, leaseName := string(schema.Key.Name()), string(schema.Lease.Name())
+	leases := base[leaseName]
+	err = w.Bucket([]byte(keyName))
+	for _, e := range base[keyName] {
+		err = errors.Join(err, w.Put(e[0], e[1]))
+	}
 	for c := range chunks {
-		if tx == nil {
-			var err error
-			if tx, err = db.Begin(true); err != nil {
-				return err
-			}
+		if err != nil {
+			break
 		}
-		keys, leases := tx.Bucket(schema.Key.Name()), tx.Bucket(schema.Lease.Name())
-		keys.FillPercent = 1 // the keys come in order: full pages, as a compacted database
 		from := 0
 		for i, isLease := range c.lease {
 			k, v := c.arena[from:c.ends[2*i]], c.arena[c.ends[2*i]:c.ends[2*i+1]]
 			from = c.ends[2*i+1]
-			b := keys
 			if isLease {
-				b = leases
-			}
-			if err := b.Put(k, v); err != nil {
-				return err
-			}
-		}
-		if puts += len(c.lease); puts >= backendTxnPuts {
-			err := tx.Commit()
-			tx, puts = nil, 0
-			if err != nil {
-				return err
+				leases = append(leases, [2][]byte{k, v})
+			} else if err = w.Put(k, v); err != nil {
+				break
 			}
 		}
 	}
-	if tx == nil {
-		return nil
+	slices.SortFunc(leases, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+	base[leaseName] = leases
+	for name, entries := range base {
+		if err != nil || name == keyName {
+			continue
+		}
+		err = w.Bucket([]byte(name))
+		for _, e := range entries {
+			err = errors.Join(err, w.Put(e[0], e[1]))
+		}
 	}
-	err := tx.Commit()
-	tx = nil
-	return err
+	return errors.Join(err, w.Close())
+}
+
+// readBuckets reads every bucket of the database at path.
+func readBuckets(path string) (map[string][][2][]byte, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	out := map[string][][2][]byte{}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			entries := [][2][]byte{}
+			err := b.ForEach(func(k, v []byte) error {
+				entries = append(entries, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+				return nil
+			})
+			out[string(name)] = entries
+			return err
+		})
+	})
+	return out, err
+}
+
+// replaceFile renames from to to and syncs their directory, so that the rename survives a
+// crash.
+func replaceFile(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(to))
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }
 
 // encodeKeyValue appends p as the mvccpb.KeyValue etcd stores for it, fields in their order
