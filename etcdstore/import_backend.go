@@ -95,7 +95,7 @@ func createBackend(log *zap.Logger, path string, marker importPut, first int64) 
 		tx.UnsafeCreateBucket(b)
 	}
 	schema.UnsafeSetStorageVersion(tx, &version.V3_7)
-	kv := encodeKeyValue(nil, marker, first, first, 1)
+	kv := encodeKeyValue(nil, []byte(marker.key), []byte(marker.value), marker.lease, first, first, 1)
 	tx.UnsafeSeqPut(schema.Key, mvcc.RevToBytes(mvcc.Revision{Main: first}, mvcc.NewRevBytes()), kv)
 	tx.Unlock()
 	be.ForceCommit()
@@ -120,14 +120,19 @@ func (w *backendWriter) begin(rev int64) error {
 
 // put writes p in the open revision as a key's first put (version 1).
 func (w *backendWriter) put(p importPut) {
+	w.putKV([]byte(p.key), []byte(p.value), p.lease)
+}
+
+// putKV writes key, value and lease in the open revision as a key's first put (version 1).
+func (w *backendWriter) putKV(key, value []byte, lease int64) {
 	w.key(false)
-	w.value(encodeKeyValue(w.chunk.arena, p, w.rev, w.rev, 1))
+	w.value(encodeKeyValue(w.chunk.arena, key, value, lease, w.rev, w.rev, 1))
 }
 
 // tombstone writes the deletion of key in the open revision.
 func (w *backendWriter) tombstone(key string) {
 	w.key(true)
-	w.value(encodeKeyValue(w.chunk.arena, importPut{key: key}, 0, 0, 0))
+	w.value(encodeKeyValue(w.chunk.arena, []byte(key), nil, 0, 0, 0, 0))
 }
 
 // grant writes the lease id with ttl seconds, which etcd's lessor recovers when it starts.
@@ -289,11 +294,11 @@ func replaceFile(from, to string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-// encodeKeyValue appends p as the mvccpb.KeyValue etcd stores for it, fields in their order
-// and zero fields left out, as proto.Marshal writes it.
-func encodeKeyValue(b []byte, p importPut, created, modified, version int64) []byte {
+// encodeKeyValue appends the mvccpb.KeyValue etcd stores for a put of key, value and lease,
+// fields in their order and zero fields left out, as proto.Marshal writes it.
+func encodeKeyValue(b, key, value []byte, lease, created, modified, version int64) []byte {
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendString(b, p.key)
+	b = protowire.AppendBytes(b, key)
 	for _, f := range []struct {
 		num protowire.Number
 		v   int64
@@ -303,13 +308,13 @@ func encodeKeyValue(b []byte, p importPut, created, modified, version int64) []b
 			b = protowire.AppendVarint(b, uint64(f.v))
 		}
 	}
-	if p.value != "" {
+	if len(value) > 0 {
 		b = protowire.AppendTag(b, 5, protowire.BytesType)
-		b = protowire.AppendString(b, p.value)
+		b = protowire.AppendBytes(b, value)
 	}
-	if p.lease != 0 {
+	if lease != 0 {
 		b = protowire.AppendTag(b, 6, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(p.lease))
+		b = protowire.AppendVarint(b, uint64(lease))
 	}
 	return b
 }
@@ -350,9 +355,14 @@ func (im *importer) writeBackend(l *importLayout, final int64) error {
 		return err
 	}
 	defer w.close()
-	zero := &importLayout{}
+	var key, value []byte // scratch: putKV copies them
+	put := func(op importOp, l *importLayout) {
+		key = im.keys.appendImportKey(key[:0], op)
+		value = appendImportValue(value[:0], op, l.zxid(op.zxid), l)
+		w.putKV(key, value, op.lease)
+	}
 	for _, op := range im.plan.byZxid[0] {
-		w.put(im.putFor(op, 0, zero))
+		put(op, &importLayout{})
 	}
 	for _, r := range l.revs {
 		if err := w.begin(r.rev); err != nil {
@@ -360,7 +370,7 @@ func (im *importer) writeBackend(l *importLayout, final int64) error {
 		}
 		for _, z := range r.zxids {
 			for _, op := range im.plan.byZxid[z] {
-				w.put(im.putFor(op, l.zxid(op.zxid), l))
+				put(op, l)
 			}
 		}
 	}
