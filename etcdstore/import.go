@@ -160,9 +160,9 @@ func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 			p.zxids = append(p.zxids, z)
 		}
 	}
-	// In the map's order: a zxid's keys go into its revision in any order.
-	for path, n := range st.Nodes {
-		s := &n.Stat
+	// In any order: a zxid's keys go into its revision in any order.
+	for n := range st.All() {
+		path, s := n.Path, &n.Stat
 		var lease int64
 		if n.Type() == zkdata.Ephemeral {
 			if _, ok := st.Sessions[int64(s.EphemeralOwner)]; !ok || s.EphemeralOwner <= 0 {

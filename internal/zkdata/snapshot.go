@@ -287,7 +287,7 @@ func (l *linker) link(sn snapNode) error {
 		if t.nodes[""] != nil {
 			return fmt.Errorf("node \"\" at offset %d: a second root", sn.at)
 		}
-		t.nodes[""] = sn.n
+		t.put("", sn.n)
 		return nil
 	}
 	parentPath, _ := split(sn.path)

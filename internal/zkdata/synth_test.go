@@ -436,6 +436,7 @@ func TestFuzzyReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
+	checkAll(t, st)
 	p, c := st.Nodes["/p"], st.Nodes["/p/c"]
 	if p == nil || c == nil || !slices.Equal(p.Children, []string{"c"}) || p.Stat.NumChildren != 1 || p.Stat.Cversion != 1 || p.Stat.Pzxid != 0x13 {
 		t.Fatalf("/p %+v, /p/c %+v; want /p with its child c", p, c)
