@@ -78,7 +78,7 @@ func newTree(nodes int) *tree {
 // constructor and addConfigNode).
 func initialTree() *tree {
 	t := newTree(0)
-	t.put("", &znode{data: []byte{}, acl: openACL})
+	t.put("", &znode{data: []byte{}, acl: openACL}, nil)
 	for _, p := range []string{"/zookeeper", "/zookeeper/quota", "/zookeeper/config"} {
 		t.add(p, &znode{data: []byte{}, acl: openACL})
 	}
@@ -100,25 +100,44 @@ func split(path string) (parent, name string) {
 // add puts n at path, under its parent, which exists.
 func (t *tree) add(path string, n *znode) {
 	parent, _ := split(path)
-	t.addUnder(path, n, t.nodes[parent])
+	t.addUnder(path, n, t.nodes[parent], nil)
 }
 
-// addUnder puts n at path under parent.
-func (t *tree) addUnder(path string, n *znode, parent *znode) {
+// addUnder puts n at path under parent, in place of old, the node at path if the caller
+// knows it.
+func (t *tree) addUnder(path string, n *znode, parent *znode, old *znode) {
 	n.parent = parent
 	parent.nchild++
-	t.put(path, n)
+	t.put(path, n, old)
 }
 
-// put puts n at path; a node there before is dead from then on (an orphan whose parent was
-// deleted under it: createNode refuses a path that is not).
-func (t *tree) put(path string, n *znode) {
-	if old := t.nodes[path]; old != nil {
+// put puts n at path in place of old, which is dead from then on (an orphan whose parent was
+// deleted under it: createNode refuses a path that is not). A caller that does not know the
+// node at path passes nil, and calls replaced once done.
+func (t *tree) put(path string, n *znode, old *znode) {
+	if old != nil {
 		old.dead = true
 	}
 	n.path = path
 	t.nodes[path] = n
 	t.order = append(t.order, n)
+}
+
+// replaced marks dead the nodes that others took the path of in puts whose callers did not
+// know them, as DataTree.deserialize's map put drops them; their parent counted them once
+// (DataNode.addChild adds a name to a set).
+func (t *tree) replaced() {
+	if len(t.order) == len(t.nodes) {
+		return // each put was of a path of its own
+	}
+	for _, n := range t.order {
+		if !n.dead && t.nodes[n.path] != n {
+			n.dead = true
+			if n.parent != nil {
+				n.parent.nchild--
+			}
+		}
+	}
 }
 
 // indexEphemeral records a node in its session's ephemerals when it is a session's
@@ -142,7 +161,8 @@ func (t *tree) createNode(path string, data []byte, acl []encoding.ACL, owner in
 	if parent == nil {
 		return errNoNode
 	}
-	if old := t.nodes[path]; old != nil && old.parent == parent {
+	old := t.nodes[path]
+	if old != nil && old.parent == parent {
 		return errNodeExists
 	}
 	if parentCVersion == -1 {
@@ -157,7 +177,7 @@ func (t *tree) createNode(path string, data []byte, acl []encoding.ACL, owner in
 	if acl == nil {
 		acl = openACL
 	}
-	t.addUnder(path, &znode{data: data, acl: acl, czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: time, mtime: time, owner: owner}, parent)
+	t.addUnder(path, &znode{data: data, acl: acl, czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: time, mtime: time, owner: owner}, parent, old)
 	t.indexEphemeral(path, owner)
 	return nil
 }
