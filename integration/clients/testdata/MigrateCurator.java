@@ -40,7 +40,7 @@ public class MigrateCurator {
     static final long WAIT_MILLIS = 60_000;
     // PAUSE_MILLIS between the writer's creates during the cutover keeps ZooKeeper's rate of
     // transactions within what the copy follows on a small shared machine.
-    static final long PAUSE_MILLIS = 40;
+    static final long PAUSE_MILLIS = 5;
     static String addr;
     static final Map<String, CuratorFramework> clients = new LinkedHashMap<>();
     static final Map<String, List<String>> states = new LinkedHashMap<>();
@@ -99,12 +99,21 @@ public class MigrateCurator {
         if (!leader.await(WAIT_MILLIS, TimeUnit.MILLISECONDS)) {
             throw new IllegalStateException("no leadership");
         }
+        // The contender asks for the mutex again and again; the latches' listeners and a
+        // watchdog tell whether the leadership ever moved.
+        AtomicBoolean stop = new AtomicBoolean(), contenderGot = new AtomicBoolean(), leaderLost = new AtomicBoolean(),
+                otherLed = new AtomicBoolean(), released = new AtomicBoolean();
         LeaderLatch other = new LeaderLatch(contender, "/mig/leader", "b");
+        other.addListener(new LeaderLatchListener() {
+            public void isLeader() {
+                if (!released.get()) {
+                    otherLed.set(true);
+                }
+            }
+            public void notLeader() { }
+        });
         other.start();
 
-        // The contender asks for the mutex again and again; the watchdog looks at the latches.
-        AtomicBoolean stop = new AtomicBoolean(), contenderGot = new AtomicBoolean(), leaderLost = new AtomicBoolean(),
-                otherLed = new AtomicBoolean();
         AtomicInteger attempts = new AtomicInteger();
         InterProcessMutex contended = new InterProcessMutex(contender, "/mig/lock");
         Thread contending = thread(() -> {
@@ -223,6 +232,7 @@ public class MigrateCurator {
         synchronized (states) {
             System.out.println("states " + states);
         }
+        released.set(true);
         mutex.release();
         leader.close();
         System.out.println("afterRelease contenderGot=" + contended.acquire(WAIT_MILLIS, TimeUnit.MILLISECONDS)
