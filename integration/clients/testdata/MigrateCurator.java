@@ -28,6 +28,8 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.cache.CuratorCache;
 import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
+import org.apache.curator.framework.recipes.cache.TreeCache;
+import org.apache.curator.framework.recipes.cache.TreeCacheEvent;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
@@ -83,6 +85,25 @@ public class MigrateCurator {
         cache.start();
         made.add("initialized");
         awaitEvents();
+
+        // A TreeCache of nodes nothing changes: it tells changes by mzxid (docs/migration.md,
+        // "Cutover": the copy's zxids are ZooKeeper's renumbered).
+        writer.create().forPath("/mig/tree", bytes("t"));
+        writer.create().forPath("/mig/tree/x", bytes("1"));
+        List<String> treeEvents = Collections.synchronizedList(new ArrayList<>());
+        TreeCache tree = TreeCache.newBuilder(cacheClient, "/mig/tree").build();
+        tree.getListenable().addListener((cl, e) -> {
+            if (e.getData() != null) {
+                treeEvents.add(e.getType() + " " + e.getData().getPath() + "=" + string(e.getData().getData()));
+            } else if (e.getType() == TreeCacheEvent.Type.INITIALIZED) {
+                treeEvents.add(e.getType().toString());
+            }
+        });
+        tree.start();
+        long deadline = System.currentTimeMillis() + WAIT_MILLIS;
+        while (!treeEvents.contains("INITIALIZED") && System.currentTimeMillis() < deadline) {
+            sleep(5);
+        }
 
         InterProcessMutex mutex = new InterProcessMutex(holder, "/mig/lock");
         if (!mutex.acquire(WAIT_MILLIS, TimeUnit.MILLISECONDS)) {
@@ -174,6 +195,7 @@ public class MigrateCurator {
             sleep(10);
         }
 
+        int treeBefore = treeEvents.size();
         System.out.println("ready 0x" + Long.toHexString(sessions.get("holder")));
         System.out.flush();
         String[] go = new BufferedReader(new InputStreamReader(System.in)).readLine().split(" ");
@@ -211,6 +233,13 @@ public class MigrateCurator {
             System.err.println("curatorCache saw " + events + "\nthe writer made " + made);
         }
         System.out.println("writer before=" + (before > 0) + " during=" + (during > 0) + " after=" + (after > 0));
+
+        List<String> treeAfter;
+        synchronized (treeEvents) {
+            treeAfter = new ArrayList<>(treeEvents.subList(treeBefore, treeEvents.size()));
+        }
+        Collections.sort(treeAfter);
+        System.out.println("treeCache with nothing changed " + treeAfter);
 
         stop.set(true);
         contending.join();
