@@ -39,7 +39,7 @@ func TestMigrateCurator(t *testing.T) {
 	if !slices.Contains(cs.TakenOver, holder) || len(cs.TakenOver) != 4 {
 		t.Errorf("sessions taken over: %v, want the holder %s's and three more", cs.TakenOver, holder)
 	}
-	m.ZooKeeper.Stop()
+	m.StopZooKeeper()
 	lines := finish(t, client, fmt.Sprintf("go %d %d", start.UnixMilli(), end.UnixMilli()))
 	states := "[CONNECTED, SUSPENDED, RECONNECTED]"
 	wantLines(t, "java MigrateCurator", lines, []string{

@@ -24,7 +24,7 @@ func TestMigrateJavaClient(t *testing.T) {
 	if !slices.Contains(cs.TakenOver, session) || len(cs.TakenOver) != 2 {
 		t.Errorf("sessions taken over: %v, want %s's and the writer's", cs.TakenOver, session)
 	}
-	m.ZooKeeper.Stop()
+	m.StopZooKeeper()
 	lines := finish(t, client, "go")
 	lines = slices.DeleteFunc(lines, func(l string) bool {
 		z, ok := strings.CutPrefix(l, "afterWriteZxid ")

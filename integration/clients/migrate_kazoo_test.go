@@ -31,7 +31,7 @@ func TestMigrateKazoo(t *testing.T) {
 	if !slices.Contains(cs.TakenOver, session) || len(cs.TakenOver) != 2 {
 		t.Errorf("sessions taken over: %v, want %s's and the writer's", cs.TakenOver, session)
 	}
-	m.ZooKeeper.Stop()
+	m.StopZooKeeper()
 	wantLines(t, "kazoo_migrate.py", finish(t, client, "go"), []string{
 		"read data=v3 sameVersion=True mzxidNotOlder=True",
 		"raw watch at the disconnection ['NONE None']",

@@ -18,7 +18,7 @@ import (
 // copying it into a fresh etcd (docs/migration.md, "Migration mode"): clients connected to Addr
 // are relayed to ZooKeeper until Cutover moves them to zetcd.
 type Migration struct {
-	ZooKeeper *zkserver.Server
+	ZooKeeper []*zkserver.Server // the servers zetcd migrates from, in --migrate-from
 	Zetcd     *ZetcdProcess
 	Addr      string // zetcd's client address
 	Metrics   string // zetcd's --metrics-addr: GET /migrate, POST /migrate/cutover
@@ -27,8 +27,9 @@ type Migration struct {
 // MigrationOptions changes how StartMigration starts its servers. The zero value starts a
 // ZooKeeper of its own and a zetcd with an embedded etcd in a temporary directory.
 type MigrationOptions struct {
-	// ZooKeeper is the ZooKeeper to migrate from, instead of a new one.
-	ZooKeeper *zkserver.Server
+	// ZooKeeper are the servers of a ZooKeeper (an ensemble's, zkserver.StartEnsemble) to
+	// migrate from, instead of a new standalone one.
+	ZooKeeper []*zkserver.Server
 	// Endpoints, when set, are the etcd client URLs zetcd stores the copy in (--endpoints),
 	// instead of an embedded etcd.
 	Endpoints string
@@ -41,17 +42,28 @@ type MigrationOptions struct {
 func StartMigration(t *testing.T, o MigrationOptions) *Migration {
 	t.Helper()
 	m := &Migration{ZooKeeper: o.ZooKeeper, Addr: FreePort(t), Metrics: FreePort(t)}
-	if m.ZooKeeper == nil {
-		m.ZooKeeper = zkserver.Start(t, zkserver.Options{})
+	if len(m.ZooKeeper) == 0 {
+		m.ZooKeeper = []*zkserver.Server{zkserver.Start(t, zkserver.Options{})}
+	}
+	var from []string
+	for _, s := range m.ZooKeeper {
+		from = append(from, s.Addr)
 	}
 	store := []string{"--data-dir", t.TempDir()}
 	if o.Endpoints != "" {
 		store = []string{"--endpoints", o.Endpoints}
 	}
-	args := append(append(store, "--metrics-addr", m.Metrics, "--migrate-from", m.ZooKeeper.Addr, "--log-level", "info"), o.Args...)
+	args := append(append(store, "--metrics-addr", m.Metrics, "--migrate-from", strings.Join(from, ","), "--log-level", "info"), o.Args...)
 	m.Zetcd = StartProcessArgs(t, m.Addr, args...)
 	m.Zetcd.LogOnFailure(t, "zetcd in migration mode")
 	return m
+}
+
+// StopZooKeeper stops every ZooKeeper server.
+func (m *Migration) StopZooKeeper() {
+	for _, s := range m.ZooKeeper {
+		s.Stop()
+	}
 }
 
 // MigrationStatus is what GET /migrate answers (docs/migration.md, "Migration mode").
