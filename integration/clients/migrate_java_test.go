@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/zetcd/zetcd/internal/testkit/itest"
+	"github.com/zetcd/zetcd/internal/testkit/zkserver"
 )
 
 // TestMigrateJavaClient: ZooKeeper's Java client across a cutover
@@ -14,9 +15,16 @@ import (
 // set again by the client's setWatches on zetcd, fire once each for the changes made after it,
 // and not for anything before; the session is the same, Disconnected then SyncConnected, never
 // Expired; its ephemeral is kept; a read after the cutover gives the same version and no older
-// mzxid than one before; a write after it has a zxid above every zxid ZooKeeper gave out.
+// mzxid than one before; a write after it has a zxid above every zxid ZooKeeper gave out. It
+// runs against a standalone ZooKeeper, and against a three-server ensemble (the sessions
+// relayed to any of its servers; the cutover reads every server's cons).
 func TestMigrateJavaClient(t *testing.T) {
-	m := itest.StartMigration(t, itest.MigrationOptions{})
+	t.Run("standalone", func(t *testing.T) { migrateJavaClient(t, nil) })
+	t.Run("ensemble", func(t *testing.T) { migrateJavaClient(t, zkserver.StartEnsemble(t, 3, zkserver.Options{})) })
+}
+
+func migrateJavaClient(t *testing.T, ensemble []*zkserver.Server) {
+	m := itest.StartMigration(t, itest.MigrationOptions{ZooKeeper: ensemble})
 	cmd := javaProgram(t, t.TempDir(), "MigrateJavaClient.java", nil, []string{"-Dzookeeper.sasl.client=false"}, m.Addr)
 	client, ready := startPaused(t, cmd, "java MigrateJavaClient")
 	session := strings.TrimPrefix(ready, "ready ")
