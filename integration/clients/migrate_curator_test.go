@@ -18,7 +18,7 @@ import (
 // TestMigrateCurator: Curator's recipes across a cutover (testdata/MigrateCurator.java). A
 // mutex holder keeps its lock node while a second session contends for it throughout and never
 // gets it; a LeaderLatch leader never stops leading and the other participant never leads; a
-// CuratorCache sees every change made before, during (a writer creating nodes without pause
+// CuratorCache sees every change made before, during (a writer creating nodes one after another
 // while the cutover runs) and after the cutover once, in order; each session is the same, seen
 // through SUSPENDED and RECONNECTED, never LOST.
 //

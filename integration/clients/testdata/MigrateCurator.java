@@ -1,8 +1,8 @@
 // Apache Curator's recipes across a migration's cutover (args: connect string of a zetcd in
 // migration mode), for integration/clients/migrate_curator_test.go. Four Curator sessions:
 // "holder" holds an InterProcessMutex and leads a LeaderLatch; "contender" tries for the same
-// mutex all along and joins the latch; "cache" runs a CuratorCache; "writer" changes the cached
-// tree. Once the changes before the cutover are seen and the writer creates nodes one after
+// mutex all along and joins the latch; "cache" runs a CuratorCache, and a TreeCache of nodes
+// nothing changes; "writer" changes the CuratorCache's tree. Once the changes before the cutover are seen and the writer creates nodes one after
 // another, it prints "ready" and the holder's session id, and waits for a line on stdin,
 // "go <start> <end>": the cutover ran from start to end (milliseconds since the epoch) and
 // ZooKeeper is stopped since. It then makes the changes after, and prints what the recipes' users
