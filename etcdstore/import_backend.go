@@ -50,7 +50,8 @@ type backendWriter struct {
 	chunk    *backendChunk
 	revBytes []byte // scratch for a key
 	chunks   chan *backendChunk
-	done     chan error // the writing goroutine's result, once chunks is closed
+	spare    chan *backendChunk // chunks written, to be filled again
+	done     chan error         // the writing goroutine's result, once chunks is closed
 }
 
 // backendChunk is a run of entries for the database: keys and values end to end in one arena.
@@ -73,9 +74,9 @@ func newBackendWriter(log *zap.Logger, path string, marker importPut, first int6
 	if err := createBackend(log, path, marker, first); err != nil {
 		return nil, err
 	}
-	chunks, done := make(chan *backendChunk, 4), make(chan error, 1)
-	go func() { done <- writeChunks(path, chunks) }()
-	return &backendWriter{path: path, rev: first, sub: 1, chunk: newBackendChunk(), revBytes: mvcc.NewRevBytes(), chunks: chunks, done: done}, nil
+	chunks, spare, done := make(chan *backendChunk, 4), make(chan *backendChunk, 8), make(chan error, 1)
+	go func() { done <- writeChunks(path, chunks, spare) }()
+	return &backendWriter{path: path, rev: first, sub: 1, chunk: newBackendChunk(), revBytes: mvcc.NewRevBytes(), chunks: chunks, spare: spare, done: done}, nil
 }
 
 // createBackend creates the database with etcd's own backend, its first revision synced, in a
@@ -173,7 +174,11 @@ func (w *backendWriter) value(arena []byte) {
 func (w *backendWriter) flushFull() {
 	if len(w.chunk.lease) >= backendChunkEntries || len(w.chunk.arena) >= backendChunkBytes {
 		w.chunks <- w.chunk
-		w.chunk = newBackendChunk()
+		select {
+		case w.chunk = <-w.spare:
+		default:
+			w.chunk = newBackendChunk()
+		}
 	}
 }
 
@@ -195,9 +200,9 @@ func (w *backendWriter) close() error {
 // revision, the buckets and storage version createBackend wrote) and every chunk's entries,
 // syncs it and renames it to path. After a failure it drains chunks, so that their writer
 // never blocks, and path still holds the marker's database.
-func writeChunks(path string, chunks <-chan *backendChunk) error {
+func writeChunks(path string, chunks <-chan *backendChunk, spare chan<- *backendChunk) error {
 	bulk := path + ".bulk"
-	err := writeBulk(path, bulk, chunks)
+	err := writeBulk(path, bulk, chunks, spare)
 	for range chunks {
 	}
 	if err == nil {
@@ -212,7 +217,8 @@ func writeChunks(path string, chunks <-chan *backendChunk) error {
 
 // writeBulk writes bulk: the key bucket of path followed by the chunks' keys, which come in
 // order after it; the lease bucket of path with the chunks' leases; path's other buckets.
-func writeBulk(path, bulk string, chunks <-chan *backendChunk) error {
+// Each chunk written is emptied and offered back on spare.
+func writeBulk(path, bulk string, chunks <-chan *backendChunk, spare chan<- *backendChunk) error {
 	base, err := readBuckets(path)
 	if err != nil {
 		return err
@@ -239,10 +245,15 @@ func writeBulk(path, bulk string, chunks <-chan *backendChunk) error {
 			k, v := c.arena[from:c.ends[2*i]], c.arena[c.ends[2*i]:c.ends[2*i+1]]
 			from = c.ends[2*i+1]
 			if isLease {
-				leases = append(leases, [2][]byte{k, v})
+				leases = append(leases, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 			} else if err = w.Put(k, v); err != nil {
 				break
 			}
+		}
+		c.arena, c.ends, c.lease = c.arena[:0], c.ends[:0], c.lease[:0]
+		select {
+		case spare <- c:
+		default:
 		}
 	}
 	slices.SortFunc(leases, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
