@@ -300,6 +300,14 @@ func TestKafkaMigration(t *testing.T) {
 		producerMark(t, client, fmt.Sprintf("broker %d restarted onto zetcd", i))
 	}
 
+	t.Cleanup(func() {
+		for i, b := range brokers {
+			if expired, disconnected := sessionEvents(t, b, logFrom[i]); expired > 0 || disconnected > 1 {
+				t.Errorf("broker %d on zetcd: its ZooKeeper client saw %d expirations and %d disconnections; its log:\n%s", i, expired, disconnected, b.tail())
+			}
+		}
+	})
+
 	awaitCaughtUp(t, metrics)
 	before := mustKafkaZnodes(t, c)
 	t.Logf("before the cutover: %s", before)
@@ -317,18 +325,9 @@ func TestKafkaMigration(t *testing.T) {
 	}
 
 	// Each broker resumes its own session on zetcd.
-	testenv.Eventually(t, time.Minute, "every broker's session connected to zetcd", func() error {
-		cons, err := zkserver.FourLetterWord(z.Addr, "cons", 5*time.Second)
-		if err != nil {
-			return err
-		}
-		for i, id := range before.Owners {
-			if !strings.Contains(cons, fmt.Sprintf("sid=%#x,", id)) {
-				return fmt.Errorf("broker %d's session %#x not in zetcd's cons:\n%s", i, id, cons)
-			}
-		}
-		return nil
-	})
+	if err := connectedTo(z.Addr, before.Owners[:]); err != nil {
+		t.Error(err)
+	}
 	if after := mustKafkaZnodes(t, c); after != before {
 		t.Errorf("after the cutover: %s\nbefore:             %s", after, before)
 	}
@@ -371,13 +370,33 @@ func TestKafkaMigration(t *testing.T) {
 	if after := mustKafkaZnodes(t, c); after != before {
 		t.Errorf("at the end: %s\nbefore:     %s", after, before)
 	}
-	for i, b := range brokers {
-		if expired, disconnected := sessionEvents(t, b, logFrom[i]); expired > 0 || disconnected > 1 {
-			t.Errorf("broker %d on zetcd: its ZooKeeper client saw %d expirations and %d disconnections; its log:\n%s", i, expired, disconnected, b.tail())
-		}
-	}
 	if strings.Contains(z.LogText(), `"level":"error"`) {
 		t.Error("zetcd logged errors")
+	}
+}
+
+// connectedTo waits up to a minute until the cons of the server at addr lists every session of
+// ids, and says which it does not list if it does not.
+func connectedTo(addr string, ids []int64) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cons, err := zkserver.FourLetterWord(addr, "cons", 5*time.Second)
+		if err == nil {
+			var missing []string
+			for _, id := range ids {
+				if !strings.Contains(cons, fmt.Sprintf("sid=%#x,", id)) {
+					missing = append(missing, fmt.Sprintf("%#x", id))
+				}
+			}
+			if len(missing) == 0 {
+				return nil
+			}
+			err = fmt.Errorf("sessions %v not in %s's cons:\n%s", missing, addr, cons)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
