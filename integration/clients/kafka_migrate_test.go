@@ -147,10 +147,13 @@ type migrationStatus struct {
 		Skipped   []string `json:"skipped"`
 		Errors    []string `json:"errors"`
 	} `json:"cutover"`
-	Relayed []struct {
-		ID        string `json:"id"`
-		Connected bool   `json:"connected"`
-	} `json:"relayedSessions"`
+	Relayed []relayedSession `json:"relayedSessions"`
+}
+
+// relayedSession is a session /migrate lists as relayed through zetcd.
+type relayedSession struct {
+	ID        string `json:"id"`
+	Connected bool   `json:"connected"`
 }
 
 func getMigration(t *testing.T, metrics string) migrationStatus {
@@ -180,12 +183,7 @@ func awaitCaughtUp(t *testing.T, metrics string) {
 
 // relayed says whether /migrate lists session id as relayed and connected.
 func (s migrationStatus) relayed(id int64) bool {
-	return slices.ContainsFunc(s.Relayed, func(r struct {
-		ID        string `json:"id"`
-		Connected bool   `json:"connected"`
-	}) bool {
-		return r.ID == fmt.Sprintf("%#x", id) && r.Connected
-	})
+	return slices.Contains(s.Relayed, relayedSession{ID: fmt.Sprintf("%#x", id), Connected: true})
 }
 
 // cutover asks for the cutover until it is not refused (ZooKeeper's cons may list a session
@@ -230,8 +228,8 @@ func producerMark(t *testing.T, client *pausedClient, what string) int {
 // TestKafkaMigration: a Kafka cluster of three brokers on a three-server ZooKeeper ensemble, a
 // topic on all three with min.insync.replicas=2 and a producer with acks=all sending throughout;
 // zetcd in migration mode copies the ensemble; the brokers are restarted one at a time onto
-// zetcd (their sessions then relayed to ZooKeeper); the cutover moves them to zetcd, and the
-// ensemble is stopped. No broker loses its session at the cutover (each /brokers/ids/N keeps
+// zetcd (their sessions then relayed to ZooKeeper); the cutover moves them to zetcd, zkctl diff
+// finds the two trees equal, and the ensemble is stopped. No broker loses its session at the cutover (each /brokers/ids/N keeps
 // its ephemeralOwner, zetcd's cons shows each broker's session connected, and each broker's
 // ZooKeeper client logs one disconnection at most and no expiration), the cutover causes no
 // controller election (/controller and /controller_epoch unchanged), every acknowledged record
@@ -320,6 +318,9 @@ func TestKafkaMigration(t *testing.T) {
 		}
 	}
 	acked := producerMark(t, client, "cutover done")
+	// The copy is ZooKeeper's tree, the brokers' registrations with their owners included: the
+	// relayed sessions stay on ZooKeeper, without connections, until their timeouts.
+	itest.DiffTrees(t, zkAddrs[0], z.Addr)
 	for _, s := range ensemble {
 		s.Stop()
 	}
