@@ -28,7 +28,8 @@ import (
 // embedded etcd, and a producer and a consumer (testdata/KafkaMigration.java).
 
 // kafkaMigrationProps configure the three brokers: a topic's data on all three, acknowledged by
-// two at least; few threads and small buffers, as the machine is small.
+// two at least; no leadership moved but by the restarts; few threads and small buffers, as the
+// machine is small.
 const kafkaMigrationProps = `zookeeper.session.timeout.ms=18000
 default.replication.factor=3
 min.insync.replicas=2
@@ -229,11 +230,12 @@ func producerMark(t *testing.T, client *pausedClient, what string) int {
 // topic on all three with min.insync.replicas=2 and a producer with acks=all sending throughout;
 // zetcd in migration mode copies the ensemble; the brokers are restarted one at a time onto
 // zetcd (their sessions then relayed to ZooKeeper); the cutover moves them to zetcd, zkctl diff
-// finds the two trees equal, and the ensemble is stopped. No broker loses its session at the cutover (each /brokers/ids/N keeps
-// its ephemeralOwner, zetcd's cons shows each broker's session connected, and each broker's
-// ZooKeeper client logs one disconnection at most and no expiration), the cutover causes no
-// controller election (/controller and /controller_epoch unchanged), every acknowledged record
-// is read back, and a topic created after the cutover gets its znodes and loses them when
+// finds the two trees equal, and the ensemble is stopped. No broker loses its session at the
+// cutover (each /brokers/ids/N keeps its ephemeralOwner, zetcd's cons shows each broker's
+// session connected, and each broker's ZooKeeper client logs one disconnection at most and no
+// expiration), the cutover causes no controller election (/controller and /controller_epoch
+// unchanged), every acknowledged record is read back, and a topic created after the cutover
+// gets its znodes, its partition's state written by the controller, and loses them when
 // deleted. zetcd logs no error.
 func TestKafkaMigration(t *testing.T) {
 	lib := kafkaLib(t)
@@ -332,7 +334,7 @@ func TestKafkaMigration(t *testing.T) {
 	if after := mustKafkaZnodes(t, c); after != before {
 		t.Errorf("after the cutover: %s\nbefore:             %s", after, before)
 	}
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // the producer goes on without ZooKeeper
 	if n := producerMark(t, client, "ZooKeeper stopped"); n <= acked {
 		t.Errorf("no record acknowledged after the cutover: %d, then %d", acked, n)
 	}
@@ -355,6 +357,9 @@ func TestKafkaMigration(t *testing.T) {
 		if ok, _, err := c.Exists(p); err != nil || !ok {
 			t.Errorf("%s after the topic's creation: %v %v", p, ok, err)
 		}
+	}
+	if err := fullIsr(c, kafkaMigrationLater, 1); err != nil {
+		t.Errorf("after the topic's creation: %v", err)
 	}
 	lines := client.resume()
 	if last := lines[len(lines)-1]; last != "deleted "+kafkaMigrationLater {
