@@ -143,10 +143,11 @@ func stopKafka(t *testing.T, b *kafkaBroker) {
 type migrationStatus struct {
 	migrate.Status
 	Cutover struct {
-		State     string   `json:"state"`
-		TakenOver []string `json:"takenOver"`
-		Skipped   []string `json:"skipped"`
-		Errors    []string `json:"errors"`
+		State         string   `json:"state"`
+		ZooKeeperZxid string   `json:"zookeeperZxid"` // ZooKeeper's last, caught up with
+		TakenOver     []string `json:"takenOver"`
+		Skipped       []string `json:"skipped"`
+		Errors        []string `json:"errors"`
 	} `json:"cutover"`
 	Relayed []relayedSession `json:"relayedSessions"`
 }
@@ -353,9 +354,14 @@ func TestKafkaMigration(t *testing.T) {
 	if created != "ready created "+kafkaMigrationLater {
 		t.Errorf("java KafkaMigration: %q", created)
 	}
+	// zetcd's zxids are above every zxid ZooKeeper gave out.
+	var zkLast int64
+	if _, err := fmt.Sscanf(status.Cutover.ZooKeeperZxid, "0x%x", &zkLast); err != nil || zkLast == 0 {
+		t.Errorf("/migrate's cutover: zookeeperZxid %q", status.Cutover.ZooKeeperZxid)
+	}
 	for _, p := range later {
-		if ok, _, err := c.Exists(p); err != nil || !ok {
-			t.Errorf("%s after the topic's creation: %v %v", p, ok, err)
+		if ok, st, err := c.Exists(p); err != nil || !ok || st.Czxid <= zkLast {
+			t.Errorf("%s after the topic's creation: %v %+v %v; ZooKeeper's last zxid %#x", p, ok, st, err, zkLast)
 		}
 	}
 	if err := fullIsr(c, kafkaMigrationLater, 1); err != nil {
