@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -19,7 +18,6 @@ import (
 	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
-	"github.com/zetcd/zetcd/migrate"
 )
 
 // A Kafka cluster moved from a ZooKeeper ensemble to zetcd by live migration (docs/migration.md,
@@ -139,75 +137,9 @@ func stopKafka(t *testing.T, b *kafkaBroker) {
 	}
 }
 
-// migrationStatus is GET /migrate's answer (cmd/zetcd, docs/migration.md "Migration mode").
-type migrationStatus struct {
-	migrate.Status
-	Cutover struct {
-		State         string   `json:"state"`
-		ZooKeeperZxid string   `json:"zookeeperZxid"` // ZooKeeper's last, caught up with
-		TakenOver     []string `json:"takenOver"`
-		Skipped       []string `json:"skipped"`
-		Errors        []string `json:"errors"`
-	} `json:"cutover"`
-	Relayed []relayedSession `json:"relayedSessions"`
-}
-
-// relayedSession is a session /migrate lists as relayed through zetcd.
-type relayedSession struct {
-	ID        string `json:"id"`
-	Connected bool   `json:"connected"`
-}
-
-func getMigration(t *testing.T, metrics string) migrationStatus {
-	t.Helper()
-	resp, err := http.Get("http://" + metrics + "/migrate")
-	testenv.Must(t, err)
-	defer resp.Body.Close()
-	var s migrationStatus
-	testenv.Must(t, json.NewDecoder(resp.Body).Decode(&s))
-	return s
-}
-
-// awaitCaughtUp waits until the copy holds every ZooKeeper transaction it has seen.
-func awaitCaughtUp(t *testing.T, metrics string) {
-	t.Helper()
-	testenv.Eventually(t, time.Minute, "/migrate caught-up", func() error {
-		s := getMigration(t, metrics)
-		if s.State == migrate.StateFailed {
-			t.Fatalf("the migration failed: %+v", s)
-		}
-		if s.State != migrate.StateCaughtUp {
-			return fmt.Errorf("%+v", s.Status)
-		}
-		return nil
-	})
-}
-
 // relayed says whether /migrate lists session id as relayed and connected.
-func (s migrationStatus) relayed(id int64) bool {
-	return slices.Contains(s.Relayed, relayedSession{ID: fmt.Sprintf("%#x", id), Connected: true})
-}
-
-// cutover asks for the cutover until it is not refused (ZooKeeper's cons may list a session
-// closed a moment ago) and fails the test unless it is done.
-func cutover(t *testing.T, metrics string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Post("http://"+metrics+"/migrate/cutover", "", nil)
-		testenv.Must(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusOK:
-			t.Logf("POST /migrate/cutover: %s", strings.TrimSpace(string(body)))
-			return
-		case resp.StatusCode != http.StatusConflict || time.Now().After(deadline):
-			t.Fatalf("POST /migrate/cutover: %d %s", resp.StatusCode, body)
-		}
-		t.Logf("cutover refused, again in a moment: %s", strings.TrimSpace(string(body)))
-		time.Sleep(time.Second)
-	}
+func relayed(s itest.MigrationStatus, id int64) bool {
+	return slices.ContainsFunc(s.Relayed, func(r itest.RelayedSession) bool { return r.ID == fmt.Sprintf("%#x", id) && r.Connected })
 }
 
 // producerMark asks KafkaMigration.java how many records the brokers have acknowledged so far,
@@ -263,10 +195,9 @@ func TestKafkaMigration(t *testing.T) {
 
 	// zetcd copies the ensemble; the test's reads go through it from here on, relayed to
 	// ZooKeeper until the cutover, so that ZooKeeper has no client the cutover would leave.
-	metrics := itest.FreePort(t)
-	z := itest.StartProcessArgs(t, itest.FreePort(t), "--data-dir", t.TempDir(), "--metrics-addr", metrics, "--migrate-from", zkConnect)
-	z.LogOnFailure(t, "zetcd")
-	awaitCaughtUp(t, metrics)
+	m := itest.StartMigration(t, itest.MigrationOptions{ZooKeeper: ensemble})
+	z := m.Zetcd
+	m.WaitCaughtUp(t, 0)
 	onZooKeeper.Close()
 	c := testenv.Connect(t, z.Addr)
 
@@ -293,7 +224,7 @@ func TestKafkaMigration(t *testing.T) {
 				return err
 			case k.Owners[i] == old:
 				return fmt.Errorf("/brokers/ids/%d still owned by %#x", i, old)
-			case !getMigration(t, metrics).relayed(k.Owners[i]):
+			case !relayed(m.Status(t), k.Owners[i]):
 				return fmt.Errorf("/brokers/ids/%d's session %#x is not relayed through zetcd", i, k.Owners[i])
 			}
 			return fullIsr(c, kafkaMigrationTopic, 3)
@@ -309,11 +240,11 @@ func TestKafkaMigration(t *testing.T) {
 		}
 	})
 
-	awaitCaughtUp(t, metrics)
+	m.WaitCaughtUp(t, 0)
 	before := mustKafkaZnodes(t, c)
 	t.Logf("before the cutover: %s", before)
-	cutover(t, metrics)
-	status := getMigration(t, metrics)
+	m.Cutover(t)
+	status := m.Status(t)
 	t.Logf("/migrate's cutover: %+v", status.Cutover)
 	for i, id := range before.Owners {
 		if !slices.Contains(status.Cutover.TakenOver, fmt.Sprintf("%#x", id)) {
