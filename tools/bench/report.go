@@ -748,8 +748,8 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns, step string) {
 	w("the process until a new session's getData of a znode succeeds (zetcd reopens its embedded etcd and loads\n")
 	w("its in-memory replica of the tree from it; ZooKeeper reads its snapshot and replays its transaction log),\n")
 	w("and its RSS then and %s later. A server is started only if the machine has the memory it needs\n", scaleSettle)
-	w("available (ZooKeeper its heap and %s more, zetcd about %d bytes a znode; each %s to spare), and\n", byteSize(scaleJVMOverhead), scaleZetcdBytesPerZnode, byteSize(scaleMemFloor))
-	w("stopped if the machine's available memory falls below %s: a load that stops short is a result.\n\n", byteSize(scaleMemFloor))
+	w("available (ZooKeeper its heap and %s more, zetcd about %d bytes a znode; each %s to spare), and\n", byteSize(scaleJVMOverhead), scaleZetcdBytesPerZnode, byteSize(float64(scaleMemFloor)))
+	w("stopped if the machine's available memory falls below %s: a load that stops short is a result.\n\n", byteSize(float64(scaleMemFloor)))
 	w("| | zetcd | ZooKeeper | zetcd/ZooKeeper |\n| --- | ---: | ---: | ---: |\n")
 	// row writes f of each server; f returns NaN for a figure the run lacks.
 	row := func(what string, f func(r *scaleRun) float64, format string) {

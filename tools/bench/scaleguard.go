@@ -16,9 +16,10 @@ import (
 	"time"
 )
 
+// scaleMemFloor is the machine's available memory below which the guard kills the server.
+var scaleMemFloor int64 = 1 << 30
+
 const (
-	// scaleMemFloor is the machine's available memory below which the guard kills the server.
-	scaleMemFloor = 1 << 30
 	// scaleZetcdBytesPerZnode is about the RSS zetcd with its embedded etcd takes per znode of
 	// 128 bytes after a load (the scale step's "RSS after the load" at a million znodes).
 	scaleZetcdBytesPerZnode = 1500
@@ -76,7 +77,7 @@ func guardMemory(s *server) {
 			continue
 		}
 		why := fmt.Sprintf("%s stopped: the machine's available memory fell to %s (RSS %s), below the bench's floor of %s",
-			s.name, mib(avail>>10), mib(readMemory(s.cmd.Process.Pid).EndRSSKB), byteSize(scaleMemFloor))
+			s.name, byteSize(float64(avail)), mib(readMemory(s.cmd.Process.Pid).EndRSSKB), byteSize(float64(scaleMemFloor)))
 		s.lowMemory.Store(&why)
 		log.Print(why)
 		s.cmd.Process.Kill()
@@ -99,7 +100,7 @@ func logProgress(s *server, sc scaleOptions, created *atomic.Int64, done <-chan 
 			avail, _ := memAvailable()
 			log.Printf("%s: %-9s %s of %s znodes (%.0f/s), RSS %s, %s available", sc.step, s.name, thousands(int(n)),
 				thousands(sc.znodes), float64(n-last)/now.Sub(lastAt).Seconds(), mib(readMemory(s.cmd.Process.Pid).EndRSSKB),
-				mib(avail>>10))
+				byteSize(float64(avail)))
 			last, lastAt = n, now
 		}
 	}
