@@ -370,26 +370,31 @@ func byteSize(bytes float64) string {
 }
 
 // measureImport imports the stopped ZooKeeper's data directory zkDir into a new embedded etcd
-// in o.workDir/zetcd, then starts zetcd on it. A failure is a result, not the end of the step.
+// in o.workDir/zetcd, under the memory guard, then starts zetcd on it. A failure is a result,
+// not the end of the step.
 func measureImport(o *options, sc scaleOptions, zkDir string) *importRun {
 	r := &importRun{}
 	log.Printf("%s: importing ZooKeeper's data directory into zetcd", sc.step)
 	t0 := time.Now()
-	cmd := exec.Command(filepath.Join(o.bin, "zetcd"), "import", "--zk-data-dir", zkDir,
-		"--data-dir", filepath.Join(o.workDir, "zetcd"), "--log-level", "info")
-	out, err := cmd.CombinedOutput()
-	r.Seconds = time.Since(t0).Seconds()
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			r.PeakRSSKB = ru.Maxrss
-		}
-	}
+	imp, err := start("zetcd import", exec.Command(filepath.Join(o.bin, "zetcd"), "import", "--zk-data-dir", zkDir,
+		"--data-dir", filepath.Join(o.workDir, "zetcd"), "--log-level", "info"))
 	if err != nil {
-		r.Error = fmt.Sprintf("zetcd import: %v: %s", err, lastError(string(out)))
+		r.Error = err.Error()
+		return r
+	}
+	go guardMemory(imp)
+	<-imp.exited
+	r.Seconds = time.Since(t0).Seconds()
+	state := imp.cmd.ProcessState
+	if ru, ok := state.SysUsage().(*syscall.Rusage); ok {
+		r.PeakRSSKB = ru.Maxrss
+	}
+	if !state.Success() {
+		r.Error = fmt.Sprintf("%s (%s)", exitReason(imp), state)
 		log.Printf("%s: import failed after %.1fs: %s", sc.step, r.Seconds, r.Error)
 		return r
 	}
-	r.Zxids = importedZxids(string(out))
+	r.Zxids = importedZxids(imp.log.String())
 	log.Printf("%s: imported in %.1fs (zxids %s, peak RSS %s)", sc.step, r.Seconds, r.Zxids, mib(r.PeakRSSKB))
 	t0 = time.Now()
 	s, err := launchScale(o, sc, "zetcd")
