@@ -177,7 +177,8 @@ func checkCopy(t *testing.T, b *Store, want map[string]*zkdata.Node) {
 	}
 }
 
-// TestMirrorEpochs: a zxid of ZooKeeper's next epoch (a leader election) is numbered above
+// TestMirrorEpochs: the load numbers ZooKeeper's zxids above themselves; a zxid of ZooKeeper's
+// next epoch (a leader election) is numbered above
 // itself, etcd's revision padded past it first (at most an epoch's 65,536 revisions), and the
 // store serves the node at that zxid; within the epoch no padding follows. Past MaxPadding
 // the copy goes on unpadded and says which zxid it numbered below itself.
@@ -206,6 +207,9 @@ func TestMirrorEpochs(t *testing.T) {
 		t.Fatal(err)
 	}
 	loaded := m.Progress().Padding
+	if got := m.Translate([]int64{epoch(1, 1)})[epoch(1, 1)]; int64(got) <= epoch(1, 1) {
+		t.Errorf("the load numbered ZooKeeper's zxid %#x %#x, not above it", epoch(1, 1), int64(got))
+	}
 	set := func(mz int64, version int32) {
 		t.Helper()
 		m.Change("/a", zkNode("/a", "a", open, epoch(1, 1), mz, epoch(1, 1), version, 0, 0, 0, 0))

@@ -17,9 +17,10 @@ import (
 // TestMigrateCutoverAfterElection: a client through a zetcd process in migration mode from a
 // three-server ZooKeeper reads a node, ZooKeeper's leader stops, and the node is set again in
 // ZooKeeper's next epoch (its mzxid, read through zetcd, is ZooKeeper's). After the cutover the
-// node's czxid and mzxid are not below those the client read before it, and a write gets a
-// zxid above both and above ZooKeeper's last: the copy's zxids stay above ZooKeeper's across
-// ZooKeeper's epochs (docs/migration.md, "Cutover", "Zxids").
+// node's czxid and mzxid are not below those the client read before it, nor are those of a
+// node the copy's load wrote, and a write gets a zxid above them and above ZooKeeper's last:
+// the copy's zxids stay above ZooKeeper's across ZooKeeper's epochs (docs/migration.md,
+// "Cutover", "Zxids").
 func TestMigrateCutoverAfterElection(t *testing.T) {
 	servers := zkserver.StartEnsemble(t, 3, zkserver.Options{})
 	leader := -1
@@ -32,12 +33,19 @@ func TestMigrateCutoverAfterElection(t *testing.T) {
 		t.Fatal("no server says it leads")
 	}
 	survivor := servers[(leader+1)%3].Addr
+	zc, _, err := zk.Connect([]string{survivor}, 10*time.Second, zk.WithLogInfo(false))
+	testenv.Must(t, err)
+	_, err = zc.Create("/loaded", []byte("old"), 0, openACL)
+	testenv.Must(t, err)
+	zc.Close()
 	m := itest.StartMigration(t, itest.MigrationOptions{ZooKeeper: servers})
 	m.WaitCaughtUp(t, 0)
 	loaded := m.Status(t).Padding
 
 	c := connectCutover(t, m.Addr, 10*time.Second)
-	_, err := c.Create("/epoch", []byte("one"), 0, openACL)
+	_, loadedBefore, err := c.Get("/loaded")
+	testenv.Must(t, err)
+	_, err = c.Create("/epoch", []byte("one"), 0, openACL)
 	testenv.Must(t, err)
 	_, created, err := c.Get("/epoch")
 	testenv.Must(t, err)
@@ -91,6 +99,12 @@ func TestMigrateCutoverAfterElection(t *testing.T) {
 	if after.Czxid < before.Czxid || after.Mzxid < before.Mzxid || after.Version != before.Version {
 		t.Errorf("/epoch after the cutover: czxid %#x mzxid %#x version %d; before it czxid %#x mzxid %#x version %d",
 			after.Czxid, after.Mzxid, after.Version, before.Czxid, before.Mzxid, before.Version)
+	}
+	_, loadedAfter, err := c.Get("/loaded")
+	testenv.Must(t, err)
+	if loadedAfter.Czxid < loadedBefore.Czxid || loadedAfter.Mzxid < loadedBefore.Mzxid {
+		t.Errorf("/loaded after the cutover: czxid %#x mzxid %#x; before it %#x %#x",
+			loadedAfter.Czxid, loadedAfter.Mzxid, loadedBefore.Czxid, loadedBefore.Mzxid)
 	}
 	written, err := c.Set("/epoch", []byte("three"), -1)
 	testenv.Must(t, err)
