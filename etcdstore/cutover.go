@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -104,26 +105,36 @@ var ErrNoMarker = errors.New("cutover: the prefix holds no migration's import ma
 // every zxid zetcd gives out afterwards (stat.go: revision<<16|index) is above zxid, and a
 // client's lastZxidSeen up to zxid is not from zetcd's future.
 func PadPast(ctx context.Context, cfg CutoverConfig, zxid int64) error {
-	cfg = cfg.fill()
+	_, err := padPast(ctx, cfg.fill(), zxid)
+	if err != nil && !errors.Is(err, ErrNoMarker) {
+		err = fmt.Errorf("cutover: %w", err)
+	}
+	return err
+}
+
+// padPast is PadPast, for the cutover and the Mirror (whose copy keeps its zxids above
+// ZooKeeper's across ZooKeeper's epochs): it returns how many revisions it padded.
+func padPast(ctx context.Context, cfg CutoverConfig, zxid int64) (int64, error) {
 	key := keySchema{prefix: cfg.Prefix}.importMarker()
 	r, err := cfg.Client.Get(ctx, key)
 	if err != nil {
-		return fmt.Errorf("cutover: read the import marker: %w", err)
+		return 0, fmt.Errorf("read the import marker: %w", err)
 	}
 	if len(r.Kvs) == 0 {
-		return ErrNoMarker
+		return 0, ErrNoMarker
 	}
 	marker := string(r.Kvs[0].Value)
 	need := zxid>>16 + 1 - r.Header.Revision
 	if need <= 0 {
-		return nil
+		return 0, nil
 	}
-	cfg.Logger.Info("cutover: padding etcd's revision past ZooKeeper's zxids", zap.Int64("revisions", need),
+	cfg.Logger.Info("padding etcd's revision past ZooKeeper's zxids", zap.Int64("revisions", need),
 		zap.String("zookeeper-zxid", fmt.Sprintf("%#x", zxid)))
 	var (
 		wg       sync.WaitGroup
 		once     sync.Once
 		firstErr error
+		done     atomic.Int64
 	)
 	next := make(chan struct{})
 	for range min(need, 256) {
@@ -133,6 +144,8 @@ func PadPast(ctx context.Context, cfg CutoverConfig, zxid int64) error {
 			for range next {
 				if _, err := cfg.Client.Put(ctx, key, marker); err != nil {
 					once.Do(func() { firstErr = err })
+				} else {
+					done.Add(1)
 				}
 			}
 		}()
@@ -148,9 +161,9 @@ feed:
 	close(next)
 	wg.Wait()
 	if firstErr = cmp.Or(firstErr, ctx.Err()); firstErr != nil {
-		return fmt.Errorf("cutover: padding to revision %d: %w", zxid>>16+1, firstErr)
+		return done.Load(), fmt.Errorf("padding to revision %d: %w", zxid>>16+1, firstErr)
 	}
-	return nil
+	return done.Load(), nil
 }
 
 // EndMigration deletes the import marker and puts the fence, with zxids' table (ZxidTable), in

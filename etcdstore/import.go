@@ -31,8 +31,10 @@ import (
 // is the write numbered Z&0xffff in revision Z>>16, so zetcd reports the very zxids ZooKeeper
 // did. The writes of one revision go in one transaction, and etcd's revision is moved to the
 // one before it by putting the import marker (padding). In ImportRenumber mode the distinct
-// zxids are numbered again in order from the first free revision: every comparison between
-// zxids holds, their values do not.
+// zxids are numbered again in order, from the revision past ZooKeeper's last zxid (padded to)
+// if MaxPadding allows, else from the first free revision: every comparison between zxids
+// holds, their values do not, and from past ZooKeeper's last zxid each is above the ZooKeeper
+// zxid it stands for.
 //
 // The import marker (keys.go) is put first, in the transaction that checks the prefix is
 // empty, and deleted last, with the fence: New refuses a prefix that holds it, so a half
@@ -449,7 +451,13 @@ func (im *importer) layout() (_ *importLayout, why string, err error) {
 	} else {
 		why = "asked for"
 	}
-	l, err := im.plan.renumberedLayout(im.first+1, min(maxOps, renumberedTxnOps), maxBytes)
+	// Past ZooKeeper's last zxid, a node's zxids read on zetcd are not below those a client
+	// read on ZooKeeper; the padding there is the one finalRev would do after them.
+	from := im.first + 1
+	if past := revOf(encoding.Zxid(im.st.LastZxid)) + 1; past > from && past-from <= im.cfg.MaxPadding {
+		from = past
+	}
+	l, err := im.plan.renumberedLayout(from, min(maxOps, renumberedTxnOps), maxBytes)
 	return l, why, err
 }
 

@@ -61,8 +61,14 @@ type Status struct {
 	// Pending counts the nodes whose newest state is not written yet.
 	Pending int `json:"pending"`
 	// SkippedEphemerals counts ephemerals left out: their sessions' ids cannot be etcd leases.
-	SkippedEphemerals int       `json:"skippedEphemerals"`
-	Started           time.Time `json:"started"`
+	SkippedEphemerals int `json:"skippedEphemerals"`
+	// Padding counts the etcd revisions spent keeping the copy's zxids above ZooKeeper's: the
+	// load's, and 65,536 at most for each ZooKeeper epoch begun since (a leader election).
+	// UnpaddedZxid is the newest ZooKeeper zxid the copy numbered below itself, the padding's
+	// bound being spent (absent: none).
+	Padding      int64     `json:"padding"`
+	UnpaddedZxid string    `json:"unpaddedZxid,omitempty"`
+	Started      time.Time `json:"started"`
 	// Errors are the newest errors met, each with its time, the one it failed of last.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -388,7 +394,10 @@ func (m *Migration) progress(p etcdstore.MirrorProgress) {
 	defer m.mu.Unlock()
 	m.copyZxid = max(m.copyZxid, p.Written)
 	m.zkZxid = max(m.zkZxid, m.copyZxid) // what was written, ZooKeeper had
-	m.status.Pending, m.status.SkippedEphemerals = p.Pending, p.SkippedEphemerals
+	m.status.Pending, m.status.SkippedEphemerals, m.status.Padding = p.Pending, p.SkippedEphemerals, p.Padding
+	if p.Unpadded != 0 {
+		m.status.UnpaddedZxid = fmt.Sprintf("%#x", p.Unpadded)
+	}
 	i := 0
 	for i < len(m.seen) && m.seen[i].zxid <= m.copyZxid {
 		i++

@@ -137,6 +137,17 @@ func importInto(t testing.TB, zkDir string, extra ...string) (string, etcdstore.
 // sameStats compares every node's Stat on both servers exactly, zxids by value.
 func sameStats(t testing.TB, a, b *zk.Conn) int {
 	t.Helper()
+	return walkStats(t, a, b, func(p string, sa, sb *zk.Stat) {
+		if *sa != *sb {
+			t.Errorf("%s: ZooKeeper's Stat %+v, zetcd's %+v", p, *sa, *sb)
+		}
+	})
+}
+
+// walkStats calls check with each node's Stat on a and on b, walking a's tree, and returns how
+// many nodes it compared.
+func walkStats(t testing.TB, a, b *zk.Conn, check func(p string, sa, sb *zk.Stat)) int {
+	t.Helper()
 	n := 0
 	var walk func(p string)
 	walk = func(p string) {
@@ -144,9 +155,7 @@ func sameStats(t testing.TB, a, b *zk.Conn) int {
 		testenv.Must(t, err)
 		_, sb, err := b.Get(p)
 		testenv.Must(t, err)
-		if *sa != *sb {
-			t.Errorf("%s: ZooKeeper's Stat %+v, zetcd's %+v", p, *sa, *sb)
-		}
+		check(p, sa, sb)
 		n++
 		kids, _, err := a.Children(p)
 		testenv.Must(t, err)
@@ -185,6 +194,12 @@ func TestImportMatchesZooKeeper(t *testing.T) {
 			if !res.ResumeOK {
 				t.Errorf("renumbered import not padded past ZooKeeper's last zxid: %+v", res)
 			}
+			// Numbered from past ZooKeeper's last zxid, no zxid reads lower than on ZooKeeper.
+			walkStats(t, zc, ec, func(p string, sa, sb *zk.Stat) {
+				if sb.Czxid < sa.Czxid || sb.Mzxid < sa.Mzxid || sb.Pzxid < sa.Pzxid {
+					t.Errorf("%s: zetcd's zxids %#x %#x %#x, below ZooKeeper's %#x %#x %#x", p, sb.Czxid, sb.Mzxid, sb.Pzxid, sa.Czxid, sa.Mzxid, sa.Pzxid)
+				}
+			})
 		})
 	}
 }
