@@ -432,17 +432,30 @@ func (c *committer) ownerGuards(batch []*pendingWrite, outcomes []writeOutcome) 
 //     those deletions, fails, and the check that follows refuses the writes of the sessions that
 //     ended (SessionExpired), as ZooKeeper's leader refuses a request of a session it expired.
 //
-// Four compares per transaction, whatever its size; a move fails the batches of the process it
-// left once, each checked again and guarded by ownerGuards. A session this process ends itself
-// needs no guard: its end waits for its writes on the way (writesInFlight).
+// Two compares per transaction, whatever its size, once the feed has shown the taken key's
+// last put and the process key's creation at or before rev: the taken key's ModRevision is
+// the one the feed last showed, which no put or delete since leaves, and the process key's
+// CreateRevision is the one its last put made. Each implies its pair above; a put the feed
+// has not shown yet fails it, and the batch is checked again as after a take. Else four, the
+// pairs themselves. A move fails the batches of the process it left once, each checked again
+// and guarded by ownerGuards. A session this process ends itself needs no guard: its end
+// waits for its writes on the way (writesInFlight).
 func (c *committer) processGuards(rev int64) []clientv3.Cmp {
-	taken, process := c.b.keys.taken(c.b.process.id), c.b.keys.process(c.b.process.id)
-	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(taken), "=", c.b.process.takenRev.Load()),
-		clientv3.Compare(clientv3.ModRevision(taken), "<", rev+1),
-		clientv3.Compare(clientv3.CreateRevision(process), ">", 0),
-		clientv3.Compare(clientv3.CreateRevision(process), "<", rev+1),
+	p := &c.b.process
+	cmps := make([]clientv3.Cmp, 0, 4)
+	if mod := p.takenMod.Load(); mod != 0 && mod <= rev {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p.takenKey), "=", mod))
+	} else {
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.CreateRevision(p.takenKey), "=", p.takenRev.Load()),
+			clientv3.Compare(clientv3.ModRevision(p.takenKey), "<", rev+1))
 	}
+	if created := p.processRev.Load(); created != 0 && created <= rev {
+		return append(cmps, clientv3.Compare(clientv3.CreateRevision(p.processKey), "=", created))
+	}
+	return append(cmps,
+		clientv3.Compare(clientv3.CreateRevision(p.processKey), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(p.processKey), "<", rev+1))
 }
 
 // send commits one transaction of the batch; failStuck may fail it.
