@@ -365,7 +365,7 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite, floo
 		if err != nil {
 			return nil, err
 		}
-		outcomes, writes := c.check(m, batch)
+		outcomes, writes, journal := c.check(m, batch)
 		fence := attempt == 0 && b.fenceGuardsNow()
 		guards := m.guards(fence)
 		if attempt == 0 {
@@ -388,7 +388,7 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite, floo
 			continue
 		}
 		c.lastRev = r.Header.Revision
-		b.applyOwn(r.Header.Revision, writes)
+		b.applyOwn(r.Header.Revision, writes, journal)
 		for i := range outcomes {
 			outcomes[i].rev = r.Header.Revision
 			if outcomes[i].failedAt < 0 {
@@ -474,10 +474,11 @@ func (c *committer) send(ctx context.Context, guards []clientv3.Cmp, ops []clien
 }
 
 // check runs the batch's writes in order on the overlay m: each write's outcome (but its
-// revision), and what the commit writes. The write of a session that has moved to another
+// revision), what the commit writes, and the journal it writes (nil: none), which the
+// committer fires its own revision by (applyOwn). The write of a session that has moved to another
 // connection, or ended, fails first (etcdSession.keyCode), as ZooKeeper checks a request's
 // session and its owner before the request.
-func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome, []txnWrite) {
+func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome, []txnWrite, []journalChange) {
 	b := c.b
 	m.providers = b.providers()
 	now := b.nowMs()
@@ -525,7 +526,7 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 		// checks) writes nothing else, and consumes its zxids all the same.
 		writes = append(writes, txnWrite{key: b.keys.errorKey(), value: encodeIndexValue(uint16(len(batch) - 1))})
 	}
-	return outcomes, writes
+	return outcomes, writes, journal
 }
 
 // FailStuckWrites fails this process's etcd transaction in flight if it was sent at least d
