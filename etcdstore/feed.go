@@ -227,9 +227,14 @@ func (b *Store) fireRevision(evs []*clientv3.Event, before aclsBefore, own []jou
 				zap.Int64("revision", ev.Kv.ModRevision), zap.Error(err))
 		}
 	}
+	var rs []aclResolver
 	for _, ev := range evs {
 		if c, ok := b.changeOf(ev); ok {
-			b.watches.Fire(b.keyEventACLs(c, before))
+			if rs == nil {
+				rs = b.aclResolvers(len(evs))
+			}
+			b.watches.Fire(keyEventACLs(c, before, &rs[0]))
+			rs = rs[1:]
 		}
 	}
 }
