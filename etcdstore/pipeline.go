@@ -246,7 +246,7 @@ func (m *multiState) rebased(writes []txnWrite, rev int64) map[string]*mnode {
 			keys[p] = &n.keys // n is m's: the check is done with it
 		}
 	}
-	var acls *aclTable // shares nothing
+	acls := &aclTable{} // the batch's own: the nodes of one ACL list decode it once
 	for _, w := range writes {
 		if w.del && w.prefix {
 			path, _, _ := m.keys.pathOfMetaKey(w.key + "a")
