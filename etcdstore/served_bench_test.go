@@ -35,7 +35,7 @@ func BenchmarkServedWrite(b *testing.B) {
 }
 
 func benchServedWrite(b *testing.B, op string, conns int) {
-	addr := startServed(b)
+	addr, st := startServed(b)
 	clients := make([]*rawClient, conns)
 	for i := range clients {
 		clients[i] = dialRaw(b, addr)
@@ -46,6 +46,7 @@ func benchServedWrite(b *testing.B, op string, conns int) {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	own0, rev0 := ownApplied(st), st.tree.revision()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for _, c := range clients {
@@ -68,11 +69,22 @@ func benchServedWrite(b *testing.B, op string, conns int) {
 		}()
 	}
 	wg.Wait()
+	b.StopTimer()
+	revs := st.tree.revision() - rev0
+	b.ReportMetric(float64(b.N)/float64(revs), "writes/rev")
+	b.ReportMetric(float64(ownApplied(st)-own0)/float64(revs), "own/rev")
+}
+
+// ownApplied is how many revisions the committer applied itself (own.go).
+func ownApplied(st *Store) int64 {
+	st.applyMu.Lock()
+	defer st.applyMu.Unlock()
+	return st.own.applied
 }
 
 // startServed starts an embedded etcd and a zetcd on it as cmd/zetcd does, and returns the
 // address zetcd serves clients on.
-func startServed(b *testing.B) string {
+func startServed(b *testing.B) (string, *Store) {
 	ctx := context.Background()
 	e, err := embedetcd.Start(embedetcd.Config{Dir: b.TempDir(), Compactor: true})
 	if err != nil {
@@ -102,7 +114,7 @@ func startServed(b *testing.B) string {
 	}
 	go srv.Serve(ln)
 	b.Cleanup(func() { srv.Close() })
-	return ln.Addr().String()
+	return ln.Addr().String(), st
 }
 
 // rawClient is a ZooKeeper client of one session that sends one request at a time, encoded in
