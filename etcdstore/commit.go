@@ -49,6 +49,7 @@ type pendingWrite struct {
 	s      *etcdSession
 	opName string
 	ops    []mop
+	one    [1]mop // ops of a single op (singleWrite)
 	floor  int64
 	done   chan<- writeOutcome // capacity 1: the committer never blocks on it
 	// retries counts the batches in flight it was in that failed their guards (pipeline.go).
@@ -507,7 +508,7 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 		}
 		outcomes[i] = writeOutcome{results: results, failedAt: -1, index: m.index}
 		if journaled {
-			journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth, m.providers)...)
+			journal = appendJournal(journal, w.ops, results, m.index, w.s.auth, m.providers)
 		}
 	}
 	writes := m.writes()
