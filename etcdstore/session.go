@@ -283,8 +283,7 @@ func (l *goneLatch) after(f func()) (stop func() bool) {
 // (readFloor), and the feed applies a revision before it counts it as progress.
 func (s *etcdSession) LastZxid() encoding.Zxid {
 	if s.b.watches.Watching(s.watcher) {
-		progress, _ := s.b.watches.Progress()
-		return progress
+		return s.b.watches.ProgressZxid()
 	}
 	return s.b.newestZxid()
 }
@@ -293,8 +292,7 @@ func (s *etcdSession) LastZxid() encoding.Zxid {
 // watch feed's progress, or the newest answer given to any of its sessions if that is newer
 // (the feed applies a revision a moment after etcd acknowledges it).
 func (b *Store) newestZxid() encoding.Zxid {
-	progress, _ := b.watches.Progress()
-	return max(progress, encoding.Zxid(b.newestAnswer.Load()))
+	return max(b.watches.ProgressZxid(), encoding.Zxid(b.newestAnswer.Load()))
 }
 
 // RefuseWrite consumes a revision through the error key, as ZooKeeper logs an error txn for

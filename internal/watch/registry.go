@@ -185,7 +185,8 @@ const historyLen = 8192
 // registration and removal come from session executors.
 type Registry struct {
 	mu sync.Mutex
-	// moved is closed (and replaced) whenever progress moves.
+	// moved is closed whenever progress moves, and made again by the next Progress that asks
+	// for it: nil while nobody waits, so that a revision nobody waits for makes none.
 	moved chan struct{}
 	table [NumKinds]map[string]watchers
 	// progress is the zxid up to which every change has been fired.
@@ -199,7 +200,7 @@ type Registry struct {
 }
 
 func NewRegistry(progress encoding.Zxid) *Registry {
-	r := &Registry{progress: progress, oldest: progress, moved: make(chan struct{})}
+	r := &Registry{progress: progress, oldest: progress}
 	for k := range r.table {
 		r.table[k] = map[string]watchers{}
 	}
@@ -459,16 +460,28 @@ func (r *Registry) Advance(zxid encoding.Zxid) {
 	r.mu.Lock()
 	if zxid > r.progress {
 		r.progress = zxid
-		close(r.moved)
-		r.moved = make(chan struct{})
+		if r.moved != nil {
+			close(r.moved)
+			r.moved = nil
+		}
 	}
 	r.mu.Unlock()
+}
+
+// ProgressZxid returns the progress.
+func (r *Registry) ProgressZxid() encoding.Zxid {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.progress
 }
 
 // Progress returns the progress and a channel closed when it next moves.
 func (r *Registry) Progress() (encoding.Zxid, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.moved == nil {
+		r.moved = make(chan struct{})
+	}
 	return r.progress, r.moved
 }
 
