@@ -378,6 +378,9 @@ func (r *replica) applyLocked(rev int64, evs []*clientv3.Event) aclsBefore {
 // revision that deleted it puts its offsets key, keys.go). A setData's put of the data key
 // leaves the ACL as it was.
 func aclChanges(k keySchema, ev *clientv3.Event) (path string, ok bool) {
+	if n := len(ev.Kv.Key); ev.Type == mvccpb.PUT && (n < 2 || ev.Kv.Key[n-2] != 0 || ev.Kv.Key[n-1] != 'a' && ev.Kv.Key[n-1] != 'o') {
+		return "", false // not a meta key's put (paths hold no NUL), or not the ACL or offsets key's
+	}
 	key := string(ev.Kv.Key)
 	if ev.Type == mvccpb.DELETE {
 		if path, ok := k.pathOfDataKey(key); ok {
