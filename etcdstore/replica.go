@@ -164,8 +164,11 @@ func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
 	return nil
 }
 
-// lastWriteIndex reads the index of the last write of revision rev from the error key.
+// lastWriteIndex reads the index of the last write of revision rev from the error key, within
+// replicaPageTimeout whatever ctx's deadline: it comes at the end of a load.
 func lastWriteIndex(ctx context.Context, kv clientv3.KV, k keySchema, rev int64) (uint16, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replicaPageTimeout)
+	defer cancel()
 	r, err := kv.Get(ctx, k.errorKey(), clientv3.WithRev(rev))
 	if err != nil || len(r.Kvs) == 0 || r.Kvs[0].ModRevision != rev {
 		return 0, err
