@@ -132,6 +132,9 @@ func (m *Migration) Wait() error {
 	return m.err
 }
 
+// Done is closed once the migration stops.
+func (m *Migration) Done() <-chan struct{} { return m.done }
+
 // Stop stops the copy, its follower and its mirror, and waits for them. The mirror no longer
 // keeps the sessions' leases alive (Mirror.Close).
 func (m *Migration) Stop() {

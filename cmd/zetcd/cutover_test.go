@@ -30,6 +30,7 @@ import (
 type cutoverClient struct {
 	*zk.Conn
 	refuse atomic.Bool
+	target atomic.Pointer[string] // if set, where every later dial goes instead
 	mu     sync.Mutex
 	states []zk.State
 }
@@ -40,6 +41,9 @@ func connectCutover(t *testing.T, addr string, timeout time.Duration) *cutoverCl
 	dial := func(network, address string, d time.Duration) (net.Conn, error) {
 		if c.refuse.Load() {
 			return nil, errors.New("refused by the test")
+		}
+		if p := c.target.Load(); p != nil {
+			address = *p
 		}
 		return net.DialTimeout(network, address, d)
 	}
