@@ -427,8 +427,12 @@ func (im *importer) begin(ctx context.Context) error {
 	return nil
 }
 
-// markerValue is the import marker's value, for its reader.
+// markerValue is the import marker's value, for its reader: a mirror's (ImportConfig.Marker)
+// from the start, so that the processes of its migration know it while it loads.
 func (im *importer) markerValue() string {
+	if im.cfg.Marker != "" {
+		return im.cfg.Marker
+	}
 	return fmt.Sprintf("import of %d znodes up to zxid %#x started %s", im.plan.nodes, im.st.LastZxid, time.Now().UTC().Format(time.RFC3339))
 }
 
