@@ -56,6 +56,7 @@ func (mg *migrator) runCopier(ctx context.Context) {
 	mg.m = m
 	mg.mu.Unlock()
 	mg.publish(ctx, m)
+	<-m.Done()
 }
 
 // copyRefusal says why a newly elected copier may not copy: the migration failed, or an
