@@ -22,7 +22,9 @@ import (
 //
 //	A p/<process>             each process, on its lease: present while it lives
 //	A s/<process>/<session>   the sessions it relays, on its lease (sessionRecord)
-//	A copier/                 the election of the process that copies (the copier)
+//	A copier                  the process that copies (the copier), on its lease
+//	A loading                 on the copier's lease while its copy loads: every other write
+//	                          of the agreement compares that it is absent (loadGuard)
 //	A status                  the copy's status, on the copier's lease (copierStatus)
 //	A failed                  no lease: the migration failed on every process, and why
 //	A cutover                 the cutover (commonCutover): on the copier's lease until it is
@@ -31,7 +33,9 @@ import (
 //	                          its relayed sessions final (heldRecord)
 //
 // Every key a process writes on its lease goes with it: a dead process's sessions are
-// recorded again by the process its clients resume on.
+// recorded again by the process its clients resume on. The copy's load numbers zxids by the
+// revisions it expects its own writes to get (etcdstore.Import), so nothing else may write to
+// etcd meanwhile: a write guarded by A loading that fails moves no revision.
 
 // agreementTTL is the TTL in seconds of each process's lease: how long a dead process is
 // counted alive.
@@ -88,6 +92,8 @@ type agreement struct {
 	id      string // the process's: its lease's id
 	log     *zap.Logger
 	written map[string]string // the session records put, by key
+	// registered: A p/<process> is put. Only the look loop uses it and written.
+	registered bool
 }
 
 // joinAgreement takes a lease for the process and registers it; it refuses a prefix that holds
@@ -106,24 +112,58 @@ func joinAgreement(ctx context.Context, cli *clientv3.Client, prefix, source str
 	}
 	a := &agreement{cli: cli, base: etcdstore.MigrationKeys(prefix), sess: sess, id: fmt.Sprintf("%016x", int64(sess.Lease())),
 		log: log, written: map[string]string{}}
-	if _, err := cli.Put(ctx, a.base+"p/"+a.id, "", clientv3.WithLease(sess.Lease())); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("migration: register the process: %w", err)
-	}
 	return a, nil
+}
+
+// loadGuard compares that no copy loads.
+func (a *agreement) loadGuard() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(a.base+"loading"), "=", 0)
+}
+
+// write does ops unless a copy loads, and reports whether it did.
+func (a *agreement) write(ctx context.Context, ops ...clientv3.Op) (bool, error) {
+	t, err := a.cli.Txn(ctx).If(a.loadGuard()).Then(ops...).Commit()
+	if err != nil {
+		return false, err
+	}
+	return t.Succeeded, nil
+}
+
+// register registers the process, unless it is or a copy loads; the cutover waits for the
+// processes registered.
+func (a *agreement) register(ctx context.Context) error {
+	if a.registered {
+		return nil
+	}
+	ok, err := a.write(ctx, clientv3.OpPut(a.base+"p/"+a.id, "", clientv3.WithLease(a.sess.Lease())))
+	a.registered = ok
+	return err
 }
 
 // close revokes the process's lease: its keys go.
 func (a *agreement) close() { a.sess.Close() }
 
-// campaign blocks until the process is elected copier, or ctx ends.
-func (a *agreement) campaign(ctx context.Context) error {
-	return concurrency.NewElection(a.sess, a.base+"copier/").Campaign(ctx, a.id)
+// claim makes the process the copier if there is none, and then marks its copy loading; a
+// claim that fails writes nothing.
+func (a *agreement) claim(ctx context.Context) (bool, error) {
+	lease := clientv3.WithLease(a.sess.Lease())
+	t, err := a.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(a.base+"copier"), "=", 0)).
+		Then(clientv3.OpPut(a.base+"copier", a.id, lease), clientv3.OpPut(a.base+"loading", "", lease)).Commit()
+	if err != nil {
+		return false, err
+	}
+	return t.Succeeded, nil
 }
 
-// copierLease is the lease of the elected copier, 0 if none is elected.
+// loaded deletes the copier's mark that its copy loads.
+func (a *agreement) loaded(ctx context.Context) error {
+	_, err := a.cli.Delete(ctx, a.base+"loading")
+	return err
+}
+
+// copierLease is the lease of the copier, 0 if there is none.
 func (a *agreement) copierLease(ctx context.Context) (clientv3.LeaseID, error) {
-	r, err := a.cli.Get(ctx, a.base+"copier/", clientv3.WithFirstCreate()...)
+	r, err := a.cli.Get(ctx, a.base+"copier")
 	if err != nil || len(r.Kvs) == 0 {
 		return 0, err
 	}
@@ -190,7 +230,7 @@ func (a *agreement) read(ctx context.Context) (common, error) {
 // none), and returns its new ModRevision; errStale if the key changed.
 func (a *agreement) putCutover(ctx context.Context, rev int64, c commonCutover, lease clientv3.LeaseID) (int64, error) {
 	b, _ := json.Marshal(c)
-	t, err := a.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(a.base+"cutover"), "=", rev)).
+	t, err := a.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(a.base+"cutover"), "=", rev), a.loadGuard()).
 		Then(clientv3.OpPut(a.base+"cutover", string(b), clientv3.WithLease(lease))).Commit()
 	switch {
 	case err != nil:
@@ -207,7 +247,7 @@ var errStale = errors.New("the cutover changed meanwhile")
 // publishStatus puts the copy's status, on the copier's lease.
 func (a *agreement) publishStatus(ctx context.Context, m *migrate.Migration) error {
 	b, _ := json.Marshal(copierStatus{Status: m.Status(), Copier: a.id, Follower: m.SessionID()})
-	_, err := a.cli.Put(ctx, a.base+"status", string(b), clientv3.WithLease(a.sess.Lease()))
+	_, err := a.write(ctx, clientv3.OpPut(a.base+"status", string(b), clientv3.WithLease(a.sess.Lease())))
 	return err
 }
 
@@ -215,7 +255,10 @@ func (a *agreement) publishStatus(ctx context.Context, m *migrate.Migration) err
 // sessions.
 func (a *agreement) hold(ctx context.Context, h heldRecord) error {
 	b, _ := json.Marshal(h)
-	_, err := a.cli.Put(ctx, a.base+"held/"+a.id, string(b), clientv3.WithLease(a.sess.Lease()))
+	ok, err := a.write(ctx, clientv3.OpPut(a.base+"held/"+a.id, string(b), clientv3.WithLease(a.sess.Lease())))
+	if err == nil && !ok {
+		err = errors.New("a copy loads")
+	}
 	return err
 }
 
@@ -235,14 +278,14 @@ func (a *agreement) recordSessions(ctx context.Context, sessions []zkrelay.Sessi
 		if a.written[k] == v {
 			continue
 		}
-		if _, err := a.cli.Put(ctx, k, v, clientv3.WithLease(a.sess.Lease())); err != nil {
+		if ok, err := a.write(ctx, clientv3.OpPut(k, v, clientv3.WithLease(a.sess.Lease()))); !ok {
 			return err
 		}
 		a.written[k] = v
 	}
 	for k := range a.written {
 		if _, ok := now[k]; !ok {
-			if _, err := a.cli.Delete(ctx, k); err != nil {
+			if ok, err := a.write(ctx, clientv3.OpDelete(k)); !ok {
 				return err
 			}
 			delete(a.written, k)

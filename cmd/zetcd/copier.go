@@ -15,7 +15,7 @@ import (
 	"github.com/zetcd/zetcd/migrate"
 )
 
-// The copier is the one process of a migration, elected through etcd (agreement.go), that
+// The copier is the one process of a migration, the first to claim it in etcd (agreement.go), that
 // copies ZooKeeper into the store and runs the cutover's steps (docs/migration.md, "Several
 // processes"). A copy does not resume: a process elected after the first copier finds the
 // import marker, and fails the migration on every process.
@@ -23,10 +23,14 @@ import (
 // copyStatusInterval is how often the copier publishes the copy's status.
 const copyStatusInterval = 500 * time.Millisecond
 
-// runCopier campaigns to be the copier and, once elected, runs the copy until ctx ends.
+// claimInterval is how often a process that does not copy tries to become the copier.
+const claimInterval = time.Second
+
+// runCopier claims to be the copier until it is (or ctx ends), and then runs the copy until
+// ctx ends.
 func (mg *migrator) runCopier(ctx context.Context) {
 	defer mg.copying.Done()
-	if err := mg.ag.campaign(ctx); err != nil {
+	if !mg.claim(ctx) {
 		return
 	}
 	mg.log.Info("migration: this process is the copier", zap.String("process", mg.ag.id))
@@ -42,6 +46,7 @@ func (mg *migrator) runCopier(ctx context.Context) {
 	}
 	if why != "" {
 		mg.log.Error("migration failed", zap.String("error", why))
+		mg.ag.loaded(ctx)
 		if err := mg.ag.fail(ctx, why); err != nil {
 			mg.log.Warn("migration: recording the failure", zap.Error(err))
 		}
@@ -59,6 +64,24 @@ func (mg *migrator) runCopier(ctx context.Context) {
 	<-m.Done()
 }
 
+// claim tries to become the copier every claimInterval until it is, or ctx ends.
+func (mg *migrator) claim(ctx context.Context) bool {
+	for {
+		ok, err := mg.ag.claim(ctx)
+		if ok {
+			return true
+		}
+		if err != nil && ctx.Err() == nil {
+			mg.log.Debug("migration: claiming the copy", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(claimInterval):
+		}
+	}
+}
+
 // copyRefusal says why a newly elected copier may not copy: the migration failed, or an
 // earlier copier's copy is in the prefix, which does not resume.
 func (mg *migrator) copyRefusal(ctx context.Context) (string, error) {
@@ -73,25 +96,42 @@ func (mg *migrator) copyRefusal(ctx context.Context) (string, error) {
 	return fmt.Sprintf("the copier of this migration went away, and a copy does not resume (%s): clients stay on ZooKeeper; stop every zetcd, delete the prefix, start again", marker), nil
 }
 
-// publish puts the copy's status every copyStatusInterval until ctx ends, and fails the
-// migration on every process if the copy fails.
+// publish ends the copy's load for the agreement once it is loaded, and then puts the copy's
+// status every copyStatusInterval until ctx ends; it fails the migration on every process if
+// the copy fails.
 func (mg *migrator) publish(ctx context.Context, m *migrate.Migration) {
 	t := time.NewTicker(copyStatusInterval)
 	defer t.Stop()
+	loading := true
 	for {
-		if err := mg.ag.publishStatus(ctx, m); err != nil && ctx.Err() == nil {
-			mg.log.Debug("migration: publishing the copy's status", zap.Error(err))
+		st := m.Status()
+		if loading && st.State != migrate.StateLoading {
+			if err := mg.ag.loaded(ctx); err != nil && ctx.Err() == nil {
+				mg.log.Debug("migration: ending the load", zap.Error(err))
+			} else {
+				loading = false
+			}
+		}
+		if !loading {
+			if err := mg.ag.publishStatus(ctx, m); err != nil && ctx.Err() == nil {
+				mg.log.Debug("migration: publishing the copy's status", zap.Error(err))
+			}
+		}
+		wait := t.C
+		if loading {
+			wait = time.After(20 * time.Millisecond) // the other processes wait for the load's end to write
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.Done():
 			if st := m.Status(); st.State == migrate.StateFailed && ctx.Err() == nil {
+				mg.ag.loaded(ctx)
 				mg.ag.publishStatus(ctx, m)
 				mg.ag.fail(ctx, fmt.Sprintf("the copy failed: %v", st.Errors))
 			}
 			return
-		case <-t.C:
+		case <-wait:
 		}
 	}
 }
@@ -213,13 +253,16 @@ func (r *cutoverRun) holdAll(ctx context.Context) ([]sessionRecord, error) {
 		if len(waiting) == 0 {
 			return sessions, nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("cutover: zetcd processes %v did not hold their connections: %w", waiting, ctx.Err())
-		case <-t.C:
-		}
-		if c, err = r.mg.ag.read(ctx); err != nil {
-			return nil, err
+		for {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("cutover: zetcd processes %v did not hold their connections: %w", waiting, ctx.Err())
+			case <-t.C:
+			}
+			if c, err = r.mg.ag.read(ctx); err == nil {
+				break
+			}
+			r.mg.log.Warn("cutover: reading the processes' reports, again after a pause", zap.Error(err))
 		}
 	}
 }

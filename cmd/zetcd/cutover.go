@@ -232,6 +232,9 @@ func (mg *migrator) look(ctx context.Context) {
 	default:
 		mg.relayAgain(cut)
 	}
+	if err := mg.ag.register(rctx); err != nil {
+		mg.log.Debug("migration: registering the process", zap.Error(err))
+	}
 	if err := mg.ag.recordSessions(rctx, mg.relay.Sessions()); err != nil {
 		mg.log.Debug("migration: recording the relayed sessions", zap.Error(err))
 	}
@@ -428,8 +431,8 @@ func (mg *migrator) request(ctx context.Context, force bool) (string, int64, err
 	if err != nil {
 		return "", 0, err
 	}
-	if m := mg.copy(); m != nil && c.status != nil {
-		c.status.Status = m.Status() // newer than the one published
+	if m := mg.copy(); m != nil { // newer than the status published
+		c.status = &copierStatus{Status: m.Status(), Copier: mg.ag.id, Follower: m.SessionID()}
 	}
 	if err := cutoverRefusal(c); err != nil {
 		return "", 0, err
