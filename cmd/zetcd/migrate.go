@@ -24,7 +24,9 @@ import (
 // Migration mode (--migrate-from): zetcd copies a running ZooKeeper into its store and keeps
 // the copy equal (package migrate; docs/migration.md, "Migration mode"), and answers the
 // copy's progress on --metrics-addr as GET /migrate. It serves no client from the copy: every
-// client connection is relayed to ZooKeeper (package zkrelay), which serves it.
+// client connection is relayed to ZooKeeper (package zkrelay), which serves it. Several
+// processes on one prefix make one migration: one of them copies (copier.go), each relays its
+// own clients, and they agree through etcd on one cutover (agreement.go, cutover.go).
 
 // migrateOptions are the migration mode's flags.
 type migrateOptions struct {
