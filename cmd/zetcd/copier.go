@@ -56,6 +56,7 @@ func (mg *migrator) runCopier(ctx context.Context) {
 		ZooKeeper: zklive.Config{Servers: mg.o.migrate.from, Auth: mg.o.migrate.auth, Log: mg.log.Named("zklive")},
 		Mirror:    mg.mc,
 		Logger:    mg.log.Named("migrate"),
+		Loaded:    mg.loaded,
 	})
 	mg.mu.Lock()
 	mg.m = m
@@ -96,30 +97,33 @@ func (mg *migrator) copyRefusal(ctx context.Context) (string, error) {
 	return fmt.Sprintf("the copier of this migration went away, and a copy does not resume (%s): clients stay on ZooKeeper; stop every zetcd, delete the prefix, start again", marker), nil
 }
 
-// publish ends the copy's load for the agreement once it is loaded, and then puts the copy's
-// status every copyStatusInterval until ctx ends; it fails the migration on every process if
-// the copy fails.
+// loaded ends the copy's load for the agreement: the other processes write again, again after
+// etcd's errors until ctx ends.
+func (mg *migrator) loaded(ctx context.Context) error {
+	for {
+		err := mg.ag.loaded(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		mg.log.Warn("migration: ending the load for the other processes, again after a pause", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// publish puts the copy's status every copyStatusInterval until ctx ends, once it is loaded,
+// and fails the migration on every process if the copy fails.
 func (mg *migrator) publish(ctx context.Context, m *migrate.Migration) {
 	t := time.NewTicker(copyStatusInterval)
 	defer t.Stop()
-	loading := true
 	for {
-		st := m.Status()
-		if loading && st.State != migrate.StateLoading {
-			if err := mg.ag.loaded(ctx); err != nil && ctx.Err() == nil {
-				mg.log.Debug("migration: ending the load", zap.Error(err))
-			} else {
-				loading = false
-			}
-		}
-		if !loading {
+		if m.Status().State != migrate.StateLoading {
 			if err := mg.ag.publishStatus(ctx, m); err != nil && ctx.Err() == nil {
 				mg.log.Debug("migration: publishing the copy's status", zap.Error(err))
 			}
-		}
-		wait := t.C
-		if loading {
-			wait = time.After(20 * time.Millisecond) // the other processes wait for the load's end to write
 		}
 		select {
 		case <-ctx.Done():
@@ -131,7 +135,7 @@ func (mg *migrator) publish(ctx context.Context, m *migrate.Migration) {
 				mg.ag.fail(ctx, fmt.Sprintf("the copy failed: %v", st.Errors))
 			}
 			return
-		case <-wait:
+		case <-t.C:
 		}
 	}
 }
