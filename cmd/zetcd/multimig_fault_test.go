@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/zetcd/zetcd/etcdstore"
 	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
@@ -148,32 +151,51 @@ func TestMigrateCopierKilled(t *testing.T) {
 }
 
 // TestMigrateProcessKilledInCutover: a relaying zetcd process killed (SIGKILL) while a cutover
-// runs, before the processes hold their connections or as they do: the cutover completes, or
-// hands every process back to relaying and a later one completes; never half. Every client
-// keeps its session and ephemeral.
+// runs: before the processes hold their connections, as they do, or once it has reported
+// holding. The cutover completes, or hands every process back to relaying and a later one
+// completes; never half. Killed after its report, the cutover completes. Every client keeps its
+// session and ephemeral.
 func TestMigrateProcessKilledInCutover(t *testing.T) {
-	for name, when := range map[string]func(cutoverStatus) bool{
-		"catching up": func(cs cutoverStatus) bool { return cs.State == cutoverRunning },
-		"holding":     func(cs cutoverStatus) bool { return strings.HasPrefix(cs.Step, "holding") },
+	for _, c := range []struct {
+		name     string
+		when     func(t *testing.T, asked, killed migratingProcess, cli *clientv3.Client) bool
+		complete bool
+	}{
+		{"catching up", func(t *testing.T, asked, _ migratingProcess, _ *clientv3.Client) bool {
+			return getStatus(t, asked.metrics).Cutover.State == cutoverRunning
+		}, false},
+		{"holding", func(t *testing.T, asked, _ migratingProcess, _ *clientv3.Client) bool {
+			return strings.HasPrefix(getStatus(t, asked.metrics).Cutover.Step, "holding")
+		}, false},
+		{"reported", func(t *testing.T, _, killed migratingProcess, cli *clientv3.Client) bool {
+			r, err := cli.Get(context.Background(), etcdstore.MigrationKeys("/zk/")+"held/"+getStatus(t, killed.metrics).Process)
+			testenv.Must(t, err)
+			return len(r.Kvs) > 0
+		}, true},
 	} {
-		t.Run(name, func(t *testing.T) { killedInCutover(t, when) })
+		t.Run(c.name, func(t *testing.T) { killedInCutover(t, c.when, c.complete) })
 	}
 }
 
-func killedInCutover(t *testing.T, when func(cutoverStatus) bool) {
+func killedInCutover(t *testing.T, when func(t *testing.T, asked, killed migratingProcess, cli *clientv3.Client) bool, complete bool) {
 	srv := zkserver.Start(t, zkserver.Options{})
 	etcd := testenv.StartEtcd(t)
 	p1 := startMigratingProcess(t, srv.Addr, etcd.Etcd.Endpoint, true)
 	p2 := startMigratingProcess(t, srv.Addr, etcd.Etcd.Endpoint, false)
 	s1, s2 := ephemeralOn(t, p1.Addr, "/one"), ephemeralOn(t, p2.Addr, "/two")
 	waitCopyCaughtUp(t, p1.metrics, p2.metrics)
-
-	code, body := cutoverWith(t, p1.metrics, when, func() {
+	cli := etcd.Client(t)
+	// The killed process's id, read before the kill.
+	killed := getStatus(t, p2.metrics).Process
+	code, body := cutoverWith(t, p1.metrics, func() bool { return when(t, p1, p2, cli) }, func() {
 		p2.Kill()
 		s2.moveTo(p1.Addr)
 	})
-	t.Logf("the cutover with a process killed: %d %s", code, strings.TrimSpace(body))
+	t.Logf("the cutover with process %s killed: %d %s", killed, code, strings.TrimSpace(body))
 	if code != http.StatusOK {
+		if complete {
+			t.Fatalf("a cutover whose processes all reported holding failed: %d %s", code, body)
+		}
 		if cs := getStatus(t, p1.metrics).Cutover; cs.State != cutoverNone {
 			t.Fatalf("after a failed cutover: %+v", cs)
 		}
@@ -186,9 +208,9 @@ func killedInCutover(t *testing.T, when func(cutoverStatus) bool) {
 	itest.DiffTrees(t, srv.Addr, p1.Addr)
 }
 
-// cutoverWith posts a cutover to metrics, runs fault once /migrate there says when, and returns
-// the cutover's answer. A cutover that ends first has the fault after it.
-func cutoverWith(t *testing.T, metrics net.Addr, when func(cutoverStatus) bool, fault func()) (int, string) {
+// cutoverWith posts a cutover to metrics, runs fault once when says so, and returns the
+// cutover's answer. A cutover that ends first has the fault after it.
+func cutoverWith(t *testing.T, metrics net.Addr, when func() bool, fault func()) (int, string) {
 	t.Helper()
 	type answer struct {
 		code int
@@ -206,7 +228,7 @@ func cutoverWith(t *testing.T, metrics net.Addr, when func(cutoverStatus) bool, 
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	for !when(getStatus(t, metrics).Cutover) {
+	for !when() {
 		select {
 		case a := <-done:
 			t.Logf("the cutover ended before the fault: %d %s", a.code, a.body)
@@ -233,7 +255,7 @@ func TestMigrateEtcdLeaderPausedInCutover(t *testing.T) {
 	waitCopyCaughtUp(t, p1.metrics, p2.metrics)
 
 	leader := itest.ClusterLeader(t, ms)
-	code, body := cutoverWith(t, p2.metrics, func(cs cutoverStatus) bool { return cs.State == cutoverRunning }, func() {
+	code, body := cutoverWith(t, p2.metrics, func() bool { return getStatus(t, p1.metrics).Cutover.State == cutoverRunning }, func() {
 		leader.Signal(t, syscall.SIGSTOP)
 		time.Sleep(3 * time.Second)
 		leader.Signal(t, syscall.SIGCONT)
