@@ -378,10 +378,14 @@ func (r *cutoverRun) committed(ctx context.Context) error {
 	return errors.New("cutover: the import marker or the cutover changed under the copier")
 }
 
-// copierID is the copier's process id, as the copy's status last named it.
+// copierID is the copier's process id: this process's if it copies, else as the copy's status
+// last named it.
 func (mg *migrator) copierID() string {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
+	if mg.m != nil {
+		return mg.ag.id
+	}
 	if mg.view.status == nil {
 		return ""
 	}

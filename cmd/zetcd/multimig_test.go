@@ -105,7 +105,8 @@ func waitCopyCaughtUp(t *testing.T, metrics ...net.Addr) {
 // TestMigrateSeveralProcesses: two zetcd processes in migration mode on one etcd prefix, one
 // copier between them, each relaying its own clients; one cutover asked of one of them moves
 // every client of both: each keeps its session (never Expired), its ephemeral and its watch,
-// the copy is ZooKeeper's tree, and both processes serve afterwards.
+// the copy is ZooKeeper's tree, and both processes serve afterwards. A process of another
+// migration is refused the prefix.
 func TestMigrateSeveralProcesses(t *testing.T) {
 	srv := zkserver.Start(t, zkserver.Options{})
 	itest.History(t, srv.Addr, 3, nil)
@@ -136,6 +137,13 @@ func TestMigrateSeveralProcesses(t *testing.T) {
 	waitCopyCaughtUp(t, a.metrics, b.metrics)
 	if sa, sb = getStatus(t, a.metrics), getStatus(t, b.metrics); sa.Copier == "" || sa.Copier != sb.Copier {
 		t.Errorf("copier: %q on one, %q on the other", sa.Copier, sb.Copier)
+	}
+
+	// A process of another migration (another ZooKeeper) on the prefix is refused.
+	other, err := parseFlags([]string{"--endpoints", etcd.Etcd.Endpoint, "--zkaddr", "127.0.0.1:0", "--migrate-from", "127.0.0.1:1"})
+	testenv.Must(t, err)
+	if err := serveMigrate(context.Background(), other, zaptest.NewLogger(t), nil); err == nil || !strings.Contains(err.Error(), "another copy") {
+		t.Errorf("another migration on the prefix: %v", err)
 	}
 
 	// Asked of the process that does not copy.
