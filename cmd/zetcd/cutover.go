@@ -29,12 +29,12 @@ import (
 // The cutover's states, on GET /migrate.
 const (
 	cutoverNone    = ""             // not asked for, or handed back to ZooKeeper after a failure
-	cutoverRunning = "cutting-over" // the steps are running; new connections are held
+	cutoverRunning = "cutting-over" // the steps are running; new connections are held from holding on
 	cutoverDone    = "done"         // zetcd serves every client
 )
 
-// cutoverTimeout bounds the first catch-up of a cutover, and its steps from the closing of the
-// relayed connections to the deletion of the import marker and zetcd's start.
+// cutoverTimeout bounds the first catch-up of a cutover, and its steps from holding new
+// connections on every process to the deletion of the import marker.
 var cutoverTimeout = 2 * time.Minute
 
 // migrator is one process's migration mode: its client ports, relay, part in the agreement
