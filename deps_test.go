@@ -26,6 +26,7 @@ type layer struct {
 var layers = []layer{
 	{pkg: "encoding", std: true},
 	{pkg: "internal/sasl", std: true},
+	{pkg: "internal/boltfile", std: true},
 	{pkg: "internal/testkit/tcpproxy", std: true},
 	{pkg: "internal/gomaxprocs"},
 	{pkg: "internal/znode", module: []string{"encoding"}},
@@ -36,9 +37,9 @@ var layers = []layer{
 	{pkg: "zetcd/zetcdtest", module: []string{"encoding", "zetcd"}},
 	{pkg: "xchk", module: []string{"encoding", "zetcd"}},
 	{pkg: "zkrelay", module: []string{"encoding"}},
-	{pkg: "etcdstore", module: []string{"encoding", "internal/znode", "internal/watch", "internal/zkdata", "zetcd"}, etcd: true},
+	{pkg: "etcdstore", module: []string{"encoding", "internal/boltfile", "internal/znode", "internal/watch", "internal/zkdata", "zetcd"}, etcd: true},
 	// migrate drives etcdstore's Mirror, and so depends on etcd through it.
-	{pkg: "migrate", module: []string{"encoding", "etcdstore", "internal/zklive", "internal/zkdata", "internal/znode", "internal/watch", "zetcd"}, etcd: true},
+	{pkg: "migrate", module: []string{"encoding", "etcdstore", "internal/boltfile", "internal/zklive", "internal/zkdata", "internal/znode", "internal/watch", "zetcd"}, etcd: true},
 }
 
 // etcdAllowed lists the module packages besides etcdstore that may import etcd: composition

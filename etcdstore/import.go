@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,11 +121,11 @@ type ImportResult struct {
 }
 
 // importOp is one key an import puts, carrying ZooKeeper zxid zxid (0: in the marker's
-// transaction).
+// transaction). Its key and value are built when it is written (appendImportKey,
+// appendImportValue).
 type importOp struct {
 	zxid  int64
-	key   string
-	kind  byte // 'n' data, 'c' child-create, 'o' offsets, 'r' reap index
+	kind  byte // 'n' data, 'c' child-create, 'd' child-delete, 'o' offsets, 'r' reap index
 	node  *zkdata.Node
 	lease int64 // an ephemeral's session
 	size  int   // bytes it adds to a transaction, an estimate from above
@@ -159,9 +160,9 @@ func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 			p.zxids = append(p.zxids, z)
 		}
 	}
-	// In the map's order: a zxid's keys go into its revision in any order.
-	for path, n := range st.Nodes {
-		s := &n.Stat
+	// In any order: a zxid's keys go into its revision in any order.
+	for n := range st.All() {
+		path, s := n.Path, &n.Stat
 		var lease int64
 		if n.Type() == zkdata.Ephemeral {
 			if _, ok := st.Sessions[int64(s.EphemeralOwner)]; !ok || s.EphemeralOwner <= 0 {
@@ -179,18 +180,15 @@ func planImport(k keySchema, st *zkdata.State) (*importPlan, error) {
 		}
 		size := len(n.Data) + aclValueLen(aclValue{ACL: n.ACL}) + 2*len(path) + 256
 		mz := int64(s.Mzxid)
-		p.add(importOp{zxid: mz, key: k.data(path), kind: 'n', node: n, lease: lease, size: size})
+		p.add(importOp{zxid: mz, kind: 'n', node: n, lease: lease, size: size})
 		if needsOffsets(n) {
-			p.add(importOp{zxid: mz, key: k.offsets(path), kind: 'o', node: n, lease: lease, size: len(path) + 96})
+			p.add(importOp{zxid: mz, kind: 'o', node: n, lease: lease, size: len(path) + 96})
 		}
 		if t := n.Type(); t == zkdata.Container || t == zkdata.TTL {
-			p.add(importOp{zxid: mz, key: k.reapIndex(path), kind: 'r', node: n, size: len(path) + 48})
+			p.add(importOp{zxid: mz, kind: 'r', node: n, size: len(path) + 48})
 		}
-		switch importChildKey(n) {
-		case 'c':
-			p.add(importOp{zxid: int64(s.Pzxid), key: k.childCreates(path), kind: 'c', node: n, size: len(path) + 64})
-		case 'd':
-			p.add(importOp{zxid: int64(s.Pzxid), key: k.childDeletes(path), kind: 'c', node: n, size: len(path) + 64})
+		if kind := importChildKey(n); kind != 0 {
+			p.add(importOp{zxid: int64(s.Pzxid), kind: kind, node: n, size: len(path) + 64})
 		}
 		note(int64(s.Czxid))
 		note(mz)
@@ -552,6 +550,32 @@ func (p importPut) op() clientv3.Op {
 
 // putFor is the put of op, its ZooKeeper zxid placed at z.
 func (im *importer) putFor(op importOp, z encoding.Zxid, l *importLayout) importPut {
+	return importPut{string(im.keys.appendImportKey(nil, op)), string(appendImportValue(nil, op, z, l)), op.lease}
+}
+
+// appendImportKey appends op's key to b: keySchema's data, childCreates, childDeletes, offsets
+// or reapIndex key of op's node.
+func (k keySchema) appendImportKey(b []byte, op importOp) []byte {
+	path := op.node.Path
+	b = append(b, k.prefix...)
+	switch op.kind {
+	case 'n':
+		b = append(b, "n/"...)
+	case 'r':
+		return append(append(b, 'r'), path...)
+	default:
+		b = append(b, "m/"...)
+	}
+	b = strconv.AppendInt(b, int64(depth(path)), 10)
+	b = append(b, path...)
+	if op.kind != 'n' {
+		b = append(b, 0, op.kind)
+	}
+	return b
+}
+
+// appendImportValue appends op's value to b, its ZooKeeper zxid placed at z.
+func appendImportValue(b []byte, op importOp, z encoding.Zxid, l *importLayout) []byte {
 	n, s := op.node, op.node.Stat
 	switch op.kind {
 	case 'n':
@@ -559,13 +583,13 @@ func (im *importer) putFor(op importOp, z encoding.Zxid, l *importLayout) import
 		if cz := l.zxid(int64(s.Czxid)); revOf(cz) == revOf(z) {
 			ix.czxid = uint16(cz & maxBatchIndex)
 		}
-		return importPut{op.key, encodeDataValue(n.Data, s.Mtime, ix, importMeta(n)), op.lease}
-	case 'c':
-		return importPut{op.key, encodeIndexValue(uint16(z & maxBatchIndex)), 0}
+		return appendDataValue(b, n.Data, s.Mtime, ix, importMeta(n))
+	case 'c', 'd':
+		return appendIndexValue(b, uint16(z&maxBatchIndex))
 	case 'o':
-		return importPut{op.key, encodeOffsetsValue(importOffsets(n, z, l)), op.lease}
+		return appendOffsetsValue(b, importOffsets(n, z, l))
 	}
-	return importPut{key: op.key}
+	return b
 }
 
 // importMeta is the meta of a node's data value: ctime, kind, TTL and ACL.

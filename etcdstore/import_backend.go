@@ -1,13 +1,18 @@
 package etcdstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/zetcd/zetcd/internal/boltfile"
 
 	"go.etcd.io/etcd/api/v3/version"
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
@@ -31,13 +36,13 @@ import (
 // The first revision, holding the import marker, is written through etcd's backend into a
 // file of another name, synced, and renamed to etcd's database: the database of an import cut
 // short holds the marker, and zetcd refuses it (without the database, etcd starts empty:
-// nothing was imported). The rest goes into that file through bbolt directly, in large
-// transactions without fsync, and is synced once by close: a crash before then leaves a
-// database with the marker, or one bbolt cannot open; both are refused, and the data
-// directory must be removed before importing again.
+// nothing was imported). The whole database, that revision and the rest, is then written
+// beside it page by page (internal/boltfile: the keys come in order, so the tree is built
+// bottom-up, not through bbolt's B+tree inserts), synced once, and renamed over it: a crash
+// leaves either database.
 //
-// The caller's goroutine encodes the entries into chunks; a goroutine of the writer puts them
-// into bbolt, so that building the next entries and writing pages overlap.
+// The caller's goroutine encodes the entries into chunks; a goroutine of the writer writes
+// them, so that building the next entries and writing pages overlap.
 type backendWriter struct {
 	path     string
 	rev      int64 // the revision being written
@@ -45,11 +50,11 @@ type backendWriter struct {
 	chunk    *backendChunk
 	revBytes []byte // scratch for a key
 	chunks   chan *backendChunk
-	done     chan error // the bbolt goroutine's result, once chunks is closed
+	spare    chan *backendChunk // chunks written, to be filled again
+	done     chan error         // the writing goroutine's result, once chunks is closed
 }
 
-// backendChunk is a run of entries for bbolt: keys and values end to end in one arena, so that
-// bbolt, which keeps what it is given until the commit, holds few allocations.
+// backendChunk is a run of entries for the database: keys and values end to end in one arena.
 type backendChunk struct {
 	arena []byte
 	ends  []int // each entry's key end, then its value end, in the arena
@@ -61,9 +66,6 @@ const (
 	// for a little more than backendChunkBytes, so that it seldom grows.
 	backendChunkEntries = 4096
 	backendChunkBytes   = 1 << 20
-	// backendTxnPuts is how many puts one bbolt transaction of the bulk holds: enough that
-	// commits are rare, few enough that a transaction's dirty pages stay small beside the tree.
-	backendTxnPuts = 1 << 17
 )
 
 // newBackendWriter creates etcd's database at path, which must not exist, with the buckets
@@ -72,14 +74,9 @@ func newBackendWriter(log *zap.Logger, path string, marker importPut, first int6
 	if err := createBackend(log, path, marker, first); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoGrowSync: true, NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
-		InitialMmapSize: int(backend.InitialMmapSize)})
-	if err != nil {
-		return nil, fmt.Errorf("open etcd's database %s: %w", path, err)
-	}
-	chunks, done := make(chan *backendChunk, 4), make(chan error, 1)
-	go func() { done <- writeChunks(db, path, chunks) }()
-	return &backendWriter{path: path, rev: first, sub: 1, chunk: newBackendChunk(), revBytes: mvcc.NewRevBytes(), chunks: chunks, done: done}, nil
+	chunks, spare, done := make(chan *backendChunk, 4), make(chan *backendChunk, 8), make(chan error, 1)
+	go func() { done <- writeChunks(path, chunks, spare) }()
+	return &backendWriter{path: path, rev: first, sub: 1, chunk: newBackendChunk(), revBytes: mvcc.NewRevBytes(), chunks: chunks, spare: spare, done: done}, nil
 }
 
 // createBackend creates the database with etcd's own backend, its first revision synced, in a
@@ -99,14 +96,14 @@ func createBackend(log *zap.Logger, path string, marker importPut, first int64) 
 		tx.UnsafeCreateBucket(b)
 	}
 	schema.UnsafeSetStorageVersion(tx, &version.V3_7)
-	kv := encodeKeyValue(nil, marker, first, first, 1)
+	kv := encodeKeyValue(nil, []byte(marker.key), []byte(marker.value), marker.lease, first, first, 1)
 	tx.UnsafeSeqPut(schema.Key, mvcc.RevToBytes(mvcc.Revision{Main: first}, mvcc.NewRevBytes()), kv)
 	tx.Unlock()
 	be.ForceCommit()
 	if err := be.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	return replaceFile(tmp, path)
 }
 
 func newBackendChunk() *backendChunk {
@@ -124,14 +121,19 @@ func (w *backendWriter) begin(rev int64) error {
 
 // put writes p in the open revision as a key's first put (version 1).
 func (w *backendWriter) put(p importPut) {
+	w.putKV([]byte(p.key), []byte(p.value), p.lease)
+}
+
+// putKV writes key, value and lease in the open revision as a key's first put (version 1).
+func (w *backendWriter) putKV(key, value []byte, lease int64) {
 	w.key(false)
-	w.value(encodeKeyValue(w.chunk.arena, p, w.rev, w.rev, 1))
+	w.value(encodeKeyValue(w.chunk.arena, key, value, lease, w.rev, w.rev, 1))
 }
 
 // tombstone writes the deletion of key in the open revision.
 func (w *backendWriter) tombstone(key string) {
 	w.key(true)
-	w.value(encodeKeyValue(w.chunk.arena, importPut{key: key}, 0, 0, 0))
+	w.value(encodeKeyValue(w.chunk.arena, []byte(key), nil, 0, 0, 0, 0))
 }
 
 // grant writes the lease id with ttl seconds, which etcd's lessor recovers when it starts.
@@ -172,7 +174,11 @@ func (w *backendWriter) value(arena []byte) {
 func (w *backendWriter) flushFull() {
 	if len(w.chunk.lease) >= backendChunkEntries || len(w.chunk.arena) >= backendChunkBytes {
 		w.chunks <- w.chunk
-		w.chunk = newBackendChunk()
+		select {
+		case w.chunk = <-w.spare:
+		default:
+			w.chunk = newBackendChunk()
+		}
 	}
 }
 
@@ -190,72 +196,120 @@ func (w *backendWriter) close() error {
 	return <-w.done
 }
 
-// writeChunks puts every chunk's entries into db in order, commits every backendTxnPuts, syncs
-// and closes db. After a failure it drains chunks, so that their writer never blocks.
-func writeChunks(db *bolt.DB, path string, chunks <-chan *backendChunk) error {
-	err := putChunks(db, chunks)
+// writeChunks writes a new database beside path, holding what path holds (the marker's
+// revision, the buckets and storage version createBackend wrote) and every chunk's entries,
+// syncs it and renames it to path. After a failure it drains chunks, so that their writer
+// never blocks, and path still holds the marker's database.
+func writeChunks(path string, chunks <-chan *backendChunk, spare chan<- *backendChunk) error {
+	bulk := path + ".bulk"
+	err := writeBulk(path, bulk, chunks, spare)
 	for range chunks {
 	}
 	if err == nil {
-		err = db.Sync()
+		err = replaceFile(bulk, path)
 	}
-	err = errors.Join(err, db.Close())
 	if err != nil {
+		os.Remove(bulk)
 		return fmt.Errorf("etcd's database %s: %w", path, err)
 	}
 	return nil
 }
 
-func putChunks(db *bolt.DB, chunks <-chan *backendChunk) error {
-	var tx *bolt.Tx
-	defer func() {
-		if tx != nil {
-			tx.Rollback()
-		}
-	}()
-	puts := 0
+// writeBulk writes bulk: the key bucket of path followed by the chunks' keys, which come in
+// order after it; the lease bucket of path with the chunks' leases; path's other buckets.
+// Each chunk written is emptied and offered back on spare.
+func writeBulk(path, bulk string, chunks <-chan *backendChunk, spare chan<- *backendChunk) error {
+	base, err := readBuckets(path)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(bulk); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	w, err := boltfile.Create(bulk, os.Getpagesize())
+	if err != nil {
+		return err
+	}
+	keyName, leaseName := string(schema.Key.Name()), string(schema.Lease.Name())
+	leases := base[leaseName]
+	err = w.Bucket([]byte(keyName))
+	for _, e := range base[keyName] {
+		err = errors.Join(err, w.Put(e[0], e[1]))
+	}
 	for c := range chunks {
-		if tx == nil {
-			var err error
-			if tx, err = db.Begin(true); err != nil {
-				return err
-			}
+		if err != nil {
+			break
 		}
-		keys, leases := tx.Bucket(schema.Key.Name()), tx.Bucket(schema.Lease.Name())
-		keys.FillPercent = 1 // the keys come in order: full pages, as a compacted database
 		from := 0
 		for i, isLease := range c.lease {
 			k, v := c.arena[from:c.ends[2*i]], c.arena[c.ends[2*i]:c.ends[2*i+1]]
 			from = c.ends[2*i+1]
-			b := keys
 			if isLease {
-				b = leases
-			}
-			if err := b.Put(k, v); err != nil {
-				return err
-			}
-		}
-		if puts += len(c.lease); puts >= backendTxnPuts {
-			err := tx.Commit()
-			tx, puts = nil, 0
-			if err != nil {
-				return err
+				leases = append(leases, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+			} else if err = w.Put(k, v); err != nil {
+				break
 			}
 		}
+		c.arena, c.ends, c.lease = c.arena[:0], c.ends[:0], c.lease[:0]
+		select {
+		case spare <- c:
+		default:
+		}
 	}
-	if tx == nil {
-		return nil
+	slices.SortFunc(leases, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+	base[leaseName] = leases
+	for name, entries := range base {
+		if err != nil || name == keyName {
+			continue
+		}
+		err = w.Bucket([]byte(name))
+		for _, e := range entries {
+			err = errors.Join(err, w.Put(e[0], e[1]))
+		}
 	}
-	err := tx.Commit()
-	tx = nil
-	return err
+	return errors.Join(err, w.Close())
 }
 
-// encodeKeyValue appends p as the mvccpb.KeyValue etcd stores for it, fields in their order
-// and zero fields left out, as proto.Marshal writes it.
-func encodeKeyValue(b []byte, p importPut, created, modified, version int64) []byte {
+// readBuckets reads every bucket of the database at path.
+func readBuckets(path string) (map[string][][2][]byte, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	out := map[string][][2][]byte{}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			entries := [][2][]byte{}
+			err := b.ForEach(func(k, v []byte) error {
+				entries = append(entries, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+				return nil
+			})
+			out[string(name)] = entries
+			return err
+		})
+	})
+	return out, err
+}
+
+// replaceFile renames from to to and syncs their directory, so that the rename survives a
+// crash.
+func replaceFile(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(to))
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
+}
+
+// encodeKeyValue appends the mvccpb.KeyValue etcd stores for a put of key, value and lease,
+// fields in their order and zero fields left out, as proto.Marshal writes it.
+func encodeKeyValue(b, key, value []byte, lease, created, modified, version int64) []byte {
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendString(b, p.key)
+	b = protowire.AppendBytes(b, key)
 	for _, f := range []struct {
 		num protowire.Number
 		v   int64
@@ -265,13 +319,13 @@ func encodeKeyValue(b []byte, p importPut, created, modified, version int64) []b
 			b = protowire.AppendVarint(b, uint64(f.v))
 		}
 	}
-	if p.value != "" {
+	if len(value) > 0 {
 		b = protowire.AppendTag(b, 5, protowire.BytesType)
-		b = protowire.AppendString(b, p.value)
+		b = protowire.AppendBytes(b, value)
 	}
-	if p.lease != 0 {
+	if lease != 0 {
 		b = protowire.AppendTag(b, 6, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(p.lease))
+		b = protowire.AppendVarint(b, uint64(lease))
 	}
 	return b
 }
@@ -312,9 +366,14 @@ func (im *importer) writeBackend(l *importLayout, final int64) error {
 		return err
 	}
 	defer w.close()
-	zero := &importLayout{}
+	var key, value []byte // scratch: putKV copies them
+	put := func(op importOp, l *importLayout) {
+		key = im.keys.appendImportKey(key[:0], op)
+		value = appendImportValue(value[:0], op, l.zxid(op.zxid), l)
+		w.putKV(key, value, op.lease)
+	}
 	for _, op := range im.plan.byZxid[0] {
-		w.put(im.putFor(op, 0, zero))
+		put(op, &importLayout{})
 	}
 	for _, r := range l.revs {
 		if err := w.begin(r.rev); err != nil {
@@ -322,7 +381,7 @@ func (im *importer) writeBackend(l *importLayout, final int64) error {
 		}
 		for _, z := range r.zxids {
 			for _, op := range im.plan.byZxid[z] {
-				w.put(im.putFor(op, l.zxid(op.zxid), l))
+				put(op, l)
 			}
 		}
 	}

@@ -30,7 +30,7 @@ func TestEncodeKeyValue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := encodeKeyValue(nil, c.p, c.created, c.modified, c.version); !bytes.Equal(got, want) {
+		if got := encodeKeyValue(nil, []byte(c.p.key), []byte(c.p.value), c.p.lease, c.created, c.modified, c.version); !bytes.Equal(got, want) {
 			t.Errorf("%+v: encoded %x, proto.Marshal %x", c, got, want)
 		}
 	}

@@ -225,3 +225,16 @@ func BenchmarkImport(b *testing.B) {
 	}
 	b.ReportMetric(float64(nodes)*float64(b.N)/b.Elapsed().Seconds(), "znodes/s")
 }
+
+// TestImportKeys: the keys an import builds are keySchema's.
+func TestImportKeys(t *testing.T) {
+	k := keySchema{prefix: "/zk/"}
+	for _, path := range []string{"/", "/a", "/a/b/c", "/\x00x"} {
+		n := &zkdata.Node{Path: path}
+		for kind, want := range map[byte]string{'n': k.data(path), 'c': k.childCreates(path), 'd': k.childDeletes(path), 'o': k.offsets(path), 'r': k.reapIndex(path)} {
+			if got := string(k.appendImportKey([]byte("x"), importOp{kind: kind, node: n})); got != "x"+want {
+				t.Errorf("%s, kind %c: %q, want %q", path, kind, got, "x"+want)
+			}
+		}
+	}
+}

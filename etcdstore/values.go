@@ -127,6 +127,14 @@ type zxidIndexes struct{ czxid, mzxid uint16 }
 
 // encodeDataValue encodes a data key's value.
 func encodeDataValue(data []byte, mtime int64, ix zxidIndexes, meta aclValue) string {
+	b := make([]byte, 0, dataHeaderLenIndexes+4+aclValueLen(meta)+len(data))
+	b = appendDataValue(b, data, mtime, ix, meta)
+	// b is never written after: the string shares its bytes (as strings.Builder does).
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// appendDataValue appends a data key's value to b.
+func appendDataValue(b, data []byte, mtime int64, ix zxidIndexes, meta aclValue) []byte {
 	header := dataHeaderLen
 	if ix != (zxidIndexes{}) {
 		header = dataHeaderLenIndexes
@@ -142,16 +150,12 @@ func encodeDataValue(data []byte, mtime int64, ix zxidIndexes, meta aclValue) st
 		binary.BigEndian.PutUint16(h[11:13], ix.mzxid)
 	}
 	h[0] |= dataFlagMeta
-	metaLen := aclValueLen(meta)
 	header += 4 // the meta's length, written once the meta is
-	// One allocation, handed out as the string without a copy (as strings.Builder does): b is
-	// never written after.
-	b := make([]byte, 0, header+metaLen+len(data))
+	start := len(b)
 	b = append(b, h[:header]...)
 	b = appendACLValue(b, meta)
-	binary.BigEndian.PutUint32(b[header-4:], uint32(len(b)-header))
-	b = append(b, data...)
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	binary.BigEndian.PutUint32(b[start+header-4:], uint32(len(b)-start-header))
+	return append(b, data...)
 }
 
 // decodeDataValue returns the node's data (nil for null data, non-nil empty for empty data),
@@ -186,11 +190,13 @@ func decodeDataValue(v []byte) (data []byte, mtime int64, ix zxidIndexes, meta [
 
 // The child-create and child-delete keys' value is the index of the write that last put them
 // in their revision (a big-endian uint16), or empty for index 0.
-func encodeIndexValue(index uint16) string {
+func encodeIndexValue(index uint16) string { return string(appendIndexValue(nil, index)) }
+
+func appendIndexValue(b []byte, index uint16) []byte {
 	if index == 0 {
-		return ""
+		return b
 	}
-	return string(binary.BigEndian.AppendUint16(nil, index))
+	return binary.BigEndian.AppendUint16(b, index)
 }
 
 func decodeIndexValue(v []byte) (uint16, error) {
@@ -311,12 +317,15 @@ func czxidOwn(index uint16) int64 { return -1 - int64(index) }
 const offsetsValueLen = 33
 
 func encodeOffsetsValue(o offsetsValue) string {
-	b := make([]byte, 1, offsetsValueLen)
-	b[0] = 2
+	return string(appendOffsetsValue(make([]byte, 0, offsetsValueLen), o))
+}
+
+func appendOffsetsValue(b []byte, o offsetsValue) []byte {
+	b = append(b, 2)
 	for _, v := range []int64{o.Version, o.Aversion, o.Creates, o.Czxid} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
-	return string(b)
+	return b
 }
 
 func decodeOffsetsValue(b []byte) (offsetsValue, error) {

@@ -26,6 +26,8 @@ type kafkaOptions struct {
 	ID    int
 	Props string // server.properties lines beyond the id, listener, log directory and zookeeper.connect
 	JAAS  string // a JAAS file's text (its Client section logs the broker in); empty: none
+	// JVM are options after the defaults: a later -Xmx replaces the default heap's bound.
+	JVM []string
 	// Restart, if set, is a broker that has exited: the new one takes over its listener and
 	// directory (its logs, the partitions' data).
 	Restart *kafkaBroker
@@ -60,7 +62,7 @@ func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBrok
 	}
 	cfg := write("server.properties", fmt.Sprintf("broker.id=%d\nlisteners=PLAINTEXT://%s\nlog.dirs=%s\nzookeeper.connect=%s\n%s",
 		o.ID, addr, filepath.Join(dir, "logs"), zkConnect, o.Props))
-	jvm := []string{"-Xmx512m", "-XX:+UseSerialGC", "-Dzookeeper.fips-mode=false"}
+	jvm := append([]string{"-Xmx512m", "-XX:+UseSerialGC", "-Dzookeeper.fips-mode=false"}, o.JVM...)
 	if o.JAAS != "" {
 		jvm = append(jvm, "-Djava.security.auth.login.config="+write("kafka.jaas", o.JAAS))
 	}

@@ -146,7 +146,7 @@ func Load(dir string, opts Options) (*State, error) {
 	for _, s := range t.deadSessions(last) {
 		l.skip(fmt.Sprintf("ephemerals of session %#x deleted: the session is not open", s), zap.Int64("session", s))
 	}
-	nodes, orphans, missingACL := t.state()
+	nodes, all, orphans, missingACL := t.state()
 	for _, m := range missingACL {
 		l.skip(fmt.Sprintf("node %s: its ACL is not in the snapshot's ACL cache and no setACL after it sets one; ACL left nil (ZooKeeper fails to read it)", m))
 	}
@@ -156,7 +156,7 @@ func Load(dir string, opts Options) (*State, error) {
 	l.log.Info("loaded a ZooKeeper data directory", zap.String("dir", dir), zap.String("snapshot", snapPath),
 		zap.Int("nodes", len(nodes)), zap.Int("sessions", len(t.sessions)), zap.Int64("txns", l.progress.Txns),
 		zap.String("lastZxid", fmt.Sprintf("%#x", last)))
-	return &State{Nodes: nodes, Sessions: t.openSessions(), LastZxid: last, Snapshot: snapPath, Skipped: l.skipped}, nil
+	return &State{Nodes: nodes, Sessions: t.openSessions(), LastZxid: last, Snapshot: snapPath, Skipped: l.skipped, loaded: all}, nil
 }
 
 func (t *tree) openSessions() map[int64]Session {

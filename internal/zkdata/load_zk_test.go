@@ -1,6 +1,7 @@
 package zkdata_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -195,6 +196,7 @@ func TestLoadMatchesZooKeeper(t *testing.T) {
 			reportDiffs(t, "Load differs from the server that wrote the directory", diffTree(st, truth))
 			reportDiffs(t, "Load's sessions differ from the server's", diffSessions(st, sessions))
 			checkKinds(t, st)
+			checkAll(t, st)
 			loadFromEverySnapshot(t, dataDir, truth, sessions)
 
 			// ZooKeeper's own load of the same directory.
@@ -330,4 +332,25 @@ func TestLoadLargeZooKeeperTree(t *testing.T) {
 		}
 	}
 	reportDiffs(t, "Load differs from the server", diffs)
+}
+
+// checkAll checks that st.All yields every node of st.Nodes once, each one's parent before it.
+func checkAll(t *testing.T, st *zkdata.State) {
+	t.Helper()
+	seen := map[string]bool{}
+	for n := range st.All() {
+		if st.Nodes[n.Path] != n {
+			t.Errorf("All yields %s, which is not the node Nodes holds at that path", n.Path)
+		}
+		if seen[n.Path] {
+			t.Errorf("All yields %s twice", n.Path)
+		}
+		if parent := cmp.Or(n.Path[:strings.LastIndexByte(n.Path, '/')], "/"); n.Path != "/" && !seen[parent] {
+			t.Errorf("All yields %s before its parent %s", n.Path, parent)
+		}
+		seen[n.Path] = true
+	}
+	if len(seen) != len(st.Nodes) {
+		t.Errorf("All yields %d nodes, Nodes holds %d", len(seen), len(st.Nodes))
+	}
 }

@@ -93,6 +93,7 @@ func readSnapshot(path string, progress func(nodes int)) (*tree, error) {
 	if _, err = readNodes(s, t, cache, progress); err != nil {
 		return nil, fmt.Errorf("nodes: %w", err)
 	}
+	t.replaced()
 	if err := s.seal(); err != nil {
 		return nil, err
 	}
@@ -287,7 +288,7 @@ func (l *linker) link(sn snapNode) error {
 		if t.nodes[""] != nil {
 			return fmt.Errorf("node \"\" at offset %d: a second root", sn.at)
 		}
-		t.nodes[""] = sn.n
+		t.put("", sn.n, nil)
 		return nil
 	}
 	parentPath, _ := split(sn.path)
@@ -297,7 +298,7 @@ func (l *linker) link(sn snapNode) error {
 	if l.lastParent == nil {
 		return fmt.Errorf("node %q at offset %d: no parent %q", sn.path, sn.at, parentPath)
 	}
-	t.addUnder(sn.path, sn.n, l.lastParent)
+	t.addUnder(sn.path, sn.n, l.lastParent, nil)
 	t.indexEphemeral(sn.path, sn.n.owner)
 	return nil
 }

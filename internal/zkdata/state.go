@@ -1,6 +1,8 @@
 package zkdata
 
 import (
+	"iter"
+
 	"go.uber.org/zap"
 
 	"github.com/zetcd/zetcd/encoding"
@@ -38,6 +40,29 @@ type State struct {
 	// Skipped says, one line each, what was passed over and why: damaged snapshots, a torn
 	// last log entry, ephemerals of sessions that are not open.
 	Skipped []string
+	// loaded holds the Nodes of a State from Load, in the order the tree gained them.
+	loaded []Node
+}
+
+// All yields every node of Nodes. For a State from Load whose Nodes were not changed since,
+// it yields them in the order the tree gained them (a node's parent before it), reading memory
+// about in order; for any other, in the map's order.
+func (s *State) All() iter.Seq[*Node] {
+	return func(yield func(*Node) bool) {
+		if len(s.loaded) == len(s.Nodes) {
+			for i := range s.loaded {
+				if !yield(&s.loaded[i]) {
+					return
+				}
+			}
+			return
+		}
+		for _, n := range s.Nodes {
+			if !yield(n) {
+				return
+			}
+		}
+	}
 }
 
 // Session is an open session.

@@ -436,6 +436,7 @@ func TestFuzzyReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
+	checkAll(t, st)
 	p, c := st.Nodes["/p"], st.Nodes["/p/c"]
 	if p == nil || c == nil || !slices.Equal(p.Children, []string{"c"}) || p.Stat.NumChildren != 1 || p.Stat.Cversion != 1 || p.Stat.Pzxid != 0x13 {
 		t.Fatalf("/p %+v, /p/c %+v; want /p with its child c", p, c)
@@ -496,5 +497,29 @@ func TestRestartAfterTornWrite(t *testing.T) {
 	testenv.Must(t, os.Remove(filepath.Join(dir, "version-2", "log.12")))
 	if st, err = zkdata.Load(dir, zkdata.Options{}); err != nil || st.LastZxid != 0x11 {
 		t.Errorf("Load without log.12: LastZxid %#x, %v; want 0x11", st.LastZxid, err)
+	}
+}
+
+// TestSnapshotPathTwice: a snapshot that holds a path twice loads as DataTree.deserialize
+// loads it: the second node takes the path, the parent counts the name once.
+func TestSnapshotPathTwice(t *testing.T) {
+	dir := t.TempDir()
+	nodes := append(systemNodes(),
+		synthNode{path: "/a", data: []byte("first"), acl: -1, zxid: 2},
+		synthNode{path: "/a", data: []byte("second"), acl: -1, zxid: 3},
+	)
+	nodes[0].cversion = 1
+	writeSnapshot(t, dir, 3, "", nil, nil, eachNode(nodes))
+	st, err := zkdata.Load(dir, zkdata.Options{})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	checkAll(t, st)
+	a, root := st.Nodes["/a"], st.Nodes["/"]
+	if a == nil || string(a.Data) != "second" || a.Stat.Czxid != 3 {
+		t.Fatalf("/a %+v, want the second node", a)
+	}
+	if root.Stat.NumChildren != 2 || !slices.Equal(root.Children, []string{"a", "zookeeper"}) {
+		t.Errorf("/ has %d children %q, want a and zookeeper", root.Stat.NumChildren, root.Children)
 	}
 }

@@ -39,15 +39,19 @@ type znode struct {
 	// missingACL is the ACL id of a snapshot's node that its ACL cache lacks, until a
 	// setACL sets the ACL; acl is nil meanwhile.
 	missingACL int64
-	dead       bool  // deleted
-	orphan     int8  // set by state: 1 reachable from the root, -1 not
+	dead       bool // deleted, or another node took its path
+	orphan     int8 // set by state: 1 reachable from the root, -1 not
+	path       string
 	out        *Node // set by state
 }
 
 // tree is a DataTree: nodes by path with the root at "" (as DataTree keys it), the ephemerals
 // by session, and the open sessions (FileTxnSnapLog.restore's map) by id.
 type tree struct {
-	nodes      map[string]*znode
+	nodes map[string]*znode
+	// order holds every node the tree gained, dead ones too, in that order: walking it
+	// reads the nodes about in the order they lie in memory, as a walk of the map does not.
+	order      []*znode
 	ephemerals map[int64]map[string]struct{}
 	sessions   map[int64]int32
 }
@@ -63,6 +67,7 @@ var (
 func newTree(nodes int) *tree {
 	return &tree{
 		nodes:      make(map[string]*znode, nodes),
+		order:      make([]*znode, 0, nodes),
 		ephemerals: make(map[int64]map[string]struct{}),
 		sessions:   make(map[int64]int32),
 	}
@@ -73,7 +78,7 @@ func newTree(nodes int) *tree {
 // constructor and addConfigNode).
 func initialTree() *tree {
 	t := newTree(0)
-	t.nodes[""] = &znode{data: []byte{}, acl: openACL}
+	t.put("", &znode{data: []byte{}, acl: openACL}, nil)
 	for _, p := range []string{"/zookeeper", "/zookeeper/quota", "/zookeeper/config"} {
 		t.add(p, &znode{data: []byte{}, acl: openACL})
 	}
@@ -95,14 +100,44 @@ func split(path string) (parent, name string) {
 // add puts n at path, under its parent, which exists.
 func (t *tree) add(path string, n *znode) {
 	parent, _ := split(path)
-	t.addUnder(path, n, t.nodes[parent])
+	t.addUnder(path, n, t.nodes[parent], nil)
 }
 
-// addUnder puts n at path under parent.
-func (t *tree) addUnder(path string, n *znode, parent *znode) {
+// addUnder puts n at path under parent, in place of old, the node at path if the caller
+// knows it.
+func (t *tree) addUnder(path string, n *znode, parent *znode, old *znode) {
 	n.parent = parent
 	parent.nchild++
+	t.put(path, n, old)
+}
+
+// put puts n at path in place of old, which is dead from then on (an orphan whose parent was
+// deleted under it: createNode refuses a path that is not). A caller that does not know the
+// node at path passes nil, and calls replaced once done.
+func (t *tree) put(path string, n *znode, old *znode) {
+	if old != nil {
+		old.dead = true
+	}
+	n.path = path
 	t.nodes[path] = n
+	t.order = append(t.order, n)
+}
+
+// replaced marks dead the nodes that others took the path of in puts whose callers did not
+// know them, as DataTree.deserialize's map put drops them; their parent counted them once
+// (DataNode.addChild adds a name to a set).
+func (t *tree) replaced() {
+	if len(t.order) == len(t.nodes) {
+		return // each put was of a path of its own
+	}
+	for _, n := range t.order {
+		if !n.dead && t.nodes[n.path] != n {
+			n.dead = true
+			if n.parent != nil {
+				n.parent.nchild--
+			}
+		}
+	}
 }
 
 // indexEphemeral records a node in its session's ephemerals when it is a session's
@@ -126,7 +161,8 @@ func (t *tree) createNode(path string, data []byte, acl []encoding.ACL, owner in
 	if parent == nil {
 		return errNoNode
 	}
-	if old := t.nodes[path]; old != nil && old.parent == parent {
+	old := t.nodes[path]
+	if old != nil && old.parent == parent {
 		return errNodeExists
 	}
 	if parentCVersion == -1 {
@@ -141,7 +177,7 @@ func (t *tree) createNode(path string, data []byte, acl []encoding.ACL, owner in
 	if acl == nil {
 		acl = openACL
 	}
-	t.addUnder(path, &znode{data: data, acl: acl, czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: time, mtime: time, owner: owner}, parent)
+	t.addUnder(path, &znode{data: data, acl: acl, czxid: zxid, mzxid: zxid, pzxid: zxid, ctime: time, mtime: time, owner: owner}, parent, old)
 	t.indexEphemeral(path, owner)
 	return nil
 }
@@ -326,17 +362,19 @@ func sortedKeys(m map[string]struct{}) []string {
 // state converts the tree into a State's nodes, with the Stat a client reads (DataNode.copyStat)
 // but for the raw ephemeralOwner. The map of paths and the children's lists are built at once,
 // on two cores: at a million nodes each takes a good part of a second.
-func (t *tree) state() (nodes map[string]*Node, orphans int, missingACL []string) {
-	all := make([]Node, 0, len(t.nodes))
-	for p, n := range t.nodes {
-		if !n.reachable() {
+func (t *tree) state() (nodes map[string]*Node, all []Node, orphans int, missingACL []string) {
+	all = make([]Node, 0, len(t.nodes))
+	for _, n := range t.order {
+		switch {
+		case n.dead:
+			continue
+		case !n.reachable():
 			orphans++
 			continue
+		case n.missingACL != 0:
+			missingACL = append(missingACL, fmt.Sprintf("%s (ACL id %d)", n.path, n.missingACL))
 		}
-		if n.missingACL != 0 {
-			missingACL = append(missingACL, fmt.Sprintf("%s (ACL id %d)", p, n.missingACL))
-		}
-		all = append(all, n.node(p))
+		all = append(all, n.node(n.path))
 		n.out = &all[len(all)-1]
 	}
 	out := make(map[string]*Node, len(all))
@@ -347,9 +385,9 @@ func (t *tree) state() (nodes map[string]*Node, orphans int, missingACL []string
 			out[all[i].Path] = &all[i]
 		}
 	}()
-	for p, n := range t.nodes {
+	for _, n := range t.order {
 		if n.parent != nil && n.out != nil {
-			_, name := split(p)
+			_, name := split(n.path)
 			n.parent.out.Children = append(n.parent.out.Children, name)
 		}
 	}
@@ -358,7 +396,7 @@ func (t *tree) state() (nodes map[string]*Node, orphans int, missingACL []string
 	}
 	<-indexed
 	slices.Sort(missingACL)
-	return out, orphans, missingACL
+	return out, all, orphans, missingACL
 }
 
 // node is n's Node at path p.

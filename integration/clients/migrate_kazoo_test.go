@@ -1,0 +1,50 @@
+package clients
+
+import (
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zetcd/zetcd/internal/testkit/itest"
+)
+
+// TestMigrateKazoo: kazoo across a cutover (testdata/kazoo_migrate.py). kazoo's DataWatch (of a
+// node and of an absent node) and ChildrenWatch, set before the cutover, are called once for
+// each change made after it; the session is the same, its state SUSPENDED then CONNECTED, never
+// LOST; its ephemeral is kept; a read after the cutover gives the same data and version and no
+// older mzxid than one before, and a write after it a zxid above every zxid seen before.
+//
+// One call differs from a reconnection to ZooKeeper: DataWatch tells a change by the node's
+// mzxid, and the copy's zxids are ZooKeeper's renumbered (docs/migration.md, "Cutover"), so
+// after the cutover it calls its function once more with the same data ("calls with nothing
+// changed"). ZooKeeper's Java client's watches, and Curator's CuratorCache, which compares
+// versions, see no such change (migrate_java_test.go, migrate_curator_test.go).
+func TestMigrateKazoo(t *testing.T) {
+	py := kazooPython(t)
+	m := itest.StartMigration(t, itest.MigrationOptions{})
+	cmd := exec.Command(py, filepath.Join("testdata", "kazoo_migrate.py"), m.Addr)
+	client, ready := startPaused(t, cmd, "kazoo_migrate.py")
+	session := strings.TrimPrefix(ready, "ready ")
+	cs := m.Cutover(t)
+	if !slices.Contains(cs.TakenOver, session) || len(cs.TakenOver) != 2 {
+		t.Errorf("sessions taken over: %v, want %s's and the writer's", cs.TakenOver, session)
+	}
+	m.StopZooKeeper()
+	wantLines(t, "kazoo_migrate.py", finish(t, client, "go"), []string{
+		"read data=v3 sameVersion=True mzxidNotOlder=True",
+		"raw watch at the disconnection ['NONE None']",
+		"calls with nothing changed ['data v3']",
+		"ephemeral kept=True",
+		"write after zxidAbove=True",
+		"calls for setData ['data after']",
+		"calls for a create [\"children ['data', 'eph', 'new']\"]",
+		"calls for the absent node's create ['absent here', \"children ['absent', 'data', 'eph', 'new']\"]",
+		"session same=True",
+		"states ['CONNECTED', 'SUSPENDED', 'CONNECTED'] ['CONNECTED', 'SUSPENDED', 'CONNECTED']",
+	})
+	if t.Failed() {
+		t.Logf("kazoo_migrate.py's stderr:\n%s", client.stderr.String())
+	}
+}
