@@ -176,21 +176,59 @@ func (mg *migrator) coordinate(cut commonCutover, rev int64) {
 		mg.ag.fail(ctx, fmt.Sprintf("a cutover failed after the copy stopped following ZooKeeper: %v", err))
 	}
 	r.cut.State, r.cut.Step, r.cut.Error = commonHandedBack, "", err.Error()
-	if _, err := mg.ag.putCutover(ctx, r.rev, r.cut, mg.ag.sess.Lease()); err != nil {
-		mg.log.Warn("cutover: handing back", zap.Error(err))
+	r.handBack()
+}
+
+// handBack writes the cutover handed back, again after etcd's errors until it is written, the
+// key is no longer the one the copier last wrote (its lease gone, or the cutover done by an
+// attempt whose answer was lost), or the migration ends: until then every process holds.
+func (r *cutoverRun) handBack() {
+	pause := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(r.mg.ctx, 10*time.Second)
+		_, err := r.mg.ag.putCutover(ctx, r.rev, r.cut, r.mg.ag.sess.Lease())
+		cancel()
+		if err == nil || errors.Is(err, errStale) || r.mg.ctx.Err() != nil {
+			return
+		}
+		r.mg.log.Warn("cutover: handing back, again after a pause", zap.Error(err))
+		select {
+		case <-r.mg.ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
 	}
 }
 
-// step writes the cutover's step into the common cutover.
+// writeTimeout bounds each write of the common cutover; one that fails is made again.
+const writeTimeout = 5 * time.Second
+
+// step writes the cutover's step into the common cutover, again after etcd's errors until ctx
+// (at most cutoverTimeout) ends.
 func (r *cutoverRun) step(ctx context.Context, s string) error {
 	r.mg.log.Info("cutover: "+s, zap.String("step", s), zap.String("cutover", r.cut.ID))
 	r.cut.Step = s
-	rev, err := r.mg.ag.putCutover(ctx, r.rev, r.cut, r.mg.ag.sess.Lease())
-	if err != nil {
-		return fmt.Errorf("cutover: %s: %w", s, err)
+	ctx, cancel := context.WithTimeout(ctx, cutoverTimeout)
+	defer cancel()
+	for {
+		wctx, wcancel := context.WithTimeout(ctx, writeTimeout)
+		rev, err := r.mg.ag.putCutover(wctx, r.rev, r.cut, r.mg.ag.sess.Lease())
+		wcancel()
+		switch {
+		case err == nil:
+			r.rev = rev
+			return nil
+		case errors.Is(err, errStale) || ctx.Err() != nil:
+			return fmt.Errorf("cutover: %s: %w", s, err)
+		}
+		r.mg.log.Warn("cutover: writing the step, again after a pause", zap.String("step", s), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cutover: %s: %w", s, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	r.rev = rev
-	return nil
 }
 
 func (r *cutoverRun) run() error {

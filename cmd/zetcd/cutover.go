@@ -279,6 +279,8 @@ func (mg *migrator) serve(cut commonCutover) {
 		mg.log.Info("cutover done: zetcd serves every client", zap.String("cutover", cut.ID))
 	case <-exited:
 		mg.settle(cut.ID, "zetcd did not start; see its log")
+	case <-time.After(cutoverTimeout):
+		mg.settle(cut.ID, fmt.Sprintf("zetcd did not start within %s; see its log", cutoverTimeout))
 	case <-mg.ctx.Done():
 	}
 }

@@ -220,7 +220,10 @@ func cutoverWith(t *testing.T, metrics net.Addr, when func() bool, fault func())
 	deadline := time.Now().Add(15 * time.Second)
 	go func() {
 		for {
-			code, body := postCutover(t, metrics)
+			code, body, err := tryCutover(metrics)
+			if err != nil {
+				body = err.Error()
+			}
 			if code != http.StatusConflict || time.Now().After(deadline) {
 				done <- answer{code, body}
 				return
