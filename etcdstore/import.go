@@ -397,12 +397,14 @@ func (im *importer) failed(err error) error {
 // zxids are all zero: New reports a system node's zxid equal to its own create revision (index
 // 0) as 0.
 func (im *importer) begin(ctx context.Context) error {
-	r, err := im.cfg.Client.Get(ctx, im.keys.prefix, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
-	if err != nil {
-		return fmt.Errorf("zetcd import: read prefix %q: %w", im.keys.prefix, err)
-	}
-	if len(r.Kvs) > 0 {
-		return fmt.Errorf("zetcd import: prefix %q is not empty (it holds %q): import only into an unused prefix", im.keys.prefix, r.Kvs[0].Key)
+	for _, rg := range im.keys.storeRanges() {
+		r, err := im.cfg.Client.Get(ctx, rg[0], clientv3.WithRange(rg[1]), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+		if err != nil {
+			return fmt.Errorf("zetcd import: read prefix %q: %w", im.keys.prefix, err)
+		}
+		if len(r.Kvs) > 0 {
+			return fmt.Errorf("zetcd import: prefix %q is not empty (it holds %q): import only into an unused prefix", im.keys.prefix, r.Kvs[0].Key)
+		}
 	}
 	im.marker = im.markerValue()
 	ops := []clientv3.Op{clientv3.OpPut(im.keys.importMarker(), im.marker)}
@@ -411,7 +413,7 @@ func (im *importer) begin(ctx context.Context) error {
 		ops = append(ops, im.putFor(op, 0, zero).op())
 	}
 	t, err := im.cfg.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(im.keys.prefix), "=", 0).WithPrefix()).
+		If(im.keys.emptyStore()...).
 		Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("zetcd import: start: %w", err)
@@ -425,8 +427,12 @@ func (im *importer) begin(ctx context.Context) error {
 	return nil
 }
 
-// markerValue is the import marker's value, for its reader.
+// markerValue is the import marker's value, for its reader: a mirror's (ImportConfig.Marker)
+// from the start, so that the processes of its migration know it while it loads.
 func (im *importer) markerValue() string {
+	if im.cfg.Marker != "" {
+		return im.cfg.Marker
+	}
 	return fmt.Sprintf("import of %d znodes up to zxid %#x started %s", im.plan.nodes, im.st.LastZxid, time.Now().UTC().Format(time.RFC3339))
 }
 

@@ -31,6 +31,10 @@ type Config struct {
 	// LastInterval is how often ZooKeeper's last zxid is read (default 1 s), against which the
 	// copy's lag is measured.
 	LastInterval time.Duration
+	// Loaded, if set, is called once the initial tree is written, before the state leaves
+	// loading; its error fails the migration. While the tree loads nothing else may write to
+	// etcd (etcdstore.Import numbers zxids by the revisions its writes get).
+	Loaded func(context.Context) error
 	// SyncInterval is how often the follower is made to report every change up to ZooKeeper's
 	// last zxid (default 10 s; Follower.Sync, which also reads every ACL again if a transaction
 	// without an event came, as a setACL): the copy then holds ZooKeeper's last zxid even while
@@ -137,6 +141,9 @@ func (m *Migration) Wait() error {
 	<-m.done
 	return m.err
 }
+
+// Done is closed once the migration stops.
+func (m *Migration) Done() <-chan struct{} { return m.done }
 
 // Stop stops the copy, its follower and its mirror, and waits for them. The mirror no longer
 // keeps the sessions' leases alive (Mirror.Close).
@@ -251,6 +258,11 @@ func (m *Migration) run(ctx context.Context) error {
 	res, err := mirror.Load(ctx, st, f.Settled())
 	if err != nil {
 		return err
+	}
+	if m.cfg.Loaded != nil {
+		if err := m.cfg.Loaded(ctx); err != nil {
+			return err
+		}
 	}
 	m.log.Info("migration: following ZooKeeper", zap.Int("nodes", res.Nodes), zap.Bool("resume-ok", res.ResumeOK))
 	m.mu.Lock()
