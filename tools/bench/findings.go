@@ -38,6 +38,12 @@ type findingsData struct {
 	FourLetterZetcd, FourLetterZK                 string
 	LoadVsZK                                      string
 	ImportVsZK                                    string // zetcd import's time over ZooKeeper's restart
+	// Large* are the large-scale step's: its tree, restarts, load and import as above, and
+	// each server's RSS after the load (MiB).
+	HasLarge                                       bool
+	LargeZnodes, LargeRestartZetcd, LargeRestartZK string
+	LargeLoadVsZK, LargeImportVsZK                 string
+	LargeRSS, LargeRSSZK                           string
 }
 
 // findings renders the Findings section from d.
@@ -89,6 +95,7 @@ func newFindingsData(d *runData) findingsData {
 	ownWritesFindings(&f, d.OwnWrites)
 	memoryFindings(&f, d.MemoryScaling)
 	scaleFindings(&f, d.Scale)
+	largeFindings(&f, d.ScaleLarge)
 	return f
 }
 
@@ -208,6 +215,28 @@ func scaleFindings(f *findingsData, sr *scaleRuns) {
 	if k != nil && k.Import != nil && k.Import.Error == "" && k.RestartError == "" && k.RestartSeconds > 0 {
 		f.ImportVsZK = fmt.Sprintf("%.2f", k.Import.Seconds/k.RestartSeconds)
 	}
+}
+
+// largeFindings fills in the large-scale step's figures, read as scaleFindings reads the scale
+// step's.
+func largeFindings(f *findingsData, sr *scaleRuns) {
+	var l findingsData
+	scaleFindings(&l, sr)
+	f.LargeZnodes, f.LargeRestartZetcd, f.LargeRestartZK = l.ScaleZnodes, l.RestartZetcd, l.RestartZK
+	f.LargeLoadVsZK, f.LargeImportVsZK = l.LoadVsZK, l.ImportVsZK
+	f.LargeRSS, f.LargeRSSZK = "—", "—"
+	if sr == nil {
+		return
+	}
+	f.HasLarge = true
+	z, k := sr.zetcdAndZooKeeper()
+	rss := func(r *scaleRun) string {
+		if !r.loadedWhole() || r.LoadedRSSKB == 0 {
+			return "—"
+		}
+		return fmt.Sprint(r.LoadedRSSKB >> 10)
+	}
+	f.LargeRSS, f.LargeRSSZK = rss(z), rss(k)
 }
 
 // span formats the least and the greatest of xs as "a-b" (one figure when they print alike), or
