@@ -85,10 +85,14 @@ package etcdstore
 //	                       padding to move etcd's revision, and while a mirror (mirror.go)
 //	                       keeps a copy of a running ZooKeeper there; New refuses to start
 //	                       while it exists. Value: what is being imported or copied.
-//	P z                    migrated zxids: written by a migration's cutover (cutover.go) with
-//	                       the marker's deletion. Value: ZooKeeper's last zxid and a table from
-//	                       ZooKeeper zxids to zetcd's (ZxidTable), by which setWatches compares
-//	                       a relativeZxid of ZooKeeper's.
+//	P z                    migrated zxids' head: put by a migration's cutover (cutover.go) in
+//	                       the transaction that deletes the import marker. Value: ZooKeeper's
+//	                       last zxid, the copy's last zetcd zxid and the number of chunks
+//	                       (ZxidTable.encode). With it, every Stat shows the ZooKeeper zxid a
+//	                       zetcd zxid of the copy stands for (nodeKeys.statZxids).
+//	P z/<i as 8 hex>       migrated zxids' chunk i, from 0: put before the head, while the
+//	                       marker is there, each within about 1 MiB. Value: every ZooKeeper
+//	                       zxid the copy wrote and its zetcd zxid, in order, as steps.
 //
 // The meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so one
 // range reads them all. A node's own c and d keys are absent until it has had a child: C=0.

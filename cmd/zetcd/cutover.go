@@ -113,11 +113,9 @@ type migrator struct {
 	// serveErr gets a client port's failure while relaying, and zetcd's end after the cutover.
 	serveErr chan error
 
-	// last is ZooKeeper's last zxid at the cutover, seen the newest zxids the relayed sessions
-	// were sent, and last: the ZooKeeper zxids the cutover's ZxidTable translates. Only the
-	// cutover's goroutine uses them.
+	// last is ZooKeeper's last zxid at the cutover, the cutover's ZxidTable's Last. Only the
+	// cutover's goroutine uses it.
 	last int64
-	seen []int64
 
 	mu       sync.Mutex
 	stop     chan struct{} // closed to hold new connections
@@ -327,10 +325,9 @@ func (mg *migrator) takeOver() ([]etcdstore.MigratedSession, error) {
 		return nil, err
 	}
 	var last int64
-	mg.last, mg.seen = z, []int64{z}
+	mg.last = z
 	for _, s := range sessions {
 		last = max(last, int64(s.LastZxid))
-		mg.seen = append(mg.seen, int64(s.LastZxid))
 	}
 	if z < last {
 		return nil, fmt.Errorf("cutover: ZooKeeper's last zxid %#x is below %#x, sent to a relayed session: the copy follows another ZooKeeper", z, last)
@@ -399,7 +396,7 @@ func liveSessions(before, after []zkrelay.Session) []etcdstore.MigratedSession {
 // already gone was deleted by an attempt whose answer was lost.
 func (mg *migrator) endMigration(ctx context.Context) error {
 	cc := etcdstore.CutoverConfig{Client: mg.etcd.cli, LeaseClient: mg.etcd.leases, Prefix: mg.o.prefix, Logger: mg.log}
-	zxids, err := mg.m.Translate(mg.seen)
+	zxids, err := mg.m.Mapped()
 	if err != nil {
 		return err
 	}
