@@ -182,6 +182,9 @@ func TestMigrateCutover(t *testing.T) {
 	set, err := counter.Set("/cut/twice", []byte("2"), -1)
 	testenv.Must(t, err)
 	lastBefore = max(lastBefore, set.Mzxid)
+	// A write after it, so that no client's newest zxid is the node's mzxid.
+	_, err = counter.Create("/cut/other", nil, 0, openACL)
+	testenv.Must(t, err)
 	gone := connectCutover(t, zetcdAddr, timeout) // never reconnects after the cutover
 	_, err = gone.Create("/cut/gone", nil, zk.FlagEphemeral, openACL)
 	testenv.Must(t, err)
