@@ -85,11 +85,12 @@ package etcdstore
 //	                       padding to move etcd's revision, and while a mirror (mirror.go)
 //	                       keeps a copy of a running ZooKeeper there; New refuses to start
 //	                       while it exists. Value: what is being imported or copied.
-//	P z                    migrated zxids' head: put by a migration's cutover (cutover.go) in
-//	                       the transaction that deletes the import marker. Value: ZooKeeper's
-//	                       last zxid, the copy's last zetcd zxid and the number of chunks
-//	                       (ZxidTable.encode). With it, every Stat shows the ZooKeeper zxid a
-//	                       zetcd zxid of the copy stands for (nodeKeys.statZxids).
+//	P z                    migrated zxids' head: put by a migration's cutover (cutover.go), or
+//	                       a renumbered import (import.go), in the transaction that deletes
+//	                       the import marker. Value: ZooKeeper's last zxid, the copy's last
+//	                       zetcd zxid and the number of chunks (ZxidTable.encode). With it,
+//	                       every Stat shows the ZooKeeper zxid a zetcd zxid of the copy stands
+//	                       for (nodeKeys.statZxids).
 //	P z/<i as 8 hex>       migrated zxids' chunk i, from 0: put before the head, while the
 //	                       marker is there, each within about 1 MiB. Value: every ZooKeeper
 //	                       zxid the copy wrote and its zetcd zxid, in order, as steps.
