@@ -50,7 +50,7 @@ node: ## install node-zookeeper-client from npm into .cache/node, for the Node.j
 	cp tools/node/package.json tools/node/package-lock.json .cache/node/
 	cd .cache/node && npm ci --no-audit --no-fund
 
-bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then the same rate offered to zetcd and ZooKeeper, their reads and every server's writes with the server on one core and zkboom on another, then bench-scale's and bench-memory's steps (~35 min): docs/benchmarks.md
+bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then the same rate offered to zetcd and ZooKeeper, their reads and every server's writes with the server on one core and zkboom on another, then bench-scale's and bench-memory's steps (~65 min; the 10M-znode step needs ~16 GiB of free memory): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd
 	@if [[ ! -x .cache/benchvenv/bin/python ]]; then \
 		echo "bench: matplotlib for the plot, into .cache/benchvenv"; \
@@ -62,7 +62,7 @@ bench: build zookeeper ## zkboom against bare etcd, zetcd and ZooKeeper, then th
 bench-memory: build zookeeper ## memory per znode, session and watch, zetcd vs ZooKeeper (~3 min): docs/benchmarks.md
 	$(GO) run ./tools/bench --bin bin --only memory
 
-bench-scale: build zookeeper ## sequential creates in one parent, watch latency (bare etcd too, in rounds), 4lw and restart with 1M znodes, zetcd vs ZooKeeper (~10 min): docs/benchmarks.md
+bench-scale: build zookeeper ## sequential creates in one parent, watch latency (bare etcd too, in rounds), load, gets, 4lw, restart and import with 1M and with 10M znodes, zetcd vs ZooKeeper (~45 min; 10M needs ~16 GiB of free memory): docs/benchmarks.md
 	$(GO) build -o bin/ ./tools/bench/benchetcd
 	$(GO) run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --own-core-writes=false --memory=false
 

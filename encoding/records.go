@@ -100,6 +100,17 @@ func encodeACLs(e *Encoder, acl []ACL) {
 	}
 }
 
+// AppendACLRecord appends what AppendRecord appends for SetACLRequest{ACL: acl} (empty path,
+// version 0): the form in which a list of ACLs is stored. Unlike AppendRecord with a record
+// made for it, it allocates nothing but b's growth.
+func AppendACLRecord(b []byte, acl []ACL) []byte {
+	e := Encoder{buf: b}
+	e.String("")
+	encodeACLs(&e, acl)
+	e.Int32(0)
+	return e.buf
+}
+
 // decodeACLs reads a vector<ACL>; null decodes as nil, empty as non-nil.
 func decodeACLs(d *Decoder) []ACL {
 	n := d.VectorLen(aclMinSize)

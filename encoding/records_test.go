@@ -435,3 +435,22 @@ func TestDecodeKnownIDStrings(t *testing.T) {
 		t.Errorf("decoding world:anyone: %v allocations, want 0", n)
 	}
 }
+
+// TestAppendACLRecord: AppendACLRecord appends the bytes AppendRecord appends for the same
+// SetACLRequest, for a null, an empty and non-empty lists and a null string in an id, and
+// allocates nothing into a buffer with room.
+func TestAppendACLRecord(t *testing.T) {
+	for _, acl := range [][]ACL{nil, {}, sampleACL[:1], sampleACL, {{Perms: PermRead, ID: ID{Scheme: NullString, ID: ""}}}} {
+		want := AppendRecord([]byte("prefix"), &SetACLRequest{ACL: acl})
+		if got := AppendACLRecord([]byte("prefix"), acl); !bytes.Equal(got, want) {
+			t.Errorf("%v: AppendACLRecord %x, AppendRecord %x", acl, got, want)
+		}
+	}
+	if testing.CoverMode() != "" || raceEnabled {
+		return // instrumentation allocates
+	}
+	buf := make([]byte, 0, 512)
+	if n := testing.AllocsPerRun(100, func() { buf = AppendACLRecord(buf[:0], sampleACL) }); n != 0 {
+		t.Errorf("AppendACLRecord: %v allocations, want 0", n)
+	}
+}

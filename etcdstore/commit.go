@@ -49,6 +49,7 @@ type pendingWrite struct {
 	s      *etcdSession
 	opName string
 	ops    []mop
+	one    [1]mop // ops of a single op (singleWrite)
 	floor  int64
 	done   chan<- writeOutcome // capacity 1: the committer never blocks on it
 	// retries counts the batches in flight it was in that failed their guards (pipeline.go).
@@ -365,7 +366,7 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite, floo
 		if err != nil {
 			return nil, err
 		}
-		outcomes, writes := c.check(m, batch)
+		outcomes, writes, journal := c.check(m, batch)
 		fence := attempt == 0 && b.fenceGuardsNow()
 		guards := m.guards(fence)
 		if attempt == 0 {
@@ -388,7 +389,7 @@ func (c *committer) commitBatch(ctx context.Context, batch []*pendingWrite, floo
 			continue
 		}
 		c.lastRev = r.Header.Revision
-		b.applyOwn(r.Header.Revision, writes)
+		b.applyOwn(r.Header.Revision, writes, journal)
 		for i := range outcomes {
 			outcomes[i].rev = r.Header.Revision
 			if outcomes[i].failedAt < 0 {
@@ -432,17 +433,30 @@ func (c *committer) ownerGuards(batch []*pendingWrite, outcomes []writeOutcome) 
 //     those deletions, fails, and the check that follows refuses the writes of the sessions that
 //     ended (SessionExpired), as ZooKeeper's leader refuses a request of a session it expired.
 //
-// Four compares per transaction, whatever its size; a move fails the batches of the process it
-// left once, each checked again and guarded by ownerGuards. A session this process ends itself
-// needs no guard: its end waits for its writes on the way (writesInFlight).
+// Two compares per transaction, whatever its size, once the feed has shown the taken key's
+// last put and the process key's creation at or before rev: the taken key's ModRevision is
+// the one the feed last showed, which no put or delete since leaves, and the process key's
+// CreateRevision is the one its last put made. Each implies its pair above; a put the feed
+// has not shown yet fails it, and the batch is checked again as after a take. Else four, the
+// pairs themselves. A move fails the batches of the process it left once, each checked again
+// and guarded by ownerGuards. A session this process ends itself needs no guard: its end
+// waits for its writes on the way (writesInFlight).
 func (c *committer) processGuards(rev int64) []clientv3.Cmp {
-	taken, process := c.b.keys.taken(c.b.process.id), c.b.keys.process(c.b.process.id)
-	return []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(taken), "=", c.b.process.takenRev.Load()),
-		clientv3.Compare(clientv3.ModRevision(taken), "<", rev+1),
-		clientv3.Compare(clientv3.CreateRevision(process), ">", 0),
-		clientv3.Compare(clientv3.CreateRevision(process), "<", rev+1),
+	p := &c.b.process
+	cmps := make([]clientv3.Cmp, 0, 4)
+	if mod := p.takenMod.Load(); mod != 0 && mod <= rev {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p.takenKey), "=", mod))
+	} else {
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.CreateRevision(p.takenKey), "=", p.takenRev.Load()),
+			clientv3.Compare(clientv3.ModRevision(p.takenKey), "<", rev+1))
 	}
+	if created := p.processRev.Load(); created != 0 && created <= rev {
+		return append(cmps, clientv3.Compare(clientv3.CreateRevision(p.processKey), "=", created))
+	}
+	return append(cmps,
+		clientv3.Compare(clientv3.CreateRevision(p.processKey), ">", 0),
+		clientv3.Compare(clientv3.CreateRevision(p.processKey), "<", rev+1))
 }
 
 // send commits one transaction of the batch; failStuck may fail it.
@@ -461,10 +475,11 @@ func (c *committer) send(ctx context.Context, guards []clientv3.Cmp, ops []clien
 }
 
 // check runs the batch's writes in order on the overlay m: each write's outcome (but its
-// revision), and what the commit writes. The write of a session that has moved to another
+// revision), what the commit writes, and the journal it writes (nil: none), which the
+// committer fires its own revision by (applyOwn). The write of a session that has moved to another
 // connection, or ended, fails first (etcdSession.keyCode), as ZooKeeper checks a request's
 // session and its owner before the request.
-func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome, []txnWrite) {
+func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome, []txnWrite, []journalChange) {
 	b := c.b
 	m.providers = b.providers()
 	now := b.nowMs()
@@ -493,7 +508,7 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 		}
 		outcomes[i] = writeOutcome{results: results, failedAt: -1, index: m.index}
 		if journaled {
-			journal = append(journal, journalOf(w.ops, results, m.index, w.s.auth, m.providers)...)
+			journal = appendJournal(journal, w.ops, results, m.index, w.s.auth, m.providers)
 		}
 	}
 	writes := m.writes()
@@ -512,7 +527,7 @@ func (c *committer) check(m *multiState, batch []*pendingWrite) ([]writeOutcome,
 		// checks) writes nothing else, and consumes its zxids all the same.
 		writes = append(writes, txnWrite{key: b.keys.errorKey(), value: encodeIndexValue(uint16(len(batch) - 1))})
 	}
-	return outcomes, writes
+	return outcomes, writes, journal
 }
 
 // FailStuckWrites fails this process's etcd transaction in flight if it was sent at least d

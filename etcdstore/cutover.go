@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -58,8 +60,10 @@ type MigratedSession struct {
 // session's: owned by no process, so that the elected zetcd treats it as an orphan (orphans.go),
 // resumed by its client with its id and password or ended at its timeout. The lease of a
 // session whose ephemerals the copy holds exists already (the Mirror's): it is refreshed and
-// kept. A session id that is not positive cannot be a lease: skipped lists those.
-func TakeOver(ctx context.Context, cfg CutoverConfig, sessions []MigratedSession) (skipped []int64, err error) {
+// kept. A session id that is not positive cannot be a lease: skipped lists those. granted lists
+// the leases TakeOver granted, after an error too: a cutover that fails before the import
+// marker goes revokes them (RevokeTakenOver), as the sessions stay ZooKeeper's.
+func TakeOver(ctx context.Context, cfg CutoverConfig, sessions []MigratedSession) (skipped, granted []int64, err error) {
 	cfg = cfg.fill()
 	keys := keySchema{prefix: cfg.Prefix}
 	for _, s := range sessions {
@@ -67,34 +71,51 @@ func TakeOver(ctx context.Context, cfg CutoverConfig, sessions []MigratedSession
 			skipped = append(skipped, s.ID)
 			continue
 		}
-		if err := takeLease(ctx, cfg, s); err != nil {
-			return skipped, fmt.Errorf("cutover: the lease of session %#x: %w", s.ID, err)
+		fresh, err := takeLease(ctx, cfg, s)
+		if fresh {
+			granted = append(granted, s.ID)
+		}
+		if err != nil {
+			return skipped, granted, fmt.Errorf("cutover: the lease of session %#x: %w", s.ID, err)
 		}
 		v := encodeSessionValue(sessionValue{passwd: s.Passwd, timeoutMs: s.TimeoutMs})
 		if _, err := cfg.Client.Put(ctx, keys.session(encoding.SessionID(s.ID)), v, clientv3.WithLease(clientv3.LeaseID(s.ID))); err != nil {
-			return skipped, fmt.Errorf("cutover: the key of session %#x: %w", s.ID, err)
+			return skipped, granted, fmt.Errorf("cutover: the key of session %#x: %w", s.ID, err)
 		}
 	}
-	return skipped, nil
+	return skipped, granted, nil
 }
 
 // takeLease grants session s's lease, or refreshes it if it exists (the Mirror's, for a session
-// whose ephemerals the copy holds).
-func takeLease(ctx context.Context, cfg CutoverConfig, s MigratedSession) error {
+// whose ephemerals the copy holds); fresh says that it was granted, or may have been.
+func takeLease(ctx context.Context, cfg CutoverConfig, s MigratedSession) (fresh bool, err error) {
 	live, err := cfg.Client.TimeToLive(ctx, clientv3.LeaseID(s.ID))
 	if err != nil {
-		return err
+		return false, err
 	}
 	if live.TTL > 0 {
 		_, err = cfg.Client.KeepAliveOnce(ctx, clientv3.LeaseID(s.ID))
-		return err
+		return false, err
 	}
 	ttl := sessionTTL(zkdata.Session{ID: s.ID, Timeout: s.TimeoutMs})
 	_, err = cfg.LeaseClient.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: s.ID, TTL: ttl})
 	if rpctypes.Error(err) == rpctypes.ErrLeaseExist { // granted meanwhile, by an attempt whose answer was lost
 		_, err = cfg.Client.KeepAliveOnce(ctx, clientv3.LeaseID(s.ID))
 	}
-	return err
+	return true, err
+}
+
+// RevokeTakenOver revokes the leases TakeOver granted, with the session keys on them; a lease
+// already gone is no error.
+func RevokeTakenOver(ctx context.Context, cfg CutoverConfig, granted []int64) error {
+	cfg = cfg.fill()
+	for _, id := range granted {
+		_, err := cfg.Client.Revoke(ctx, clientv3.LeaseID(id))
+		if err != nil && rpctypes.Error(err) != rpctypes.ErrLeaseNotFound {
+			return fmt.Errorf("cutover: revoke the lease of session %#x: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // ErrNoMarker is the error of a cutover on a prefix without a migration's import marker.
@@ -104,26 +125,36 @@ var ErrNoMarker = errors.New("cutover: the prefix holds no migration's import ma
 // every zxid zetcd gives out afterwards (stat.go: revision<<16|index) is above zxid, and a
 // client's lastZxidSeen up to zxid is not from zetcd's future.
 func PadPast(ctx context.Context, cfg CutoverConfig, zxid int64) error {
-	cfg = cfg.fill()
+	_, err := padPast(ctx, cfg.fill(), zxid)
+	if err != nil && !errors.Is(err, ErrNoMarker) {
+		err = fmt.Errorf("cutover: %w", err)
+	}
+	return err
+}
+
+// padPast is PadPast, for the cutover and the Mirror (whose copy keeps its zxids above
+// ZooKeeper's across ZooKeeper's epochs): it returns how many revisions it padded.
+func padPast(ctx context.Context, cfg CutoverConfig, zxid int64) (int64, error) {
 	key := keySchema{prefix: cfg.Prefix}.importMarker()
 	r, err := cfg.Client.Get(ctx, key)
 	if err != nil {
-		return fmt.Errorf("cutover: read the import marker: %w", err)
+		return 0, fmt.Errorf("read the import marker: %w", err)
 	}
 	if len(r.Kvs) == 0 {
-		return ErrNoMarker
+		return 0, ErrNoMarker
 	}
 	marker := string(r.Kvs[0].Value)
 	need := zxid>>16 + 1 - r.Header.Revision
 	if need <= 0 {
-		return nil
+		return 0, nil
 	}
-	cfg.Logger.Info("cutover: padding etcd's revision past ZooKeeper's zxids", zap.Int64("revisions", need),
+	cfg.Logger.Info("padding etcd's revision past ZooKeeper's zxids", zap.Int64("revisions", need),
 		zap.String("zookeeper-zxid", fmt.Sprintf("%#x", zxid)))
 	var (
 		wg       sync.WaitGroup
 		once     sync.Once
 		firstErr error
+		done     atomic.Int64
 	)
 	next := make(chan struct{})
 	for range min(need, 256) {
@@ -133,6 +164,8 @@ func PadPast(ctx context.Context, cfg CutoverConfig, zxid int64) error {
 			for range next {
 				if _, err := cfg.Client.Put(ctx, key, marker); err != nil {
 					once.Do(func() { firstErr = err })
+				} else {
+					done.Add(1)
 				}
 			}
 		}()
@@ -148,9 +181,9 @@ feed:
 	close(next)
 	wg.Wait()
 	if firstErr = cmp.Or(firstErr, ctx.Err()); firstErr != nil {
-		return fmt.Errorf("cutover: padding to revision %d: %w", zxid>>16+1, firstErr)
+		return done.Load(), fmt.Errorf("padding to revision %d: %w", zxid>>16+1, firstErr)
 	}
-	return nil
+	return done.Load(), nil
 }
 
 // EndMigration deletes the import marker and puts the fence: New serves the prefix from then
@@ -158,15 +191,22 @@ feed:
 // there, and its head in the marker's deleting transaction, so that a store sees all of the
 // table or none.
 func EndMigration(ctx context.Context, cfg CutoverConfig, zxids ZxidTable) error {
+	return EndMigrationIf(ctx, cfg, zxids, nil)
+}
+
+// EndMigrationIf is EndMigration in a transaction that also compares guard and does also: the
+// agreement of several processes (cmd/zetcd) commits its cutover with the marker's deletion.
+// ErrNoMarker: the marker is gone, or a guard failed.
+func EndMigrationIf(ctx context.Context, cfg CutoverConfig, zxids ZxidTable, guard []clientv3.Cmp, also ...clientv3.Op) error {
 	cfg = cfg.fill()
 	keys := keySchema{prefix: cfg.Prefix}
 	head, chunks, err := zxids.encode()
 	if err != nil {
 		return err
 	}
-	marker := clientv3.Compare(clientv3.CreateRevision(keys.importMarker()), ">", 0)
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(keys.importMarker()), ">", 0)}, guard...)
 	for i, c := range chunks {
-		t, err := cfg.Client.Txn(ctx).If(marker).Then(clientv3.OpPut(keys.migratedZxidsChunk(i), string(c))).Commit()
+		t, err := cfg.Client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(keys.migratedZxidsChunk(i), string(c))).Commit()
 		if err != nil {
 			return fmt.Errorf("cutover: write the table of zxids: %w", err)
 		}
@@ -174,11 +214,11 @@ func EndMigration(ctx context.Context, cfg CutoverConfig, zxids ZxidTable) error
 			return ErrNoMarker
 		}
 	}
-	t, err := cfg.Client.Txn(ctx).If(marker).
-		Then(clientv3.OpDelete(keys.importMarker()), clientv3.OpPut(keys.fence(), "0"),
-			clientv3.OpPut(keys.migratedZxids(), string(head)),
-			// Chunks past the table's, left by a cutover that failed with a longer table.
-			clientv3.OpDelete(keys.migratedZxidsChunk(len(chunks)), clientv3.WithRange(keys.migratedZxidsEnd()))).Commit()
+	ops := append([]clientv3.Op{clientv3.OpDelete(keys.importMarker()), clientv3.OpPut(keys.fence(), "0"),
+		clientv3.OpPut(keys.migratedZxids(), string(head)),
+		// Chunks past the table's, left by a cutover that failed with a longer table.
+		clientv3.OpDelete(keys.migratedZxidsChunk(len(chunks)), clientv3.WithRange(keys.migratedZxidsEnd()))}, also...)
+	t, err := cfg.Client.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("cutover: delete the import marker: %w", err)
 	}
@@ -186,6 +226,21 @@ func EndMigration(ctx context.Context, cfg CutoverConfig, zxids ZxidTable) error
 		return ErrNoMarker
 	}
 	return nil
+}
+
+// ImportMarker returns the value of the import marker of prefix, and whether there is one.
+func ImportMarker(ctx context.Context, cli *clientv3.Client, prefix string) (string, bool, error) {
+	r, err := cli.Get(ctx, keySchema{prefix: cmp.Or(prefix, "/zk/")}.importMarker())
+	if err != nil || len(r.Kvs) == 0 {
+		return "", false, err
+	}
+	return string(r.Kvs[0].Value), true, nil
+}
+
+// IsMirrorOf reports whether marker, an import marker's value, is a Mirror's of source
+// (MirrorConfig.Source): a copy of that ZooKeeper.
+func IsMirrorOf(marker, source string) bool {
+	return strings.HasPrefix(marker, mirrorMarkerPrefix+source+" started ")
 }
 
 // ZxidTable is every ZooKeeper zxid a migration's copy wrote and the zetcd zxid it wrote it

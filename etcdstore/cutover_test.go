@@ -39,7 +39,7 @@ func TestCutover(t *testing.T) {
 	}
 	cc := CutoverConfig{Client: cli, Logger: zaptest.NewLogger(t)}
 	p7, p9 := bytes.Repeat([]byte{7}, 16), bytes.Repeat([]byte{9}, 16)
-	skipped, err := TakeOver(ctx, cc, []MigratedSession{{ID: 7, Passwd: p7, TimeoutMs: 5000}, {ID: 9, Passwd: p9, TimeoutMs: 4000}, {ID: -3, TimeoutMs: 4000}})
+	skipped, _, err := TakeOver(ctx, cc, []MigratedSession{{ID: 7, Passwd: p7, TimeoutMs: 5000}, {ID: 9, Passwd: p9, TimeoutMs: 4000}, {ID: -3, TimeoutMs: 4000}})
 	if err != nil || len(skipped) != 1 || skipped[0] != -3 {
 		t.Fatalf("TakeOver: skipped %v, %v", skipped, err)
 	}
@@ -169,5 +169,52 @@ func TestZxidTableChunks(t *testing.T) {
 	}
 	if err := b.loadMigratedZxids(ctx); !errors.Is(err, errCorruptZxidTable) {
 		t.Errorf("a table with a chunk missing: %v", err)
+	}
+}
+
+// TestCutoverAgreement: a copy loads into a prefix that holds only a migration's agreement
+// keys; TakeOver tells the leases it granted, which RevokeTakenOver revokes with their session
+// keys while the mirror's stays; EndMigrationIf leaves the marker when a guard fails.
+func TestCutoverAgreement(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := context.Background()
+	agreed := MigrationKeys("/zk/") + "p/1"
+	if _, err := cli.Put(ctx, agreed, ""); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMirror(MirrorConfig{Client: cli, Logger: zaptest.NewLogger(t), Source: "test"})
+	defer m.Close()
+	st := &zkdata.State{Nodes: map[string]*zkdata.Node{}, Sessions: map[int64]zkdata.Session{7: {ID: 7, Timeout: 5000}}, LastZxid: 4}
+	for _, n := range []*zkdata.Node{
+		zkNode("/", "", importACL, 0, 0, 4, 0, 2, 0, 2, 0),
+		zkNode("/zookeeper", "", importACL, 0, 0, 0, 0, 0, 0, 0, 0),
+		zkNode("/e", "", importACL, 4, 4, 4, 0, 0, 0, 0, 7),
+	} {
+		st.Nodes[n.Path] = n
+	}
+	if _, err := m.Load(ctx, st, 4); err != nil {
+		t.Fatalf("load beside the agreement's keys: %v", err)
+	}
+	cc := CutoverConfig{Client: cli, Logger: zaptest.NewLogger(t)}
+	_, granted, err := TakeOver(ctx, cc, []MigratedSession{{ID: 7, TimeoutMs: 5000}, {ID: 9, TimeoutMs: 4000}})
+	if err != nil || len(granted) != 1 || granted[0] != 9 {
+		t.Fatalf("TakeOver: granted %v, %v; want [9]", granted, err)
+	}
+	if err := RevokeTakenOver(ctx, cc, granted); err != nil {
+		t.Fatal(err)
+	}
+	keys := keySchema{prefix: "/zk/"}
+	for id, want := range map[int64]int{7: 1, 9: 0} {
+		r, err := cli.Get(ctx, keys.session(encoding.SessionID(id)))
+		if err != nil || len(r.Kvs) != want {
+			t.Errorf("session key of %d after the revocation: %v %v, want %d", id, r, err, want)
+		}
+	}
+	guard := clientv3.Compare(clientv3.Value(agreed), "=", "other")
+	if err := EndMigrationIf(ctx, cc, ZxidTable{}, []clientv3.Cmp{guard}); !errors.Is(err, ErrNoMarker) {
+		t.Errorf("EndMigrationIf with a failing guard: %v", err)
+	}
+	if v, ok, err := ImportMarker(ctx, cli, "/zk/"); err != nil || !ok || !IsMirrorOf(v, "test") || IsMirrorOf(v, "tes") {
+		t.Errorf("the marker after a failed guard: %q %v %v", v, ok, err)
 	}
 }

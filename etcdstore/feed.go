@@ -197,7 +197,7 @@ func (b *Store) applyEvents(evs []*clientv3.Event) bool {
 		} else {
 			b.observeSessionKeys(evs[:n]) // before the replica shows r: committer.check
 			before := b.tree.apply(r, evs[:n])
-			b.fireRevision(evs[:n], before)
+			b.fireRevision(evs[:n], before, nil)
 			b.watches.Advance(b.tree.stateZxid(r))
 		}
 		evs = evs[n:]
@@ -210,12 +210,12 @@ func (b *Store) applyEvents(evs []*clientv3.Event) bool {
 //
 // Each change carries the ACLs that decide whether its events may be delivered (watchacl.go): from
 // the replica, which has applied the revision, and before, the ACLs the revision replaced.
-func (b *Store) fireRevision(evs []*clientv3.Event, before aclsBefore) {
+func (b *Store) fireRevision(evs []*clientv3.Event, before aclsBefore, own []journalChange) {
 	b.observeProcessKeys(evs)
 	journal := b.keys.journal()
 	for _, ev := range evs {
 		if ev.Type == mvccpb.PUT && string(ev.Kv.Key) == journal {
-			changes, err := decodeJournal(ev.Kv.Value, ev.Kv.ModRevision)
+			changes, err := journalChanges(own, ev.Kv.Value, ev.Kv.ModRevision)
 			if err == nil {
 				b.journalACLs(changes, before)
 				for _, c := range changes {
@@ -227,11 +227,33 @@ func (b *Store) fireRevision(evs []*clientv3.Event, before aclsBefore) {
 				zap.Int64("revision", ev.Kv.ModRevision), zap.Error(err))
 		}
 	}
+	var rs []aclResolver
 	for _, ev := range evs {
 		if c, ok := b.changeOf(ev); ok {
-			b.watches.Fire(b.keyEventACLs(c, before))
+			if rs == nil {
+				rs = b.aclResolvers(len(evs))
+			}
+			b.watches.Fire(keyEventACLs(c, before, &rs[0]))
+			rs = rs[1:]
 		}
 	}
+}
+
+// journalChanges returns the changes of the journal value v written in revision rev, with their
+// zxids: own's, the journal as the committer made it, if it did, else decoded from v.
+func journalChanges(own []journalChange, v []byte, rev int64) ([]watch.Change, error) {
+	if own == nil {
+		return decodeJournal(v, rev)
+	}
+	changes := make([]watch.Change, len(own))
+	for i, c := range own {
+		changes[i] = c.Change
+		changes[i].Zxid = zxidOf(rev, int(c.index))
+		if c.Kind != watch.Created {
+			changes[i].CreatedACL = nil
+		}
+	}
+	return changes, nil
 }
 
 // changeOf turns an etcd event on a data key into a znode change.

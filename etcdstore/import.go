@@ -31,9 +31,11 @@ import (
 // is the write numbered Z&0xffff in revision Z>>16, so zetcd reports the very zxids ZooKeeper
 // did. The writes of one revision go in one transaction, and etcd's revision is moved to the
 // one before it by putting the import marker (padding). In ImportRenumber mode the distinct
-// zxids are numbered again in order from the first free revision: every comparison between
-// zxids holds, and the table of zxids the import leaves (addZxidTable) makes zetcd show
-// ZooKeeper's values.
+// zxids are numbered again in order, from the revision past ZooKeeper's last zxid (padded to)
+// if MaxPadding allows, else from the first free revision: every comparison between zxids
+// holds, and from past ZooKeeper's last zxid each is above the ZooKeeper zxid it stands for;
+// there the table of zxids the import leaves (addZxidTable) makes zetcd show ZooKeeper's
+// values.
 //
 // The import marker (keys.go) is put first, in the transaction that checks the prefix is
 // empty, and deleted last, with the fence: New refuses a prefix that holds it, so a half
@@ -405,12 +407,14 @@ func (im *importer) failed(err error) error {
 // zxids are all zero: New reports a system node's zxid equal to its own create revision (index
 // 0) as 0.
 func (im *importer) begin(ctx context.Context) error {
-	r, err := im.cfg.Client.Get(ctx, im.keys.prefix, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
-	if err != nil {
-		return fmt.Errorf("zetcd import: read prefix %q: %w", im.keys.prefix, err)
-	}
-	if len(r.Kvs) > 0 {
-		return fmt.Errorf("zetcd import: prefix %q is not empty (it holds %q): import only into an unused prefix", im.keys.prefix, r.Kvs[0].Key)
+	for _, rg := range im.keys.storeRanges() {
+		r, err := im.cfg.Client.Get(ctx, rg[0], clientv3.WithRange(rg[1]), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+		if err != nil {
+			return fmt.Errorf("zetcd import: read prefix %q: %w", im.keys.prefix, err)
+		}
+		if len(r.Kvs) > 0 {
+			return fmt.Errorf("zetcd import: prefix %q is not empty (it holds %q): import only into an unused prefix", im.keys.prefix, r.Kvs[0].Key)
+		}
 	}
 	im.marker = im.markerValue()
 	ops := []clientv3.Op{clientv3.OpPut(im.keys.importMarker(), im.marker)}
@@ -419,7 +423,7 @@ func (im *importer) begin(ctx context.Context) error {
 		ops = append(ops, im.putFor(op, 0, zero).op())
 	}
 	t, err := im.cfg.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(im.keys.prefix), "=", 0).WithPrefix()).
+		If(im.keys.emptyStore()...).
 		Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("zetcd import: start: %w", err)
@@ -433,8 +437,12 @@ func (im *importer) begin(ctx context.Context) error {
 	return nil
 }
 
-// markerValue is the import marker's value, for its reader.
+// markerValue is the import marker's value, for its reader: a mirror's (ImportConfig.Marker)
+// from the start, so that the processes of its migration know it while it loads.
 func (im *importer) markerValue() string {
+	if im.cfg.Marker != "" {
+		return im.cfg.Marker
+	}
 	return fmt.Sprintf("import of %d znodes up to zxid %#x started %s", im.plan.nodes, im.st.LastZxid, time.Now().UTC().Format(time.RFC3339))
 }
 
@@ -459,7 +467,13 @@ func (im *importer) layout() (_ *importLayout, why string, err error) {
 	} else {
 		why = "asked for"
 	}
-	l, err := im.plan.renumberedLayout(im.first+1, min(maxOps, renumberedTxnOps), maxBytes)
+	// Past ZooKeeper's last zxid, a node's zxids read on zetcd are not below those a client
+	// read on ZooKeeper; the padding there is the one finalRev would do after them.
+	from := im.first + 1
+	if past := revOf(encoding.Zxid(im.st.LastZxid)) + 1; past > from && past-from <= im.cfg.MaxPadding {
+		from = past
+	}
+	l, err := im.plan.renumberedLayout(from, min(maxOps, renumberedTxnOps), maxBytes)
 	return l, why, err
 }
 

@@ -85,6 +85,10 @@ package etcdstore
 //	                       padding to move etcd's revision, and while a mirror (mirror.go)
 //	                       keeps a copy of a running ZooKeeper there; New refuses to start
 //	                       while it exists. Value: what is being imported or copied.
+//	P a/                   migration agreement: the keys by which the zetcd processes of one
+//	                       migration (docs/migration.md, "Several processes") elect the copier
+//	                       and agree on the cutover, written by cmd/zetcd. An import or a
+//	                       mirror's load finds the prefix empty with them (storeRanges).
 //	P z                    migrated zxids' head: put by a migration's cutover (cutover.go), or
 //	                       a renumbered import (import.go), in the transaction that deletes
 //	                       the import marker. Value: ZooKeeper's last zxid, the copy's last
@@ -100,9 +104,12 @@ package etcdstore
 // Ephemeral nodes never get c or d keys (they cannot have children).
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/zetcd/zetcd/encoding"
 )
@@ -232,6 +239,29 @@ func (k keySchema) fence() string { return k.prefix + "f" }
 func (k keySchema) quota() string { return k.prefix + "q" }
 
 func (k keySchema) importMarker() string { return k.prefix + "i" }
+
+// migration is the prefix of a migration's agreement keys, which the processes of the migration
+// write before its copy loads.
+func (k keySchema) migration() string { return k.prefix + "a/" }
+
+// storeRanges are the key ranges [from, end) of the prefix but its migration agreement.
+func (k keySchema) storeRanges() [][2]string {
+	return [][2]string{{k.prefix, k.migration()}, {clientv3.GetPrefixRangeEnd(k.migration()), clientv3.GetPrefixRangeEnd(k.prefix)}}
+}
+
+// emptyStore compares that the prefix holds no key but its migration agreement.
+func (k keySchema) emptyStore() []clientv3.Cmp {
+	var cmps []clientv3.Cmp
+	for _, rg := range k.storeRanges() {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(rg[0]), "=", 0).WithRange(rg[1]))
+	}
+	return cmps
+}
+
+// MigrationKeys is the prefix under prefix (a store's) of a migration's agreement keys.
+func MigrationKeys(prefix string) string {
+	return keySchema{prefix: cmp.Or(prefix, "/zk/")}.migration()
+}
 
 func (k keySchema) ensemble() string { return k.prefix + "c" }
 

@@ -42,6 +42,15 @@ import (
 // Load does the same with the initial tree: Import writes every node holding a zxid up to the
 // settled one, without the parts that wait.
 //
+// Epochs. A batch's revision R must also be above the ZooKeeper zxids it numbers (Z>>16 < R):
+// a client that read a node through ZooKeeper before the cutover and through zetcd after it
+// must not see its zxids go back. Load pads etcd past ZooKeeper's last zxid, after which the
+// copy's revisions outrun ZooKeeper's counter within that epoch; a leader election moves
+// ZooKeeper to the next epoch (epoch<<32), 65,536 revisions ahead, and the batch that first
+// numbers such a zxid pads etcd's revision past it first, as the cutover does (PadPast). That
+// padding is bounded by MaxPadding in all; past it the copy goes on without padding, its
+// zxids below ZooKeeper's, and says so (MirrorProgress.Unpadded).
+//
 // Sessions. An ephemeral of ZooKeeper session s is attached to an etcd lease of id s, with s's
 // session key (its ZooKeeper password, its timeout, owner process 0), as Import writes them;
 // the mirror keeps those leases alive while ZooKeeper owns the sessions, and revokes a lease
@@ -68,7 +77,8 @@ type MirrorConfig struct {
 	// 128 and 1.5 MiB, etcd's), within which each batch stays.
 	MaxTxnOps       int
 	MaxRequestBytes int
-	// MaxPadding bounds the padding of the initial write (ImportConfig.MaxPadding).
+	// MaxPadding bounds the padding of the initial write (ImportConfig.MaxPadding), and that
+	// of the writes after it, in all, past ZooKeeper's new epochs (default DefaultMaxPadding).
 	MaxPadding int64
 	// Timeouts returns the timeouts in ms of sessions first seen owning ephemerals, by id (0:
 	// unknown); nil leaves them unknown.
@@ -94,6 +104,10 @@ type Mirror struct {
 	owners   map[string]int64        // the copy's ephemerals, and their sessions
 	sessions map[int64]*mirrorSession
 	skipped  map[string]bool // ephemerals left out: their sessions cannot be leases
+	rev      int64           // etcd's revision is at least this
+	loadPad  int64           // the revisions Load padded
+	padded   int64           // the revisions padded past ZooKeeper's epochs since Load
+	unpadded int64           // the newest ZooKeeper zxid numbered below it, MaxPadding spent
 }
 
 // mirrorChange is a node's reported state (nil: deleted), numbered so that a later report
@@ -115,6 +129,7 @@ func NewMirror(cfg MirrorConfig) *Mirror {
 	cfg.Prefix = cmp.Or(cfg.Prefix, "/zk/")
 	cfg.MaxTxnOps = cmp.Or(cfg.MaxTxnOps, defaultMaxTxnOps)
 	cfg.MaxRequestBytes = cmp.Or(cfg.MaxRequestBytes, 3<<19)
+	cfg.MaxPadding = cmp.Or(cfg.MaxPadding, DefaultMaxPadding)
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
@@ -144,6 +159,12 @@ type MirrorProgress struct {
 	Pending int
 	// SkippedEphemerals counts ephemerals left out (sessions whose id cannot be a lease).
 	SkippedEphemerals int
+	// Padding counts the revisions etcd's revision was padded to keep the copy's zxids above
+	// ZooKeeper's: by Load, and past each new ZooKeeper epoch since.
+	Padding int64
+	// Unpadded is the newest ZooKeeper zxid the copy numbered below itself, MaxPadding being
+	// spent (0: none).
+	Unpadded int64
 }
 
 // Load writes st, the tree Follow read, into the empty prefix as Import does (zxids
@@ -208,7 +229,7 @@ func (m *Mirror) Load(ctx context.Context, st *zkdata.State, settled int64) (Imp
 	if err != nil {
 		return res, err
 	}
-	m.first = res.FirstRev
+	m.first, m.rev, m.loadPad = res.FirstRev, res.FinalRev, res.Padding
 	maps.Copy(m.mapped, res.Mapped)
 	for z := range res.Mapped {
 		m.last = max(m.last, z)
@@ -262,7 +283,8 @@ func (m *Mirror) Mapped() map[int64]encoding.Zxid {
 func (m *Mirror) Progress() MirrorProgress {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return MirrorProgress{Written: m.written, Pending: len(m.pending), SkippedEphemerals: len(m.skipped)}
+	return MirrorProgress{Written: m.written, Pending: len(m.pending), SkippedEphemerals: len(m.skipped),
+		Padding: m.loadPad + m.padded, Unpadded: m.unpadded}
 }
 
 // Close stops keeping the sessions' leases alive; etcd expires them at their TTL unless the
@@ -414,6 +436,11 @@ func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch 
 	if err != nil {
 		return err
 	}
+	if len(fresh) > 0 {
+		if err := m.padPast(ctx, slices.Max(slices.Collect(maps.Keys(fresh)))); err != nil {
+			return err
+		}
+	}
 	olds, err := m.read(ctx, batch)
 	if err != nil {
 		return err
@@ -438,12 +465,44 @@ func (m *Mirror) write(ctx context.Context, snap map[string]mirrorChange, batch 
 	if !t.Succeeded {
 		return fmt.Errorf("migration: %w: the import marker changed under the mirror: something else writes to its prefix", ErrCopyImpossible)
 	}
+	m.rev = t.Header.Revision
 	for z, i := range fresh {
 		m.mapped[z] = zxidOf(t.Header.Revision, i)
 		m.last = max(m.last, z)
 	}
 	m.done(snap, complete)
 	m.account(ctx, owners)
+	return nil
+}
+
+// padPast moves etcd's revision past zxid>>16, unless it is there already, so that the next
+// batch's revision numbers zxid above itself (see "Epochs" above); MaxPadding spent, it only
+// records and logs zxid as numbered below itself.
+func (m *Mirror) padPast(ctx context.Context, zxid int64) error {
+	if zxid>>16 <= m.rev {
+		return nil
+	}
+	if need := zxid>>16 + 1 - m.rev; m.padded+need > m.cfg.MaxPadding {
+		if m.unpadded>>32 != zxid>>32 {
+			m.log.Warn("migration: the copy's zxids fall below ZooKeeper's new epoch: padding etcd past it would exceed the bound; the cutover pads past it",
+				zap.String("zookeeper-zxid", fmt.Sprintf("%#x", zxid)), zap.Int64("revisions", need),
+				zap.Int64("padded", m.padded), zap.Int64("max-padding", m.cfg.MaxPadding))
+		}
+		m.unpadded = max(m.unpadded, zxid)
+		return nil
+	}
+	start := time.Now()
+	n, err := padPast(ctx, CutoverConfig{Client: m.cfg.Client, LeaseClient: m.cfg.LeaseClient, Prefix: m.cfg.Prefix, Logger: m.log}, zxid)
+	m.padded += n
+	switch {
+	case errors.Is(err, ErrNoMarker):
+		return fmt.Errorf("migration: %w: the import marker is gone: something else writes to its prefix", ErrCopyImpossible)
+	case err != nil:
+		return fmt.Errorf("migration: %w", err)
+	}
+	m.rev = max(m.rev, zxid>>16+1)
+	m.log.Info("migration: etcd's revision padded past ZooKeeper's zxid", zap.String("zookeeper-zxid", fmt.Sprintf("%#x", zxid)),
+		zap.Int64("revisions", n), zap.Duration("took", time.Since(start)), zap.Int64("padded", m.padded))
 	return nil
 }
 

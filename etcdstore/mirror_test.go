@@ -176,3 +176,80 @@ func checkCopy(t *testing.T, b *Store, want map[string]*zkdata.Node) {
 		}
 	}
 }
+
+// TestMirrorEpochs: the load numbers ZooKeeper's zxids above themselves; a zxid of ZooKeeper's
+// next epoch (a leader election) is numbered above
+// itself, etcd's revision padded past it first (at most an epoch's 65,536 revisions), and the
+// store serves the node at that zxid; within the epoch no padding follows. Past MaxPadding
+// the copy goes on unpadded and says which zxid it numbered below itself.
+func TestMirrorEpochs(t *testing.T) {
+	ctx := context.Background()
+	open := importACL
+	epoch := func(e, counter int64) int64 { return e<<32 | counter }
+	tree := func(last int64) *zkdata.State {
+		st := &zkdata.State{Nodes: map[string]*zkdata.Node{}, Sessions: map[int64]zkdata.Session{}, LastZxid: last}
+		for _, n := range []*zkdata.Node{
+			zkNode("/", "", open, 0, 0, epoch(1, 1), 0, 0, 0, 2, 0),
+			zkNode("/zookeeper", "", open, 0, 0, 0, 0, -2, 0, 2, 0),
+			zkNode("/zookeeper/quota", "", open, 0, 0, 0, 0, 0, 0, 0, 0),
+			zkNode("/zookeeper/config", "", open, 0, 0, 0, 0, 0, -1, 0, 0),
+			zkNode("/a", "a1", open, epoch(1, 1), epoch(1, 1), epoch(1, 1), 0, 0, 0, 0, 0),
+		} {
+			st.Nodes[n.Path] = n
+		}
+		return st
+	}
+
+	cli := startEtcd(t)
+	m := NewMirror(MirrorConfig{Client: cli, Logger: zaptest.NewLogger(t), Source: "test"})
+	defer m.Close()
+	if _, err := m.Load(ctx, tree(epoch(1, 1)), epoch(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	loaded := m.Progress().Padding
+	if got := m.Mapped()[epoch(1, 1)]; int64(got) <= epoch(1, 1) {
+		t.Errorf("the load numbered ZooKeeper's zxid %#x %#x, not above it", epoch(1, 1), int64(got))
+	}
+	set := func(mz int64, version int32) {
+		t.Helper()
+		m.Change("/a", zkNode("/a", "a", open, epoch(1, 1), mz, epoch(1, 1), version, 0, 0, 0, 0))
+		if _, err := m.Flush(ctx, mz); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Mapped()[mz]; int64(got) <= mz {
+			t.Errorf("ZooKeeper's zxid %#x is the copy's %#x, not above it", mz, got)
+		}
+	}
+	set(epoch(1, 2), 1)
+	if p := m.Progress(); p.Padding != loaded {
+		t.Errorf("padding within the load's epoch: %d, the load's %d", p.Padding, loaded)
+	}
+	set(epoch(2, 1), 2)
+	if p := m.Progress(); p.Padding-loaded <= 0 || p.Padding-loaded > 1<<16 || p.Unpadded != 0 {
+		t.Errorf("into the next epoch: %+v after the load's %d", p, loaded)
+	}
+	set(epoch(2, 2), 3)
+	m.Close()
+	if _, err := cli.Delete(ctx, "/zk/i"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if n, _, _, ok, err := b.tree.node("/a", false); !ok || err != nil || int64(n.Stat.Mzxid) <= epoch(2, 2) || n.Stat.Version != 3 {
+		t.Errorf("/a served: %+v %v, want version 3 at an mzxid above %#x", n.Stat, err, epoch(2, 2))
+	}
+
+	bounded := NewMirror(MirrorConfig{Client: startEtcd(t), Logger: zaptest.NewLogger(t), Source: "test", MaxPadding: 100_000})
+	defer bounded.Close()
+	if _, err := bounded.Load(ctx, tree(epoch(1, 1)), epoch(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	bounded.Change("/a", zkNode("/a", "a", open, epoch(1, 1), epoch(3, 1), epoch(1, 1), 1, 0, 0, 0, 0))
+	p, err := bounded.Flush(ctx, epoch(3, 1))
+	if err != nil || p.Unpadded != epoch(3, 1) || p.Padding >= 100_000+1<<16 || p.Written != epoch(3, 1) {
+		t.Errorf("two epochs ahead, past the bound: %+v %v, want written unpadded", p, err)
+	}
+}

@@ -144,7 +144,14 @@ func patchZxid(st *encoding.Stat, rev int64) {
 // err is set only when the request could not be served (etcd unreachable; a vanished session
 // is SessionExpired).
 func (s *etcdSession) runMulti(ctx context.Context, opName string, ops []mop) (results []encoding.MultiResult, failed encoding.ErrCode, z encoding.Zxid, err error) {
-	o := s.b.commits.submit(ctx, &pendingWrite{s: s, opName: opName, ops: ops, floor: s.lastRev})
+	return s.runWrite(ctx, &pendingWrite{s: s, opName: opName, ops: ops})
+}
+
+// runWrite is runMulti of w's ops.
+func (s *etcdSession) runWrite(ctx context.Context, w *pendingWrite) (results []encoding.MultiResult, failed encoding.ErrCode, z encoding.Zxid, err error) {
+	opName, ops := w.opName, w.ops
+	w.floor = s.lastRev
+	o := s.b.commits.submit(ctx, w)
 	if o.err != nil {
 		path := ""
 		if len(ops) > 0 {
@@ -187,11 +194,10 @@ func committedMulti(results []encoding.MultiResult, rev int64) {
 	}
 }
 
-// journalOf lists a successful multi's changes in op order, as ZooKeeper fires their watches,
-// with the ACL each create gave its node (the ACL fixup again, with the same identities), as the
-// changes of the write numbered index in its revision.
-func journalOf(ops []mop, results []encoding.MultiResult, index uint16, auth *znode.Identities, p znode.Providers) []journalChange {
-	var out []journalChange
+// appendJournal appends to out a successful multi's changes in op order, as ZooKeeper fires
+// their watches, with the ACL each create gave its node (the ACL fixup again, with the same
+// identities), as the changes of the write numbered index in its revision.
+func appendJournal(out []journalChange, ops []mop, results []encoding.MultiResult, index uint16, auth *znode.Identities, p znode.Providers) []journalChange {
 	for i, o := range ops {
 		switch o.op {
 		case encoding.OpCreate, encoding.OpCreate2, encoding.OpCreateContainer, encoding.OpCreateTTL:
@@ -238,7 +244,9 @@ func (s *etcdSession) Multi(ctx context.Context, req *encoding.MultiRequest) (*e
 
 // singleWrite runs one single-op write through the committer and answers it as the single op.
 func (s *etcdSession) singleWrite(ctx context.Context, opName string, o mop) (encoding.MultiResult, encoding.Zxid, error) {
-	results, failed, z, err := s.runMulti(ctx, opName, []mop{o})
+	w := &pendingWrite{s: s, opName: opName, one: [1]mop{o}}
+	w.ops = w.one[:] // in the write's own allocation
+	results, failed, z, err := s.runWrite(ctx, w)
 	if err != nil {
 		return encoding.MultiResult{}, z, err
 	}

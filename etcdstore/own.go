@@ -80,11 +80,12 @@ func eventBytes(evs []*clientv3.Event) int {
 }
 
 // applyOwn applies revision rev, which the committer's transaction of writes made, to the
-// replica and fires its watches, if the replica is at rev-1; else the feed will. It never waits
+// replica and fires its watches, if the replica is at rev-1; else the feed will. journal is
+// the journal writes put, as the committer made it: fired without decoding it again. It never waits
 // for the feed: while the feed holds applyMu (applying a revision, or reloading the replica,
 // which takes as long as reading the whole tree from etcd) it leaves rev to the feed too, and
 // the writes are answered at once all the same.
-func (b *Store) applyOwn(rev int64, writes []txnWrite) {
+func (b *Store) applyOwn(rev int64, writes []txnWrite, journal []journalChange) {
 	if !b.applyMu.TryLock() {
 		return
 	}
@@ -93,7 +94,7 @@ func (b *Store) applyOwn(rev int64, writes []txnWrite) {
 	if !ok {
 		return
 	}
-	b.fireRevision(evs, before)
+	b.fireRevision(evs, before, journal)
 	b.watches.Advance(b.tree.stateZxid(rev))
 	b.own.keep(rev, evs)
 	b.own.applied++

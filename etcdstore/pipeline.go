@@ -40,6 +40,7 @@ type flight struct {
 	batch    []*pendingWrite
 	outcomes []writeOutcome
 	writes   []txnWrite
+	journal  []journalChange // the journal writes holds, decoded
 	// token is the fence value the batch puts; rev the revision it commits at if it commits
 	// right after its predecessor (or the replica, for the first).
 	token string
@@ -141,7 +142,7 @@ func (c *committer) checkFlight(batch []*pendingWrite) *flight {
 	}
 	live := c.live(m.rev)
 	overlay(m, live)
-	outcomes, writes := c.check(m, batch)
+	outcomes, writes, journal := c.check(m, batch)
 	alone := m.quotasChanged || len(m.subtrees) > 0
 	if alone && len(live) > 0 {
 		cancel()
@@ -152,7 +153,7 @@ func (c *committer) checkFlight(batch []*pendingWrite) *flight {
 		prev = live[len(live)-1]
 	}
 	c.tokens++
-	f := &flight{batch: batch, outcomes: outcomes, token: strconv.FormatUint(b.process.id, 16) + "." + strconv.FormatUint(c.tokens, 16),
+	f := &flight{batch: batch, outcomes: outcomes, journal: journal, token: strconv.FormatUint(b.process.id, 16) + "." + strconv.FormatUint(c.tokens, 16),
 		rev: max(m.rev, c.lastRev) + 1, growth: m.growth, puts: m.puts, alone: alone, cancel: cancel, done: make(chan struct{})}
 	if prev != nil {
 		f.rev = prev.rev + 1
@@ -245,7 +246,7 @@ func (m *multiState) rebased(writes []txnWrite, rev int64) map[string]*mnode {
 			keys[p] = &n.keys // n is m's: the check is done with it
 		}
 	}
-	var acls *aclTable // shares nothing
+	acls := &aclTable{} // the batch's own: the nodes of one ACL list decode it once
 	for _, w := range writes {
 		if w.del && w.prefix {
 			path, _, _ := m.keys.pathOfMetaKey(w.key + "a")
@@ -339,7 +340,7 @@ func (c *committer) applied(f *flight) {
 	f.cancel()
 	rev := f.resp.Header.Revision
 	c.lastRev = max(c.lastRev, rev)
-	c.b.applyOwn(rev, f.writes)
+	c.b.applyOwn(rev, f.writes, f.journal)
 	for i := range f.outcomes {
 		f.outcomes[i].rev = rev
 		if f.outcomes[i].failedAt < 0 {

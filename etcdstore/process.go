@@ -21,10 +21,15 @@ import (
 type processRegistration struct {
 	id   uint64 // random, nonzero; written into the session keys this process owns
 	done chan struct{}
-	// takenRev is the CreateRevision of this process's taken key (keys.go) that its write
-	// transactions compare (processGuards): set as the key is first put, then by the watch feed
-	// as it applies each put of the key (observeTakenKey).
-	takenRev atomic.Int64
+	// takenKey and processKey are this process's taken and process keys (keys.go).
+	takenKey, processKey string
+	// takenRev and takenMod are the CreateRevision and ModRevision of this process's taken key
+	// that its write transactions compare (processGuards): set as the key is first put, then
+	// by the watch feed as it applies each put of the key (observeTakenKey); takenMod 0 while
+	// unknown.
+	takenRev, takenMod atomic.Int64
+	// processRev is the CreateRevision of this process's process key as its last put left it.
+	processRev atomic.Int64
 	// recreating is set while a goroutine puts the taken key again after it was deleted.
 	recreating atomic.Bool
 }
@@ -49,12 +54,13 @@ func (b *Store) registerProcess(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("zetcd: process id: %w", err)
 	}
-	b.process = processRegistration{id: id, done: make(chan struct{})}
-	created, err := b.putTakenKey(ctx)
+	b.process = processRegistration{id: id, done: make(chan struct{}), takenKey: b.keys.taken(id), processKey: b.keys.process(id)}
+	created, mod, err := b.putTakenKey(ctx)
 	if err != nil {
 		return err
 	}
 	b.process.takenRev.Store(created)
+	b.process.takenMod.Store(mod)
 	lease, err := b.putProcessKey(ctx)
 	if err != nil {
 		return err
@@ -98,28 +104,37 @@ func (b *Store) registerProcess(ctx context.Context) error {
 	return nil
 }
 
+// putProcessKey puts this process's key on a new lease, and records the key's CreateRevision
+// (processGuards).
 func (b *Store) putProcessKey(ctx context.Context) (clientv3.LeaseID, error) {
 	grant, err := b.lease.Grant(ctx, processTTL)
 	if err != nil {
 		return 0, fmt.Errorf("zetcd: process key: grant lease: %w", err)
 	}
-	if _, err := b.kv.Put(ctx, b.keys.process(b.process.id), encodeProcessValue(b.advertise), clientv3.WithLease(grant.ID)); err != nil {
+	r, err := b.kv.Put(ctx, b.process.processKey, encodeProcessValue(b.advertise), clientv3.WithLease(grant.ID), clientv3.WithPrevKV())
+	if err != nil {
 		b.revokeQuietly(grant.ID)
 		return 0, fmt.Errorf("zetcd: process key: %w", err)
 	}
+	created := r.Header.Revision
+	if r.PrevKv != nil {
+		created = r.PrevKv.CreateRevision
+	}
+	b.process.processRev.Store(created)
 	return grant.ID, nil
 }
 
-// putTakenKey puts this process's taken key (keys.go) and returns its CreateRevision.
-func (b *Store) putTakenKey(ctx context.Context) (int64, error) {
-	r, err := b.kv.Put(ctx, b.keys.taken(b.process.id), "", clientv3.WithPrevKV())
+// putTakenKey puts this process's taken key (keys.go) and returns its CreateRevision and
+// ModRevision.
+func (b *Store) putTakenKey(ctx context.Context) (created, mod int64, err error) {
+	r, err := b.kv.Put(ctx, b.process.takenKey, "", clientv3.WithPrevKV())
 	if err != nil {
-		return 0, fmt.Errorf("zetcd: taken key: %w", err)
+		return 0, 0, fmt.Errorf("zetcd: taken key: %w", err)
 	}
 	if r.PrevKv != nil {
-		return r.PrevKv.CreateRevision, nil
+		return r.PrevKv.CreateRevision, r.Header.Revision, nil
 	}
-	return r.Header.Revision, nil
+	return r.Header.Revision, r.Header.Revision, nil
 }
 
 // observeProcessKeys asks the leader for an orphan scan when one of evs deletes a process key,
@@ -144,7 +159,7 @@ func (b *Store) observeProcessKeys(evs []*clientv3.Event) {
 // observeTakenKeyAt does what the watch feed's observeTakenKey does, from etcd's state at rev:
 // after a reload of the replica, which skips the events it missed.
 func (b *Store) observeTakenKeyAt(ctx context.Context, rev int64) error {
-	r, err := b.kv.Get(ctx, b.keys.taken(b.process.id), clientv3.WithRev(rev))
+	r, err := b.kv.Get(ctx, b.process.takenKey, clientv3.WithRev(rev))
 	if err != nil {
 		return err
 	}
@@ -156,8 +171,8 @@ func (b *Store) observeTakenKeyAt(ctx context.Context, rev int64) error {
 	return nil
 }
 
-// observeTakenKey takes the CreateRevision of this process's taken key from kv, as the watch
-// feed (or a reload, resyncWatches) shows it; a kv without one (deleted: the leader collected it
+// observeTakenKey takes the CreateRevision and ModRevision of this process's taken key from kv,
+// as the watch feed (or a reload, resyncWatches) shows it; a kv without one (deleted: the leader collected it
 // while this process had no process key) makes this process put it again, which the feed then
 // shows. Until then the first transaction of each batch fails on it (the key holds no trace
 // of the sessions taken from this process while it was gone), and the batch is checked again
@@ -165,6 +180,7 @@ func (b *Store) observeTakenKeyAt(ctx context.Context, rev int64) error {
 func (b *Store) observeTakenKey(kv *mvccpb.KeyValue) {
 	if kv != nil && kv.CreateRevision != 0 {
 		b.process.takenRev.Store(kv.CreateRevision)
+		b.process.takenMod.Store(kv.ModRevision)
 		return
 	}
 	if !b.process.recreating.CompareAndSwap(false, true) {
@@ -174,7 +190,7 @@ func (b *Store) observeTakenKey(kv *mvccpb.KeyValue) {
 		defer b.process.recreating.Store(false)
 		for b.bgCtx.Err() == nil {
 			ctx, cancel := context.WithTimeout(b.bgCtx, 5*time.Second)
-			_, err := b.putTakenKey(ctx)
+			_, _, err := b.putTakenKey(ctx)
 			cancel()
 			if err == nil {
 				return

@@ -167,8 +167,11 @@ func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
 	return nil
 }
 
-// lastWriteIndex reads the index of the last write of revision rev from the error key.
+// lastWriteIndex reads the index of the last write of revision rev from the error key, within
+// replicaPageTimeout whatever ctx's deadline: it comes at the end of a load.
 func lastWriteIndex(ctx context.Context, kv clientv3.KV, k keySchema, rev int64) (uint16, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replicaPageTimeout)
+	defer cancel()
 	r, err := kv.Get(ctx, k.errorKey(), clientv3.WithRev(rev))
 	if err != nil || len(r.Kvs) == 0 || r.Kvs[0].ModRevision != rev {
 		return 0, err
@@ -381,6 +384,9 @@ func (r *replica) applyLocked(rev int64, evs []*clientv3.Event) aclsBefore {
 // revision that deleted it puts its offsets key, keys.go). A setData's put of the data key
 // leaves the ACL as it was.
 func aclChanges(k keySchema, ev *clientv3.Event) (path string, ok bool) {
+	if n := len(ev.Kv.Key); ev.Type == mvccpb.PUT && (n < 2 || ev.Kv.Key[n-2] != 0 || ev.Kv.Key[n-1] != 'a' && ev.Kv.Key[n-1] != 'o') {
+		return "", false // not a meta key's put (paths hold no NUL), or not the ACL or offsets key's
+	}
 	key := string(ev.Kv.Key)
 	if ev.Type == mvccpb.DELETE {
 		if path, ok := k.pathOfDataKey(key); ok {

@@ -480,6 +480,26 @@ func TestReplicaLoadFallsBack(t *testing.T) {
 	}
 }
 
+// TestReplicaLoadPastDeadline: a load is not bounded by its caller's deadline (a start's): one
+// whose deadline passed before it began reads the whole tree all the same.
+func TestReplicaLoadPastDeadline(t *testing.T) {
+	b, _, _ := newTestBackend(t)
+	s := openTestSession(t, b)
+	if _, _, err := s.Create(context.Background(), &encoding.CreateRequest{Path: "/a", ACL: openACL}); err != nil {
+		t.Fatal(err)
+	}
+	rev := b.AppliedRevision()
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	fresh := newReplica(b.keys, zaptest.NewLogger(t))
+	if err := fresh.load(ctx, b.kv, rev); err != nil {
+		t.Fatalf("a load past its caller's deadline: %v", err)
+	}
+	if _, _, _, ok, err := fresh.node("/a", false); !ok || err != nil {
+		t.Errorf("/a after the load: exists %v, %v", ok, err)
+	}
+}
+
 // TestTreeLargeDirectory: a node with more children than childSetMax, and then fewer than a
 // quarter of it, reads the same from the replica as from etcd.
 func TestTreeLargeDirectory(t *testing.T) {

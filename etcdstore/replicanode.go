@@ -127,11 +127,14 @@ func (n *replicaNode) store(k, before *nodeKeys, acls *aclTable) {
 		m.statsData = bytes.Clone(m.statsData)
 		more = &m
 	}
+	// m stays on the stack: most nodes have no more, and a put that leaves it as it was
+	// allocates nothing.
 	switch m := (replicaMore{acl: k.acl, ttl: k.meta.TTL, keys: more}); {
 	case m == (replicaMore{}):
 		n.more = nil
 	case n.more == nil || *n.more != m:
-		n.more = &m
+		n.more = new(replicaMore)
+		*n.more = m
 	}
 }
 

@@ -283,8 +283,7 @@ func (l *goneLatch) after(f func()) (stop func() bool) {
 // (readFloor), and the feed applies a revision before it counts it as progress.
 func (s *etcdSession) LastZxid() encoding.Zxid {
 	if s.b.watches.Watching(s.watcher) {
-		progress, _ := s.b.watches.Progress()
-		return progress
+		return s.b.watches.ProgressZxid()
 	}
 	return s.b.newestZxid()
 }
@@ -293,8 +292,7 @@ func (s *etcdSession) LastZxid() encoding.Zxid {
 // watch feed's progress, or the newest answer given to any of its sessions if that is newer
 // (the feed applies a revision a moment after etcd acknowledges it).
 func (b *Store) newestZxid() encoding.Zxid {
-	progress, _ := b.watches.Progress()
-	return max(progress, encoding.Zxid(b.newestAnswer.Load()))
+	return max(b.watches.ProgressZxid(), encoding.Zxid(b.newestAnswer.Load()))
 }
 
 // RefuseWrite consumes a revision through the error key, as ZooKeeper logs an error txn for
@@ -355,19 +353,18 @@ func (s *etcdSession) Expire(ctx context.Context) error {
 // after its end: ZooKeeper's leader processes a session's requests before its closeSession.
 // The zero value is ready; its methods may be called from any goroutine.
 type writesInFlight struct {
-	mu      sync.Mutex
-	n       int
-	settled chan struct{} // closed as n drops to 0; nil while n is 0
+	mu sync.Mutex
+	n  int
+	// settled is closed as n drops to 0; made by the first to wait for it (settledLocked), so
+	// that a session's writes, mostly one at a time with nobody waiting, make none.
+	settled chan struct{}
 }
 
 // add counts a write handed to the committer.
 func (w *writesInFlight) add() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.n == 0 {
-		w.settled = make(chan struct{})
-	}
 	w.n++
+	w.mu.Unlock()
 }
 
 // done counts a write the committer answered.
@@ -375,16 +372,28 @@ func (w *writesInFlight) done() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.n--
-	if w.n == 0 {
+	if w.n == 0 && w.settled != nil {
 		close(w.settled)
 		w.settled = nil
 	}
 }
 
+// settledLocked returns the channel closed once the writes in flight now are answered, nil if
+// there are none; mu held.
+func (w *writesInFlight) settledLocked() chan struct{} {
+	if w.n == 0 {
+		return nil
+	}
+	if w.settled == nil {
+		w.settled = make(chan struct{})
+	}
+	return w.settled
+}
+
 // wait returns once the writes in flight when it was called are answered, or ctx's error.
 func (w *writesInFlight) wait(ctx context.Context) error {
 	w.mu.Lock()
-	settled := w.settled
+	settled := w.settledLocked()
 	w.mu.Unlock()
 	if settled == nil {
 		return nil
@@ -401,7 +410,7 @@ func (w *writesInFlight) wait(ctx context.Context) error {
 // there are none, else in a goroutine of its own, or never if ctx ends first.
 func (w *writesInFlight) afterSettled(ctx context.Context, f func()) {
 	w.mu.Lock()
-	settled := w.settled
+	settled := w.settledLocked()
 	w.mu.Unlock()
 	if settled == nil {
 		f()

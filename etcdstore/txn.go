@@ -26,6 +26,8 @@ func (w txnWrite) op() clientv3.Op {
 		return clientv3.OpDelete(w.key, clientv3.WithPrefix())
 	case w.del:
 		return clientv3.OpDelete(w.key)
+	case w.lease == 0:
+		return clientv3.OpPut(w.key, w.value) // no lease is lease 0, without an option made for it
 	}
 	return clientv3.OpPut(w.key, w.value, clientv3.WithLease(clientv3.LeaseID(w.lease)))
 }

@@ -56,7 +56,7 @@ func encodeJournal(changes []journalChange) string {
 			// The record's length goes before it, once it is appended.
 			at := len(b)
 			b = binary.BigEndian.AppendUint32(b, 0)
-			b = encoding.AppendRecord(b, &encoding.SetACLRequest{ACL: c.CreatedACL})
+			b = encoding.AppendACLRecord(b, c.CreatedACL)
 			binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
 		}
 	}
@@ -238,7 +238,7 @@ func appendACLValue(b []byte, v aclValue) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(v.Ctime))
 	b = binary.BigEndian.AppendUint32(b, uint32(v.Mode))
 	b = binary.BigEndian.AppendUint64(b, uint64(v.TTL))
-	return encoding.AppendRecord(b, &encoding.SetACLRequest{ACL: v.ACL})
+	return encoding.AppendACLRecord(b, v.ACL)
 }
 
 // decodeACLValue decodes an ACL value, its list shared through acls (nil: not shared).

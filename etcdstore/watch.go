@@ -35,6 +35,9 @@ func (s *etcdSession) AwaitEvents(ctx context.Context, zxid encoding.Zxid) error
 func (b *Store) awaitRevision(ctx context.Context, rev int64) error {
 	asked := false
 	for {
+		if revOf(b.watches.ProgressZxid()) >= rev {
+			return nil // without the channel a wait needs
+		}
 		progress, moved := b.watches.Progress()
 		if revOf(progress) >= rev {
 			return nil

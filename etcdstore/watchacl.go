@@ -96,39 +96,56 @@ type aclSource struct {
 	replaced aclsBefore
 }
 
-// withACLs gives c a resolver of its node's and its parent's ACL, memoized (each is looked up
-// at most once, and only if a delivery needs it).
-func (b *Store) withACLs(c watch.Change, node, parent aclSource) watch.Change {
-	var mu sync.Mutex
-	var done, ok [2]bool
-	var acls [2][]encoding.ACL
-	c.ACL = func(isParent bool) ([]encoding.ACL, bool) {
-		i, src := 0, node
-		if isParent {
-			i, src = 1, parent
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !done[i] {
-			done[i] = true
-			if src.known {
-				acls[i], ok[i] = src.acl, true
-			} else {
-				acls[i], ok[i] = b.aclAtChange(src)
-			}
-		}
-		return acls[i], ok[i]
-	}
-	return c
+// aclResolver resolves the ACLs of one change (watch.ACLSource) from the sources of its node's
+// ACL and its parent's, memoized: each is looked up at most once, and only if a delivery needs
+// it. The resolvers of a revision's changes are made in one slice (aclResolvers).
+type aclResolver struct {
+	b    *Store
+	src  [2]aclSource // the node's, the parent's
+	mu   sync.Mutex
+	done [2]bool
+	ok   [2]bool
+	acls [2][]encoding.ACL
 }
 
-// keyEventACLs resolves the ACLs of a change made by a single-op revision (not a multi): a
-// deleted node's ACL as it was before the revision, anything else's at it.
-func (b *Store) keyEventACLs(c watch.Change, replaced aclsBefore) watch.Change {
+func (r *aclResolver) ACL(isParent bool) ([]encoding.ACL, bool) {
+	i := 0
+	if isParent {
+		i = 1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.done[i] {
+		r.done[i] = true
+		if src := r.src[i]; src.known {
+			r.acls[i], r.ok[i] = src.acl, true
+		} else {
+			r.acls[i], r.ok[i] = r.b.aclAtChange(src)
+		}
+	}
+	return r.acls[i], r.ok[i]
+}
+
+// aclResolvers makes n resolvers for the changes of one revision, in one allocation.
+func (b *Store) aclResolvers(n int) []aclResolver {
+	rs := make([]aclResolver, n)
+	for i := range rs {
+		rs[i].b = b
+	}
+	return rs
+}
+
+// keyEventACLs resolves, with r, the ACLs of a change made by a single-op revision (not a
+// multi): a deleted node's ACL as it was before the revision, anything else's at it.
+func keyEventACLs(c watch.Change, replaced aclsBefore, r *aclResolver) watch.Change {
 	rev := revOf(c.Zxid)
-	node := aclSource{path: c.Path, rev: rev, before: c.Kind == watch.Deleted, replaced: replaced}
 	parent, _ := znode.Parent(c.Path)
-	return b.withACLs(c, node, aclSource{path: parent, rev: rev, replaced: replaced})
+	r.src = [2]aclSource{
+		{path: c.Path, rev: rev, before: c.Kind == watch.Deleted, replaced: replaced},
+		{path: parent, rev: rev, replaced: replaced},
+	}
+	c.ACL = r
+	return c
 }
 
 // journalACLs resolves the ACLs of a multi's changes, in op order: a node the multi created has
@@ -142,6 +159,7 @@ func (b *Store) journalACLs(changes []watch.Change, replaced aclsBefore) {
 		}
 		return aclSource{path: path, rev: rev, before: true, replaced: replaced}
 	}
+	rs := b.aclResolvers(len(changes))
 	for i, c := range changes {
 		rev := revOf(c.Zxid)
 		parent, _ := znode.Parent(c.Path)
@@ -153,7 +171,8 @@ func (b *Store) journalACLs(changes []watch.Change, replaced aclsBefore) {
 				created[c.Path] = c.CreatedACL
 			}
 		}
-		changes[i] = b.withACLs(c, node, source(parent, rev))
+		rs[i].src = [2]aclSource{node, source(parent, rev)}
+		changes[i].ACL = &rs[i]
 		if c.Kind == watch.Deleted {
 			delete(created, c.Path)
 		}

@@ -31,6 +31,10 @@ type Config struct {
 	// LastInterval is how often ZooKeeper's last zxid is read (default 1 s), against which the
 	// copy's lag is measured.
 	LastInterval time.Duration
+	// Loaded, if set, is called once the initial tree is written, before the state leaves
+	// loading; its error fails the migration. While the tree loads nothing else may write to
+	// etcd (etcdstore.Import numbers zxids by the revisions its writes get).
+	Loaded func(context.Context) error
 	// SyncInterval is how often the follower is made to report every change up to ZooKeeper's
 	// last zxid (default 10 s; Follower.Sync, which also reads every ACL again if a transaction
 	// without an event came, as a setACL): the copy then holds ZooKeeper's last zxid even while
@@ -61,8 +65,14 @@ type Status struct {
 	// Pending counts the nodes whose newest state is not written yet.
 	Pending int `json:"pending"`
 	// SkippedEphemerals counts ephemerals left out: their sessions' ids cannot be etcd leases.
-	SkippedEphemerals int       `json:"skippedEphemerals"`
-	Started           time.Time `json:"started"`
+	SkippedEphemerals int `json:"skippedEphemerals"`
+	// Padding counts the etcd revisions spent keeping the copy's zxids above ZooKeeper's: the
+	// load's, and 65,536 at most for each ZooKeeper epoch begun since (a leader election).
+	// UnpaddedZxid is the newest ZooKeeper zxid the copy numbered below itself, the padding's
+	// bound being spent (absent: none).
+	Padding      int64     `json:"padding"`
+	UnpaddedZxid string    `json:"unpaddedZxid,omitempty"`
+	Started      time.Time `json:"started"`
 	// Errors are the newest errors met, each with its time, the one it failed of last.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -131,6 +141,9 @@ func (m *Migration) Wait() error {
 	<-m.done
 	return m.err
 }
+
+// Done is closed once the migration stops.
+func (m *Migration) Done() <-chan struct{} { return m.done }
 
 // Stop stops the copy, its follower and its mirror, and waits for them. The mirror no longer
 // keeps the sessions' leases alive (Mirror.Close).
@@ -245,6 +258,11 @@ func (m *Migration) run(ctx context.Context) error {
 	res, err := mirror.Load(ctx, st, f.Settled())
 	if err != nil {
 		return err
+	}
+	if m.cfg.Loaded != nil {
+		if err := m.cfg.Loaded(ctx); err != nil {
+			return err
+		}
 	}
 	m.log.Info("migration: following ZooKeeper", zap.Int("nodes", res.Nodes), zap.Bool("resume-ok", res.ResumeOK))
 	m.mu.Lock()
@@ -388,7 +406,10 @@ func (m *Migration) progress(p etcdstore.MirrorProgress) {
 	defer m.mu.Unlock()
 	m.copyZxid = max(m.copyZxid, p.Written)
 	m.zkZxid = max(m.zkZxid, m.copyZxid) // what was written, ZooKeeper had
-	m.status.Pending, m.status.SkippedEphemerals = p.Pending, p.SkippedEphemerals
+	m.status.Pending, m.status.SkippedEphemerals, m.status.Padding = p.Pending, p.SkippedEphemerals, p.Padding
+	if p.Unpadded != 0 {
+		m.status.UnpaddedZxid = fmt.Sprintf("%#x", p.Unpadded)
+	}
 	i := 0
 	for i < len(m.seen) && m.seen[i].zxid <= m.copyZxid {
 		i++

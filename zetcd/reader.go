@@ -183,7 +183,9 @@ func answeredFromMemory(op encoding.Op) bool {
 // back once drained. A frame that fits the buffer is returned in place; a larger one is read
 // into its own slice.
 type frameReader struct {
-	first [64]byte
+	// first is read into with one system call: 256 bytes hold a whole write of a value up to
+	// about 200 bytes (a setData of 128 bytes is 160), which 64 split in two reads.
+	first [256]byte
 	buf   []byte // pooled; nil when nothing is unread
 	r, w  int    // buf[r:w] is unread
 }

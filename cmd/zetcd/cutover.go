@@ -21,106 +21,51 @@ import (
 )
 
 // The cutover (POST /migrate/cutover; docs/migration.md, "Cutover") moves the clients relayed
-// to ZooKeeper onto zetcd, sessions, ephemerals and watches with them. Until the import marker
-// is deleted, a failure hands the clients back to ZooKeeper; once it is, zetcd serves.
+// to ZooKeeper onto zetcd, sessions, ephemerals and watches with them, on every process of the
+// migration at once (agreement.go): until the import marker is deleted, a failure hands every
+// process's clients back to ZooKeeper; once it is, every process serves them from zetcd. This
+// file is each process's part; copier.go is the copier's.
 
 // The cutover's states, on GET /migrate.
 const (
 	cutoverNone    = ""             // not asked for, or handed back to ZooKeeper after a failure
-	cutoverRunning = "cutting-over" // the steps are running; new connections are held
+	cutoverRunning = "cutting-over" // the steps are running; new connections are held from holding on
 	cutoverDone    = "done"         // zetcd serves every client
-	cutoverFailed  = "failed"       // the copy stopped and the import marker stayed: nothing serves
 )
 
-// cutoverTimeout bounds the first catch-up of a cutover, and its steps from the closing of the
-// relayed connections to the deletion of the import marker and zetcd's start.
+// cutoverTimeout bounds the first catch-up of a cutover, and its steps from holding new
+// connections on every process to the deletion of the import marker.
 var cutoverTimeout = 2 * time.Minute
 
-// errHeld is what a connQueue's accept answers once the relaying stops.
-var errHeld = errors.New("relaying stopped")
-
-// connQueue accepts a client port's connections and hands them to whoever serves them: the
-// relay before the cutover, zetcd's server after it (as its net.Listener). Between the two they
-// wait in it, accepted and not read: their clients see a connection that has not answered yet.
-type connQueue struct {
-	ln        net.Listener
-	tls       bool
-	conns     chan net.Conn
-	failed    chan struct{} // closed when accepting failed, with err
-	err       error
-	closed    chan struct{}
-	closeOnce sync.Once
-}
-
-func newConnQueue(p clientPort) *connQueue {
-	q := &connQueue{ln: p.ln, tls: p.tls, conns: make(chan net.Conn), failed: make(chan struct{}), closed: make(chan struct{})}
-	go q.run()
-	return q
-}
-
-func (q *connQueue) run() {
-	for {
-		c, err := q.ln.Accept()
-		if err != nil {
-			q.err = err
-			close(q.failed)
-			return
-		}
-		select {
-		case q.conns <- c:
-		case <-q.closed:
-			c.Close()
-			return
-		}
-	}
-}
-
-// accept returns the next connection, or errHeld once stop is closed.
-func (q *connQueue) accept(stop <-chan struct{}) (net.Conn, error) {
-	select {
-	case c := <-q.conns:
-		return c, nil
-	case <-q.failed:
-		if errors.Is(q.err, net.ErrClosed) {
-			return nil, net.ErrClosed
-		}
-		return nil, fmt.Errorf("serve %s: %w", q.ln.Addr(), q.err)
-	case <-q.closed:
-		return nil, net.ErrClosed
-	case <-stop:
-		return nil, errHeld
-	}
-}
-
-func (q *connQueue) Accept() (net.Conn, error) { return q.accept(nil) }
-
-func (q *connQueue) Close() error {
-	q.closeOnce.Do(func() { close(q.closed) })
-	return q.ln.Close()
-}
-
-func (q *connQueue) Addr() net.Addr { return q.ln.Addr() }
-
-// migrator is migration mode's client ports, relay and copy, and its cutover.
+// migrator is one process's migration mode: its client ports, relay, part in the agreement
+// (agreement.go), and, if elected, the copy (copier.go).
 type migrator struct {
 	o      options
 	log    *zap.Logger
 	ctx    context.Context // the migration's
 	etcd   *etcdConn
-	m      *migrate.Migration
+	mc     etcdstore.MirrorConfig
+	ag     *agreement
 	relay  *zkrelay.Relay
 	queues []*connQueue
 	// serveErr gets a client port's failure while relaying, and zetcd's end after the cutover.
 	serveErr chan error
+	copying  sync.WaitGroup // the copier's goroutines
 
-	// last is ZooKeeper's last zxid at the cutover, the cutover's ZxidTable's Last. Only the
-	// cutover's goroutine uses it.
-	last int64
+	// Only the look loop (watchAgreement) uses these.
+	heldFor     string            // the cutover this process holds new connections for
+	reported    string            // the cutover it reported holding for
+	before      []zkrelay.Session // the relayed sessions when it stopped relaying
+	coordinated string            // the copier: the newest cutover it ran
 
 	mu       sync.Mutex
-	stop     chan struct{} // closed to hold new connections
+	m        *migrate.Migration // the copy, once this process is elected copier
+	view     common             // the agreement as last read
+	stop     chan struct{}      // closed to hold new connections
 	relaying sync.WaitGroup
-	status   cutoverStatus
+	settled  map[string]string // the cutovers that ended, by id: "" done, else why they failed
+	errors   []string          // the cutovers' failures, each with its time
+	serving  bool
 	zetcd    http.Handler // zetcd's operator endpoint, once it serves
 }
 
@@ -137,6 +82,8 @@ type cutoverStatus struct {
 	Skipped   []string `json:"skipped,omitempty"`
 	// Errors are the cutovers' failures, each with its time.
 	Errors []string `json:"errors,omitempty"`
+	// By is the process that asked for the cutover.
+	By string `json:"by,omitempty"`
 }
 
 // startRelaying hands each client port's connections to the relay until holdConnections.
@@ -179,87 +126,133 @@ func (mg *migrator) holdConnections() {
 	mg.relaying.Wait()
 }
 
-// others names ZooKeeper's sessions that its `cons` lists and that are neither relayed through
-// this zetcd nor the copy's own (the follower's); unread says why a server's `cons` could not
-// be read.
-func (mg *migrator) others() (others, unread []string) {
-	conns, unread := zklive.Connections(zklive.Config{Servers: mg.o.migrate.from})
-	delete(conns, mg.m.SessionID())
-	for _, s := range mg.relay.Sessions() {
-		delete(conns, int64(s.ID))
+// lookInterval is how often each process reads the agreement.
+const lookInterval = 100 * time.Millisecond
+
+// watchAgreement reads the agreement every lookInterval and does what it asks, until zetcd
+// serves or ctx ends.
+func (mg *migrator) watchAgreement(ctx context.Context) {
+	t := time.NewTicker(lookInterval)
+	defer t.Stop()
+	for !mg.isServing() {
+		mg.look(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
-	for id, addr := range conns {
-		others = append(others, fmt.Sprintf("session %#x from %s", id, addr))
-	}
-	slices.Sort(others)
-	return others, unread
 }
 
-// begin starts a cutover, unless one runs or is done, or, unless force, ZooKeeper has clients
-// that the cutover would not move.
-func (mg *migrator) begin(force bool) error {
-	if !force {
-		others, unread := mg.others()
-		if len(others) > 0 {
-			return fmt.Errorf("ZooKeeper serves clients not relayed through this zetcd, which the cutover would leave on it: %s (move them to zetcd, or force=true)", strings.Join(others, "; "))
-		}
-		if len(unread) > 0 {
-			return fmt.Errorf("cannot tell which clients ZooKeeper serves: %s (allow cons in 4lw.commands.whitelist, or force=true)", strings.Join(unread, "; "))
-		}
+// look reads the agreement once and follows the common cutover: a process holds new
+// connections while it is held, serves once it is done, and relays in every other state.
+func (mg *migrator) look(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := mg.ag.read(rctx)
+	if err != nil {
+		mg.log.Debug("migration: reading the agreement", zap.Error(err))
+		return
 	}
+	mg.mu.Lock()
+	mg.view = c
+	mg.mu.Unlock()
+	cut := c.cutover
+	switch {
+	case cut != nil && cut.State == commonDone:
+		mg.serve(*cut)
+		return
+	case cut != nil && cut.State == commonHolding:
+		mg.holdFor(rctx, cut.ID)
+	default:
+		mg.relayAgain(cut)
+	}
+	if err := mg.ag.register(rctx); err != nil {
+		mg.log.Debug("migration: registering the process", zap.Error(err))
+	}
+	if err := mg.ag.recordSessions(rctx, mg.relay.Sessions()); err != nil {
+		mg.log.Debug("migration: recording the relayed sessions", zap.Error(err))
+	}
+	if cut != nil && cut.State == commonRequested && mg.coordinated != cut.ID && mg.copy() != nil {
+		mg.coordinated = cut.ID
+		mg.copying.Add(1)
+		go func() {
+			defer mg.copying.Done()
+			mg.coordinate(*cut, c.cutoverRev)
+		}()
+	}
+}
+
+// holdFor holds new connections for the cutover id, closes the relayed ones, and reports the
+// relayed sessions once none is connected.
+func (mg *migrator) holdFor(ctx context.Context, id string) {
+	if mg.heldFor == "" {
+		mg.log.Info("cutover: holding new connections, closing the relayed ones", zap.String("cutover", id))
+		mg.holdConnections()
+		mg.before = mg.relay.Sessions()
+		mg.relay.CloseAll()
+	}
+	mg.heldFor = id
+	if mg.reported == id {
+		return
+	}
+	sessions, err := mg.quiet(ctx)
+	if err != nil {
+		mg.log.Warn("cutover: waiting for the relayed connections to close", zap.Error(err))
+		return
+	}
+	h := heldRecord{Cutover: id, Sessions: liveSessions(mg.before, sessions)}
+	if err := mg.ag.hold(ctx, h); err != nil {
+		mg.log.Warn("cutover: reporting the held connections", zap.Error(err))
+		return
+	}
+	mg.reported = id
+}
+
+// relayAgain relays again if this process held new connections for a cutover that is no
+// longer held (cut: the common cutover now, nil if none), and settles the cutover that ended.
+func (mg *migrator) relayAgain(cut *commonCutover) {
+	if cut != nil && cut.State == commonHandedBack {
+		mg.settle(cut.ID, cut.Error)
+	}
+	if mg.heldFor == "" {
+		return
+	}
+	if cut == nil || cut.ID != mg.heldFor {
+		mg.settle(mg.heldFor, "the cutover ended without an answer: its copier went away")
+	}
+	mg.log.Info("cutover handed back: relaying clients to ZooKeeper again", zap.String("cutover", mg.heldFor))
+	mg.heldFor, mg.reported, mg.before = "", "", nil
+	mg.startRelaying()
+}
+
+// settle records how the cutover id ended, once: why it failed, or "" if done.
+func (mg *migrator) settle(id, why string) {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
-	switch mg.status.State {
-	case cutoverRunning:
-		return errors.New("a cutover is running")
-	case cutoverDone:
-		return errors.New("the cutover is done: zetcd serves every client")
-	case cutoverFailed:
-		return errors.New("a cutover failed after the copy stopped")
+	if mg.settled == nil {
+		mg.settled = map[string]string{}
 	}
-	if st := mg.m.Status(); st.State == migrate.StateLoading || st.State == migrate.StateFailed {
-		return fmt.Errorf("the copy is %s", st.State)
+	if _, ok := mg.settled[id]; ok {
+		return
 	}
-	mg.status.State, mg.status.Step, mg.status.Started = cutoverRunning, "", time.Now().UTC()
-	mg.status.TakenOver, mg.status.Skipped, mg.status.ZooKeeperZxid = nil, nil, ""
-	return nil
+	mg.settled[id] = why
+	if why != "" {
+		mg.log.Warn("cutover failed: clients stay on ZooKeeper", zap.String("cutover", id), zap.String("error", why))
+		mg.errors = append(mg.errors, time.Now().UTC().Format(time.RFC3339)+" "+why)
+	}
 }
 
-func (mg *migrator) step(s string) {
-	mg.log.Info("cutover: "+s, zap.String("step", s))
-	mg.mu.Lock()
-	mg.status.Step = s
-	mg.mu.Unlock()
-}
-
-// cutover runs the cutover's steps; an error before the import marker's deletion hands the
-// clients back to ZooKeeper, and the copy goes on following it.
-func (mg *migrator) cutover() error {
-	mg.step("holding new connections")
-	mg.holdConnections()
-	sessions, err := mg.takeOver()
-	if err != nil {
-		mg.log.Warn("cutover failed: clients stay on ZooKeeper", zap.Error(err))
-		mg.mu.Lock()
-		mg.status.State, mg.status.Step = cutoverNone, ""
-		mg.status.Errors = append(mg.status.Errors, time.Now().UTC().Format(time.RFC3339)+" "+err.Error())
-		mg.mu.Unlock()
-		mg.startRelaying()
-		return err
+// serve starts zetcd on the client ports, the relaying stopped and the relayed connections
+// closed, once the import marker is gone.
+func (mg *migrator) serve(cut commonCutover) {
+	if mg.heldFor == "" {
+		mg.holdConnections()
+		mg.relay.CloseAll()
+		mg.heldFor = cut.ID
 	}
-	mg.step("starting zetcd")
-	ctx, cancel := context.WithTimeout(mg.ctx, cutoverTimeout)
-	defer cancel()
-	mg.m.Stop()
-	if err := mg.endMigration(ctx); err != nil {
-		// The copy no longer follows ZooKeeper and may not be served: nothing serves.
-		err = fmt.Errorf("cutover: %w; the copy stopped following ZooKeeper: restart with an empty prefix", err)
-		mg.mu.Lock()
-		mg.status.State = cutoverFailed
-		mg.status.Errors = append(mg.status.Errors, time.Now().UTC().Format(time.RFC3339)+" "+err.Error())
-		mg.mu.Unlock()
-		mg.serveErr <- err
-		return err
+	if m := mg.copy(); m != nil {
+		m.Stop()
 	}
 	if mg.etcd.embedded != nil {
 		mg.etcd.embedded.StopCompactor() // the store starts its own, on its progress
@@ -277,81 +270,32 @@ func (mg *migrator) cutover() error {
 			started: func() { close(ready) },
 		})
 	}()
+	mg.mu.Lock()
+	mg.serving = true
+	mg.mu.Unlock()
 	select {
 	case <-ready:
+		mg.settle(cut.ID, "")
+		mg.log.Info("cutover done: zetcd serves every client", zap.String("cutover", cut.ID))
 	case <-exited:
-		return errors.New("cutover: zetcd did not start; see its log")
-	case <-ctx.Done():
-		return fmt.Errorf("cutover: zetcd did not start: %w", ctx.Err())
+		mg.settle(cut.ID, "zetcd did not start; see its log")
+	case <-time.After(cutoverTimeout):
+		mg.settle(cut.ID, fmt.Sprintf("zetcd did not start within %s; see its log", cutoverTimeout))
+	case <-mg.ctx.Done():
 	}
-	mg.mu.Lock()
-	mg.status.State, mg.status.Step = cutoverDone, ""
-	mg.mu.Unlock()
-	mg.log.Info("cutover done: zetcd serves every client", zap.Int("sessions", len(sessions)))
-	return nil
 }
 
-// takeOver brings the copy up to ZooKeeper's last zxid with no relayed connection left, and
-// writes the relayed sessions into the store; it returns the sessions taken over.
-func (mg *migrator) takeOver() ([]etcdstore.MigratedSession, error) {
-	cc := etcdstore.CutoverConfig{Client: mg.etcd.cli, LeaseClient: mg.etcd.leases, Prefix: mg.o.prefix, Logger: mg.log}
-	// Catching up and padding first, while the relayed sessions still live on ZooKeeper,
-	// leaves little to do once their connections are closed: padding past a ZooKeeper epoch
-	// takes 65536 etcd revisions, and is not bounded by cutoverTimeout.
-	mg.step("catching up")
-	first, cancel := context.WithTimeout(mg.ctx, cutoverTimeout)
-	z, err := mg.m.CatchUp(first)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	mg.step("padding etcd's revision")
-	if err := etcdstore.PadPast(mg.ctx, cc, z); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(mg.ctx, cutoverTimeout)
-	defer cancel()
-	// The relayed connections close before the last catch-up: no relayed request reaches
-	// ZooKeeper after it. Their clients reconnect, and wait with the new connections.
-	mg.step("closing the relayed connections")
-	before := mg.relay.Sessions()
-	mg.relay.CloseAll()
-	sessions, err := mg.quiet(ctx)
-	if err != nil {
-		return nil, err
-	}
-	mg.step("catching up with the relaying stopped")
-	if z, err = mg.m.CatchUp(ctx); err != nil {
-		return nil, err
-	}
-	var last int64
-	mg.last = z
-	for _, s := range sessions {
-		last = max(last, int64(s.LastZxid))
-	}
-	if z < last {
-		return nil, fmt.Errorf("cutover: ZooKeeper's last zxid %#x is below %#x, sent to a relayed session: the copy follows another ZooKeeper", z, last)
-	}
-	if err := etcdstore.PadPast(ctx, cc, z); err != nil {
-		return nil, err
-	}
-	mg.step("taking over the relayed sessions")
-	taken := liveSessions(before, sessions)
-	skipped, err := etcdstore.TakeOver(ctx, cc, taken)
-	if err != nil {
-		return nil, err
-	}
+func (mg *migrator) isServing() bool {
 	mg.mu.Lock()
-	mg.status.ZooKeeperZxid = fmt.Sprintf("%#x", z)
-	for _, s := range taken {
-		mg.status.TakenOver = append(mg.status.TakenOver, fmt.Sprintf("%#x", s.ID))
-	}
-	for _, id := range skipped {
-		mg.status.Skipped = append(mg.status.Skipped, fmt.Sprintf("%#x", id))
-		mg.log.Warn("cutover: a relayed session's id cannot be an etcd lease: it stays on ZooKeeper", zap.String("session", fmt.Sprintf("%#x", id)))
-	}
-	mg.mu.Unlock()
-	return taken, nil
+	defer mg.mu.Unlock()
+	return mg.serving
+}
+
+// copy is the copy this process runs, nil unless it is the copier.
+func (mg *migrator) copy() *migrate.Migration {
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	return mg.m
 }
 
 // quiet waits until no relayed connection is open, and returns the sessions' records then.
@@ -377,66 +321,159 @@ func (mg *migrator) quiet(ctx context.Context) ([]zkrelay.Session, error) {
 
 // liveSessions are the sessions of after that ZooKeeper still holds: not closed, not expired,
 // and connected in before or disconnected for less than their timeout.
-func liveSessions(before, after []zkrelay.Session) []etcdstore.MigratedSession {
+func liveSessions(before, after []zkrelay.Session) []sessionRecord {
 	connected := map[int64]bool{}
 	for _, s := range before {
 		connected[int64(s.ID)] = s.Connected
 	}
-	var out []etcdstore.MigratedSession
+	var out []sessionRecord
 	for _, s := range after {
 		if s.Closed || s.Expired || !connected[int64(s.ID)] && time.Since(s.DisconnectedAt) >= s.Timeout {
 			continue
 		}
-		out = append(out, etcdstore.MigratedSession{ID: int64(s.ID), Passwd: s.Passwd, TimeoutMs: int32(s.Timeout.Milliseconds())})
+		out = append(out, sessionRecord{MigratedSession: etcdstore.MigratedSession{ID: int64(s.ID), Passwd: s.Passwd,
+			TimeoutMs: int32(s.Timeout.Milliseconds())}, LastZxid: int64(s.LastZxid)})
 	}
 	return out
 }
 
-// endMigration deletes the import marker, again after etcd's errors until ctx ends; a marker
-// already gone was deleted by an attempt whose answer was lost.
-func (mg *migrator) endMigration(ctx context.Context) error {
-	cc := etcdstore.CutoverConfig{Client: mg.etcd.cli, LeaseClient: mg.etcd.leases, Prefix: mg.o.prefix, Logger: mg.log}
-	zxids, err := mg.m.Mapped()
+// others names ZooKeeper's sessions that its `cons` lists and that are neither relayed through
+// a zetcd process of the migration (their records) nor the copy's own (the follower's);
+// unread says why a server's `cons` could not be read.
+func (mg *migrator) others(ctx context.Context, follower int64) (others, unread []string, err error) {
+	recorded, err := mg.ag.recordedSessions(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	table := etcdstore.ZxidTable{Last: mg.last, Zxids: zxids}
-	pause := 100 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := etcdstore.EndMigration(ctx, cc, table)
-		if err == nil || attempt > 0 && errors.Is(err, etcdstore.ErrNoMarker) {
-			return nil
+	conns, unread := zklive.Connections(zklive.Config{Servers: mg.o.migrate.from})
+	delete(conns, follower)
+	for id := range recorded {
+		delete(conns, id)
+	}
+	for _, s := range mg.relay.Sessions() {
+		delete(conns, int64(s.ID))
+	}
+	for id, addr := range conns {
+		others = append(others, fmt.Sprintf("session %#x from %s", id, addr))
+	}
+	slices.Sort(others)
+	return others, unread, nil
+}
+
+// request asks every process for a cutover (A cutover, on the copier's lease), unless one runs
+// or is done, the copy cannot be cut over, or, unless force, ZooKeeper has clients that the
+// cutover would not move; it returns the cutover's id and the revision it was asked at.
+func (mg *migrator) request(ctx context.Context, force bool) (string, int64, error) {
+	c, err := mg.ag.read(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	if m := mg.copy(); m != nil { // newer than the status published
+		c.status = &copierStatus{Status: m.Status(), Copier: mg.ag.id, Follower: m.SessionID()}
+	}
+	if err := cutoverRefusal(c); err != nil {
+		return "", 0, err
+	}
+	if !force {
+		others, unread, err := mg.others(ctx, c.status.Follower)
+		switch {
+		case err != nil:
+			return "", 0, err
+		case len(others) > 0:
+			return "", 0, fmt.Errorf("ZooKeeper serves clients not relayed through zetcd, which the cutover would leave on it: %s (move them to zetcd, or force=true)", strings.Join(others, "; "))
+		case len(unread) > 0:
+			return "", 0, fmt.Errorf("cannot tell which clients ZooKeeper serves: %s (allow cons in 4lw.commands.whitelist, or force=true)", strings.Join(unread, "; "))
 		}
-		mg.log.Warn("cutover: deleting the import marker, again after a pause", zap.Error(err))
+	}
+	lease, err := mg.ag.copierLease(ctx)
+	if err != nil || lease == 0 {
+		return "", 0, fmt.Errorf("no copier is elected: %v", err)
+	}
+	cut := commonCutover{ID: fmt.Sprintf("%s-%x", mg.ag.id, time.Now().UnixNano()), State: commonRequested, By: mg.ag.id, Started: time.Now().UTC()}
+	rev, err := mg.ag.putCutover(ctx, c.cutoverRev, cut, lease)
+	if errors.Is(err, errStale) {
+		return "", 0, errors.New("a cutover is running")
+	}
+	return cut.ID, rev, err
+}
+
+// cutoverRefusal says why the agreement c cannot start a cutover, nil if it can.
+func cutoverRefusal(c common) error {
+	switch {
+	case c.failed != "":
+		return fmt.Errorf("the migration failed: %s", c.failed)
+	case c.cutover != nil && c.cutover.State == commonDone:
+		return errors.New("the cutover is done: zetcd serves every client")
+	case c.cutover != nil && c.cutover.State != commonHandedBack:
+		return errors.New("a cutover is running")
+	case c.status == nil:
+		return errors.New("the copy has not started")
+	case c.status.State == migrate.StateLoading || c.status.State == migrate.StateFailed:
+		return fmt.Errorf("the copy is %s", c.status.State)
+	}
+	return nil
+}
+
+// await waits until this process has seen the cutover id end, and returns why it failed.
+func (mg *migrator) await(ctx context.Context, id string, asked int64) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		mg.mu.Lock()
+		why, ok := mg.settled[id]
+		v := mg.view
+		mg.mu.Unlock()
+		switch {
+		case ok && why == "":
+			return nil
+		case ok:
+			return errors.New(why)
+		case v.rev > asked && (v.cutover == nil || v.cutover.ID != id):
+			return errors.New("the cutover ended without an answer: its copier went away")
+		}
 		select {
 		case <-ctx.Done():
-			return err
-		case <-time.After(pause):
+			return ctx.Err()
+		case <-t.C:
 		}
-		pause = min(2*pause, 5*time.Second)
 	}
 }
 
-// cutoverHandler answers POST /migrate/cutover: it runs the cutover and answers its outcome.
+// cutoverHandler answers POST /migrate/cutover: it asks every process for the cutover, and
+// answers its outcome.
 func (mg *migrator) cutoverHandler(w http.ResponseWriter, r *http.Request) {
 	force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
-	if err := mg.begin(force); err != nil {
+	id, asked, err := mg.request(r.Context(), force)
+	if err != nil {
 		http.Error(w, "cutover refused: "+err.Error(), http.StatusConflict)
 		return
 	}
-	if err := mg.cutover(); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	if err := mg.await(r.Context(), id, asked); err != nil {
+		http.Error(w, "cutover failed, clients stay on ZooKeeper: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	fmt.Fprintln(w, "cutover done: zetcd serves every client")
 }
 
-// cutoverState is the cutover's status now.
+// cutoverState is the cutover's status now, as this process sees it.
 func (mg *migrator) cutoverState() cutoverStatus {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
-	s := mg.status
-	s.Errors = append([]string(nil), s.Errors...)
+	s := cutoverStatus{Errors: append([]string(nil), mg.errors...)}
+	cut := mg.view.cutover
+	if cut == nil || cut.State == commonHandedBack {
+		return s
+	}
+	s.Started, s.By, s.Step = cut.Started, cut.By, cut.Step
+	s.ZooKeeperZxid, s.TakenOver, s.Skipped = cut.ZooKeeperZxid, cut.TakenOver, cut.Skipped
+	switch {
+	case mg.serving:
+		s.State, s.Step = cutoverDone, ""
+	case cut.State == commonDone:
+		s.State, s.Step = cutoverRunning, "starting zetcd"
+	default:
+		s.State = cutoverRunning
+	}
 	return s
 }
 

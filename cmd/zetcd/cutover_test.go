@@ -32,6 +32,7 @@ import (
 type cutoverClient struct {
 	*zk.Conn
 	refuse atomic.Bool
+	target atomic.Pointer[string] // if set, where every later dial goes instead
 	mu     sync.Mutex
 	states []zk.State
 }
@@ -42,6 +43,9 @@ func connectCutover(t *testing.T, addr string, timeout time.Duration) *cutoverCl
 	dial := func(network, address string, d time.Duration) (net.Conn, error) {
 		if c.refuse.Load() {
 			return nil, errors.New("refused by the test")
+		}
+		if p := c.target.Load(); p != nil {
+			address = *p
 		}
 		return net.DialTimeout(network, address, d)
 	}
@@ -102,11 +106,22 @@ func waitCaughtUp(t *testing.T, metrics net.Addr, least int64) {
 
 func postCutover(t *testing.T, metrics net.Addr, query ...string) (int, string) {
 	t.Helper()
-	resp, err := http.Post("http://"+metrics.String()+"/migrate/cutover?"+strings.Join(query, "&"), "", nil)
+	code, body, err := tryCutover(metrics, query...)
 	testenv.Must(t, err)
+	return code, body
+}
+
+// tryCutover posts a cutover, from any goroutine.
+func tryCutover(metrics net.Addr, query ...string) (int, string, error) {
+	// A cutover is bounded (cutoverTimeout, twice, and padding): one that never answers fails.
+	client := &http.Client{Timeout: 5 * time.Minute}
+	resp, err := client.Post("http://"+metrics.String()+"/migrate/cutover?"+strings.Join(query, "&"), "", nil)
+	if err != nil {
+		return 0, "", err
+	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), nil
 }
 
 // migrating is a zetcd in migration mode started by startMigrating.

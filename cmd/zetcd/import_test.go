@@ -137,6 +137,17 @@ func importInto(t testing.TB, zkDir string, extra ...string) (string, etcdstore.
 // sameStats compares every node's Stat on both servers exactly, zxids by value.
 func sameStats(t testing.TB, a, b *zk.Conn) int {
 	t.Helper()
+	return walkStats(t, a, b, func(p string, sa, sb *zk.Stat) {
+		if *sa != *sb {
+			t.Errorf("%s: ZooKeeper's Stat %+v, zetcd's %+v", p, *sa, *sb)
+		}
+	})
+}
+
+// walkStats calls check with each node's Stat on a and on b, walking a's tree, and returns how
+// many nodes it compared.
+func walkStats(t testing.TB, a, b *zk.Conn, check func(p string, sa, sb *zk.Stat)) int {
+	t.Helper()
 	n := 0
 	var walk func(p string)
 	walk = func(p string) {
@@ -144,9 +155,7 @@ func sameStats(t testing.TB, a, b *zk.Conn) int {
 		testenv.Must(t, err)
 		_, sb, err := b.Get(p)
 		testenv.Must(t, err)
-		if *sa != *sb {
-			t.Errorf("%s: ZooKeeper's Stat %+v, zetcd's %+v", p, *sa, *sb)
-		}
+		check(p, sa, sb)
 		n++
 		kids, _, err := a.Children(p)
 		testenv.Must(t, err)

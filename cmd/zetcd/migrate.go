@@ -24,7 +24,9 @@ import (
 // Migration mode (--migrate-from): zetcd copies a running ZooKeeper into its store and keeps
 // the copy equal (package migrate; docs/migration.md, "Migration mode"), and answers the
 // copy's progress on --metrics-addr as GET /migrate. It serves no client from the copy: every
-// client connection is relayed to ZooKeeper (package zkrelay), which serves it.
+// client connection is relayed to ZooKeeper (package zkrelay), which serves it. Several
+// processes on one prefix make one migration: one of them copies (copier.go), each relays its
+// own clients, and they agree through etcd on one cutover (agreement.go, cutover.go).
 
 // migrateOptions are the migration mode's flags.
 type migrateOptions struct {
@@ -92,22 +94,22 @@ func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(
 			return err
 		}
 	}
-	m := migrate.Start(ctx, migrate.Config{
-		ZooKeeper: zklive.Config{Servers: o.migrate.from, Auth: o.migrate.auth, Log: log.Named("zklive")},
-		Mirror:    mc,
-		Logger:    log.Named("migrate"),
-	})
-	defer m.Wait()
-	defer cancel() // before waiting for the migration
-	log.Info("migration mode: copying ZooKeeper into the store", zap.Strings("zookeeper", o.migrate.from),
-		zap.Strings("etcd", etcd.endpoints), zap.String("prefix", o.prefix))
+	ag, err := joinAgreement(ctx, etcd.cli, o.prefix, fmt.Sprint(o.migrate.from), log.Named("agreement"))
+	if err != nil {
+		return err
+	}
+	defer ag.close()
+	log.Info("migration mode", zap.Strings("zookeeper", o.migrate.from), zap.Strings("etcd", etcd.endpoints),
+		zap.String("prefix", o.prefix), zap.String("process", ag.id))
 	ports, err := o.security.listen(o.zkAddr)
 	if err != nil {
 		return err
 	}
 	relay := zkrelay.New(zkrelay.Config{Servers: o.migrate.from, MaxFrameBytes: o.maxFrameBytes, Logger: log.Named("relay")})
 	defer relay.CloseAll()
-	mg := &migrator{o: o, log: log, ctx: ctx, etcd: etcd, m: m, relay: relay, serveErr: make(chan error, len(ports)+1)}
+	mg := &migrator{o: o, log: log, ctx: ctx, etcd: etcd, mc: mc, ag: ag, relay: relay, serveErr: make(chan error, len(ports)+2)}
+	defer mg.copying.Wait()
+	defer cancel() // before waiting for the copier
 	var addrs []net.Addr
 	for _, p := range ports {
 		q := newConnQueue(p)
@@ -117,6 +119,13 @@ func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(
 		log.Info("migration mode: relaying ZooKeeper clients to ZooKeeper", zap.String("addr", p.ln.Addr().String()))
 	}
 	mg.startRelaying()
+	mg.copying.Add(2)
+	go mg.runCopier(ctx)
+	go func() {
+		defer mg.copying.Done()
+		mg.watchAgreement(ctx)
+	}()
+	go mg.watchLease(ctx)
 	var metricsAddr net.Addr
 	if o.metricsAddr != "" {
 		ep, err := startHTTP(o.metricsAddr, migrateHandler(mg), log.Named("http"))
@@ -132,7 +141,7 @@ func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(
 	}
 	select {
 	case <-ctx.Done():
-		if mg.cutoverState().State == cutoverDone {
+		if mg.isServing() {
 			return <-mg.serveErr // zetcd drains on ctx's end
 		}
 		log.Info("stopping the migration")
@@ -142,16 +151,51 @@ func serveMigrate(ctx context.Context, o options, log *zap.Logger, started func(
 	}
 }
 
+// watchLease stops migration mode with an error if the process loses its lease before zetcd
+// serves: its agreement keys are gone, and a cutover would not count it.
+func (mg *migrator) watchLease(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-mg.ag.sess.Done():
+		if ctx.Err() == nil && !mg.isServing() {
+			mg.serveErr <- errors.New("migration: the process lost its lease in etcd (its agreement keys with it): stopping; its clients resume on another zetcd process")
+		}
+	}
+}
+
+// copyStatus is the copy's status: the copier's own, or what it last published; failed, on
+// every process, once the migration failed.
+func (mg *migrator) copyStatus() migrate.Status {
+	m := mg.copy()
+	mg.mu.Lock()
+	v := mg.view
+	mg.mu.Unlock()
+	var st migrate.Status
+	switch {
+	case m != nil:
+		st = m.Status()
+	case v.status != nil:
+		st = v.status.Status
+	default:
+		st = migrate.Status{State: migrate.StateLoading}
+	}
+	if v.failed != "" {
+		st.State, st.Errors = migrate.StateFailed, append(st.Errors, v.failed)
+	}
+	return st
+}
+
 // migrateHandler is the operator endpoint in migration mode: /migrate answers the migration's
 // Status, the cutover's and the relayed sessions as JSON, POST /migrate/cutover runs the
 // cutover (cutover.go), /healthz is 200 unless the migration failed. Once zetcd serves, the
 // other paths and /healthz are its operator endpoint's (http.go).
 func migrateHandler(mg *migrator) http.Handler {
-	m, relay := mg.m, mg.relay
+	relay := mg.relay
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /migrate", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(migrateStatus{Status: m.Status(), Cutover: mg.cutoverState(), Relayed: relayedSessions(relay.Sessions())})
+		json.NewEncoder(w).Encode(migrateStatus{Status: mg.copyStatus(), Cutover: mg.cutoverState(), Relayed: relayedSessions(relay.Sessions()),
+			Process: mg.ag.id, Copier: mg.copierID()})
 	})
 	mux.HandleFunc("POST /migrate/cutover", mg.cutoverHandler)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -166,7 +210,7 @@ func migrateHandler(mg *migrator) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if s := m.Status(); s.State == migrate.StateFailed {
+		if s := mg.copyStatus(); s.State == migrate.StateFailed {
 			http.Error(w, "migration failed: "+strings.Join(s.Errors, "; "), http.StatusServiceUnavailable)
 			return
 		}
@@ -175,12 +219,15 @@ func migrateHandler(mg *migrator) http.Handler {
 	return mux
 }
 
-// migrateStatus is what GET /migrate answers: the copy's progress, and the sessions relayed
-// through this process.
+// migrateStatus is what GET /migrate answers: the copy's progress, the common cutover, and the
+// sessions relayed through this process.
 type migrateStatus struct {
 	migrate.Status
 	Cutover cutoverStatus    `json:"cutover"`
 	Relayed []relayedSession `json:"relayedSessions"`
+	// Process is this process's id in the agreement, Copier the copier's (agreement.go).
+	Process string `json:"process"`
+	Copier  string `json:"copier,omitempty"`
 }
 
 // relayedSession is a relayed session as GET /migrate shows it: never its password.

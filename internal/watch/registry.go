@@ -42,15 +42,22 @@ type Change struct {
 	Kind ChangeKind
 	Path string
 	Zxid encoding.Zxid
-	// ACL, if set, returns the ACL of the changed node (parent false) or of its parent (true)
-	// as it was at the change. ZooKeeper 3.9.2+ delivers an event only to a connection with
-	// READ on the node whose ACL applies: the changed node, the parent for NodeChildrenChanged
-	// (WatchManager). ok false means the ACL cannot be known: the event is not delivered.
-	// nil means no check. It may block (the store reads etcd on a cache miss): it is only
-	// called without the registry's lock held.
-	ACL func(parent bool) (acl []encoding.ACL, ok bool)
+	// ACL, if set, gives the ACLs that decide the delivery of the change's events; nil means
+	// no check.
+	ACL ACLSource
 	// CreatedACL is the ACL a create gave the node, in a multi's journal (keys.go).
 	CreatedACL []encoding.ACL
+}
+
+// ACLSource gives the ACLs of a change. ZooKeeper 3.9.2+ delivers an event only to a
+// connection with READ on the node whose ACL applies: the changed node, the parent for
+// NodeChildrenChanged (WatchManager).
+type ACLSource interface {
+	// ACL returns the ACL of the changed node (parent false) or of its parent (true) as it was
+	// at the change. ok false means the ACL cannot be known: the event is not delivered. It
+	// may block (the store reads etcd on a cache miss): it is only called without the
+	// registry's lock held.
+	ACL(parent bool) (acl []encoding.ACL, ok bool)
 }
 
 // delivery is an event for one watcher, decided under the registry's lock and handed to its
@@ -67,7 +74,7 @@ type delivery struct {
 func (c Change) deliver(ds []delivery) {
 	for _, d := range ds {
 		if d.w.auth != nil && c.ACL != nil {
-			acl, ok := c.ACL(d.parent)
+			acl, ok := c.ACL.ACL(d.parent)
 			if !ok || !d.w.auth.Allowed(acl, encoding.PermRead) {
 				continue
 			}
@@ -178,7 +185,8 @@ const historyLen = 8192
 // registration and removal come from session executors.
 type Registry struct {
 	mu sync.Mutex
-	// moved is closed (and replaced) whenever progress moves.
+	// moved is closed whenever progress moves, and made again by the next Progress that asks
+	// for it: nil while nobody waits, so that a revision nobody waits for makes none.
 	moved chan struct{}
 	table [NumKinds]map[string]watchers
 	// progress is the zxid up to which every change has been fired.
@@ -192,7 +200,7 @@ type Registry struct {
 }
 
 func NewRegistry(progress encoding.Zxid) *Registry {
-	r := &Registry{progress: progress, oldest: progress, moved: make(chan struct{})}
+	r := &Registry{progress: progress, oldest: progress}
 	for k := range r.table {
 		r.table[k] = map[string]watchers{}
 	}
@@ -452,16 +460,28 @@ func (r *Registry) Advance(zxid encoding.Zxid) {
 	r.mu.Lock()
 	if zxid > r.progress {
 		r.progress = zxid
-		close(r.moved)
-		r.moved = make(chan struct{})
+		if r.moved != nil {
+			close(r.moved)
+			r.moved = nil
+		}
 	}
 	r.mu.Unlock()
+}
+
+// ProgressZxid returns the progress.
+func (r *Registry) ProgressZxid() encoding.Zxid {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.progress
 }
 
 // Progress returns the progress and a channel closed when it next moves.
 func (r *Registry) Progress() (encoding.Zxid, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.moved == nil {
+		r.moved = make(chan struct{})
+	}
 	return r.progress, r.moved
 }
 

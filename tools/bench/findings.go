@@ -185,7 +185,7 @@ func scaleFindings(f *findingsData, sr *scaleRuns) {
 	f.ScaleZnodes = thousands(sr.Znodes)
 	z, k := sr.zetcdAndZooKeeper()
 	restart := func(r *scaleRun) string {
-		if r == nil || r.RestartError != "" {
+		if !r.loadedWhole() || r.RestartError != "" || r.Failed != "" {
 			return "—"
 		}
 		return fmt.Sprintf("%.1f", r.RestartSeconds)
@@ -202,7 +202,7 @@ func scaleFindings(f *findingsData, sr *scaleRuns) {
 	}
 	f.RestartZetcd, f.RestartZK = restart(z), restart(k)
 	f.FourLetterZetcd, f.FourLetterZK = words(z), words(k)
-	if z != nil && k != nil && z.LoadSeconds > 0 && k.LoadSeconds > 0 {
+	if z.loadedWhole() && k.loadedWhole() && z.LoadSeconds > 0 && k.LoadSeconds > 0 {
 		f.LoadVsZK = fmt.Sprintf("%.2f", k.LoadSeconds/z.LoadSeconds)
 	}
 	if k != nil && k.Import != nil && k.Import.Error == "" && k.RestartError == "" && k.RestartSeconds > 0 {

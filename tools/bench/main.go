@@ -5,18 +5,20 @@
 // (owncore.go: the reads with the server on one core and zkboom on another), the own-core writes
 // step (ownwrites.go: the writes so, bare etcd too, with each server's CPU), the workloads step
 // (workloads.go: sequential creates in one parent, watch event latency), the scale step
-// (scale.go: four-letter words and a restart on a tree of a million znodes) and the memory step
-// (memory.go: RSS per znode, per session and per watch). It saves the figures as JSON
+// (scale.go: load, four-letter words, gets and a restart on a tree of a million znodes), the
+// large-scale step (the same on ten million) and the memory step (memory.go: RSS per znode, per
+// session and per watch). It saves the figures as JSON
 // (docs/benchmarks.json), draws a plot of throughput and p99 latency against concurrency, and
 // writes docs/benchmarks.md whole from the figures (report.go; its Findings from findings.md).
 //
 //	go run ./tools/bench --bin bin [--duration 6s] [--ops create,get,exists,children,set,delete,mixed] [--conns 1,16,64]
 //	go run ./tools/bench --bin bin --only memory            # one step alone, the others' figures kept (make bench-memory)
 //	go run ./tools/bench --bin bin --only own-core-writes   # the writes with the server on a core of its own
-//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --own-core-writes=false --memory=false   # workloads and scale (make bench-scale)
+//	go run ./tools/bench --bin bin --matrix=false --equal-load=false --own-core=false --own-core-writes=false --memory=false   # workloads, scale and scale-large (make bench-scale)
+//	go run ./tools/bench --bin bin --only scale-large --scale-large-znodes 200000   # the large-scale step alone, small
 //	go run ./tools/bench --report-only                      # the report again from docs/benchmarks.json, running nothing
 //
-// Each step can be left out (--matrix, --equal-load, --own-core, --own-core-writes, --workloads, --scale, --memory =false): a run
+// Each step can be left out (--matrix, --equal-load, --own-core, --own-core-writes, --workloads, --scale, --scale-large, --memory =false): a run
 // keeps the figures of the steps it leaves out from the existing JSON and rewrites the report with
 // all. The equal-load step takes its rates from the matrix's figures, kept or new.
 //
@@ -44,6 +46,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -83,6 +86,8 @@ type options struct {
 	ownWrites   bool
 	scale       bool
 	sc          scaleOptions
+	scaleLarge  bool
+	scLarge     scaleOptions // the large-scale step: sc's settings but its znodes and heap
 
 	// serverCPUs and zkboomCPUs, when set, are taskset's lists of the cores the servers started
 	// and zkboom run on (the own-core step); empty: every core.
@@ -135,9 +140,15 @@ func main() {
 	flag.IntVar(&o.sc.batch, "scale-batch", 250, "scale step: creates per multi while loading")
 	flag.IntVar(&o.sc.loaders, "scale-loaders", 8, "scale step: sessions loading at once")
 	flag.IntVar(&o.sc.reps, "scale-reps", 5, "scale step: times each four-letter word is asked")
+	flag.IntVar(&o.sc.getSessions, "scale-get-sessions", 16, "scale steps: sessions reading random znodes at once in the get run")
+	flag.DurationVar(&o.sc.getDuration, "scale-get-duration", 10*time.Second, "scale steps: length of the get run")
+	flag.BoolVar(&o.scaleLarge, "scale-large", true, "run the large-scale step: the scale step's measurements on a tree of --scale-large-znodes (false: keep its figures from --data)")
+	flag.IntVar(&o.scLarge.znodes, "scale-large-znodes", 10000000, "large-scale step: znodes in the tree (its other settings are the scale step's)")
+	flag.StringVar(&o.scLarge.heap, "scale-large-heap", "14g", "large-scale step: ZooKeeper's heap (-Xmx)")
+	flag.Int64Var(&o.scLarge.quota, "scale-large-quota-bytes", scaleQuota, "large-scale step: zetcd's --quota-backend-bytes (etcd's largest by default; less finds where a smaller quota stops the load)")
 	flag.DurationVar(&o.work.watchDuration, "watch-duration", 10*time.Second, "workloads step: length of the watch run")
 	flag.IntVar(&o.work.watchRounds, "watch-rounds", 3, "workloads step: rounds of the watch run, each server started fresh in each")
-	only := flag.String("only", "", "run this step alone and keep the others' figures from --data: matrix, equal-load, own-core, own-core-writes, workloads, scale or memory")
+	only := flag.String("only", "", "run this step alone and keep the others' figures from --data: matrix, equal-load, own-core, own-core-writes, workloads, scale, scale-large or memory")
 	reportOnly := flag.Bool("report-only", false, "run nothing: write --out from the figures in --data (the plot at --png as it is)")
 	flag.Parse()
 	pair := func(flagName, v string) [2]int {
@@ -157,7 +168,8 @@ func main() {
 	}
 	if *only != "" {
 		steps := map[string]*bool{"matrix": &o.matrix, "equal-load": &o.equalLoad, "own-core": &o.ownCore,
-			"own-core-writes": &o.ownWrites, "workloads": &o.workloads, "scale": &o.scale, "memory": &o.memory}
+			"own-core-writes": &o.ownWrites, "workloads": &o.workloads, "scale": &o.scale, "scale-large": &o.scaleLarge,
+			"memory": &o.memory}
 		if steps[*only] == nil {
 			log.Fatalf("--only %q: not a step", *only)
 		}
@@ -166,6 +178,11 @@ func main() {
 		}
 	}
 	o.mem.sessions, o.mem.watches = pair("mem-sessions", memSessions), pair("mem-watches", memWatches)
+	o.sc.step, o.sc.heap, o.sc.quota = "scale", scaleHeap, scaleQuota
+	o.scLarge = largeScaleOptions(o.sc, o.scLarge.znodes, o.scLarge.heap, o.scLarge.quota)
+	if _, err := heapBytes(o.scLarge.heap); err != nil {
+		log.Fatalf("--scale-large-heap: %v", err)
+	}
 	o.ops = strings.Split(ops, ",")
 	o.targetsOn = strings.Split(targets, ",")
 	for _, c := range strings.Split(conns, ",") {
@@ -273,6 +290,8 @@ type runData struct {
 	Workloads *workloadRuns `json:"workloads,omitempty"`
 	// Scale is the scale step (scale.go).
 	Scale *scaleRuns `json:"scale,omitempty"`
+	// ScaleLarge is the large-scale step: the scale step on a larger tree.
+	ScaleLarge *scaleRuns `json:"scaleLarge,omitempty"`
 }
 
 // server is a started server process.
@@ -284,6 +303,9 @@ type server struct {
 	etcd     bool   // zkboom --etcd
 	log      *bytes.Buffer
 	exited   chan struct{}
+	// lowMemory, once set, is why the scale steps' memory guard killed the server
+	// (scaleguard.go).
+	lowMemory atomic.Pointer[string]
 }
 
 func runBench(o *options) error {
@@ -302,7 +324,7 @@ func runBench(o *options) error {
 		"node name size": fmt.Sprintf("%d bytes", o.keySize), "nodes get/set pick from": strconv.Itoa(o.keys),
 		zkboomProcsSetting: zkboomProcs(o),
 	}}
-	if !o.matrix || !o.memory || !o.workloads || !o.scale || !o.equalLoad || !o.ownCore || !o.ownWrites {
+	if !o.matrix || !o.memory || !o.workloads || !o.scale || !o.scaleLarge || !o.equalLoad || !o.ownCore || !o.ownWrites {
 		// Keep the figures of the part not run from the last report's data.
 		old := &runData{}
 		if raw, err := os.ReadFile(o.data); err == nil {
@@ -332,6 +354,9 @@ func runBench(o *options) error {
 		if !o.scale {
 			data.Scale = old.Scale
 		}
+		if !o.scaleLarge {
+			data.ScaleLarge = old.ScaleLarge
+		}
 	}
 	// Each step's figures are saved as soon as it ends: a later step that fails leaves them in
 	// --data, and a run that leaves the finished steps out (--matrix=false ...) keeps them.
@@ -351,7 +376,8 @@ func runBench(o *options) error {
 		{o.ownCore, func() (err error) { data.OwnCore, err = runOwnCore(o); return err }},
 		{o.ownWrites, func() (err error) { data.OwnWrites, err = runOwnWrites(o); return err }},
 		{o.workloads, func() (err error) { data.Workloads, err = runWorkloads(o); return err }},
-		{o.scale, func() (err error) { data.Scale, err = runScale(o); return err }},
+		{o.scale, func() (err error) { data.Scale, err = runScale(o, o.sc); return err }},
+		{o.scaleLarge, func() (err error) { data.ScaleLarge, err = runScale(o, o.scLarge); return err }},
 		{o.memory, func() (err error) { data.MemoryScaling, err = runMemory(o); return err }},
 	}
 	for _, st := range steps {

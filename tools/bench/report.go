@@ -43,7 +43,10 @@ func markdown(o *options, d *runData, plotted bool) string {
 		workloadsMarkdown(&b, o, d.Workloads)
 	}
 	if d.Scale != nil {
-		scaleMarkdown(&b, d.Scale)
+		scaleMarkdown(&b, d.Scale, "the scale step")
+	}
+	if d.ScaleLarge != nil {
+		scaleMarkdown(&b, d.ScaleLarge, "the large-scale step")
 	}
 	if d.MemoryScaling != nil {
 		memoryMarkdown(&b, d.MemoryScaling)
@@ -57,7 +60,8 @@ func markdown(o *options, d *runData, plotted bool) string {
 	w("\n## Reproducing\n\n```\n")
 	w("make bench          # every step, about %d minutes; needs java, `make zookeeper`, and python3 for the plot\n", int(math.Ceil(estimate(o).Minutes())))
 	w("make bench-memory   # the memory step alone, about %d minutes\n", int(math.Ceil(memEstimate(o).Minutes())))
-	w("make bench-scale    # the workloads and scale steps alone, about %d minutes\n", int(math.Ceil((workloadsEstimate(o) + scaleEstimate(o)).Minutes())))
+	w("make bench-scale    # the workloads, scale and large-scale steps alone, about %d minutes\n", int(math.Ceil((workloadsEstimate(o) + scaleEstimate(o.sc) + scaleEstimate(o.scLarge)).Minutes())))
+	w("go run ./tools/bench --bin bin --only scale-large   # the large-scale step alone, about %d minutes\n", int(math.Ceil(scaleEstimate(o.scLarge).Minutes())))
 	w("go run ./tools/bench --report-only   # this report again from benchmarks.json, running nothing\n```\n")
 	w("\nA run that leaves steps out (`--matrix=false`, `--workloads=false`, ...) keeps their figures from\n")
 	w("benchmarks.json and writes the report with all of them.\n")
@@ -313,7 +317,7 @@ func estimate(o *options) time.Duration {
 	if slices.Contains(o.ops, "delete") {
 		cells += len(o.conns) // creating the nodes to delete takes about as long as deleting them
 	}
-	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + equalLoadEstimate(o) + ownCoreEstimate(o) + ownWritesEstimate(o) + workloadsEstimate(o) + scaleEstimate(o) + memEstimate(o)
+	return time.Duration(len(o.targetsOn))*(time.Duration(cells)*per+o.warmup+10*time.Second) + equalLoadEstimate(o) + ownCoreEstimate(o) + ownWritesEstimate(o) + workloadsEstimate(o) + scaleEstimate(o.sc) + scaleEstimate(o.scLarge) + memEstimate(o)
 }
 
 // memEstimate is how long the memory step takes on a 2-core machine, roughly: zetcd loads about
@@ -720,21 +724,32 @@ func p50(r *zkboomReport) string {
 	return fmt.Sprintf("%.2f", r.LatencyMs.P50)
 }
 
-// scaleMarkdown renders the scale step: four-letter words on a large tree, then the restart on
-// it.
-func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
+// scaleMarkdown renders a scale step, which step names ("the scale step"): the load, the
+// four-letter words and the gets on a large tree, then the restart on it. A server that was not
+// started, could not hold the tree or did not restart on it is said so, with how far it got.
+func scaleMarkdown(b *strings.Builder, sr *scaleRuns, step string) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	z, k := sr.zetcdAndZooKeeper()
-	w("\n## A tree of %s znodes: four-letter words and restart\n\n", thousands(sr.Znodes))
-	w("%s; the scale step). zetcd (`--quota-backend-bytes %d GiB\n", sr.measured(), scaleQuota>>30)
+	quota := sr.QuotaBytes
+	if quota == 0 {
+		quota = scaleQuota
+	}
+	w("\n## A tree of %s znodes: load, gets, four-letter words and restart\n\n", thousands(sr.Znodes))
+	w("%s; %s). zetcd (`--quota-backend-bytes %s\n", sr.measured(), step, quotaSize(quota))
 	w("--4lw-whitelist '*'`) and ZooKeeper (`-Xmx%s`) are each loaded with %s znodes of %d bytes, %d children per\n", sr.Heap, thousands(sr.Znodes), sr.DataSize, memFanout)
 	w("parent, by %d sessions at once, each sending multis of %d creates one at a time. Then\n", sr.Loaders, sr.Batch)
 	w("a new session reads the last znode, and each four-letter word is asked %d times, each over a new connection\n", sr.Reps)
 	w("to the client port: the time from connecting to the end of the answer (the server closes the connection).\n")
+	if sr.GetSessions > 0 {
+		w("Then %d sessions read random znodes of the tree for %s, each one getData at a time (the bench's own\n", sr.GetSessions, time.Duration(sr.GetSeconds*float64(time.Second)))
+		w("client; a latency is from writing the request to reading its reply).\n")
+	}
 	w("Then the server is stopped (SIGTERM) and started again on the same data directory: the time from starting\n")
 	w("the process until a new session's getData of a znode succeeds (zetcd reopens its embedded etcd and loads\n")
 	w("its in-memory replica of the tree from it; ZooKeeper reads its snapshot and replays its transaction log),\n")
-	w("and its RSS then and %s later.\n\n", scaleSettle)
+	w("and its RSS then and %s later. A server is started only if the machine has the memory it needs\n", scaleSettle)
+	w("available (ZooKeeper its heap and %s more, zetcd about %d bytes a znode; each %s to spare), and\n", byteSize(scaleJVMOverhead), scaleZetcdBytesPerZnode, byteSize(float64(scaleMemFloor)))
+	w("stopped if the machine's available memory falls below %s: a load that stops short is a result.\n\n", byteSize(float64(scaleMemFloor)))
 	w("| | zetcd | ZooKeeper | zetcd/ZooKeeper |\n| --- | ---: | ---: | ---: |\n")
 	// row writes f of each server; f returns NaN for a figure the run lacks.
 	row := func(what string, f func(r *scaleRun) float64, format string) {
@@ -750,8 +765,40 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 		}
 		w("| %s | %s | %s | %s |\n", what, cell(z), cell(k), ratio)
 	}
-	row("load (znodes/s)", func(r *scaleRun) float64 { return float64(sr.Znodes) / r.LoadSeconds }, "%.0f")
-	row("RSS after the load (MiB)", func(r *scaleRun) float64 { return float64(r.LoadedRSSKB) / 1024 }, "%.0f")
+	if (z != nil && !z.loadedWhole()) || (k != nil && !k.loadedWhole()) {
+		w("| znodes held | %s | %s | — |\n", scaleHeld(z, sr.Znodes), scaleHeld(k, sr.Znodes))
+	}
+	// loaded gives f for a server that loaded the whole tree, NaN for one that did not.
+	loaded := func(f func(r *scaleRun) float64) func(r *scaleRun) float64 {
+		return func(r *scaleRun) float64 {
+			if !r.loadedWhole() {
+				return math.NaN()
+			}
+			return f(r)
+		}
+	}
+	row("load (znodes/s)", func(r *scaleRun) float64 {
+		if r.Skipped != "" || r.LoadSeconds == 0 {
+			return math.NaN()
+		}
+		return float64(scaleLoaded(r, sr.Znodes)) / r.LoadSeconds
+	}, "%.0f")
+	row("RSS after the load (MiB)", func(r *scaleRun) float64 {
+		if r.LoadedRSSKB == 0 {
+			return math.NaN()
+		}
+		return float64(r.LoadedRSSKB) / 1024
+	}, "%.0f")
+	gets := func(f func(g *getRun) float64) func(r *scaleRun) float64 {
+		return func(r *scaleRun) float64 {
+			if r.Gets == nil {
+				return math.NaN()
+			}
+			return f(r.Gets)
+		}
+	}
+	row("gets (ops/s)", gets(func(g *getRun) float64 { return g.OpsPerSec }), "%.0f")
+	row("gets: p99 (ms)", gets(func(g *getRun) float64 { return g.P99Ms }), "%.2f")
 	for _, word := range fourLetterWords {
 		row(fmt.Sprintf("`%s`, median of %d (ms)", word, sr.Reps), func(r *scaleRun) float64 {
 			for _, f := range r.FourLetter {
@@ -764,19 +811,28 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 	}
 	// restarted gives f for a server that served after its restart, NaN for one that did not.
 	restarted := func(f func(r *scaleRun) float64) func(r *scaleRun) float64 {
-		return func(r *scaleRun) float64 {
-			if r.RestartError != "" {
+		return loaded(func(r *scaleRun) float64 {
+			if r.RestartError != "" || r.Failed != "" {
 				return math.NaN()
 			}
 			return f(r)
-		}
+		})
 	}
 	row("restart: until a session reads a znode (s)", restarted(func(r *scaleRun) float64 { return r.RestartSeconds }), "%.1f")
 	row("restart: RSS then (MiB)", restarted(func(r *scaleRun) float64 { return float64(r.RestartRSSKB) / 1024 }), "%.0f")
 	row(fmt.Sprintf("restart: RSS %s later (MiB)", scaleSettle), restarted(func(r *scaleRun) float64 { return float64(r.SettledRSSKB) / 1024 }), "%.0f")
 	row("restart: peak RSS (MiB)", restarted(func(r *scaleRun) float64 { return float64(r.RestartPeakRSSKB) / 1024 }), "%.0f")
 	for _, r := range []*scaleRun{z, k} {
-		if r != nil && r.RestartError != "" {
+		switch {
+		case r == nil:
+		case r.Skipped != "":
+			w("\n**%s was not started**: %s.\n", targetTitle[r.Target], r.Skipped)
+		case r.LoadError != "":
+			w("\n**%s holds at most %s znodes here**: its load stopped after %.1f s, %s.\n", targetTitle[r.Target],
+				thousands(r.HeldZnodes), r.LoadSeconds, r.LoadError)
+		case r.Failed != "":
+			w("\n**%s stopped serving on the tree**: %s.\n", targetTitle[r.Target], r.Failed)
+		case r.RestartError != "":
 			w("\n**%s did not restart on the tree**: after %.1f s, %s\n", targetTitle[r.Target], r.RestartSeconds, r.RestartError)
 		}
 	}
@@ -785,6 +841,36 @@ func scaleMarkdown(b *strings.Builder, sr *scaleRuns) {
 	if k != nil && k.Import != nil {
 		importMarkdown(b, k, sr.Znodes)
 	}
+}
+
+// quotaSize formats a quota in bytes: in GiB if whole ones, else in MiB.
+func quotaSize(bytes int64) string {
+	if bytes%(1<<30) == 0 {
+		return fmt.Sprintf("%d GiB", bytes>>30)
+	}
+	return fmt.Sprintf("%.0f MiB", float64(bytes)/(1<<20))
+}
+
+// scaleLoaded is how many znodes r's load created: all of them unless it stopped short.
+func scaleLoaded(r *scaleRun, znodes int) int {
+	if r.LoadError != "" {
+		return r.HeldZnodes
+	}
+	return znodes
+}
+
+// scaleHeld is the "znodes held" cell of r: the count, with what stopped a load short; "—"
+// for a server not run.
+func scaleHeld(r *scaleRun, znodes int) string {
+	switch {
+	case r == nil:
+		return "—"
+	case r.Skipped != "":
+		return "— (not started: memory)"
+	case r.LoadError != "":
+		return thousands(r.HeldZnodes) + " (load stopped)"
+	}
+	return thousands(znodes)
 }
 
 // importMarkdown renders the import of the scale step's ZooKeeper data directory beside

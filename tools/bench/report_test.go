@@ -336,3 +336,124 @@ func TestImportMarkdown(t *testing.T) {
 		t.Errorf("no %q in\n%s", want, b.String())
 	}
 }
+
+// testScaleLarge is a large-scale step's figures: both servers held the tree.
+func testScaleLarge() *scaleRuns {
+	return &scaleRuns{Znodes: 10000000, DataSize: 128, Batch: 250, Loaders: 8, Reps: 3, Heap: "14g", QuotaBytes: scaleQuota,
+		GetSessions: 16, GetSeconds: 10, Runs: []scaleRun{
+			{Target: "zetcd", LoadSeconds: 200, LoadedRSSKB: 12 << 20, Gets: &getRun{OpsPerSec: 30000, P99Ms: 3},
+				FourLetter:     []fourLetterTiming{{Word: "dump", MedianMs: 1, Ms: []float64{1, 1, 1}}},
+				RestartSeconds: 60, RestartRSSKB: 11 << 20, SettledRSSKB: 11 << 20, RestartPeakRSSKB: 12 << 20},
+			{Target: "zookeeper", LoadSeconds: 100, LoadedRSSKB: 8 << 20, Gets: &getRun{OpsPerSec: 20000, P99Ms: 6},
+				FourLetter:     []fourLetterTiming{{Word: "dump", MedianMs: 4, Ms: []float64{4, 4, 4}}},
+				RestartSeconds: 40, RestartRSSKB: 6 << 20, SettledRSSKB: 6 << 20, RestartPeakRSSKB: 7 << 20,
+				Import: &importRun{Seconds: 50, PeakRSSKB: 9 << 20, Zxids: "renumber", StartSeconds: 70}},
+		}}
+}
+
+// TestScaleLargeMarkdown: the large-scale step's table beside the scale step's, rendered by the
+// same code from its own figures, and absent without them.
+func TestScaleLargeMarkdown(t *testing.T) {
+	o := testOptions()
+	d := testRunData(&options{ops: []string{"get"}, conns: []int{16}, targetsOn: o.targetsOn})
+	if md := markdown(o, d, false); strings.Contains(md, "10,000,000") || strings.Contains(md, "the large-scale step)") {
+		t.Errorf("a report without the large-scale step has its section:\n%s", md)
+	}
+	d.ScaleLarge = testScaleLarge()
+	md := markdown(o, d, false)
+	million := strings.Index(md, "## A tree of 1,000,000 znodes")
+	large := strings.Index(md, "## A tree of 10,000,000 znodes: load, gets, four-letter words and restart")
+	if million < 0 || large < million {
+		t.Fatalf("the sections of a million (at %d) and ten million znodes (at %d) are not in that order:\n%s", million, large, md)
+	}
+	section := md[large:]
+	section = section[:strings.Index(section, "## Memory per znode")]
+	for _, want := range []string{
+		"the large-scale step). zetcd (`--quota-backend-bytes 8 GiB", "(`-Xmx14g`)",
+		"Then 16 sessions read random znodes of the tree for 10s",
+		"| load (znodes/s) | 50000 | 100000 | 0.50 |",
+		"| RSS after the load (MiB) | 12288 | 8192 | 1.50 |",
+		"| gets (ops/s) | 30000 | 20000 | 1.50 |",
+		"| gets: p99 (ms) | 3.00 | 6.00 | 0.50 |",
+		"| `dump`, median of 3 (ms) | 1.00 | 4.00 | 0.25 |",
+		"| restart: until a session reads a znode (s) | 60.0 | 40.0 | 1.50 |",
+		"| restart: RSS then (MiB) | 11264 | 6144 | 1.83 |",
+		"of the 10,000,000 znodes) imported by `zetcd import",
+		"| zetcd's start on the import | 70.0 | 1.75 |",
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the large-scale section lacks %q", want)
+		}
+	}
+	if strings.Contains(section, "znodes held") {
+		t.Error("a znodes held row though both servers held the tree")
+	}
+	if !strings.Contains(md, "go run ./tools/bench --bin bin --only scale-large") {
+		t.Error("Reproducing does not say how to run the large-scale step alone")
+	}
+	if t.Failed() {
+		t.Log(section)
+	}
+}
+
+// TestScaleMarkdownShort: a server that could not hold the tree, one not started for lack of
+// memory, and one that died after its load are each said, with how far they got, and none of
+// their missing figures is rendered as a zero.
+func TestScaleMarkdownShort(t *testing.T) {
+	sr := testScaleLarge()
+	z, k := &sr.Runs[0], &sr.Runs[1]
+	*z = scaleRun{Target: "zetcd", LoadSeconds: 160, LoadedRSSKB: 10 << 20, HeldZnodes: 8000000,
+		LoadError: "zetcd's data limit (--data-limit-bytes, 6.0 GiB of etcd's 8 GiB quota): 6.0 GiB of etcd's database in use, file 6.2 GiB"}
+	*k = scaleRun{Target: "zookeeper", Skipped: "the machine has 9.0 GiB of memory available, and needs 16.0 GiB"}
+	var b strings.Builder
+	scaleMarkdown(&b, sr, "the large-scale step")
+	md := b.String()
+	for _, want := range []string{
+		"| znodes held | 8,000,000 (load stopped) | — (not started: memory) | — |",
+		"| load (znodes/s) | 50000 | — | — |",
+		"| RSS after the load (MiB) | 10240 | — | — |",
+		"| gets (ops/s) | — | — | — |",
+		"| restart: until a session reads a znode (s) | — | — | — |",
+		"| restart: RSS then (MiB) | — | — | — |",
+		"**zetcd holds at most 8,000,000 znodes here**: its load stopped after 160.0 s, zetcd's data limit (--data-limit-bytes, 6.0 GiB",
+		"**ZooKeeper was not started**: the machine has 9.0 GiB of memory available, and needs 16.0 GiB.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Importing") {
+		t.Error("an import section for a ZooKeeper not run")
+	}
+
+	sr = testScaleLarge()
+	k = &sr.Runs[1]
+	k.Gets, k.FourLetter, k.RestartSeconds, k.RestartRSSKB, k.Import = nil, nil, 0, 0, nil
+	k.Failed = "zookeeper exited: java.lang.OutOfMemoryError: Java heap space"
+	b.Reset()
+	scaleMarkdown(&b, sr, "the large-scale step")
+	md = b.String()
+	for _, want := range []string{
+		"| RSS after the load (MiB) | 12288 | 8192 | 1.50 |",
+		"| gets (ops/s) | 30000 | — | — |",
+		"| restart: until a session reads a znode (s) | 60.0 | — | — |",
+		"**ZooKeeper stopped serving on the tree**: zookeeper exited: java.lang.OutOfMemoryError: Java heap space.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "znodes held") {
+		t.Error("a znodes held row though both servers loaded the tree")
+	}
+
+	// The findings quote no restart or load ratio of a server that did not hold the tree.
+	f := findingsData{}
+	sr = testScaleLarge()
+	sr.Runs[0] = scaleRun{Target: "zetcd", LoadSeconds: 160, HeldZnodes: 8000000, LoadError: "etcd's quota"}
+	scaleFindings(&f, sr)
+	if f.RestartZetcd != "—" || f.LoadVsZK != "—" || f.RestartZK != "40.0" {
+		t.Errorf("findings of a zetcd that held part of the tree: restart %q (ZooKeeper %q), load %q; want —, 40.0, —",
+			f.RestartZetcd, f.RestartZK, f.LoadVsZK)
+	}
+}
