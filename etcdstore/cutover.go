@@ -186,8 +186,10 @@ feed:
 	return done.Load(), nil
 }
 
-// EndMigration deletes the import marker and puts the fence, with zxids' table (ZxidTable), in
-// one transaction: New serves the prefix from then on.
+// EndMigration deletes the import marker and puts the fence: New serves the prefix from then
+// on. The copy's table of zxids (ZxidTable) goes first, in chunks each put while the marker is
+// there, and its head in the marker's deleting transaction, so that a store sees all of the
+// table or none.
 func EndMigration(ctx context.Context, cfg CutoverConfig, zxids ZxidTable) error {
 	return EndMigrationIf(ctx, cfg, zxids, nil)
 }
@@ -198,9 +200,24 @@ func EndMigration(ctx context.Context, cfg CutoverConfig, zxids ZxidTable) error
 func EndMigrationIf(ctx context.Context, cfg CutoverConfig, zxids ZxidTable, guard []clientv3.Cmp, also ...clientv3.Op) error {
 	cfg = cfg.fill()
 	keys := keySchema{prefix: cfg.Prefix}
+	head, chunks, err := zxids.encode()
+	if err != nil {
+		return err
+	}
 	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(keys.importMarker()), ">", 0)}, guard...)
+	for i, c := range chunks {
+		t, err := cfg.Client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(keys.migratedZxidsChunk(i), string(c))).Commit()
+		if err != nil {
+			return fmt.Errorf("cutover: write the table of zxids: %w", err)
+		}
+		if !t.Succeeded {
+			return ErrNoMarker
+		}
+	}
 	ops := append([]clientv3.Op{clientv3.OpDelete(keys.importMarker()), clientv3.OpPut(keys.fence(), "0"),
-		clientv3.OpPut(keys.migratedZxids(), string(zxids.encode()))}, also...)
+		clientv3.OpPut(keys.migratedZxids(), string(head)),
+		// Chunks past the table's, left by a cutover that failed with a longer table.
+		clientv3.OpDelete(keys.migratedZxidsChunk(len(chunks)), clientv3.WithRange(keys.migratedZxidsEnd()))}, also...)
 	t, err := cfg.Client.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("cutover: delete the import marker: %w", err)
@@ -226,63 +243,129 @@ func IsMirrorOf(marker, source string) bool {
 	return strings.HasPrefix(marker, mirrorMarkerPrefix+source+" started ")
 }
 
-// ZxidTable tells zetcd's zxids for ZooKeeper's, for the relativeZxid of a setWatches from a
-// client that last saw ZooKeeper: the copy's zxids are ZooKeeper's renumbered (mirror.go), so
-// comparing a ZooKeeper zxid with them would fire watches on changes the client has seen, or
-// miss ones it has not. Last is ZooKeeper's last zxid at the cutover, below every zxid zetcd
-// gives out (PadPast); Zxids maps the ZooKeeper zxids clients are known to hold (each relayed
-// session's newest) to the newest zetcd zxid of the transactions up to them.
+// ZxidTable is every ZooKeeper zxid a migration's copy wrote and the zetcd zxid it wrote it
+// as (mirror.go numbers them again, in order). A store serving the copy shows ZooKeeper's
+// zxids in every Stat through it (zxidTable.zooKeeper), so that a client sees the very zxids
+// ZooKeeper gave it: Kafka takes a broker's epoch from its registration's czxid, and caches
+// tell a change by a node's mzxid. Last is ZooKeeper's last zxid at the cutover, below every
+// zxid zetcd gives out afterwards (PadPast).
 type ZxidTable struct {
 	Last  int64
 	Zxids map[int64]encoding.Zxid
 }
 
-// migratedZxids is the key of a cutover's ZxidTable.
+// The table's keys (keys.go, "P z"): a head, and chunks of pairs of at most
+// zxidChunkBytes each, well within etcd's request limit (1.5 MiB by default), however many
+// zxids a large copy holds.
 func (k keySchema) migratedZxids() string { return k.prefix + "z" }
 
-func (t ZxidTable) encode() []byte {
+func (k keySchema) migratedZxidsChunk(i int) string {
+	return fmt.Sprintf("%sz/%08x", k.prefix, i)
+}
+
+// migratedZxidsEnd is the end of the range of the chunk keys.
+func (k keySchema) migratedZxidsEnd() string { return k.prefix + "z0" }
+
+const (
+	zxidChunkBytes = 1 << 20
+	// zxidTableFormat begins the head's value.
+	zxidTableFormat = 1
+)
+
+// encode returns the table's head and chunks. The head is the format byte and three
+// big-endian int64s: Last, the copy's last zetcd zxid, the number of chunks. A chunk is pairs
+// of uvarints, each the step from the pair before (the chunk's first from 0, 0) to the next
+// ZooKeeper zxid and its zetcd zxid: both rise together, so the steps are short. The pair of
+// zxid 0 (the system nodes') is implicit.
+func (t ZxidTable) encode() (head []byte, chunks [][]byte, err error) {
 	zks := slices.Sorted(maps.Keys(t.Zxids))
-	b := binary.BigEndian.AppendUint64(nil, uint64(t.Last))
-	for _, z := range zks {
-		b = binary.BigEndian.AppendUint64(b, uint64(z))
-		b = binary.BigEndian.AppendUint64(b, uint64(t.Zxids[z]))
+	var chunk []byte
+	var prevZK, prevZetcd, lastZetcd int64
+	for _, zk := range zks {
+		z := int64(t.Zxids[zk])
+		if zk <= 0 {
+			continue
+		}
+		if z <= lastZetcd {
+			return nil, nil, fmt.Errorf("cutover: the copy wrote ZooKeeper zxid %#x as %#x, not above %#x, an earlier zxid's: the zxids' order is lost", zk, z, lastZetcd)
+		}
+		lastZetcd = z
+		if len(chunk) > zxidChunkBytes-2*binary.MaxVarintLen64 {
+			chunks, chunk, prevZK, prevZetcd = append(chunks, chunk), nil, 0, 0
+		}
+		chunk = binary.AppendUvarint(chunk, uint64(zk-prevZK))
+		chunk = binary.AppendUvarint(chunk, uint64(z-prevZetcd))
+		prevZK, prevZetcd = zk, z
 	}
-	return b
+	if len(chunk) > 0 {
+		chunks = append(chunks, chunk)
+	}
+	head = []byte{zxidTableFormat}
+	for _, v := range []int64{t.Last, lastZetcd, int64(len(chunks))} {
+		head = binary.BigEndian.AppendUint64(head, uint64(v))
+	}
+	return head, chunks, nil
 }
 
-// zxidTable is a decoded ZxidTable, its ZooKeeper zxids in order.
+// zxidTable is a decoded ZxidTable: the pairs in order, both rising, zetcd's zxids up to
+// copyLast.
 type zxidTable struct {
-	last      int64
-	zk, zetcd []int64
+	last      encoding.Zxid // ZooKeeper's last zxid at the cutover
+	copyLast  encoding.Zxid // the copy's last zetcd zxid
+	zk, zetcd []encoding.Zxid
 }
 
-func decodeZxidTable(b []byte) (*zxidTable, error) {
-	if len(b) < 8 || (len(b)-8)%16 != 0 {
-		return nil, errors.New("zetcd: corrupt table of migrated zxids")
+// errCorruptZxidTable marks a table of migrated zxids that cannot be right.
+var errCorruptZxidTable = errors.New("corrupt table of migrated zxids (keys.go, \"P z\")")
+
+// decodeZxidHead decodes the head's value: the table with no pairs yet, and the chunk count.
+func decodeZxidHead(b []byte) (*zxidTable, int, error) {
+	if len(b) != 25 || b[0] != zxidTableFormat {
+		return nil, 0, fmt.Errorf("zetcd: %w: a head of %d bytes", errCorruptZxidTable, len(b))
 	}
-	t := &zxidTable{last: int64(binary.BigEndian.Uint64(b))}
-	for b = b[8:]; len(b) > 0; b = b[16:] {
-		t.zk = append(t.zk, int64(binary.BigEndian.Uint64(b)))
-		t.zetcd = append(t.zetcd, int64(binary.BigEndian.Uint64(b[8:])))
+	f := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[1+8*i:])) }
+	n := f(2)
+	if n < 0 || n > 1<<31 {
+		return nil, 0, fmt.Errorf("zetcd: %w: %d chunks", errCorruptZxidTable, n)
 	}
-	return t, nil
+	return &zxidTable{last: encoding.Zxid(f(0)), copyLast: encoding.Zxid(f(1))}, int(n), nil
 }
 
-// translate returns the zetcd zxid to compare with in place of rel: rel itself unless it is a
-// ZooKeeper zxid (up to last); for one, the table's entry at or below it, 0 (everything
-// changed since) if there is none: a watch fires rather than miss a change.
-func (t *zxidTable) translate(rel encoding.Zxid) encoding.Zxid {
-	if t == nil || int64(rel) > t.last || rel <= 0 {
-		return rel
+// addChunk appends one chunk's pairs; each must rise above the one before.
+func (t *zxidTable) addChunk(b []byte) error {
+	var zk, z encoding.Zxid
+	for len(b) > 0 {
+		dzk, n := binary.Uvarint(b)
+		if n <= 0 {
+			return fmt.Errorf("zetcd: %w: a chunk does not decode", errCorruptZxidTable)
+		}
+		b = b[n:]
+		dz, n := binary.Uvarint(b)
+		if n <= 0 {
+			return fmt.Errorf("zetcd: %w: a chunk does not decode", errCorruptZxidTable)
+		}
+		b = b[n:]
+		zk, z = zk+encoding.Zxid(dzk), z+encoding.Zxid(dz)
+		if k := len(t.zk); k > 0 && (zk <= t.zk[k-1] || z <= t.zetcd[k-1]) || zk <= 0 || z <= 0 {
+			return fmt.Errorf("zetcd: %w: ZooKeeper zxid %#x as %#x out of order", errCorruptZxidTable, zk, z)
+		}
+		t.zk, t.zetcd = append(t.zk, zk), append(t.zetcd, z)
 	}
-	i, found := slices.BinarySearch(t.zk, int64(rel))
-	switch {
-	case found:
-		return encoding.Zxid(t.zetcd[i])
-	case i > 0:
-		return encoding.Zxid(t.zetcd[i-1])
+	return nil
+}
+
+// zooKeeper returns the zxid a Stat shows for zetcd zxid z: ZooKeeper's for a zxid the copy
+// wrote (up to copyLast), z itself for zetcd's own later ones, which are above every ZooKeeper
+// zxid (PadPast), and 0 for 0. ok is false for a zxid of the copy the table does not hold.
+func (t *zxidTable) zooKeeper(z encoding.Zxid) (_ encoding.Zxid, ok bool) {
+	if t == nil || z <= 0 || z > t.copyLast {
+		return z, true
 	}
-	return 0
+	i, found := slices.BinarySearch(t.zetcd, z)
+	if !found {
+		return z, false
+	}
+	return t.zk[i], true
 }
 
 // loadMigratedZxids reads the table of a cutover into the prefix, if there was one.
@@ -294,9 +377,24 @@ func (b *Store) loadMigratedZxids(ctx context.Context) error {
 	if len(r.Kvs) == 0 {
 		return nil
 	}
-	t, err := decodeZxidTable(r.Kvs[0].Value)
+	t, n, err := decodeZxidHead(r.Kvs[0].Value)
 	if err != nil {
 		return err
+	}
+	for i := range n {
+		c, err := b.kv.Get(ctx, b.keys.migratedZxidsChunk(i))
+		if err != nil {
+			return fmt.Errorf("zetcd: read the migrated zxids: %w", err)
+		}
+		if len(c.Kvs) == 0 {
+			return fmt.Errorf("zetcd: %w: chunk %q of %d missing", errCorruptZxidTable, b.keys.migratedZxidsChunk(i), n)
+		}
+		if err := t.addChunk(c.Kvs[0].Value); err != nil {
+			return err
+		}
+	}
+	if k := len(t.zetcd); k > 0 && t.zetcd[k-1] != t.copyLast || k == 0 && t.copyLast != 0 {
+		return fmt.Errorf("zetcd: %w: its pairs do not end at the copy's last zxid %#x", errCorruptZxidTable, t.copyLast)
 	}
 	b.migrated = t
 	return nil

@@ -15,26 +15,27 @@ import (
 
 // TestCutover turns a Mirror's copy into a store New serves: the sessions taken over are
 // written as Import writes imported ones (the mirror's lease reused), a negative id is skipped,
-// etcd's revision goes past a ZooKeeper zxid, and New serves once the marker is gone.
+// etcd's revision goes past a ZooKeeper zxid, and New serves once the marker is gone, every
+// Stat showing ZooKeeper's zxids for what the copy wrote and zetcd's own, above them, after.
 func TestCutover(t *testing.T) {
 	cli := startEtcd(t)
 	ctx := context.Background()
 	m := NewMirror(MirrorConfig{Client: cli, Logger: zaptest.NewLogger(t), Source: "test"})
-	st := &zkdata.State{Nodes: map[string]*zkdata.Node{}, Sessions: map[int64]zkdata.Session{7: {ID: 7, Timeout: 5000}}, LastZxid: 4}
+	st := &zkdata.State{Nodes: map[string]*zkdata.Node{}, Sessions: map[int64]zkdata.Session{7: {ID: 7, Timeout: 5000}}, LastZxid: 0x14}
 	for _, n := range []*zkdata.Node{
-		zkNode("/", "", importACL, 0, 0, 4, 0, 2, 0, 2, 0),
+		zkNode("/", "", importACL, 0, 0, 0x11, 0, 2, 0, 2, 0),
 		zkNode("/zookeeper", "", importACL, 0, 0, 0, 0, 0, 0, 0, 0),
-		zkNode("/e", "", importACL, 4, 4, 4, 0, 0, 0, 0, 7),
+		zkNode("/a", "x", importACL, 0x11, 0x13, 0x14, 1, 1, 0, 1, 0),
+		zkNode("/a/e", "", importACL, 0x14, 0x14, 0x14, 0, 0, 0, 0, 7),
 	} {
 		st.Nodes[n.Path] = n
 	}
-	if _, err := m.Load(ctx, st, 4); err != nil {
+	if _, err := m.Load(ctx, st, 0x14); err != nil {
 		t.Fatal(err)
 	}
-	// The copy numbers ZooKeeper's zxids 0 and 4: a client that saw 3 saw what 0 was written at.
-	tr := m.Translate([]int64{4, 3, 0, 9, 4})
-	if len(tr) != 4 || tr[0] != tr[3] || tr[4] <= tr[3] || tr[9] != tr[4] {
-		t.Errorf("Translate: %v", tr)
+	mapped := m.Mapped()
+	if len(mapped) != 4 || mapped[0x11] >= mapped[0x13] || mapped[0x13] >= mapped[0x14] || mapped[0x11] == 0x11 {
+		t.Errorf("Mapped: %v", mapped)
 	}
 	cc := CutoverConfig{Client: cli, Logger: zaptest.NewLogger(t)}
 	p7, p9 := bytes.Repeat([]byte{7}, 16), bytes.Repeat([]byte{9}, 16)
@@ -78,7 +79,7 @@ func TestCutover(t *testing.T) {
 	if _, err := New(ctx, Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1}); err == nil {
 		t.Fatal("New served a prefix holding the migration's marker")
 	}
-	table := ZxidTable{Last: 0x500, Zxids: map[int64]encoding.Zxid{0x100: 0x30001, 0x400: 0x50002}}
+	table := ZxidTable{Last: st.LastZxid, Zxids: mapped}
 	if err := EndMigration(ctx, cc, table); err != nil {
 		t.Fatal(err)
 	}
@@ -93,12 +94,81 @@ func TestCutover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	// A setWatches' relativeZxid up to ZooKeeper's last is ZooKeeper's: the newest zetcd zxid
-	// at or below it; above, zetcd's own.
-	for rel, want := range map[encoding.Zxid]encoding.Zxid{0x50: 0, 0x100: 0x30001, 0x3ff: 0x30001, 0x400: 0x50002, 0x500: 0x50002, 0x501: 0x501, 0x70003: 0x70003} {
-		if got := b.migrated.translate(rel); got != want {
-			t.Errorf("translate(%#x) = %#x, want %#x", rel, got, want)
+	s := openTestSession(t, b)
+	want := map[string][3]encoding.Zxid{"/": {0, 0, 0x11}, "/zookeeper": {0, 0, 0}, "/a": {0x11, 0x13, 0x14}, "/a/e": {0x14, 0x14, 0x14}}
+	for p, w := range want {
+		r, _, err := s.Exists(ctx, &encoding.ExistsRequest{Path: p})
+		if err != nil || [3]encoding.Zxid{r.Stat.Czxid, r.Stat.Mzxid, r.Stat.Pzxid} != w {
+			t.Errorf("%s after the cutover: %+v %v, want czxid, mzxid, pzxid %#x", p, r, err, w)
 		}
+	}
+	states, _ := b.tree.watchedStates([]string{"/a", "/a/e"})
+	if a := states["/a"]; a.Czxid != 0x11 || a.Mzxid != 0x13 || a.Pzxid != 0x14 {
+		t.Errorf("/a's state for a catch-up: %+v", a)
+	}
+
+	// zetcd's own zxids, above ZooKeeper's, beside the copy's.
+	c, _, err := s.Create2(ctx, &encoding.CreateRequest{Path: "/a/f", ACL: openACL})
+	if err != nil || int64(c.Stat.Czxid) <= zxid {
+		t.Fatalf("a create after the cutover: %+v %v, want a czxid above %#x", c, err, zxid)
+	}
+	sd, _, err := s.SetData(ctx, &encoding.SetDataRequest{Path: "/a", Data: []byte("y"), Version: -1})
+	if err != nil || sd.Stat.Czxid != 0x11 || sd.Stat.Mzxid <= c.Stat.Czxid || sd.Stat.Pzxid != c.Stat.Czxid {
+		t.Errorf("setData after the cutover: %+v %v", sd, err)
+	}
+}
+
+// TestZxidTableChunks: a table too large for one etcd request goes in chunks, and New's load
+// reads it back whole; a chunk missing is a corrupt table, said so.
+func TestZxidTableChunks(t *testing.T) {
+	cli := startEtcd(t)
+	ctx := context.Background()
+	keys := keySchema{prefix: "/zk/"}
+	table := ZxidTable{Last: 0x7_0000_0000, Zxids: map[int64]encoding.Zxid{}}
+	const pairs = 200_000
+	for i := range int64(pairs) {
+		table.Zxids[0x5_0000_0000+i*0x1_0003] = zxidOf(10+i*3, int(i%7))
+	}
+	if _, err := cli.Put(ctx, keys.importMarker(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := EndMigration(ctx, CutoverConfig{Client: cli}, table); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cli.Get(ctx, keys.prefix+"z/", clientv3.WithPrefix())
+	if err != nil || len(r.Kvs) < 2 {
+		t.Fatalf("chunks: %d, %v; want several", len(r.Kvs), err)
+	}
+	for _, kv := range r.Kvs {
+		if len(kv.Value) > zxidChunkBytes {
+			t.Errorf("chunk %s: %d bytes", kv.Key, len(kv.Value))
+		}
+	}
+	b := &Store{kv: cli, keys: keys}
+	if err := b.loadMigratedZxids(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.migrated.zk) != pairs || b.migrated.last != 0x7_0000_0000 || b.migrated.copyLast != zxidOf(10+(pairs-1)*3, (pairs-1)%7) {
+		t.Fatalf("loaded %d pairs, last %#x, copy's last %#x", len(b.migrated.zk), b.migrated.last, b.migrated.copyLast)
+	}
+	for zk, z := range table.Zxids {
+		if got, ok := b.migrated.zooKeeper(z); !ok || int64(got) != zk {
+			t.Fatalf("zooKeeper(%#x) = %#x %v, want %#x", z, got, ok, zk)
+		}
+	}
+	for _, z := range []encoding.Zxid{0, b.migrated.copyLast + 1, 1 << 48} {
+		if got, ok := b.migrated.zooKeeper(z); !ok || got != z {
+			t.Errorf("zooKeeper(%#x) = %#x %v: not the copy's, shown as it is", z, got, ok)
+		}
+	}
+	if _, ok := b.migrated.zooKeeper(zxidOf(11, 0)); ok {
+		t.Error("a zxid of the copy the table lacks is taken")
+	}
+	if _, err := cli.Delete(ctx, keys.migratedZxidsChunk(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.loadMigratedZxids(ctx); !errors.Is(err, errCorruptZxidTable) {
+		t.Errorf("a table with a chunk missing: %v", err)
 	}
 }
 

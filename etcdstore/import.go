@@ -33,8 +33,9 @@ import (
 // one before it by putting the import marker (padding). In ImportRenumber mode the distinct
 // zxids are numbered again in order, from the revision past ZooKeeper's last zxid (padded to)
 // if MaxPadding allows, else from the first free revision: every comparison between zxids
-// holds, their values do not, and from past ZooKeeper's last zxid each is above the ZooKeeper
-// zxid it stands for.
+// holds, and from past ZooKeeper's last zxid each is above the ZooKeeper zxid it stands for;
+// there the table of zxids the import leaves (addZxidTable) makes zetcd show ZooKeeper's
+// values.
 //
 // The import marker (keys.go) is put first, in the transaction that checks the prefix is
 // empty, and deleted last, with the fence: New refuses a prefix that holds it, so a half
@@ -120,6 +121,9 @@ type ImportResult struct {
 	ResumeOK bool
 	// Mapped is the zetcd zxid of each ZooKeeper zxid of the Stats written.
 	Mapped map[int64]encoding.Zxid
+	// ZxidTable says that the import wrote Mapped as the table of zxids (addZxidTable): zetcd
+	// shows ZooKeeper's zxids in every Stat of a renumbered import.
+	ZxidTable bool
 }
 
 // importOp is one key an import puts, carrying ZooKeeper zxid zxid (0: in the marker's
@@ -291,12 +295,15 @@ type importer struct {
 	log  *zap.Logger
 	st   *zkdata.State
 	plan *importPlan
-	// sessionTxns are the imported sessions' puts (makeSessionTxns), committed just before the
-	// import's final revision.
+	// sessionTxns are the imported sessions' puts (makeSessionTxns), and the chunks of a
+	// renumbered import's table of zxids (addZxidTable), committed just before the import's
+	// final revision.
 	sessionTxns [][]importPut
-	marker      string // the marker's value
-	first       int64  // the marker's CreateRevision
-	padded      int64
+	// zxidHead is that table's head, put in the final revision ("" without a table).
+	zxidHead string
+	marker   string // the marker's value
+	first    int64  // the marker's CreateRevision
+	padded   int64
 }
 
 // Import writes st into the empty prefix cfg.Prefix (see the comment above ImportZxids).
@@ -351,6 +358,9 @@ func Import(ctx context.Context, cfg ImportConfig, st *zkdata.State) (ImportResu
 	}
 	defer stopKeeping()
 	res.Zxids, res.Why = im.zxidsDone(why)
+	if res.ZxidTable, err = im.addZxidTable(layout, why != ""); err != nil {
+		return res, im.failed(err)
+	}
 	if err := im.write(ctx, layout); err != nil {
 		return res, im.failed(err)
 	}
@@ -830,7 +840,39 @@ func (im *importer) finish(ctx context.Context, final int64) error {
 	if im.cfg.Marker != "" {
 		marker = clientv3.OpPut(im.keys.importMarker(), im.cfg.Marker)
 	}
-	return im.commitAt(ctx, final, []clientv3.Op{marker, clientv3.OpPut(im.keys.fence(), "0")})
+	ops := []clientv3.Op{marker, clientv3.OpPut(im.keys.fence(), "0")}
+	if im.zxidHead != "" {
+		ops = append(ops, clientv3.OpPut(im.keys.migratedZxids(), im.zxidHead))
+	}
+	return im.commitAt(ctx, final, ops)
+}
+
+// addZxidTable gives a renumbered import the table of its zxids that a migration's cutover
+// leaves (ZxidTable), so that zetcd shows ZooKeeper's zxids in every Stat: its chunks go in
+// transactions just before the final one, with the sessions', and its head in the final one,
+// with the marker's deletion. Only where zetcd's later zxids are above ZooKeeper's last (the
+// final revision padded past it): a Stat then keeps ZooKeeper's order, ZooKeeper's zxids below
+// zetcd's own. Not for a mirror's load, whose cutover writes the table.
+func (im *importer) addZxidTable(l *importLayout, renumbered bool) (bool, error) {
+	if !renumbered || im.cfg.Marker != "" {
+		return false, nil
+	}
+	head, chunks, err := ZxidTable{Last: im.st.LastZxid, Zxids: l.mapped}.encode()
+	if err != nil {
+		return false, err
+	}
+	sessions := im.sessionTxns
+	txns := make([][]importPut, 0, len(chunks)+len(sessions))
+	for i, c := range chunks {
+		txns = append(txns, []importPut{{key: im.keys.migratedZxidsChunk(i), value: string(c)}})
+	}
+	im.sessionTxns = append(txns, sessions...)
+	if _, resume := im.finalRev(l); !resume {
+		im.sessionTxns = sessions
+		return false, nil
+	}
+	im.zxidHead = string(head)
+	return true, nil
 }
 
 // errImportUnfinished is what New answers on a prefix holding the import marker.

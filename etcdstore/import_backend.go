@@ -345,6 +345,9 @@ func (im *importer) importBackend(res ImportResult) (ImportResult, error) {
 		return res, err
 	}
 	res.Zxids, res.Why = im.zxidsDone(why)
+	if res.ZxidTable, err = im.addZxidTable(layout, why != ""); err != nil {
+		return res, im.failed(err)
+	}
 	final, resume := im.finalRev(layout)
 	start := time.Now()
 	if err := im.writeBackend(layout, final); err != nil {
@@ -358,7 +361,8 @@ func (im *importer) importBackend(res ImportResult) (ImportResult, error) {
 }
 
 // writeBackend writes the marker's revision, each revision of layout, the sessions' leases and
-// keys, and at final what finish commits: the marker deleted, the fence put.
+// keys (and the table of zxids' chunks), and at final what finish commits: the marker
+// deleted, the fence put, the table's head.
 func (im *importer) writeBackend(l *importLayout, final int64) error {
 	marker := importPut{key: im.keys.importMarker(), value: im.marker}
 	w, err := newBackendWriter(im.log.Named("backend").WithOptions(zap.IncreaseLevel(zap.WarnLevel)), im.cfg.Backend.Path, marker, im.first)
@@ -404,5 +408,8 @@ func (im *importer) writeBackend(l *importLayout, final int64) error {
 	}
 	w.tombstone(marker.key)
 	w.put(importPut{key: im.keys.fence(), value: "0"})
+	if im.zxidHead != "" {
+		w.put(importPut{key: im.keys.migratedZxids(), value: im.zxidHead})
+	}
 	return w.close()
 }

@@ -46,17 +46,25 @@ func synthState() *zkdata.State {
 	return st
 }
 
+// TestImportSynthetic imports synthState with exact zxids, and renumbered: zetcd shows
+// ZooKeeper's Stats either way, the renumbered zxids through the table of zxids.
 func TestImportSynthetic(t *testing.T) {
+	for _, mode := range []ImportZxids{ImportExact, ImportRenumber} {
+		t.Run(string(mode), func(t *testing.T) { testImportSynthetic(t, mode) })
+	}
+}
+
+func testImportSynthetic(t *testing.T, mode ImportZxids) {
 	cli := startEtcd(t)
 	st := synthState()
-	res, err := Import(context.Background(), ImportConfig{Client: cli, Zxids: ImportExact, Logger: zaptest.NewLogger(t)}, st)
+	res, err := Import(context.Background(), ImportConfig{Client: cli, Zxids: mode, Logger: zaptest.NewLogger(t)}, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Zxids != ImportExact || res.Ephemerals != 1 || res.Sessions != 1 || res.Nodes != 9 || !res.ResumeOK {
+	if res.Zxids != mode || res.Ephemerals != 1 || res.Sessions != 1 || res.Nodes != 9 || !res.ResumeOK || res.ZxidTable != (mode == ImportRenumber) {
 		t.Fatalf("result %+v", res)
 	}
-	if want := int64(0x10003) + 2; res.FinalRev != want { // the session key's transaction, then the last
+	if want := int64(0x10003) + 2; mode == ImportExact && res.FinalRev != want { // the session key's transaction, then the last
 		t.Errorf("final revision %d, want %d", res.FinalRev, want)
 	}
 	b, err := New(context.Background(), Config{Client: cli, Logger: zaptest.NewLogger(t), ReapInterval: -1})

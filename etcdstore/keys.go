@@ -89,10 +89,15 @@ package etcdstore
 //	                       migration (docs/migration.md, "Several processes") elect the copier
 //	                       and agree on the cutover, written by cmd/zetcd. An import or a
 //	                       mirror's load finds the prefix empty with them (storeRanges).
-//	P z                    migrated zxids: written by a migration's cutover (cutover.go) with
-//	                       the marker's deletion. Value: ZooKeeper's last zxid and a table from
-//	                       ZooKeeper zxids to zetcd's (ZxidTable), by which setWatches compares
-//	                       a relativeZxid of ZooKeeper's.
+//	P z                    migrated zxids' head: put by a migration's cutover (cutover.go), or
+//	                       a renumbered import (import.go), in the transaction that deletes
+//	                       the import marker. Value: ZooKeeper's last zxid, the copy's last
+//	                       zetcd zxid and the number of chunks (ZxidTable.encode). With it,
+//	                       every Stat shows the ZooKeeper zxid a zetcd zxid of the copy stands
+//	                       for (nodeKeys.statZxids).
+//	P z/<i as 8 hex>       migrated zxids' chunk i, from 0: put before the head, while the
+//	                       marker is there, each within about 1 MiB. Value: every ZooKeeper
+//	                       zxid the copy wrote and its zetcd zxid, in order, as steps.
 //
 // The meta keys of a node share the prefix "P m/<d><path>\x00" (paths never contain NUL), so one
 // range reads them all. A node's own c and d keys are absent until it has had a child: C=0.

@@ -273,27 +273,10 @@ func (m *Mirror) done(snap map[string]mirrorChange, paths []string) {
 	}
 }
 
-// Translate returns, for each ZooKeeper zxid of zks, the newest zetcd zxid of the ZooKeeper
-// transactions up to it in the copy (0 if none): the zxid a client that last saw it holds, in
-// zetcd's numbering (ZxidTable). It reads what Load and Flush write: call it once they stopped.
-func (m *Mirror) Translate(zks []int64) map[int64]encoding.Zxid {
-	rs := slices.Clone(zks)
-	slices.Sort(rs)
-	rs = slices.Compact(rs)
-	// best[i]: the newest zetcd zxid of the ZooKeeper zxids above rs[i-1], up to rs[i].
-	best := make([]encoding.Zxid, len(rs))
-	for zk, z := range m.mapped {
-		if i, _ := slices.BinarySearch(rs, zk); i < len(rs) {
-			best[i] = max(best[i], z)
-		}
-	}
-	out := make(map[int64]encoding.Zxid, len(rs))
-	var newest encoding.Zxid
-	for i, r := range rs {
-		newest = max(newest, best[i])
-		out[r] = newest
-	}
-	return out
+// Mapped returns every ZooKeeper zxid the copy wrote and its zetcd zxid, both rising
+// together (ZxidTable). It reads what Load and Flush write: call it once they stopped.
+func (m *Mirror) Mapped() map[int64]encoding.Zxid {
+	return maps.Clone(m.mapped)
 }
 
 // Progress is the copy's progress.

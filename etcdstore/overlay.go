@@ -231,13 +231,14 @@ func (b *Store) readMultiState(ctx context.Context, paths []string, floor int64)
 	return m, err
 }
 
-// fromKeys makes n the overlay's node for the keys read of path.
-func (n *mnode) fromKeys(path string, keys nodeKeys, numChildren int64) error {
+// fromKeys makes n the overlay's node for the keys read of path; migrated as for
+// nodeKeys.node.
+func (n *mnode) fromKeys(path string, keys nodeKeys, numChildren int64, migrated *zxidTable) error {
 	*n = mnode{path: path, read: true, keys: keys}
 	if !keys.exists() {
 		return keys.decodeErr()
 	}
-	nd, err := keys.node(path, numChildren)
+	nd, err := keys.node(path, numChildren, migrated)
 	if err != nil {
 		return err
 	}

@@ -292,7 +292,7 @@ func (m *multiState) rebased(writes []txnWrite, rev int64) map[string]*mnode {
 	for p, k := range keys {
 		n := &nodes[i]
 		i++
-		if n.fromKeys(p, *k, int64(m.nodes[p].stat.NumChildren)) != nil {
+		if n.fromKeys(p, *k, int64(m.nodes[p].stat.NumChildren), m.tree.migrated) != nil {
 			return nil
 		}
 		after[p] = n

@@ -59,6 +59,9 @@ type replica struct {
 	// zxid is the zxid of the state at rev (stateZxid), stored whenever rev moves (setRev), so
 	// that a read's reply, almost always at rev, takes its zxid without the lock.
 	zxid atomic.Int64
+	// migrated is the table of a migration's cutover, by which Stats show ZooKeeper's zxids
+	// (nodeKeys.statZxids); nil without one. Set before the replica serves, never changed.
+	migrated *zxidTable
 	// alterOwn, set by tests only, changes the events applyOwn makes, as a bug would.
 	alterOwn func([]*clientv3.Event) []*clientv3.Event
 }
@@ -584,7 +587,7 @@ func (r *replica) nodeAt(path string, rev int64) *mnode {
 // the tree has no entry for it. err when the node's keys do not decode.
 func (v replicaView) overlayNode(n *mnode, path string) error {
 	if rn := v.r.t.nodes[path]; rn != nil {
-		return n.fromKeys(path, rn.keys(), int64(rn.numChildren()))
+		return n.fromKeys(path, rn.keys(), int64(rn.numChildren()), v.r.migrated)
 	}
 	*n = mnode{path: path, read: true}
 	return nil
@@ -599,7 +602,7 @@ func (v replicaView) node(path string, childNames bool) (n node, children []stri
 		return node{}, nil, false, nil
 	}
 	keys := rn.keys()
-	if n, err = keys.node(path, int64(rn.numChildren())); err != nil {
+	if n, err = keys.node(path, int64(rn.numChildren()), v.r.migrated); err != nil {
 		return node{}, nil, true, err
 	}
 	if childNames {
@@ -706,8 +709,12 @@ func (r *replica) watchedStates(paths []string) (map[string]watch.State, int64) 
 				continue
 			}
 			keys := rn.keys()
-			czxid, mzxid, pzxid := keys.zxids()
-			states[p] = watch.State{Exists: true, Czxid: czxid, Mzxid: mzxid, Pzxid: pzxid, ACL: rn.aclList()}
+			z, err := keys.statZxids(p, r.migrated)
+			if err != nil {
+				// Reads of the node fail with err; its watches fire rather than miss a change.
+				z = [3]encoding.Zxid{r.migrated.last, r.migrated.last, r.migrated.last}
+			}
+			states[p] = watch.State{Exists: true, Czxid: z[0], Mzxid: z[1], Pzxid: z[2], ACL: rn.aclList()}
 		}
 	})
 	return states, rev

@@ -450,7 +450,7 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 			continue
 		}
 		keys := got.keys()
-		if _, err := keys.node(path, int64(got.numChildren())); err != nil {
+		if _, err := keys.node(path, int64(got.numChildren()), nil); err != nil {
 			t.Errorf("%s: the replica's keys do not decode: %v", path, err)
 		}
 	}

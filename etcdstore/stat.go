@@ -236,16 +236,14 @@ func (n *nodeKeys) decodeErr() error {
 
 // node derives the znode's Stat (as DataTree keeps it), data and ACL from its keys:
 //
-//	czxid, mzxid, pzxid: nodeKeys.zxids                             version = data.Version-1
+//	czxid, mzxid, pzxid: statZxids                                  version = data.Version-1
 //	ctime = meta                       mtime = data value            aversion = acl.Version
 //	C = creates.Version (0 if absent)  cversion = 2C - numChildren   numChildren = counted
 //	ephemeralOwner = data.Lease (0 for persistent, container and TTL nodes)
 //
-// corrected by the offsets key where a multi left one (offsetsValue).
-//
-// System nodes were written by the bootstrap transaction; a zxid equal to their own create
-// revision is that bootstrap and is reported as 0, as a fresh ZooKeeper reports it.
-func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
+// corrected by the offsets key where a multi left one (offsetsValue). migrated is the table
+// of a migration's cutover (cutover.go), nil without one.
+func (n *nodeKeys) node(path string, numChildren int64, migrated *zxidTable) (node, error) {
 	m := n.moreOrZero()
 	switch {
 	case m.err != nil:
@@ -253,24 +251,17 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 	case !n.exists():
 		return node{}, fmt.Errorf("zetcd: %s: data key missing", path)
 	}
-	czxid, mzxid, pzxid := n.zxids()
-	zx := func(z encoding.Zxid) encoding.Zxid { return z }
-	if znode.IsSystem(path) {
-		boot := zxidOf(n.data.create, 0)
-		zx = func(z encoding.Zxid) encoding.Zxid {
-			if z == boot {
-				return 0
-			}
-			return z
-		}
+	zxids, err := n.statZxids(path, migrated)
+	if err != nil {
+		return node{}, err
 	}
 	c := m.offs.Creates + m.creates.version
 	return node{
 		Data: n.dataNow(),
 		Meta: n.meta,
 		Stat: encoding.Stat{
-			Czxid:          zx(czxid),
-			Mzxid:          zx(mzxid),
+			Czxid:          zxids[0],
+			Mzxid:          zxids[1],
 			Ctime:          n.meta.Ctime,
 			Mtime:          n.mtime,
 			Version:        int32(n.data.version - 1 - m.offs.Version),
@@ -279,9 +270,41 @@ func (n *nodeKeys) node(path string, numChildren int64) (node, error) {
 			EphemeralOwner: encoding.SessionID(n.lease),
 			DataLength:     int32(len(n.dataNow())),
 			NumChildren:    int32(numChildren),
-			Pzxid:          zx(pzxid),
+			Pzxid:          zxids[2],
 		},
 	}, nil
+}
+
+// statZxids are the czxid, mzxid and pzxid a Stat of the existing node shows: nodeKeys.zxids,
+// where
+//
+//   - a system node's zxid equal to its own create revision is the bootstrap transaction's
+//     and shows 0, as a fresh ZooKeeper shows it;
+//   - after a migration's cutover, a zxid the copy wrote shows as the ZooKeeper zxid it stands
+//     for (migrated, the cutover's table; nil without one), zetcd's own later ones as they are,
+//     all above ZooKeeper's. A zxid of the copy the table lacks is a corrupt table.
+//
+// Every Stat a client sees or a watch's catch-up compares is made of these, so that a
+// client's zxids from ZooKeeper compare with them as on ZooKeeper.
+func (n *nodeKeys) statZxids(path string, migrated *zxidTable) ([3]encoding.Zxid, error) {
+	czxid, mzxid, pzxid := n.zxids()
+	zxids := [3]encoding.Zxid{czxid, mzxid, pzxid}
+	boot := encoding.Zxid(-1)
+	if znode.IsSystem(path) {
+		boot = zxidOf(n.data.create, 0)
+	}
+	for i, z := range zxids {
+		if z == boot {
+			zxids[i] = 0
+			continue
+		}
+		zk, ok := migrated.zooKeeper(z)
+		if !ok {
+			return zxids, fmt.Errorf("zetcd: %s: zxid %#x lies in the migrated copy (up to %#x) but its %w lacks it", path, z, migrated.copyLast, errCorruptZxidTable)
+		}
+		zxids[i] = zk
+	}
+	return zxids, nil
 }
 
 // aclTable shares one ACL list among the nodes that have the same one (most do), keyed by its

@@ -123,8 +123,8 @@ const defaultMaxTxnOps = 128
 // the key layout of keys.go. Many Stores (in many processes) may share one etcd cluster and
 // prefix: all coordination goes through etcd transactions.
 type Store struct {
-	// migrated translates a relativeZxid of ZooKeeper's after a cutover (cutover.go); nil
-	// without one.
+	// migrated is the table of a migration's cutover (cutover.go), by which Stats show
+	// ZooKeeper's zxids; nil without one.
 	migrated *zxidTable
 
 	kv    clientv3.KV
@@ -289,6 +289,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	b.treeWait = cmp.Or(cfg.treeWait, treeWaitLimit)
 	b.tree = newReplica(b.keys, b.log)
+	b.tree.migrated = b.migrated
 	loadStart := time.Now()
 	if err := b.tree.load(ctx, b.kv, rev); err != nil {
 		cancel()

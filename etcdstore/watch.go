@@ -69,8 +69,10 @@ type watchList struct {
 }
 
 // setWatches re-arms the lists in the request's order, as ZooKeeper does: the standard watches
-// with catch-up from rel (events with zxid -1), the persistent ones from now on. ZooKeeper walks
-// the lists in order and fails on a null one with MarshallingError, keeping what the lists
+// with catch-up from rel (events with zxid -1), the persistent ones from now on. rel compares
+// with the Stats as they show (nodeKeys.statZxids): after a migration's cutover, a client's zxid
+// from ZooKeeper with ZooKeeper's zxids, one zetcd gave out with zetcd's own, above them.
+// ZooKeeper walks the lists in order and fails on a null one with MarshallingError, keeping what the lists
 // before it set; so does this. The reply carries etcd's current revision, which is also where
 // the persistent watches are armed: the feed's progress may lag it.
 func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists []watchList) (encoding.Zxid, error) {
@@ -86,7 +88,7 @@ func (s *etcdSession) setWatches(ctx context.Context, rel encoding.Zxid, lists [
 	for _, l := range lists {
 		if l.kind.OneShot() {
 			for _, p := range l.paths {
-				regs = append(regs, watch.Registration{Watcher: s.watcher, Kind: l.kind, Path: p, Since: s.b.migrated.translate(rel)})
+				regs = append(regs, watch.Registration{Watcher: s.watcher, Kind: l.kind, Path: p, Since: rel})
 			}
 		}
 	}

@@ -190,9 +190,9 @@ func (m *Migration) CatchUp(ctx context.Context) (int64, error) {
 	}
 }
 
-// Translate returns, for each ZooKeeper zxid of zks, the newest zetcd zxid of the ZooKeeper
-// transactions up to it in the copy (Mirror.Translate). Only once the migration stopped (Stop).
-func (m *Migration) Translate(zks []int64) (map[int64]encoding.Zxid, error) {
+// Mapped returns every ZooKeeper zxid the copy wrote and its zetcd zxid (Mirror.Mapped), the
+// table a cutover leaves (etcdstore.ZxidTable). Only once the migration stopped (Stop).
+func (m *Migration) Mapped() (map[int64]encoding.Zxid, error) {
 	select {
 	case <-m.done:
 	default:
@@ -201,7 +201,7 @@ func (m *Migration) Translate(zks []int64) (map[int64]encoding.Zxid, error) {
 	if m.mirror == nil {
 		return nil, errors.New("migration: nothing was copied")
 	}
-	return m.mirror.Translate(zks), nil
+	return m.mirror.Mapped(), nil
 }
 
 // SessionID is the id of the session that follows ZooKeeper (0 while it has none).

@@ -150,10 +150,8 @@ type cutoverRun struct {
 	rev     int64
 	granted []int64 // the leases TakeOver granted
 	stopped bool    // the copy stopped
-	// last is ZooKeeper's last zxid at the cutover, seen the newest zxids the relayed sessions
-	// were sent, and last: the ZooKeeper zxids the cutover's ZxidTable translates.
+	// last is ZooKeeper's last zxid at the cutover, the cutover's ZxidTable's Last.
 	last int64
-	seen []int64
 }
 
 // coordinate runs the cutover cut, asked at revision rev of its key; a failure before the
@@ -320,10 +318,7 @@ func (r *cutoverRun) takeOver(ctx context.Context, held []sessionRecord) error {
 		return err
 	}
 	sessions, last := mergeSessions(held)
-	r.last, r.seen = z, []int64{z}
-	for _, s := range held {
-		r.seen = append(r.seen, s.LastZxid)
-	}
+	r.last = z
 	if z < last {
 		return fmt.Errorf("cutover: ZooKeeper's last zxid %#x is below %#x, sent to a relayed session: the copy follows another ZooKeeper", z, last)
 	}
@@ -374,7 +369,7 @@ func (r *cutoverRun) commit(ctx context.Context) error {
 	}
 	r.m.Stop()
 	r.stopped = true
-	zxids, err := r.m.Translate(r.seen)
+	zxids, err := r.m.Mapped()
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/zetcd/zetcd/encoding"
 	"github.com/zetcd/zetcd/internal/testkit/itest"
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
@@ -155,9 +157,10 @@ func startMigrating(t *testing.T, zkAddr string) migrating {
 }
 
 // TestMigrateCutover moves clients relayed to ZooKeeper onto zetcd: each keeps its session
-// (Disconnected, then HasSession, never Expired), its ephemeral and its watch; zetcd's zxids
-// are above ZooKeeper's; the copy is ZooKeeper's tree; ZooKeeper can stop; a session whose
-// client never comes back expires on zetcd, its ephemeral with it.
+// (Disconnected, then HasSession, never Expired), its ephemeral and its watch; every Stat
+// shows ZooKeeper's own zxids, and a setWatches compares a relativeZxid of ZooKeeper's with
+// them; zetcd's later zxids are above ZooKeeper's; the copy is ZooKeeper's tree; ZooKeeper can
+// stop; a session whose client never comes back expires on zetcd, its ephemeral with it.
 func TestMigrateCutover(t *testing.T) {
 	srv := zkserver.Start(t, zkserver.Options{})
 	itest.History(t, srv.Addr, 5, nil)
@@ -186,6 +189,17 @@ func TestMigrateCutover(t *testing.T) {
 		testenv.Must(t, err)
 		lastBefore = max(lastBefore, st.Czxid)
 	}
+	// A node written twice, for setWatches with ZooKeeper's zxids after the cutover.
+	_, err = counter.Create("/cut/twice", []byte("1"), 0, openACL)
+	testenv.Must(t, err)
+	_, created, err := counter.Get("/cut/twice")
+	testenv.Must(t, err)
+	set, err := counter.Set("/cut/twice", []byte("2"), -1)
+	testenv.Must(t, err)
+	lastBefore = max(lastBefore, set.Mzxid)
+	// A write after it, so that no client's newest zxid is the node's mzxid.
+	_, err = counter.Create("/cut/other", nil, 0, openACL)
+	testenv.Must(t, err)
 	gone := connectCutover(t, zetcdAddr, timeout) // never reconnects after the cutover
 	_, err = gone.Create("/cut/gone", nil, zk.FlagEphemeral, openACL)
 	testenv.Must(t, err)
@@ -197,6 +211,7 @@ func TestMigrateCutover(t *testing.T) {
 	gone.refuse.Store(true)
 
 	waitCaughtUp(t, a.metrics, lastBefore)
+	zkZxids := itest.Zxids(t, holder.Conn) // relayed: ZooKeeper's answers
 	// A client of ZooKeeper itself would stay there: the cutover refuses, naming it.
 	direct := testenv.Connect(t, srv.Addr)
 	code, body := postCutover(t, a.metrics)
@@ -214,6 +229,33 @@ func TestMigrateCutover(t *testing.T) {
 	}
 	if code != http.StatusOK {
 		t.Fatalf("POST /migrate/cutover: %d %s; /migrate: %+v", code, body, getStatus(t, a.metrics))
+	}
+	// Every Stat shows ZooKeeper's zxids, read through a client zetcd serves, before the
+	// session that never comes back ends (its ephemeral's parent's pzxid would move).
+	if got := itest.Zxids(t, testenv.Connect(t, zetcdAddr)); !maps.Equal(got, zkZxids) {
+		for _, p := range slices.Sorted(maps.Keys(zkZxids)) {
+			if got[p] != zkZxids[p] {
+				t.Errorf("%s after the cutover: czxid, mzxid, pzxid %#x, on ZooKeeper %#x", p, got[p], zkZxids[p])
+			}
+		}
+		t.Errorf("after the cutover: %d nodes, on ZooKeeper %d", len(got), len(zkZxids))
+	}
+	// A setWatches whose relativeZxid is ZooKeeper's catches up as on ZooKeeper: a change after
+	// it fires the watch, none before it.
+	for _, c := range []struct {
+		rel  int64
+		want string
+	}{{set.Mzxid, "[]"}, {created.Mzxid, "[NodeDataChanged /cut/twice]"}, {created.Mzxid - 1, "[NodeDataChanged /cut/twice]"}} {
+		raw := itest.ConnectRaw(t, zetcdAddr)
+		req := &encoding.SetWatches{RelativeZxid: encoding.Zxid(c.rel), DataWatches: []string{"/cut/twice"}, ExistWatches: []string{}, ChildWatches: []string{}}
+		if code := raw.MustCall(encoding.OpSetWatches, req, nil); code != encoding.ErrOK {
+			t.Fatalf("setWatches: %v", code)
+		}
+		raw.Barrier()
+		if got := fmt.Sprint(raw.TakeEvents()); got != c.want {
+			t.Errorf("setWatches from ZooKeeper's zxid %#x (the node's mzxid %#x): events %s, want %s", c.rel, set.Mzxid, got, c.want)
+		}
+		raw.Close()
 	}
 	if code, body := postCutover(t, a.metrics); code != http.StatusConflict {
 		t.Errorf("a second cutover: %d %s", code, body)

@@ -118,7 +118,10 @@ func runImport(o importOptions, log *zap.Logger) (etcdstore.ImportResult, error)
 	if res.Sessions > 0 {
 		log.Info("start zetcd within the sessions' timeouts: their clients resume them there, and the elected zetcd expires those that do not come back")
 	}
-	if res.Why != "" {
+	switch {
+	case res.ZxidTable:
+		log.Info("zxids were renumbered in etcd; Stats show ZooKeeper's through the table of zxids", zap.String("why", res.Why))
+	case res.Why != "":
 		log.Warn("zxids were renumbered in order; Stats keep their order, not ZooKeeper's values", zap.String("why", res.Why))
 	}
 	if !res.ResumeOK {

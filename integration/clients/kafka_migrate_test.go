@@ -57,6 +57,7 @@ const (
 // increments /controller_epoch.
 type kafkaZnodes struct {
 	Owners          [3]int64 // /brokers/ids/N's ephemeralOwner
+	Czxids          [3]int64 // and czxid: the broker's epoch, which the controller holds
 	Controller      string   // /controller's data: the broker and the time it was elected
 	ControllerOwner int64
 	Epoch           string // /controller_epoch's data
@@ -64,8 +65,8 @@ type kafkaZnodes struct {
 }
 
 func (k kafkaZnodes) String() string {
-	return fmt.Sprintf("brokers' sessions %#x; /controller %s owned by %#x; /controller_epoch %s (version %d)",
-		k.Owners, k.Controller, k.ControllerOwner, k.Epoch, k.EpochVersion)
+	return fmt.Sprintf("brokers' sessions %#x, czxids %#x; /controller %s owned by %#x; /controller_epoch %s (version %d)",
+		k.Owners, k.Czxids, k.Controller, k.ControllerOwner, k.Epoch, k.EpochVersion)
 }
 
 // readKafkaZnodes reads kafkaZnodes through c.
@@ -76,7 +77,7 @@ func readKafkaZnodes(c *zk.Conn) (kafkaZnodes, error) {
 		if err != nil {
 			return k, fmt.Errorf("/brokers/ids/%d: %w", i, err)
 		}
-		k.Owners[i] = st.EphemeralOwner
+		k.Owners[i], k.Czxids[i] = st.EphemeralOwner, st.Czxid
 	}
 	data, st, err := c.Get("/controller")
 	if err != nil {
@@ -169,7 +170,8 @@ func producerMark(t *testing.T, client *pausedClient, what string) int {
 // expiration), the cutover causes no controller election (/controller and /controller_epoch
 // unchanged), every acknowledged record is read back, and a topic created after the cutover
 // gets its znodes, its partition's state written by the controller, and loses them when
-// deleted. zetcd logs no error.
+// deleted. Each /brokers/ids/N shows the czxid it had on ZooKeeper (the broker's epoch), so a
+// broker restarted after the cutover rejoins every ISR. zetcd logs no error.
 func TestKafkaMigration(t *testing.T) {
 	lib := kafkaLib(t)
 	ensemble := zkserver.StartEnsemble(t, 3, zkserver.Options{})
@@ -312,6 +314,39 @@ func TestKafkaMigration(t *testing.T) {
 	})
 	if after := mustKafkaZnodes(t, c); after != before {
 		t.Errorf("at the end: %s\nbefore:     %s", after, before)
+	}
+
+	// A broker restarted after the cutover rejoins every ISR: the controller holds the other
+	// brokers' epochs from ZooKeeper, and zetcd shows the same czxids.
+	restarted := (controllerOf(t, before) + 1) % len(brokers)
+	stopKafka(t, brokers[restarted])
+	fi, err := os.Stat(brokers[restarted].log)
+	testenv.Must(t, err)
+	logFrom[restarted] = fi.Size()
+	brokers[restarted] = launchKafka(t, lib, z.Addr, kafkaOptions{ID: restarted, Props: kafkaMigrationProps, JVM: kafkaMigrationJVM, Restart: brokers[restarted]})
+	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("broker %d restarted after the cutover, registered again and in every ISR", restarted), func() error {
+		select {
+		case <-brokers[restarted].exited:
+			t.Fatalf("broker %d exited; its log:\n%s", restarted, brokers[restarted].tail())
+		default:
+		}
+		k, err := readKafkaZnodes(c)
+		switch {
+		case err != nil:
+			return err
+		case k.Owners[restarted] == before.Owners[restarted]:
+			return fmt.Errorf("/brokers/ids/%d still owned by %#x", restarted, before.Owners[restarted])
+		}
+		return fullIsr(c, kafkaMigrationTopic, 3)
+	})
+	after := mustKafkaZnodes(t, c)
+	for i := range brokers {
+		if i != restarted && (after.Owners[i] != before.Owners[i] || after.Czxids[i] != before.Czxids[i]) {
+			t.Errorf("broker %d after broker %d's restart: %s\nbefore the cutover: %s", i, restarted, after, before)
+		}
+	}
+	if after.Czxids[restarted] <= zkLast {
+		t.Errorf("broker %d's registration after the cutover: czxid %#x, not above ZooKeeper's last zxid %#x", restarted, after.Czxids[restarted], zkLast)
 	}
 	if strings.Contains(z.LogText(), `"level":"error"`) {
 		t.Error("zetcd logged errors")

@@ -86,8 +86,8 @@ public class MigrateCurator {
         made.add("initialized");
         awaitEvents();
 
-        // A TreeCache of nodes nothing changes: it tells changes by mzxid (docs/migration.md,
-        // "Cutover": the copy's zxids are ZooKeeper's renumbered).
+        // A TreeCache of nodes nothing changes: it tells changes by mzxid, which zetcd shows as
+        // ZooKeeper did (docs/migration.md, "Cutover"), so it publishes nothing at the cutover.
         writer.create().forPath("/mig/tree", bytes("t"));
         writer.create().forPath("/mig/tree/x", bytes("1"));
         List<String> treeEvents = Collections.synchronizedList(new ArrayList<>());

@@ -2,12 +2,16 @@ package itest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/zetcd/zetcd/internal/testkit/testenv"
 	"github.com/zetcd/zetcd/internal/testkit/zkserver"
@@ -165,4 +169,26 @@ func (m *Migration) Cutover(t testing.TB) CutoverStatus {
 		t.Fatalf("/migrate's cutover after a cutover answered 200: %+v", cs)
 	}
 	return cs
+}
+
+// Zxids reads the czxid, mzxid and pzxid of every node of the tree through c, by path: after a
+// cutover zetcd shows ZooKeeper's own (docs/migration.md, "Cutover").
+func Zxids(t testing.TB, c *zk.Conn) map[string][3]int64 {
+	t.Helper()
+	out := map[string][3]int64{}
+	stack := []string{"/"}
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		children, st, err := c.Children(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // gone since its parent was read
+		}
+		testenv.Must(t, err)
+		out[p] = [3]int64{st.Czxid, st.Mzxid, st.Pzxid}
+		for _, name := range children {
+			stack = append(stack, path.Join(p, name))
+		}
+	}
+	return out
 }
