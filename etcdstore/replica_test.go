@@ -488,7 +488,11 @@ func TestReplicaLoadPastDeadline(t *testing.T) {
 	if _, _, err := s.Create(context.Background(), &encoding.CreateRequest{Path: "/a", ACL: openACL}); err != nil {
 		t.Fatal(err)
 	}
-	rev := b.AppliedRevision()
+	r, err := b.kv.Get(context.Background(), b.keys.data("/a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := r.Header.Revision
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	fresh := newReplica(b.keys, zaptest.NewLogger(t))
