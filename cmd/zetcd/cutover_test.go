@@ -133,7 +133,14 @@ type migrating struct {
 // startMigrating runs zetcd in migration mode from the ZooKeeper at zkAddr until the test ends.
 func startMigrating(t *testing.T, zkAddr string) migrating {
 	t.Helper()
-	o, err := parseFlags([]string{"--data-dir", t.TempDir(), "--zkaddr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--migrate-from", zkAddr})
+	return startMigratingWith(t, zkAddr, "--data-dir", t.TempDir())
+}
+
+// startMigratingWith runs zetcd (in the test binary) in migration mode from the ZooKeeper at
+// zkAddr on the storage its flags store name, until the test ends.
+func startMigratingWith(t *testing.T, zkAddr string, store ...string) migrating {
+	t.Helper()
+	o, err := parseFlags(append(store, "--zkaddr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--migrate-from", zkAddr))
 	testenv.Must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan migrating, 1)

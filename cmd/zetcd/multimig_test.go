@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/zetcd/zetcd/internal/testkit/itest"
@@ -24,27 +23,7 @@ import (
 // ZooKeeper at zkAddr on the etcd at endpoints, until the test ends.
 func startMigratingOn(t *testing.T, zkAddr, endpoints string) migrating {
 	t.Helper()
-	o, err := parseFlags([]string{"--endpoints", endpoints, "--zkaddr", "127.0.0.1:0", "--metrics-addr", "127.0.0.1:0", "--migrate-from", zkAddr})
-	testenv.Must(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan migrating, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- serveMigrate(ctx, o, zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)), func(c []net.Addr, m net.Addr) { started <- migrating{c, m} })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("zetcd stopped: %v", err)
-		}
-	})
-	select {
-	case a := <-started:
-		return a
-	case err := <-done:
-		t.Fatalf("migration mode stopped: %v", err)
-	}
-	return migrating{}
+	return startMigratingWith(t, zkAddr, "--endpoints", endpoints)
 }
 
 // cutoverUntil posts a cutover to metrics until it is not refused (409: a relayed session not

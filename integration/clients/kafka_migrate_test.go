@@ -207,19 +207,18 @@ func TestKafkaMigration(t *testing.T) {
 	first := controllerOf(t, mustKafkaZnodes(t, c))
 	order := append(slices.DeleteFunc([]int{0, 1, 2}, func(i int) bool { return i == first }), first)
 	logFrom := make([]int64, len(brokers)) // where each broker's log on zetcd begins
-	for _, i := range order {
-		old := mustKafkaZnodes(t, c).Owners[i]
+	// restart restarts broker i onto zetcd, its log on zetcd beginning where it is now.
+	restart := func(i int) {
 		stopKafka(t, brokers[i])
 		fi, err := os.Stat(brokers[i].log)
 		testenv.Must(t, err)
 		logFrom[i] = fi.Size()
 		brokers[i] = launchKafka(t, lib, z.Addr, kafkaOptions{ID: i, Props: kafkaMigrationProps, JVM: kafkaMigrationJVM, Restart: brokers[i]})
-		testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("broker %d registered again, relayed, and in every ISR", i), func() error {
-			select {
-			case <-brokers[i].exited:
-				t.Fatalf("broker %d exited; its log:\n%s", i, brokers[i].tail())
-			default:
-			}
+	}
+	for _, i := range order {
+		old := mustKafkaZnodes(t, c).Owners[i]
+		restart(i)
+		brokers[i].awaitThat(t, fmt.Sprintf("broker %d registered again, relayed, and in every ISR", i), func() error {
 			k, err := readKafkaZnodes(c)
 			switch {
 			case err != nil:
@@ -319,17 +318,8 @@ func TestKafkaMigration(t *testing.T) {
 	// A broker restarted after the cutover rejoins every ISR: the controller holds the other
 	// brokers' epochs from ZooKeeper, and zetcd shows the same czxids.
 	restarted := (controllerOf(t, before) + 1) % len(brokers)
-	stopKafka(t, brokers[restarted])
-	fi, err := os.Stat(brokers[restarted].log)
-	testenv.Must(t, err)
-	logFrom[restarted] = fi.Size()
-	brokers[restarted] = launchKafka(t, lib, z.Addr, kafkaOptions{ID: restarted, Props: kafkaMigrationProps, JVM: kafkaMigrationJVM, Restart: brokers[restarted]})
-	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("broker %d restarted after the cutover, registered again and in every ISR", restarted), func() error {
-		select {
-		case <-brokers[restarted].exited:
-			t.Fatalf("broker %d exited; its log:\n%s", restarted, brokers[restarted].tail())
-		default:
-		}
+	restart(restarted)
+	brokers[restarted].awaitThat(t, fmt.Sprintf("broker %d restarted after the cutover, registered again and in every ISR", restarted), func() error {
 		k, err := readKafkaZnodes(c)
 		switch {
 		case err != nil:
@@ -411,12 +401,7 @@ func controllerOf(t *testing.T, k kafkaZnodes) int {
 // log if it exits or two minutes pass.
 func awaitZnodes(t *testing.T, b *kafkaBroker, c *zk.Conn, paths ...string) {
 	t.Helper()
-	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("broker %d: %v all there", b.id, paths), func() error {
-		select {
-		case <-b.exited:
-			t.Fatalf("broker %d exited; its log:\n%s", b.id, b.tail())
-		default:
-		}
+	b.awaitThat(t, fmt.Sprintf("broker %d: %v all there", b.id, paths), func() error {
 		for _, p := range paths {
 			if ok, _, err := c.Exists(p); err != nil || !ok {
 				return fmt.Errorf("%s: %v %v", p, ok, err)

@@ -86,16 +86,25 @@ func launchKafka(t *testing.T, lib, zkConnect string, o kafkaOptions) *kafkaBrok
 // if it exits or two minutes pass.
 func (b *kafkaBroker) await(t *testing.T, c *itest.RawClient, paths ...string) {
 	t.Helper()
-	testenv.Eventually(t, 2*time.Minute, fmt.Sprintf("broker %d: %v all there", b.id, paths), func() error {
+	b.awaitThat(t, fmt.Sprintf("broker %d: %v all there", b.id, paths), func() error {
+		if !allExist(c, paths) {
+			return notThere{b}
+		}
+		return nil
+	})
+}
+
+// awaitThat waits until there returns nil, or fails the test with the broker's log if it exits
+// or two minutes pass.
+func (b *kafkaBroker) awaitThat(t *testing.T, what string, there func() error) {
+	t.Helper()
+	testenv.Eventually(t, 2*time.Minute, what, func() error {
 		select {
 		case <-b.exited:
 			t.Fatalf("broker %d exited; its log:\n%s", b.id, b.tail())
 		default:
 		}
-		if !allExist(c, paths) {
-			return notThere{b}
-		}
-		return nil
+		return there()
 	})
 }
 

@@ -1,6 +1,7 @@
 package clients
 
 import (
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,13 +27,7 @@ func TestMigrateJavaClient(t *testing.T) {
 func migrateJavaClient(t *testing.T, ensemble []*zkserver.Server) {
 	m := itest.StartMigration(t, itest.MigrationOptions{ZooKeeper: ensemble})
 	cmd := javaProgram(t, t.TempDir(), "MigrateJavaClient.java", nil, []string{"-Dzookeeper.sasl.client=false"}, m.Addr)
-	client, ready := startPaused(t, cmd, "java MigrateJavaClient")
-	session := strings.TrimPrefix(ready, "ready ")
-	cs := m.Cutover(t)
-	if !slices.Contains(cs.TakenOver, session) || len(cs.TakenOver) != 2 {
-		t.Errorf("sessions taken over: %v, want %s's and the writer's", cs.TakenOver, session)
-	}
-	m.StopZooKeeper()
+	client, cs := cutOverClient(t, m, cmd, "java MigrateJavaClient")
 	lines := finish(t, client, "go")
 	lines = slices.DeleteFunc(lines, func(l string) bool {
 		z, ok := strings.CutPrefix(l, "afterWriteZxid ")
@@ -59,4 +54,19 @@ func migrateJavaClient(t *testing.T, ensemble []*zkserver.Server) {
 	if t.Failed() {
 		t.Logf("java MigrateJavaClient's stderr:\n%s", client.stderr.String())
 	}
+}
+
+// cutOverClient starts cmd, a client program that pauses at "ready SESSION" with its session
+// and one writer's relayed through m; cuts over, checks that both sessions were taken over, and
+// stops ZooKeeper.
+func cutOverClient(t *testing.T, m *itest.Migration, cmd *exec.Cmd, name string) (*pausedClient, itest.CutoverStatus) {
+	t.Helper()
+	client, ready := startPaused(t, cmd, name)
+	session := strings.TrimPrefix(ready, "ready ")
+	cs := m.Cutover(t)
+	if !slices.Contains(cs.TakenOver, session) || len(cs.TakenOver) != 2 {
+		t.Errorf("sessions taken over: %v, want %s's and the writer's", cs.TakenOver, session)
+	}
+	m.StopZooKeeper()
+	return client, cs
 }

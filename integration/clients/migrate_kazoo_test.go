@@ -3,8 +3,6 @@ package clients
 import (
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/zetcd/zetcd/internal/testkit/itest"
@@ -21,13 +19,7 @@ func TestMigrateKazoo(t *testing.T) {
 	py := kazooPython(t)
 	m := itest.StartMigration(t, itest.MigrationOptions{})
 	cmd := exec.Command(py, filepath.Join("testdata", "kazoo_migrate.py"), m.Addr)
-	client, ready := startPaused(t, cmd, "kazoo_migrate.py")
-	session := strings.TrimPrefix(ready, "ready ")
-	cs := m.Cutover(t)
-	if !slices.Contains(cs.TakenOver, session) || len(cs.TakenOver) != 2 {
-		t.Errorf("sessions taken over: %v, want %s's and the writer's", cs.TakenOver, session)
-	}
-	m.StopZooKeeper()
+	client, _ := cutOverClient(t, m, cmd, "kazoo_migrate.py")
 	wantLines(t, "kazoo_migrate.py", finish(t, client, "go"), []string{
 		"read data=v3 sameVersion=True mzxidNotOlder=True",
 		"raw watch at the disconnection ['NONE None']",
