@@ -199,7 +199,7 @@ func launchScale(o *options, sc scaleOptions, name string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	go guardMemory(s)
+	go guardMemory(s, scaleMemFloor)
 	return s, nil
 }
 
@@ -382,7 +382,7 @@ func measureImport(o *options, sc scaleOptions, zkDir string) *importRun {
 		r.Error = err.Error()
 		return r
 	}
-	go guardMemory(imp)
+	go guardMemory(imp, scaleMemFloor)
 	<-imp.exited
 	r.Seconds = time.Since(t0).Seconds()
 	state := imp.cmd.ProcessState

@@ -86,15 +86,12 @@ func TestSummarizeGets(t *testing.T) {
 // TestGuardMemory: the guard leaves a server alone while the machine has its floor available,
 // and kills it, saying why, once it has not.
 func TestGuardMemory(t *testing.T) {
-	floor := scaleMemFloor
-	t.Cleanup(func() { scaleMemFloor = floor })
 	s, err := start("sleeper", exec.Command("sleep", "60"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.stop)
-	scaleMemFloor = 0
-	go guardMemory(s)
+	go guardMemory(s, 0)
 	select {
 	case <-s.exited:
 		t.Fatal("the guard killed a server with memory to spare")
@@ -107,8 +104,7 @@ func TestGuardMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.stop)
-	scaleMemFloor = math.MaxInt64
-	go guardMemory(s)
+	go guardMemory(s, math.MaxInt64)
 	select {
 	case <-s.exited:
 	case <-time.After(10 * time.Second):

@@ -61,9 +61,9 @@ func memoryShortfall(avail, need int64) string {
 	return fmt.Sprintf("the machine has %s of memory available, and needs %s", byteSize(float64(avail)), byteSize(float64(need)))
 }
 
-// guardMemory kills s if the machine's available memory falls below scaleMemFloor while s runs,
-// and sets s.lowMemory to say so first. It returns when s exits.
-func guardMemory(s *server) {
+// guardMemory kills s if the machine's available memory falls below floor (scaleMemFloor) while
+// s runs, and sets s.lowMemory to say so first. It returns when s exits.
+func guardMemory(s *server, floor int64) {
 	t := time.NewTicker(scaleGuardEvery)
 	defer t.Stop()
 	for {
@@ -73,11 +73,11 @@ func guardMemory(s *server) {
 		case <-t.C:
 		}
 		avail, err := memAvailable()
-		if err != nil || avail >= scaleMemFloor {
+		if err != nil || avail >= floor {
 			continue
 		}
 		why := fmt.Sprintf("%s stopped: the machine's available memory fell to %s (RSS %s), below the bench's floor of %s",
-			s.name, byteSize(float64(avail)), mib(readMemory(s.cmd.Process.Pid).EndRSSKB), byteSize(float64(scaleMemFloor)))
+			s.name, byteSize(float64(avail)), mib(readMemory(s.cmd.Process.Pid).EndRSSKB), byteSize(float64(floor)))
 		s.lowMemory.Store(&why)
 		log.Print(why)
 		s.cmd.Process.Kill()
