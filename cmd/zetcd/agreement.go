@@ -227,18 +227,24 @@ func (a *agreement) read(ctx context.Context) (common, error) {
 }
 
 // putCutover writes c if the cutover key's ModRevision is still rev (0: absent), on lease (0:
-// none), and returns its new ModRevision; errStale if the key changed.
+// none), and returns its new ModRevision; errStale if the key changed. A key that changed to c
+// itself, on lease, was written by an earlier attempt whose answer was lost (etcd's leader
+// paused, a connection closed): that is success, at the key's ModRevision.
 func (a *agreement) putCutover(ctx context.Context, rev int64, c commonCutover, lease clientv3.LeaseID) (int64, error) {
 	b, _ := json.Marshal(c)
 	t, err := a.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(a.base+"cutover"), "=", rev), a.loadGuard()).
-		Then(clientv3.OpPut(a.base+"cutover", string(b), clientv3.WithLease(lease))).Commit()
+		Then(clientv3.OpPut(a.base+"cutover", string(b), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(a.base + "cutover")).Commit()
 	switch {
 	case err != nil:
 		return 0, err
-	case !t.Succeeded:
-		return 0, errStale
+	case t.Succeeded:
+		return t.Header.Revision, nil
 	}
-	return t.Header.Revision, nil
+	if kvs := t.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 && string(kvs[0].Value) == string(b) && kvs[0].Lease == int64(lease) {
+		return kvs[0].ModRevision, nil
+	}
+	return 0, errStale
 }
 
 // errStale: the cutover key changed since it was read.
