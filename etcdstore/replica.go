@@ -118,14 +118,21 @@ type tree struct {
 	dataSize   int64                         // ZooKeeper's approximate data size: every node's path and data length
 	ephemerals map[int64]map[string]struct{} // lease (session) → the paths of its ephemeral nodes
 	quotas     quotaSet                      // the quota'd paths: those with a limits node (quota.go)
+	// loading is the parent whose children a load is putting (loadByParent), so that each
+	// child finds it without a lookup; empty outside a load, during which nothing is deleted.
+	loading struct {
+		path string
+		node *replicaNode
+	}
 }
 
-func newTree() *tree {
-	return &tree{nodes: map[string]*replicaNode{}, ephemerals: map[int64]map[string]struct{}{}}
+// newTree returns an empty tree with room for about size nodes.
+func newTree(size int) *tree {
+	return &tree{nodes: make(map[string]*replicaNode, size), ephemerals: map[int64]map[string]struct{}{}}
 }
 
 func newReplica(keys keySchema, log *zap.Logger) *replica {
-	return &replica{keys: keys, log: log, pageSize: replicaPageSize, t: newTree()}
+	return &replica{keys: keys, log: log, pageSize: replicaPageSize, t: newTree(0)}
 }
 
 // load reads every data, meta and session key under the prefix at revision rev, in pages, and
@@ -141,14 +148,15 @@ func newReplica(keys keySchema, log *zap.Logger) *replica {
 // then counted once or twice. If the nodes read that way are not all the data keys etcd holds at
 // rev (a key layout this load does not expect), the whole prefix is read again in plain pages.
 func (r *replica) load(ctx context.Context, kv clientv3.KV, rev int64) error {
-	t, err := r.loadByParent(ctx, kv, rev)
+	total, err := countKeys(ctx, kv, r.keys.dataKeysPrefix(), rev)
+	var t *tree
 	if err == nil {
-		var total int64
-		if total, err = countKeys(ctx, kv, r.keys.dataKeysPrefix(), rev); err == nil && total != t.count {
-			r.log.Warn("replica: loading parent by parent missed data keys; reading them all",
-				zap.Int64("read", t.count), zap.Int64("etcd", total))
-			t, err = r.loadAll(ctx, kv, rev)
-		}
+		t, err = r.loadByParent(ctx, kv, rev, total)
+	}
+	if err == nil && total != t.count {
+		r.log.Warn("replica: loading parent by parent missed data keys; reading them all",
+			zap.Int64("read", t.count), zap.Int64("etcd", total))
+		t, err = r.loadAll(ctx, kv, rev, total)
 	}
 	if err != nil {
 		return fmt.Errorf("load the tree at revision %d: %w", rev, err)
@@ -182,9 +190,10 @@ func lastWriteIndex(ctx context.Context, kv clientv3.KV, k keySchema, rev int64)
 // loadByParent reads the tree breadth first (load). The ranges of the next parents in the
 // queue are read while one parent's keys go into the tree (readAhead of them at once): etcd's
 // side of a page and the tree's take about as long each, and the tree is built on one
-// goroutine.
-func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (*tree, error) {
-	t := newTree()
+// goroutine. size is the number of data keys etcd holds: the tree's map is made that large
+// at once, not grown (and rehashed) a doubling at a time.
+func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev, size int64) (*tree, error) {
+	t := newTree(int(size))
 	put := func(kv *mvccpb.KeyValue) { t.putLoaded(r.keys, kv) }
 	for _, p := range []string{r.keys.data("/"), r.keys.metaPrefix("/"), r.keys.sessionKeysPrefix()} {
 		if err := rangePages(ctx, kv, p, rev, r.pageSize, put); err != nil {
@@ -211,6 +220,7 @@ func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (
 			go queue[started].read(ctx, stop, kv, r.keys, rev, r.pageSize)
 		}
 		pr := queue[i]
+		t.loading.path, t.loading.node = pr.path, t.nodes[pr.path]
 		for page := range pr.pages {
 			for _, kv := range page {
 				t.putLoaded(r.keys, kv)
@@ -224,6 +234,7 @@ func (r *replica) loadByParent(ctx context.Context, kv clientv3.KV, rev int64) (
 		}
 		queue[i] = nil // its keys are in the tree
 	}
+	t.loading.path, t.loading.node = "", nil
 	return t, nil
 }
 
@@ -262,8 +273,8 @@ func (pr *parentRead) read(ctx, stop context.Context, kv clientv3.KV, k keySchem
 }
 
 // loadAll reads every data, meta and session key in plain pages of the whole prefix.
-func (r *replica) loadAll(ctx context.Context, kv clientv3.KV, rev int64) (*tree, error) {
-	t := newTree()
+func (r *replica) loadAll(ctx context.Context, kv clientv3.KV, rev, size int64) (*tree, error) {
+	t := newTree(int(size))
 	for _, prefix := range []string{r.keys.dataKeysPrefix(), r.keys.prefix + "m/", r.keys.sessionKeysPrefix()} {
 		err := rangePages(ctx, kv, prefix, rev, r.pageSize, func(kv *mvccpb.KeyValue) {
 			t.putLoaded(r.keys, kv)
@@ -414,12 +425,28 @@ func (r *replica) revision() int64 {
 // entry returns the node's entry, creating it. A new entry's path is copied: path may be part
 // of an etcd key, which the tree does not keep.
 func (t *tree) entry(path string) *replicaNode {
-	n := t.nodes[path]
-	if n == nil {
-		n = &replicaNode{}
-		t.nodes[strings.Clone(path)] = n
-	}
+	n, _ := t.entryKey(path)
 	return n
+}
+
+// entryKey is entry, and for a new entry also the copy of path the tree keeps ("" for an entry
+// that was there): a new child's name in its parent's set is the end of that copy, not a copy
+// of its own.
+func (t *tree) entryKey(path string) (*replicaNode, string) {
+	if n := t.nodes[path]; n != nil {
+		return n, ""
+	}
+	n, kept := &replicaNode{}, strings.Clone(path)
+	t.nodes[kept] = n
+	return n, kept
+}
+
+// parentEntry is entry(parent), without a lookup for the parent a load is putting children of.
+func (t *tree) parentEntry(parent string) *replicaNode {
+	if t.loading.node != nil && parent == t.loading.path {
+		return t.loading.node
+	}
+	return t.entry(parent)
 }
 
 // put records a put of a data, meta or session key the watch feed applies; other keys are not
@@ -436,12 +463,17 @@ func (t *tree) put(keys keySchema, kv *mvccpb.KeyValue) {
 		return
 	}
 	if path, ok := keys.pathOfDataKey(key); ok {
-		n := t.entry(path)
+		n, kept := t.entryKey(path)
 		if n.exists() {
 			t.uncount(path, n)
 		} else if path != "/" {
 			parent, name := splitPath(path)
-			t.entry(parent).addChild(strings.Clone(name))
+			if kept != "" {
+				_, name = splitPath(kept)
+			} else {
+				name = strings.Clone(name)
+			}
+			t.parentEntry(parent).addChild(name)
 		}
 		n.putData(kv, &t.acls)
 		t.countIn(path, n)

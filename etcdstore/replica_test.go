@@ -419,11 +419,11 @@ func checkTreeMatchesEtcd(t *testing.T, b *Store) {
 		t.Fatal(err)
 	}
 	// Parent by parent reads what a plain read of every key does.
-	byParent, err := fresh.loadByParent(ctx, b.kv, rev)
+	byParent, err := fresh.loadByParent(ctx, b.kv, rev, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := fresh.loadAll(ctx, b.kv, rev)
+	all, err := fresh.loadAll(ctx, b.kv, rev, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
