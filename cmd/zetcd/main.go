@@ -70,6 +70,7 @@ func run(o options, log *zap.Logger) error {
 	if o.migrate.on() {
 		return runMigrate(o, log)
 	}
+	started := startGC(log)
 	etcd, err := connectEtcd(o, log)
 	if err != nil {
 		return err
@@ -79,7 +80,7 @@ func run(o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	return serveZetcd(o, log, etcd, ports, handover{})
+	return serveZetcd(o, log, etcd, ports, handover{loaded: started})
 }
 
 // handover is what migration mode gives the zetcd it starts at the cutover (migrate.go): the
@@ -92,6 +93,8 @@ type handover struct {
 	setHTTP func(http.Handler)
 	// started, if set, is told that the server serves.
 	started func()
+	// loaded, if set, is told that the store is built: its replica loaded (startGC).
+	loaded func()
 }
 
 // serveZetcd builds the store on etcd and serves ZooKeeper clients on ports until a signal, a
@@ -110,6 +113,9 @@ func serveZetcd(o options, log *zap.Logger, etcd *etcdConn, ports []clientPort, 
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	backend, err := newBackend(o, log, etcd, reg, metrics)
+	if h.loaded != nil {
+		h.loaded()
+	}
 	if err != nil {
 		closePorts()
 		return err
