@@ -103,6 +103,11 @@ const (
 // transaction (docs/benchmarks.md, "Memory per znode, session and watch").
 const singleMemberCatchUpEntries = 100
 
+// singleMemberSnapshotCount is how many raft entries a cluster of one applies between etcd's
+// snapshots. Raft keeps every entry since the last snapshot in memory, each a whole
+// transaction, and a restart reads and replays them from the write-ahead log.
+const singleMemberSnapshotCount = 1000
+
 // DefaultQuotaBytes is the embedded etcd's default space quota, etcd's own default (2 GiB).
 const DefaultQuotaBytes = 2 << 30
 
@@ -231,6 +236,7 @@ func Start(cfg Config) (*Etcd, error) {
 	}
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	if cfg.Member == nil {
+		ec.SnapshotCount = singleMemberSnapshotCount
 		ec.SnapshotCatchUpEntries = singleMemberCatchUpEntries
 	}
 	ec.MaxTxnOps = MaxTxnOps

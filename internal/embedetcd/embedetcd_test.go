@@ -2,6 +2,7 @@ package embedetcd
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -109,5 +110,30 @@ func TestEndpointIsGRPC(t *testing.T) {
 		if err != nil {
 			t.Fatalf("start %d: put through %s: %v", i, e.Endpoint, err)
 		}
+	}
+}
+
+// A cluster of one takes a snapshot every singleMemberSnapshotCount entries, so that raft holds
+// no more than that many in memory and a restart replays no more from its log.
+func TestSingleMemberSnapshots(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Start(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cli, _ := e.InProcessClient()
+	for i := 0; i < 2*singleMemberSnapshotCount+100; i++ {
+		if _, err := cli.Put(context.Background(), fmt.Sprintf("k%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, _ := Dirs(dir)
+	snaps, err := filepath.Glob(filepath.Join(snap, "*.snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) < 2 {
+		t.Errorf("%d snapshots after %d entries, want 2 or more: %v", len(snaps), 2*singleMemberSnapshotCount+100, snaps)
 	}
 }
