@@ -162,7 +162,7 @@ func TestMarkdown(t *testing.T) {
 		"a session takes **1024 B** of RSS (ZooKeeper **1024 B**)",
 		"**102 B** live (ZooKeeper **205 B**)",
 		"**30.0 s** on 1,000,000 znodes", "ZooKeeper's **— s**", // ZooKeeper did not restart
-		"**200.00\nms** on that tree (ZooKeeper **20.00 ms**)",
+		"**200.00 ms** on that tree (ZooKeeper **20.00 ms**)",
 		"**0.20×** ZooKeeper's rate",
 		"## Reproducing", "make bench-scale", "go run ./tools/bench --report-only",
 	} {
