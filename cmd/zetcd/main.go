@@ -70,7 +70,6 @@ func run(o options, log *zap.Logger) error {
 	if o.migrate.on() {
 		return runMigrate(o, log)
 	}
-	started := startGC(log)
 	etcd, err := connectEtcd(o, log)
 	if err != nil {
 		return err
@@ -80,7 +79,7 @@ func run(o options, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	return serveZetcd(o, log, etcd, ports, handover{loaded: started})
+	return serveZetcd(o, log, etcd, ports, handover{})
 }
 
 // handover is what migration mode gives the zetcd it starts at the cutover (migrate.go): the
@@ -93,8 +92,6 @@ type handover struct {
 	setHTTP func(http.Handler)
 	// started, if set, is told that the server serves.
 	started func()
-	// loaded, if set, is told that the store is built: its replica loaded (startGC).
-	loaded func()
 }
 
 // serveZetcd builds the store on etcd and serves ZooKeeper clients on ports until a signal, a
@@ -113,13 +110,11 @@ func serveZetcd(o options, log *zap.Logger, etcd *etcdConn, ports []clientPort, 
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	backend, err := newBackend(o, log, etcd, reg, metrics)
-	if h.loaded != nil {
-		h.loaded()
-	}
 	if err != nil {
 		closePorts()
 		return err
 	}
+	releaseStartMemory(log)
 	defer backend.Close()
 	served, closeServed, err := wrapBackend(o, log, reg, metrics.WrapBackend(backend))
 	if err != nil {

@@ -1,38 +1,36 @@
 package main
 
 import (
-	"runtime/debug"
+	"runtime"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 )
 
-func TestStartGC(t *testing.T) {
-	t.Setenv("GOGC", "")
-	t.Setenv("GOMEMLIMIT", "")
-	before := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(before)
-	loaded := startGC(zap.NewNop())
-	if got := debug.SetGCPercent(startGCPercent); got != startGCPercent {
-		t.Errorf("GOGC while starting: %d, want %d", got, startGCPercent)
+// The start's garbage is given back: after releaseStartMemory the heap's free memory is
+// returned to the system.
+func TestReleaseStartMemory(t *testing.T) {
+	garbage := make([][]byte, 0, 256)
+	for range 256 {
+		garbage = append(garbage, make([]byte, 1<<20))
 	}
-	if limit := debug.SetMemoryLimit(-1); limit != machineMemory()/4*3 {
-		t.Errorf("memory limit while starting: %d, want %d", limit, machineMemory()/4*3)
+	garbage = nil
+	_ = garbage
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	releaseStartMemory(zap.NewNop())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		if after.HeapReleased >= before.HeapReleased+128<<20 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("released %d MiB of the heap after 10s (before: %d MiB); want 128 MiB more",
+				after.HeapReleased>>20, before.HeapReleased>>20)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	loaded()
-	if got := debug.SetGCPercent(-1); got != 100 {
-		t.Errorf("GOGC once loaded: %d, want 100", got)
-	}
-	debug.SetGCPercent(100)
-}
-
-func TestStartGCLeavesGOGCSet(t *testing.T) {
-	t.Setenv("GOGC", "50")
-	before := debug.SetGCPercent(50)
-	defer debug.SetGCPercent(before)
-	startGC(zap.NewNop())()
-	if got := debug.SetGCPercent(-1); got != 50 {
-		t.Errorf("GOGC with GOGC=50 set: %d, want 50", got)
-	}
-	debug.SetGCPercent(50)
 }
