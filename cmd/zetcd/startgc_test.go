@@ -11,12 +11,7 @@ import (
 // The start's garbage is given back: after releaseStartMemory the heap's free memory is
 // returned to the system.
 func TestReleaseStartMemory(t *testing.T) {
-	garbage := make([][]byte, 0, 256)
-	for range 256 {
-		garbage = append(garbage, make([]byte, 1<<20))
-	}
-	garbage = nil
-	_ = garbage
+	makeGarbage(256 << 20)
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	releaseStartMemory(zap.NewNop())
@@ -33,4 +28,13 @@ func TestReleaseStartMemory(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// makeGarbage allocates n bytes a MiB at a time and keeps none of them.
+func makeGarbage(n int) {
+	kept := make([][]byte, 0, n>>20)
+	for range n >> 20 {
+		kept = append(kept, make([]byte, 1<<20))
+	}
+	runtime.KeepAlive(kept)
 }
