@@ -345,7 +345,9 @@ func systemProps(props map[string]string) []string {
 
 // waitReady polls the server until it answers srvr with a Mode (ruok answers imok before the
 // server serves requests, so it is no use here), then checks with conf that the answer came
-// from this server and not from another that took the port first.
+// from this server and not from another that took the port first. A member of an ensemble with
+// readonlymode.enabled answers "Mode: read-only" until its quorum is formed, and refuses the
+// sessions of clients that do not ask for read-only: it is not ready then.
 func (s *Server) waitReady(dataDir string) error {
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -358,7 +360,7 @@ func (s *Server) waitReady(dataDir string) error {
 			return fmt.Errorf("%s: JVM exited (%v) before serving; log:\n%s", s.Addr, s.waitErr, log)
 		default:
 		}
-		if out, err := FourLetterWord(s.Addr, "srvr", probeTimeout); err == nil && strings.Contains(out, "Mode: ") {
+		if out, err := FourLetterWord(s.Addr, "srvr", probeTimeout); err == nil && strings.Contains(out, "Mode: ") && !strings.Contains(out, "Mode: read-only") {
 			conf, err := FourLetterWord(s.Addr, "conf", probeTimeout)
 			if err != nil {
 				return fmt.Errorf("%s: conf: %w", s.Addr, err)
