@@ -40,7 +40,7 @@ func TestMigrateCurator(t *testing.T) {
 	lines := finish(t, client, fmt.Sprintf("go %d %d", start.UnixMilli(), end.UnixMilli()))
 	states := "[CONNECTED, SUSPENDED, RECONNECTED]"
 	wantLines(t, "java MigrateCurator", lines, []string{
-		"curatorCache everyChangeOnceInOrder=true",
+		"curatorCache everyChangeOncePerNodeInOrder=true",
 		"writer before=true during=true after=true",
 		"treeCache with nothing changed []",
 		"mutex held=true lockNodes=1 sameNode=true contenderGot=false",
