@@ -178,14 +178,18 @@ func (c *clientConn) runWriter() {
 		if !c.armWrite(c.timeout) {
 			return
 		}
+		// Counted before the write, as ZooKeeper counts a response when it queues it: a client
+		// that has read its answer finds it in the next srvr or mntr.
+		for i := range frames {
+			if n := len(frames[i].frame); n > 0 {
+				c.countSent(n)
+			}
+		}
 		if err := c.write(frames); err != nil {
 			c.writeFailed(err)
 			return
 		}
 		for ; written < len(frames); written++ {
-			if n := len(frames[written].frame); n > 0 {
-				c.countSent(n)
-			}
 			c.budget.written(frames[written].size())
 			frames[written].release()
 		}
