@@ -124,11 +124,11 @@ func (c *clientConn) fourLetterWord(cmd string) {
 	if !c.armWrite(handshakeTimeout) {
 		return
 	}
+	c.countPacketSent() // before the write, as the writer counts frames (writer.go)
 	if _, err := io.WriteString(c.nc, out); err != nil {
 		c.log.Info("write four-letter word answer failed", zap.Error(fmt.Errorf("4lw %s: write: %w", cmd, err)))
 		return
 	}
-	c.countPacketSent()
 	c.graceful.Store(true)
 }
 

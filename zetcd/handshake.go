@@ -156,8 +156,9 @@ func (c *clientConn) writeHandshake(resp *encoding.ConnectResponse) {
 	if !c.armWrite(handshakeTimeout) {
 		return
 	}
-	buf, err := encoding.WriteFrame(c.nc, nil, resp)
-	if err != nil {
+	buf := encoding.AppendFrame(nil, resp)
+	c.countSent(len(buf)) // before the write, as the writer counts frames (writer.go)
+	if _, err := c.nc.Write(buf); err != nil {
 		level := zap.InfoLevel
 		if clientGone(err) {
 			level = zap.DebugLevel
@@ -165,7 +166,6 @@ func (c *clientConn) writeHandshake(resp *encoding.ConnectResponse) {
 		c.log.Log(level, "write connect response failed", zap.Error(fmt.Errorf("write connect response: %w", err)))
 		return
 	}
-	c.countSent(len(buf))
 	c.graceful.Store(true)
 }
 
